@@ -1,0 +1,221 @@
+"""The `pager` command line (SPEC §4): `main(argv) -> int`.
+
+Keep module-level imports stdlib-only: `pager status` and hooks must start fast, so each
+command imports what it needs (the server stack only in `serve`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pager.versions import SCHEMA_VERSION, VERSION
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+
+
+class CommandError(Exception):
+    """A failure reported as one line on stderr with exit status 1."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pager",
+        description="Pager: a durable local message broker for coding-agent sessions.",
+        epilog="State lives in $PAGER_HOME (default: the platform's user state directory).",
+    )
+    parser.add_argument("--version", action="version", version=f"pager {VERSION}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the broker in the foreground (logs to stderr)",
+        description="Run the broker in the foreground. SIGINT/SIGTERM stop it gracefully.",
+    )
+    serve.add_argument("--host", help="bind address (default 127.0.0.1; env PAGER_HOST)")
+    serve.add_argument("--port", type=int, help="bind port (default: kept from the first start)")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    commands.add_parser(
+        "start",
+        help="start the broker in the background, or adopt the running one",
+        description="Start the broker in the background (or adopt the running one) and print "
+        "its status.",
+    ).add_argument("--json", action="store_true", help="print the status as JSON")
+    commands.add_parser(
+        "status",
+        help="show whether a broker runs (exit 3 when none)",
+        description="Show the running broker: pid, MCP endpoint, database, versions, uptime. "
+        "Exit status 0 when running, 3 when not.",
+    ).add_argument("--json", action="store_true", help="print the status as JSON")
+    commands.add_parser(
+        "exit",
+        help="stop the running broker",
+        description="Stop the running broker: gracefully, then forcibly after a bound.",
+    )
+    commands.add_parser(
+        "restart",
+        help="stop the running broker and start a fresh one",
+        description="Stop the running broker (if any) and start a fresh one.",
+    ).add_argument("--json", action="store_true", help="print the status as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    handlers = {
+        "serve": cmd_serve,
+        "start": cmd_start,
+        "status": cmd_status,
+        "exit": cmd_exit,
+        "restart": cmd_restart,
+    }
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return handlers[args.command](args)
+    except CommandError as exc:
+        print(f"pager: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _paths() -> Any:
+    from pager.launch.paths import StateDirError, state_paths
+
+    try:
+        return state_paths()
+    except StateDirError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from pager.config import ConfigError, load_config
+    from pager.launch.serve import serve_main
+
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    paths = _paths()
+    try:
+        config = load_config(paths.config, host=args.host, port=args.port)
+    except ConfigError as exc:
+        logging.getLogger("pager").error("bad configuration: %s", exc)
+        return EXIT_ERROR
+    return serve_main(paths, config)
+
+
+def _ensure_running() -> Any:
+    from pager.config import ConfigError, load_config
+    from pager.launch.lifecycle import LifecycleError, ensure_broker
+    from pager.launch.paths import StateDirError, ensure_state_dir
+
+    paths = _paths()
+    try:
+        ensure_state_dir(paths)
+        load_config(paths.config)  # a bad value fails here, before a broker is spawned
+        return paths, ensure_broker(paths)
+    except (ConfigError, LifecycleError, StateDirError) as exc:
+        raise CommandError(str(exc)) from None
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    paths, broker = _ensure_running()
+    _print_status(_status_report(paths, broker, ""), as_json=args.json)
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from pager.launch.discovery import discover
+
+    paths = _paths()
+    found = discover(paths)
+    _print_status(_status_report(paths, found.broker, found.reason), as_json=args.json)
+    return EXIT_OK if found.broker is not None else EXIT_NOT_RUNNING
+
+
+def cmd_exit(args: argparse.Namespace) -> int:
+    from pager.launch.discovery import discover
+    from pager.launch.lifecycle import stop_broker
+
+    paths = _paths()
+    found = discover(paths)
+    if found.broker is None:
+        print(f"No broker was running ({found.reason}).")
+        return EXIT_OK
+    killed = stop_broker(paths, found.broker)
+    how = "killed after it did not stop in time" if killed else "stopped"
+    print(f"Broker (pid {found.broker.pid}) {how}.")
+    return EXIT_OK
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    from pager.launch.discovery import discover
+    from pager.launch.lifecycle import stop_broker
+
+    paths = _paths()
+    found = discover(paths)
+    if found.broker is not None:
+        stop_broker(paths, found.broker)
+    return cmd_start(args)
+
+
+def _status_report(paths: Any, broker: Any, reason: str) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "running": broker is not None,
+        "state_dir": str(paths.root),
+        "database": str(paths.database),
+        "installed_version": VERSION,
+        "installed_schema_version": SCHEMA_VERSION,
+    }
+    if broker is None:
+        report["reason"] = reason
+        return report
+    started = datetime.fromisoformat(broker.started_at)
+    report.update(
+        pid=broker.pid,
+        url=broker.url,
+        mcp_url=broker.mcp_url,
+        broker_version=broker.version,
+        schema_version=broker.schema_version,
+        instance_id=broker.instance_id,
+        started_at=broker.started_at,
+        uptime_s=round((datetime.now(UTC) - started).total_seconds(), 3),
+    )
+    return report
+
+
+def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return
+    if not report["running"]:
+        print(f"No Pager broker is running ({report['reason']}).")
+        print(f"  state      {report['state_dir']}")
+        print("Start one with `pager start`.")
+        return
+    print(f"Pager broker running (pid {report['pid']}, up {_duration(report['uptime_s'])})")
+    print(f"  MCP endpoint  {report['mcp_url']}")
+    print(f"  database      {report['database']} (schema {report['schema_version']})")
+    print(f"  version       broker {report['broker_version']}, installed {VERSION}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    shown = [f"{value}{unit}" for value, unit in parts if value] or ["0s"]
+    return " ".join(shown[:2])

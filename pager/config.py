@@ -1,0 +1,219 @@
+"""Configuration: flag > environment (`PAGER_*`) > `config.toml` > default (SPEC §3, §9).
+
+Every window has a key in `[windows]` and an override `PAGER_WINDOW_<NAME>`; sizes live in
+`[limits]` with `PAGER_LIMIT_<NAME>`. Bad values are a startup error that names the source.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+
+class ConfigError(Exception):
+    """A configuration value is wrong; the message names where it came from and the fix."""
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+DEFAULT_HOST = "127.0.0.1"
+_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB)?\s*$")
+_UNIT_BYTES = {"B": 1, "KiB": 1024, "MiB": 1024 * 1024}
+
+
+def parse_duration(text: str, *, source: str) -> float:
+    """`500ms`, `30s`, `15m`, `2h`, `7d` → seconds (> 0)."""
+    match = _DURATION.match(text)
+    seconds = float(match[1]) * _UNIT_SECONDS[match[2]] if match else math.nan
+    if not seconds > 0 or math.isinf(seconds):
+        raise ConfigError(
+            f"{source}: {text!r} is not a positive duration; write a number followed by "
+            "ms, s, m, h or d (e.g. 500ms, 30s, 2h, 7d)"
+        )
+    return seconds
+
+
+def parse_schedule(text: str, *, source: str) -> tuple[float, ...]:
+    """A comma-separated list of durations whose last delay repeats (`2s, 10s, 30m`)."""
+    parts = [part for part in text.split(",")]
+    if not text.strip() or any(not part.strip() for part in parts):
+        raise ConfigError(
+            f"{source}: {text!r} is not a schedule; write comma-separated durations "
+            "such as '2s, 10s, 30m' (the last one repeats)"
+        )
+    return tuple(parse_duration(part, source=source) for part in parts)
+
+
+def parse_count(value: object, *, source: str) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"{source}: {value!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def parse_size(value: object, *, source: str) -> int:
+    """`32KiB`, `1MiB`, `4096` (bytes) → bytes (> 0)."""
+    match = _SIZE.match(str(value)) if not isinstance(value, bool) else None
+    size = int(match[1]) * _UNIT_BYTES[match[2] or "B"] if match else 0
+    if size < 1:
+        raise ConfigError(
+            f"{source}: {value!r} is not a size; write a whole number of bytes, "
+            "optionally with KiB or MiB (e.g. 32KiB)"
+        )
+    return size
+
+
+@attrs.frozen
+class Windows:
+    """The windows of SPEC §9, in seconds (the schedule as a tuple; the last delay repeats)."""
+
+    lease_ttl: float = 90.0
+    stream_grace: float = 15.0
+    ack_wait: float = 60.0
+    redelivery: tuple[float, ...] = (2.0, 10.0, 30.0, 120.0, 600.0, 1800.0)
+    max_attempts: int = 50
+    message_expiry: float = 7 * 86400.0
+    unused: float = 3600.0
+    resumable_retention: float = 7 * 86400.0
+    named_archive: float = 30 * 86400.0
+    archive_retention: float = 30 * 86400.0
+    idempotency: float = 86400.0
+    event_retention: float = 7 * 86400.0
+
+    def redelivery_delay(self, attempt: int) -> float:
+        """Delay before attempt `attempt + 1`, given that `attempt` (≥ 1) attempts were made."""
+        return self.redelivery[min(max(attempt, 1), len(self.redelivery)) - 1]
+
+
+@attrs.frozen
+class Limits:
+    """Size limits of SPEC §9, in bytes."""
+
+    body_cap: int = 32 * 1024
+    display_cap: int = 4 * 1024
+    request_cap: int = 1024 * 1024
+
+
+@attrs.frozen
+class Config:
+    host: str = DEFAULT_HOST
+    port: int | None = None  # None: chosen at first start, then kept
+    windows: Windows = Windows()
+    limits: Limits = Limits()
+
+
+_WINDOW_FIELDS = {field.name: field for field in attrs.fields(Windows)}
+_LIMIT_FIELDS = {field.name: field for field in attrs.fields(Limits)}
+_TOP_KEYS = {"host", "port", "windows", "limits"}
+
+
+def _window_value(name: str, raw: object, source: str) -> object:
+    if name == "max_attempts":
+        return parse_count(raw, source=source)
+    if name == "redelivery" and isinstance(raw, list):
+        raw = ",".join(str(item) for item in raw)
+    if not isinstance(raw, str):
+        raise ConfigError(f"{source}: {raw!r} must be a string such as '30s'")
+    if name == "redelivery":
+        return parse_schedule(raw, source=source)
+    return parse_duration(raw, source=source)
+
+
+def _port(raw: object, source: str) -> int:
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise ConfigError(f"{source}: {raw!r} is not a TCP port (1-65535)")
+    return int(text)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
+
+
+def _table(
+    data: dict[str, Any], name: str, known: Mapping[str, object], path: Path
+) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table")
+    for key in table:
+        if key not in known:
+            raise ConfigError(
+                f"{path}: unknown key {name}.{key}; known keys: {', '.join(sorted(known))}"
+            )
+    return table
+
+
+def load_config(
+    path: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    host: str | None = None,
+    port: int | None = None,
+) -> Config:
+    """Read `config.toml` at `path`, then the environment, then the flags given."""
+    env = os.environ if environ is None else environ
+    data = _read_toml(path)
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise ConfigError(
+                f"{path}: unknown key {key!r}; known keys: {', '.join(sorted(_TOP_KEYS))}"
+            )
+
+    windows: dict[str, object] = {}
+    for key, raw in _table(data, "windows", _WINDOW_FIELDS, path).items():
+        windows[key] = _window_value(key, raw, f"{path} [windows] {key}")
+    limits: dict[str, object] = {}
+    for key, raw in _table(data, "limits", _LIMIT_FIELDS, path).items():
+        limits[key] = parse_size(raw, source=f"{path} [limits] {key}")
+
+    for var, raw in env.items():
+        for prefix, fields, target in (
+            ("PAGER_WINDOW_", _WINDOW_FIELDS, windows),
+            ("PAGER_LIMIT_", _LIMIT_FIELDS, limits),
+        ):
+            if not var.startswith(prefix):
+                continue
+            name = var.removeprefix(prefix).lower()
+            if name not in fields:
+                known = ", ".join(prefix + field.upper() for field in sorted(fields))
+                raise ConfigError(f"{var}: unknown setting; known: {known}")
+            target[name] = (
+                _window_value(name, raw, var) if target is windows else parse_size(raw, source=var)
+            )
+
+    chosen_host = host or env.get("PAGER_HOST") or data.get("host") or DEFAULT_HOST
+    if not isinstance(chosen_host, str):
+        raise ConfigError(f"{path}: host must be a string such as '127.0.0.1'")
+    chosen_port: int | None = None
+    if port is not None:
+        chosen_port = _port(port, "--port")
+    elif env.get("PAGER_PORT"):
+        chosen_port = _port(env["PAGER_PORT"], "PAGER_PORT")
+    elif "port" in data:
+        chosen_port = _port(data["port"], f"{path} port")
+
+    config_limits = Limits(**limits)  # type: ignore[arg-type]
+    if config_limits.display_cap > config_limits.body_cap:
+        raise ConfigError("display_cap must not exceed body_cap; lower display_cap")
+    return Config(
+        host=chosen_host,
+        port=chosen_port,
+        windows=Windows(**windows),  # type: ignore[arg-type]
+        limits=config_limits,
+    )

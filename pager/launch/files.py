@@ -1,0 +1,67 @@
+"""Small private files of the state directory: atomic JSON, the local secret. Stdlib-only."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+
+def write_private_json(path: Path, data: dict[str, Any]) -> None:
+    """Replace `path` atomically with `data` as JSON, mode 0600 (readers never see half a file)."""
+    tmp = _temp_beside(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        json.dump(data, file, indent=2, sort_keys=True)
+        file.write("\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(tmp, path)
+
+
+def _temp_beside(path: Path) -> Path:
+    """A fresh name in the same directory (so `os.replace`/`os.link` stay atomic)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None when it is missing, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def ensure_secret(path: Path) -> str:
+    """The local operator credential, created once (0600) and never rewritten.
+
+    Concurrent creators race with `os.link`, which never replaces an existing file, so all of
+    them end up reading the same secret.
+    """
+    try:
+        return _read_secret(path)
+    except FileNotFoundError:
+        pass
+    tmp = _temp_beside(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(secrets.token_urlsafe(32) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return _read_secret(path)
+
+
+def _read_secret(path: Path) -> str:
+    value = path.read_text().strip()
+    if not value:
+        raise ValueError(f"{path} is empty; delete it and run `pager restart` to make a new one")
+    return value

@@ -1,0 +1,86 @@
+"""The adoption lock `broker.lock` (SPEC §5). Stdlib-only.
+
+The running broker holds an exclusive `flock` on the file for its whole life and writes its
+identity (pid, instance id, schema version) into it. The kernel drops the lock when the holder
+dies, so a stale lock is taken over simply by locking it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class LockHeld(Exception):
+    """Another process holds the lock."""
+
+
+class BrokerLock:
+    """An acquired adoption lock; `release()` (or process exit) frees it."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    @classmethod
+    def acquire(cls, path: Path) -> BrokerLock:
+        """Take the lock without waiting, or raise `LockHeld`."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LockHeld(str(path)) from None
+        return cls(path, fd)
+
+    def write_identity(self, identity: dict[str, Any]) -> None:
+        """Record who holds the lock; callers compare it with `/health` before adopting."""
+        payload = json.dumps(identity, sort_keys=True).encode()
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, payload, 0)
+        os.fsync(self._fd)
+
+    def release(self) -> None:
+        """Clear the identity, then unlock: a reader never sees a released lock's identity."""
+        if self._fd < 0:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)
+        os.close(self._fd)  # closing the only descriptor drops the flock
+        self._fd = -1
+
+
+def read_lock_identity(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes() or b"null")
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@contextlib.contextmanager
+def start_lock(path: Path, timeout: float) -> Iterator[None]:
+    """Serialise starters: the holder checks, spawns and waits; the others then adopt.
+
+    Polls rather than blocking in `flock` so that the wait is bounded.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockHeld(str(path)) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,142 @@
+"""`pager serve`: the broker process in the foreground (SPEC §5).
+
+Order matters: the adoption lock is taken before anything else is touched, so a second broker
+(or a foreign lock holder) never opens the database; `broker.json` appears only once the web
+server answers, and goes away before the lock is released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+
+import trio
+
+from actors.checkpoint import BrokerRunInfo
+from pager.config import Config
+from pager.launch.files import ensure_secret, read_json, write_private_json
+from pager.launch.lock import BrokerLock, LockHeld, read_lock_identity
+from pager.launch.paths import StateDirError, StatePaths, ensure_state_dir
+from pager.versions import SCHEMA_VERSION, VERSION
+from supervisors import ChildSpec, SupervisorGaveUp
+from supervisors.broker import BrokerContext, build_broker_tree
+
+log = logging.getLogger("pager.broker")
+
+#: After a shutdown starts, the web server gets this long before the tree is cancelled.
+SHUTDOWN_BOUND = 2.0
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def serve_main(
+    paths: StatePaths, config: Config, *, extra_children: Sequence[ChildSpec] = ()
+) -> int:
+    """Run the broker until SIGINT/SIGTERM (exit 0) or until its tree gives up (exit 1)."""
+    try:
+        ensure_state_dir(paths)
+        lock = BrokerLock.acquire(paths.lock)
+    except StateDirError as exc:
+        log.error("%s", exc)
+        return 1
+    except LockHeld:
+        holder = read_lock_identity(paths.lock) or {}
+        log.error(
+            "%s is held by another process%s; a broker may already run (`pager status`). "
+            "If none does, find the holder with `fuser %s` and stop it.",
+            paths.lock,
+            f" (pid {holder['pid']})" if "pid" in holder else "",
+            paths.lock,
+        )
+        return 1
+    try:
+        ensure_secret(paths.secret)
+        run = BrokerRunInfo(
+            instance_id=uuid.uuid4().hex, pid=os.getpid(), version=VERSION, started_at=utc_now()
+        )
+        lock.write_identity(
+            {"instance_id": run.instance_id, "pid": run.pid, "schema_version": SCHEMA_VERSION}
+        )
+        health = {
+            "instance_id": run.instance_id,
+            "pid": run.pid,
+            "version": VERSION,
+            "schema_version": SCHEMA_VERSION,
+            "started_at": run.started_at,
+        }
+        ctx = BrokerContext(paths=paths, config=config, run=run, health=health, utc_now=utc_now)
+        return _run(ctx, extra_children)
+    finally:
+        _remove_broker_json(paths, lock_identity=read_lock_identity(paths.lock))
+        lock.release()
+
+
+def _run(ctx: BrokerContext, extra_children: Sequence[ChildSpec]) -> int:
+    try:
+        trio.run(_serve, ctx, extra_children)
+    except BaseExceptionGroup as group:
+        gave_up, rest = group.split(SupervisorGaveUp)
+        failed, rest = rest.split(Exception) if rest is not None else (None, None)
+        if rest is not None:  # KeyboardInterrupt and the like are not ours to report
+            raise rest from None
+        for exc in _leaves(gave_up):
+            log.error("broker stopped: %s", exc)
+        for exc in _leaves(failed):  # a child that failed to start: its error is the message
+            log.error("broker could not start: %s", exc)
+        return 1
+    return 0
+
+
+def _leaves(group: BaseExceptionGroup[BaseException] | None) -> list[BaseException]:
+    if group is None:
+        return []
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        leaves.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return leaves
+
+
+async def _serve(ctx: BrokerContext, extra_children: Sequence[ChildSpec]) -> None:
+    root = build_broker_tree(ctx, extra_children)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_signals, signals, ctx, nursery.cancel_scope)
+            await nursery.start(root.run)
+            url = root.started_value("web")
+            assert isinstance(url, str)
+            write_private_json(ctx.paths.broker_json, {**ctx.health, "url": url})
+            log.info("broker ready at %s (pid %d)", url, ctx.run.pid)
+            await ctx.shutdown.wait()
+            # Graceful: the web server finishes in-flight requests, then the tree stops in
+            # reverse order (the store checkpoints last).
+            with trio.move_on_after(SHUTDOWN_BOUND):
+                await ctx.web_stopped.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def _watch_signals(
+    signals: AsyncIterator[int], ctx: BrokerContext, scope: trio.CancelScope
+) -> None:
+    async for signum in signals:
+        if ctx.shutdown.is_set():
+            log.warning("second %s: stopping now", signal.Signals(signum).name)
+            scope.cancel()
+            return
+        log.info("%s: shutting down", signal.Signals(signum).name)
+        ctx.shutdown.set()
+
+
+def _remove_broker_json(paths: StatePaths, *, lock_identity: dict[str, object] | None) -> None:
+    info = read_json(paths.broker_json)
+    if info is None or lock_identity is None:
+        return
+    if info.get("instance_id") == lock_identity.get("instance_id"):
+        with contextlib.suppress(FileNotFoundError):
+            paths.broker_json.unlink()

@@ -1,0 +1,55 @@
+"""The SQLite checkpoint: schema, migrations and sync functions on one connection.
+
+Everything here is blocking stdlib `sqlite3` code; the broker calls it from one owner at a time
+(e.g. through `trio.to_thread.run_sync`). Only stdlib and attrs are imported.
+"""
+
+from pager.store._database import CheckpointResult, checkpoint, close_database, open_database
+from pager.store._errors import (
+    MigrationFailed,
+    StoreCorrupt,
+    StoreError,
+    StoreTooNew,
+    StoreUnreadable,
+    StoreUnwritable,
+)
+from pager.store._meta import get_meta, set_meta
+from pager.store._migrations import (
+    CURRENT_SCHEMA_VERSION,
+    MIGRATIONS,
+    Migration,
+    migrate_to,
+    read_schema_version,
+)
+from pager.store._runs import (
+    BrokerRun,
+    last_unclean_run,
+    list_broker_runs,
+    record_broker_start,
+    record_broker_stop,
+)
+
+__all__ = [
+    "CURRENT_SCHEMA_VERSION",
+    "MIGRATIONS",
+    "BrokerRun",
+    "CheckpointResult",
+    "Migration",
+    "MigrationFailed",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreTooNew",
+    "StoreUnreadable",
+    "StoreUnwritable",
+    "checkpoint",
+    "close_database",
+    "get_meta",
+    "last_unclean_run",
+    "list_broker_runs",
+    "migrate_to",
+    "open_database",
+    "read_schema_version",
+    "record_broker_start",
+    "record_broker_stop",
+    "set_meta",
+]

@@ -1,0 +1,24 @@
+"""The `meta` table: small string settings of the database (key -> value)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from pager.store._transactions import immediate_transaction, store_errors
+
+
+def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    """The value stored under `key`, or None if there is none."""
+    with store_errors(conn):
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    """Store `value` under `key`, replacing any earlier value."""
+    with store_errors(conn), immediate_transaction(conn):
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )

@@ -1,0 +1,37 @@
+"""The QuartTrio application behind the edge guard (ARCHITECTURE.md, Web)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from quart import Response, jsonify
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from pager.web.guard import ASGIApp, EdgeGuard, allowed_hosts
+
+
+def create_quart_app(health: dict[str, Any]) -> QuartTrio:
+    """The routes served by Quart; `health` is the broker's identity for `GET /health`."""
+    app = QuartTrio("pager")
+    app.config["RESPONSE_TIMEOUT"] = None  # long-lived streams end on shutdown, not on a timer
+
+    @app.get("/health")
+    async def get_health() -> Response:
+        return jsonify({"ok": True, **health})
+
+    @app.errorhandler(HTTPException)
+    async def http_error(error: HTTPException) -> tuple[Response, int]:
+        code = error.code or 500
+        name = (error.name or "error").lower().replace(" ", "_")
+        return jsonify({"error": {"code": name, "message": error.description}}), code
+
+    return app
+
+
+def create_app(health: dict[str, Any], *, host: str, port: int, request_cap: int) -> ASGIApp:
+    """The whole ASGI application: the edge guard in front of every route."""
+    quart_app = create_quart_app(health)
+    return EdgeGuard(
+        cast(ASGIApp, quart_app), hosts=allowed_hosts(host, port), request_cap=request_cap
+    )

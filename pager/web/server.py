@@ -1,0 +1,80 @@
+"""The web child of the broker tree: binds the loopback listener and serves with Hypercorn."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
+
+from pager.web.app import create_app
+
+log = logging.getLogger("pager.web")
+
+#: In-flight requests get this long after a shutdown starts (SPEC §5: within 2 s in all).
+GRACEFUL_TIMEOUT = 1.5
+
+
+class PortInUse(Exception):
+    """The configured port is taken by another program."""
+
+
+def bind_listener(host: str, port: int | None, kept_port: int | None) -> socket.socket:
+    """Bind the configured port, else the one kept from the last start, else a free one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    candidates = [port] if port is not None else [p for p in (kept_port, 0) if p is not None]
+    for candidate in candidates:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, candidate))
+        except OSError as exc:
+            sock.close()
+            if exc.errno != errno.EADDRINUSE or candidate == candidates[-1]:
+                raise PortInUse(
+                    f"cannot listen on {host}:{candidate} ({exc.strerror}); "
+                    "choose another with PAGER_PORT or `port` in config.toml"
+                ) from exc
+            log.warning("port %d, kept from the last start, is taken; choosing another", candidate)
+            continue
+        sock.listen(128)
+        return sock
+    raise AssertionError("unreachable: the last candidate either binds or raises")
+
+
+def hypercorn_config(sock: socket.socket) -> HypercornConfig:
+    config = HypercornConfig()
+    # Hypercorn takes ownership of the descriptor it is given; give it a copy of ours.
+    config.bind = [f"fd://{os.dup(sock.fileno())}"]
+    config.graceful_timeout = GRACEFUL_TIMEOUT
+    config.accesslog = None
+    config.errorlog = log
+    config.keep_alive_timeout = 5
+    return config
+
+
+async def run_web_server(
+    *,
+    host: str,
+    sock: socket.socket,
+    health: dict[str, Any],
+    request_cap: int,
+    shutdown_trigger: Callable[[], Awaitable[None]],
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until `shutdown_trigger` returns (a graceful stop: returns normally)."""
+    port = sock.getsockname()[1]
+    app = create_app(health, host=host, port=port, request_cap=request_cap)
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    config = hypercorn_config(sock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(serve, app, config, shutdown_trigger=shutdown_trigger))  # type: ignore[arg-type]
+        log.info("listening on %s", url)
+        task_status.started(url)

@@ -1,0 +1,49 @@
+# Shared by scripts/pager and scripts/test: create or update .venv, quietly when up to date.
+# Usage: ensure_venv EXTRAS   (EXTRAS: "" or "test")
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+
+find_python() {
+    local candidate
+    for candidate in "${PAGER_BOOTSTRAP_PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+        [ -n "$candidate" ] || continue
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    echo "pager: Python 3.11 or newer is needed; install it or set PAGER_BOOTSTRAP_PYTHON" >&2
+    return 1
+}
+
+ensure_venv() {
+    local extras="$1" spec="." stamp want log
+    [ -n "$extras" ] && spec=".[$extras]"
+    stamp="$VENV/.pager-install-stamp"
+    # Reinstall when pyproject.toml or the wanted extras change.
+    want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16) ${extras:-runtime}"
+    if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && grep -qxF -- "$want" "$stamp"; then
+        return 0
+    fi
+    # A test install includes the runtime one: don't downgrade the stamp for `pager`.
+    if [ -z "$extras" ] && [ -f "$stamp" ] && grep -qxF -- "${want% *} test" "$stamp"; then
+        return 0
+    fi
+    if [ ! -x "$VENV/bin/python" ]; then
+        echo "Creating $VENV ..." >&2
+        "$(find_python)" -m venv "$VENV"
+    fi
+    echo "Installing Pager${extras:+ with [$extras]} into .venv (first run or pyproject.toml changed) ..." >&2
+    log="$(mktemp)"
+    if ! (cd "$ROOT" && "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$spec") >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "pager: installing into .venv failed (output above)" >&2
+        return 1
+    fi
+    rm -f "$log"
+    echo "$want" >"$stamp"
+}

@@ -1,0 +1,89 @@
+"""The broker's supervision tree (ARCHITECTURE.md, Supervisors).
+
+root (rest_for_one): store → providers (one_for_one, filled per implementation in use) → web.
+A child that fails restarts with everything started after it, so every later child sees the
+current store. Later issues add the directory and the sweeper between store and web.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from actors._runtime import ActorRef, run_actor
+from actors.checkpoint import BrokerRunInfo, CheckpointActor, CheckpointMessage, GetMeta, SetMeta
+from pager.config import Config
+from pager.launch.paths import StatePaths
+from supervisors import ChildSpec, Restart, Strategy, Supervisor
+
+log = logging.getLogger("pager.broker")
+
+#: Restart intensity of the root: nested limits multiply, so the root's stays low.
+ROOT_MAX_RESTARTS = 3
+ROOT_PERIOD = 30.0
+
+
+@attrs.define
+class BrokerContext:
+    """What the children of one broker process share."""
+
+    paths: StatePaths
+    config: Config
+    run: BrokerRunInfo
+    health: dict[str, Any]
+    utc_now: Callable[[], str]
+    shutdown: trio.Event = attrs.field(factory=trio.Event)
+    web_stopped: trio.Event = attrs.field(factory=trio.Event)
+
+
+def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = ()) -> Supervisor:
+    """The root supervisor; `extra_children` start after the store (tests inject faults)."""
+    root: Supervisor
+
+    def store() -> ActorRef[CheckpointMessage]:
+        ref: ActorRef[CheckpointMessage] = root.started_value("store")  # type: ignore[assignment]
+        return ref
+
+    async def start_store(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        actor = CheckpointActor(ctx.paths.database, ctx.run, ctx.utc_now)
+        await run_actor(actor, name="store", task_status=task_status)
+
+    async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        from pager.web.server import bind_listener, run_web_server  # the server stack, lazily
+
+        kept = await store().call(GetMeta("port"))
+        sock = bind_listener(ctx.config.host, ctx.config.port, int(kept) if kept else None)
+        try:
+            port = str(sock.getsockname()[1])
+            if port != kept:  # the port is kept across restarts so URLs handed out stay valid
+                await store().call(SetMeta("port", port))
+            await run_web_server(
+                host=ctx.config.host,
+                sock=sock,
+                health=ctx.health,
+                request_cap=ctx.config.limits.request_cap,
+                shutdown_trigger=ctx.shutdown.wait,
+                task_status=task_status,
+            )
+        finally:
+            sock.close()
+            ctx.web_stopped.set()
+
+    providers = Supervisor("providers", [], strategy=Strategy.ONE_FOR_ONE)
+    root = Supervisor(
+        "broker",
+        [
+            ChildSpec("store", start_store),
+            *extra_children,
+            ChildSpec("providers", providers.run),
+            ChildSpec("web", start_web, restart=Restart.TRANSIENT),
+        ],
+        strategy=Strategy.REST_FOR_ONE,
+        max_restarts=ROOT_MAX_RESTARTS,
+        period=ROOT_PERIOD,
+    )
+    return root
