@@ -1,0 +1,65 @@
+"""The messaging API that the edges (MCP tools, HTTP routes) call; the broker implements it.
+
+Edges validate shapes and authenticate; everything else (identity rules, delivery) is behind
+this protocol. Results are JSON-ready dicts with the field names of SPEC §8. Failures raise
+`PagerError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import attrs
+
+
+@attrs.frozen
+class Caller:
+    """The authenticated session behind a request (from its bearer token, never from arguments)."""
+
+    session_id: str
+    agent_id: str
+    epoch: int
+
+
+JSON = dict[str, Any]
+
+
+class MessagingApi(Protocol):
+    async def authenticate(self, token: str) -> Caller:
+        """The session of `token`; renews its lease. Raises PagerError with `unauthenticated`
+        (unknown token), `expired` (lease lapsed) or `ended` (replaced or archived)."""
+        ...
+
+    async def whoami(self, caller: Caller) -> JSON: ...
+
+    async def send(
+        self,
+        caller: Caller,
+        *,
+        to: str,
+        body: str,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> JSON: ...
+
+    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON: ...
+
+    async def ack(self, caller: Caller, *, tokens: list[str]) -> JSON: ...
+
+    async def roster(self, caller: Caller, *, scope: str = "workspace") -> JSON: ...
+
+    async def history(
+        self,
+        caller: Caller,
+        *,
+        with_: str | None = None,
+        thread: str | None = None,
+        limit: int = 50,
+    ) -> JSON: ...
+
+    async def message_status(self, caller: Caller, *, message_id: str) -> JSON: ...
+
+    async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON: ...
+
+    async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON: ...

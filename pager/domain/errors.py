@@ -1,0 +1,60 @@
+"""The protocol errors of SPEC §8: one exception carrying `{code, message, …}` to every edge."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class ErrorCode(enum.StrEnum):
+    VALIDATION_FAILED = "validation_failed"
+    UNSUPPORTED_VERSION = "unsupported_version"
+    OVERSIZED_CONTENT = "oversized_content"
+    UNKNOWN_RECIPIENT = "unknown_recipient"
+    RECIPIENT_ALIAS_CHANGED = "recipient_alias_changed"
+    ALIAS_CONFLICT = "alias_conflict"
+    CONFLICT = "conflict"
+    EXPIRED = "expired"
+    ENDED = "ended"
+    RATE_LIMITED = "rate_limited"
+    UNAUTHENTICATED = "unauthenticated"
+    NOT_FOUND = "not_found"
+    INTERNAL = "internal"
+
+
+#: The HTTP status each code answers with on plain HTTP routes.
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.VALIDATION_FAILED: 400,
+    ErrorCode.UNSUPPORTED_VERSION: 400,
+    ErrorCode.OVERSIZED_CONTENT: 413,
+    ErrorCode.UNKNOWN_RECIPIENT: 404,
+    ErrorCode.RECIPIENT_ALIAS_CHANGED: 409,
+    ErrorCode.ALIAS_CONFLICT: 409,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.EXPIRED: 401,
+    ErrorCode.ENDED: 401,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.UNAUTHENTICATED: 401,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.INTERNAL: 500,
+}
+
+
+class PagerError(Exception):
+    """A failure the caller should see: a code, a message saying what to do, and details."""
+
+    def __init__(self, code: ErrorCode, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code.value, "message": self.message, **self.details}
+
+    @property
+    def http_status(self) -> int:
+        return HTTP_STATUS[self.code]
+
+    def __repr__(self) -> str:
+        return f"PagerError({self.code.value!r}, {self.message!r})"
