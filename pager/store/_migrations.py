@@ -70,10 +70,142 @@ def _v2_clean_stop_and_events(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_at ON events (at)")
 
 
+def _v3_messaging(conn: sqlite3.Connection) -> None:
+    # Times are unix seconds (REAL): the actors compute deadlines from them.
+    conn.execute(
+        """
+        CREATE TABLE workspaces (
+            key TEXT PRIMARY KEY,
+            slug TEXT NOT NULL UNIQUE,
+            path TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE identities (
+            id TEXT PRIMARY KEY,
+            workspace_key TEXT NOT NULL REFERENCES workspaces (key),
+            alias TEXT NOT NULL,
+            alias_key TEXT NOT NULL,
+            durable INTEGER NOT NULL,
+            implementation TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            last_seen REAL NOT NULL,
+            detached_at REAL,
+            archived_at REAL,
+            first_archived_at REAL,
+            exchanged INTEGER NOT NULL DEFAULT 0
+        )
+        """
+    )
+    conn.execute("CREATE UNIQUE INDEX identities_alias ON identities (workspace_key, alias_key)")
+    # Every alias an identity has held stays reserved for it until it is purged (SPEC §7).
+    conn.execute(
+        """
+        CREATE TABLE alias_reservations (
+            workspace_key TEXT NOT NULL,
+            alias_key TEXT NOT NULL,
+            identity_id TEXT NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+            PRIMARY KEY (workspace_key, alias_key)
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE conversations (
+            implementation TEXT NOT NULL,
+            key TEXT NOT NULL,
+            identity_id TEXT NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+            PRIMARY KEY (implementation, key)
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            identity_id TEXT NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+            epoch INTEGER NOT NULL,
+            token_hash TEXT NOT NULL UNIQUE,
+            resume_hash TEXT NOT NULL UNIQUE,
+            state TEXT NOT NULL,
+            end_reason TEXT,
+            conversation_key TEXT,
+            delivery TEXT,
+            created_at REAL NOT NULL,
+            lease_expires_at REAL NOT NULL,
+            ended_at REAL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX sessions_identity ON sessions (identity_id, epoch)")
+    conn.execute("CREATE INDEX sessions_live ON sessions (state) WHERE state = 'attached'")
+    # No foreign keys on sender/recipient: history outlives a purged correspondent.
+    conn.execute(
+        """
+        CREATE TABLE messages (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            sender_id TEXT NOT NULL,
+            recipient_id TEXT NOT NULL,
+            body TEXT NOT NULL,
+            thread TEXT,
+            reply_to TEXT,
+            sent_at REAL NOT NULL,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            available_at REAL NOT NULL,
+            dead_reason TEXT,
+            settled_at REAL
+        )
+        """
+    )
+    # Unsettled mail only: the inbox stays fast however much history piles up.
+    conn.execute(
+        "CREATE INDEX messages_unsettled ON messages (recipient_id, seq)"
+        " WHERE state IN ('queued', 'claimed', 'delivered')"
+    )
+    conn.execute("CREATE INDEX messages_by_recipient ON messages (recipient_id, seq)")
+    conn.execute("CREATE INDEX messages_by_sender ON messages (sender_id, seq)")
+    conn.execute(
+        """
+        CREATE TABLE idempotency (
+            sender_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (sender_id, key)
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE claims (
+            token_hash TEXT PRIMARY KEY,
+            message_id TEXT NOT NULL REFERENCES messages (id),
+            identity_id TEXT NOT NULL,
+            session_id TEXT,
+            attempt INTEGER NOT NULL,
+            via TEXT NOT NULL,
+            claimed_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            state TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX claims_open ON claims (identity_id, expires_at) WHERE state = 'open'"
+    )
+    conn.execute("CREATE INDEX claims_by_message ON claims (message_id, attempt)")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
     Migration(2, "clean-stop bookkeeping and operator events", _v2_clean_stop_and_events),
+    Migration(3, "identities, sessions, messages and claims", _v3_messaging),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

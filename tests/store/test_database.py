@@ -250,7 +250,9 @@ def test_open_database_failed_upgrade_rolls_back_every_step(tmp_path: Path) -> N
     _make_v1(path)
     broken = (*MIGRATIONS, Migration(CURRENT_SCHEMA_VERSION + 1, "broken step", _broken))
 
-    with pytest.raises(MigrationFailed, match="migration 3 \\(broken step\\)"):
+    with pytest.raises(
+        MigrationFailed, match=rf"migration {CURRENT_SCHEMA_VERSION + 1} \(broken step\)"
+    ):
         open_database(path, migrations=broken)
 
     conn = open_database(path, migrations=MIGRATIONS[:1])
