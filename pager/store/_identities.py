@@ -1,0 +1,296 @@
+"""Workspaces, identities, aliases, conversations and sessions: sync functions on a connection.
+
+Callers run them inside one checkpoint transaction each; none of them commits.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from pager.domain.records import Delivery, Identity, Session, SessionState
+
+_IDENTITY_COLUMNS = (
+    "id, workspace_key, alias, durable, implementation, created_at, last_seen, detached_at,"
+    " archived_at, exchanged"
+)
+_SESSION_COLUMNS = (
+    "id, identity_id, epoch, token_hash, resume_hash, state, created_at, lease_expires_at,"
+    " conversation_key, delivery, end_reason"
+)
+
+
+def _identity(row: Any) -> Identity:
+    return Identity(
+        id=str(row[0]),
+        workspace_key=str(row[1]),
+        alias=str(row[2]),
+        durable=bool(row[3]),
+        implementation=str(row[4]),
+        created_at=float(row[5]),
+        last_seen=float(row[6]),
+        detached_at=None if row[7] is None else float(row[7]),
+        archived_at=None if row[8] is None else float(row[8]),
+        exchanged=bool(row[9]),
+    )
+
+
+def _session(row: Any) -> Session:
+    delivery = None
+    if row[9] is not None:
+        data = json.loads(str(row[9]))
+        delivery = Delivery(kind=data["kind"], target=data["target"])
+    return Session(
+        id=str(row[0]),
+        identity_id=str(row[1]),
+        epoch=int(row[2]),
+        token_hash=str(row[3]),
+        resume_hash=str(row[4]),
+        state=SessionState(row[5]),
+        created_at=float(row[6]),
+        lease_expires_at=float(row[7]),
+        conversation_key=None if row[8] is None else str(row[8]),
+        delivery=delivery,
+        end_reason=None if row[10] is None else str(row[10]),
+    )
+
+
+# -- workspaces ------------------------------------------------------------------------------
+
+
+def ensure_workspace(conn: sqlite3.Connection, key: str, slug: str, path: str, now: float) -> None:
+    conn.execute(
+        "INSERT INTO workspaces (key, slug, path, created_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (key) DO NOTHING",
+        (key, slug, path, now),
+    )
+
+
+def workspace_of_slug(conn: sqlite3.Connection, slug: str) -> tuple[str, str] | None:
+    """(key, path) of the workspace with this slug."""
+    row = conn.execute("SELECT key, path FROM workspaces WHERE slug = ?", (slug,)).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+def workspace_slug(conn: sqlite3.Connection, key: str) -> str:
+    row = conn.execute("SELECT slug FROM workspaces WHERE key = ?", (key,)).fetchone()
+    if row is None:
+        raise LookupError(f"no workspace {key!r}")
+    return str(row[0])
+
+
+def workspace_path(conn: sqlite3.Connection, key: str) -> str:
+    row = conn.execute("SELECT path FROM workspaces WHERE key = ?", (key,)).fetchone()
+    if row is None:
+        raise LookupError(f"no workspace {key!r}")
+    return str(row[0])
+
+
+# -- identities ------------------------------------------------------------------------------
+
+
+def get_identity(conn: sqlite3.Connection, identity_id: str) -> Identity | None:
+    row = conn.execute(
+        f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE id = ?", (identity_id,)
+    ).fetchone()
+    return None if row is None else _identity(row)
+
+
+def identity_by_alias(
+    conn: sqlite3.Connection, workspace_key: str, alias_key: str
+) -> Identity | None:
+    row = conn.execute(
+        f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE workspace_key = ? AND alias_key = ?",
+        (workspace_key, alias_key),
+    ).fetchone()
+    return None if row is None else _identity(row)
+
+
+def alias_reserved_by(conn: sqlite3.Connection, workspace_key: str, alias_key: str) -> str | None:
+    """The identity holding (now or in the past) this alias in this workspace."""
+    row = conn.execute(
+        "SELECT identity_id FROM alias_reservations WHERE workspace_key = ? AND alias_key = ?",
+        (workspace_key, alias_key),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def insert_identity(conn: sqlite3.Connection, identity: Identity, alias_key: str) -> None:
+    conn.execute(
+        "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
+        " created_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            identity.id,
+            identity.workspace_key,
+            identity.alias,
+            alias_key,
+            int(identity.durable),
+            identity.implementation,
+            identity.created_at,
+            identity.last_seen,
+        ),
+    )
+    reserve_alias(conn, identity.workspace_key, alias_key, identity.id)
+
+
+def reserve_alias(
+    conn: sqlite3.Connection, workspace_key: str, alias_key: str, identity_id: str
+) -> None:
+    conn.execute(
+        "INSERT INTO alias_reservations (workspace_key, alias_key, identity_id) VALUES (?, ?, ?)"
+        " ON CONFLICT DO NOTHING",
+        (workspace_key, alias_key, identity_id),
+    )
+
+
+def set_alias(
+    conn: sqlite3.Connection,
+    identity_id: str,
+    workspace_key: str,
+    alias: str,
+    alias_key: str,
+    *,
+    durable: bool,
+) -> None:
+    conn.execute(
+        "UPDATE identities SET workspace_key = ?, alias = ?, alias_key = ?, durable = ?"
+        " WHERE id = ?",
+        (workspace_key, alias, alias_key, int(durable), identity_id),
+    )
+    reserve_alias(conn, workspace_key, alias_key, identity_id)
+
+
+def touch_identity(
+    conn: sqlite3.Connection, identity_id: str, now: float, *, attached: bool | None = None
+) -> None:
+    """Record activity; `attached=True` clears detached/archived marks, False sets detached_at."""
+    if attached is None:
+        conn.execute("UPDATE identities SET last_seen = ? WHERE id = ?", (now, identity_id))
+    elif attached:
+        conn.execute(
+            "UPDATE identities SET last_seen = ?, detached_at = NULL, archived_at = NULL"
+            " WHERE id = ?",
+            (now, identity_id),
+        )
+    else:
+        conn.execute(
+            "UPDATE identities SET last_seen = ?, detached_at = ? WHERE id = ?",
+            (now, now, identity_id),
+        )
+
+
+def mark_exchanged(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> None:
+    conn.executemany(
+        "UPDATE identities SET exchanged = 1 WHERE id = ? AND exchanged = 0",
+        [(identity_id,) for identity_id in identity_ids],
+    )
+
+
+def list_identities(conn: sqlite3.Connection, workspace_key: str | None) -> list[Identity]:
+    if workspace_key is None:
+        rows = conn.execute(
+            f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE archived_at IS NULL"
+            " ORDER BY alias_key"
+        )
+    else:
+        rows = conn.execute(
+            f"SELECT {_IDENTITY_COLUMNS} FROM identities"
+            " WHERE workspace_key = ? AND archived_at IS NULL ORDER BY alias_key",
+            (workspace_key,),
+        )
+    return [_identity(row) for row in rows]
+
+
+# -- conversations ---------------------------------------------------------------------------
+
+
+def identity_of_conversation(conn: sqlite3.Connection, implementation: str, key: str) -> str | None:
+    row = conn.execute(
+        "SELECT identity_id FROM conversations WHERE implementation = ? AND key = ?",
+        (implementation, key),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def bind_conversation(
+    conn: sqlite3.Connection, implementation: str, key: str, identity_id: str
+) -> None:
+    conn.execute(
+        "INSERT INTO conversations (implementation, key, identity_id) VALUES (?, ?, ?)"
+        " ON CONFLICT (implementation, key) DO UPDATE SET identity_id = excluded.identity_id",
+        (implementation, key, identity_id),
+    )
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+
+def insert_session(conn: sqlite3.Connection, session: Session) -> None:
+    delivery = (
+        None
+        if session.delivery is None
+        else json.dumps({"kind": session.delivery.kind, "target": session.delivery.target})
+    )
+    conn.execute(
+        f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            session.id,
+            session.identity_id,
+            session.epoch,
+            session.token_hash,
+            session.resume_hash,
+            session.state.value,
+            session.created_at,
+            session.lease_expires_at,
+            session.conversation_key,
+            delivery,
+            session.end_reason,
+        ),
+    )
+
+
+def session_by_token(conn: sqlite3.Connection, token_hash: str) -> Session | None:
+    row = conn.execute(
+        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE token_hash = ?", (token_hash,)
+    ).fetchone()
+    return None if row is None else _session(row)
+
+
+def session_by_resume(conn: sqlite3.Connection, resume_hash: str) -> Session | None:
+    row = conn.execute(
+        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE resume_hash = ?", (resume_hash,)
+    ).fetchone()
+    return None if row is None else _session(row)
+
+
+def latest_session(conn: sqlite3.Connection, identity_id: str) -> Session | None:
+    row = conn.execute(
+        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = ?"
+        " ORDER BY epoch DESC LIMIT 1",
+        (identity_id,),
+    ).fetchone()
+    return None if row is None else _session(row)
+
+
+def attached_sessions(conn: sqlite3.Connection) -> list[Session]:
+    rows = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE state = 'attached'")
+    return [_session(row) for row in rows]
+
+
+def end_session(
+    conn: sqlite3.Connection, session_id: str, state: SessionState, reason: str, now: float
+) -> None:
+    conn.execute(
+        "UPDATE sessions SET state = ?, end_reason = ?, ended_at = ? WHERE id = ?"
+        " AND state = 'attached'",
+        (state.value, reason, now, session_id),
+    )
+
+
+def set_lease(conn: sqlite3.Connection, session_id: str, expires_at: float) -> None:
+    conn.execute(
+        "UPDATE sessions SET lease_expires_at = ? WHERE id = ? AND state = 'attached'",
+        (expires_at, session_id),
+    )

@@ -1,0 +1,356 @@
+"""Messages, claims and idempotency keys: sync functions on a connection.
+
+Callers run them inside one checkpoint transaction each; none of them commits. Every state
+change of a message happens here, so the rules of SPEC §8 read in one place.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from pager.domain.records import Claim, ClaimState, Message, MessageState
+
+_MESSAGE_COLUMNS = (
+    "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
+    " available_at, dead_reason, settled_at"
+)
+_UNSETTLED = ("queued", "claimed", "delivered")
+
+
+def _message(row: Any) -> Message:
+    return Message(
+        seq=int(row[0]),
+        id=str(row[1]),
+        sender_id=str(row[2]),
+        recipient_id=str(row[3]),
+        body=str(row[4]),
+        thread=None if row[5] is None else str(row[5]),
+        reply_to=None if row[6] is None else str(row[6]),
+        sent_at=float(row[7]),
+        state=MessageState(row[8]),
+        attempts=int(row[9]),
+        available_at=float(row[10]),
+        dead_reason=None if row[11] is None else str(row[11]),
+        settled_at=None if row[12] is None else float(row[12]),
+    )
+
+
+def insert_message(
+    conn: sqlite3.Connection,
+    *,
+    message_id: str,
+    sender_id: str,
+    recipient_id: str,
+    body: str,
+    thread: str | None,
+    reply_to: str | None,
+    now: float,
+) -> Message:
+    cursor = conn.execute(
+        "INSERT INTO messages (id, sender_id, recipient_id, body, thread, reply_to, sent_at,"
+        " state, attempts, available_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?)",
+        (message_id, sender_id, recipient_id, body, thread, reply_to, now, now),
+    )
+    assert cursor.lastrowid is not None
+    return Message(
+        seq=cursor.lastrowid,
+        id=message_id,
+        sender_id=sender_id,
+        recipient_id=recipient_id,
+        body=body,
+        thread=thread,
+        reply_to=reply_to,
+        sent_at=now,
+        state=MessageState.QUEUED,
+        attempts=0,
+        available_at=now,
+    )
+
+
+def get_message(conn: sqlite3.Connection, message_id: str) -> Message | None:
+    row = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)
+    ).fetchone()
+    return None if row is None else _message(row)
+
+
+# -- idempotency -----------------------------------------------------------------------------
+
+
+def idempotent_original(
+    conn: sqlite3.Connection, sender_id: str, key: str, since: float
+) -> Message | None:
+    """The message an earlier send with this key created, if within the window."""
+    row = conn.execute(
+        "SELECT message_id FROM idempotency WHERE sender_id = ? AND key = ? AND created_at >= ?",
+        (sender_id, key, since),
+    ).fetchone()
+    return None if row is None else get_message(conn, str(row[0]))
+
+
+def remember_idempotency(
+    conn: sqlite3.Connection, sender_id: str, key: str, message_id: str, now: float
+) -> None:
+    conn.execute(
+        "INSERT INTO idempotency (sender_id, key, message_id, created_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (sender_id, key) DO UPDATE SET message_id = excluded.message_id,"
+        " created_at = excluded.created_at",
+        (sender_id, key, message_id, now),
+    )
+
+
+# -- claiming --------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ClaimPolicy:
+    """The windows a claim follows."""
+
+    ack_wait: float
+    max_attempts: int
+    message_expiry: float
+
+
+def claim_waiting(
+    conn: sqlite3.Connection,
+    *,
+    recipient_id: str,
+    session_id: str | None,
+    limit: int,
+    now: float,
+    policy: ClaimPolicy,
+    via: str,
+    new_token: Callable[[], str],
+    hash_token: Callable[[str], str],
+) -> list[Claim]:
+    """Claim up to `limit` available messages in send order (expired ones die instead)."""
+    dead_letter_expired(conn, recipient_id, now, policy.message_expiry)
+    rows = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ? AND state = 'queued'"
+        " AND available_at <= ? ORDER BY seq LIMIT ?",
+        (recipient_id, now, limit),
+    ).fetchall()
+    state = MessageState.DELIVERED if via == "delivery" else MessageState.CLAIMED
+    claims: list[Claim] = []
+    for row in rows:
+        message = _message(row)
+        attempt = message.attempts + 1
+        token = new_token()
+        expires_at = now + policy.ack_wait
+        conn.execute(
+            "UPDATE messages SET state = ?, attempts = ? WHERE id = ?",
+            (state.value, attempt, message.id),
+        )
+        conn.execute(
+            "INSERT INTO claims (token_hash, message_id, identity_id, session_id, attempt, via,"
+            " claimed_at, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open')",
+            (
+                hash_token(token),
+                message.id,
+                recipient_id,
+                session_id,
+                attempt,
+                via,
+                now,
+                expires_at,
+            ),
+        )
+        claims.append(
+            Claim(
+                token=token,
+                message=attrs.evolve(message, state=state, attempts=attempt),
+                attempt=attempt,
+                expires_at=expires_at,
+            )
+        )
+    return claims
+
+
+def dead_letter_expired(
+    conn: sqlite3.Connection, recipient_id: str, now: float, message_expiry: float
+) -> int:
+    """Unsettled messages older than the expiry become dead letters (`expired`)."""
+    conn.execute(
+        "UPDATE claims SET state = 'expired' WHERE state = 'open' AND message_id IN"
+        " (SELECT id FROM messages WHERE recipient_id = ? AND state IN (?, ?, ?)"
+        " AND sent_at <= ?)",
+        (recipient_id, *_UNSETTLED, now - message_expiry),
+    )
+    cursor = conn.execute(
+        "UPDATE messages SET state = 'dead', dead_reason = 'expired', settled_at = ?"
+        " WHERE recipient_id = ? AND state IN (?, ?, ?) AND sent_at <= ?",
+        (now, recipient_id, *_UNSETTLED, now - message_expiry),
+    )
+    return cursor.rowcount
+
+
+def _return_to_queue(
+    conn: sqlite3.Connection, message_id: str, available_at: float, now: float, max_attempts: int
+) -> None:
+    """A claim that lapsed or was refused: queue the message again, or let it die."""
+    conn.execute(
+        "UPDATE messages SET state = CASE WHEN attempts >= ? THEN 'dead' ELSE 'queued' END,"
+        " dead_reason = CASE WHEN attempts >= ? THEN 'max_attempts' ELSE NULL END,"
+        " settled_at = CASE WHEN attempts >= ? THEN ? ELSE NULL END,"
+        " available_at = ? WHERE id = ? AND state IN ('claimed', 'delivered')",
+        (max_attempts, max_attempts, max_attempts, now, available_at, message_id),
+    )
+
+
+def expire_claims(
+    conn: sqlite3.Connection, recipient_id: str, now: float, max_attempts: int
+) -> int:
+    """Open claims past their ack wait return their messages to the queue at once."""
+    rows = conn.execute(
+        "SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND state = 'open'"
+        " AND expires_at <= ?",
+        (recipient_id, now),
+    ).fetchall()
+    for token_hash, message_id in rows:
+        conn.execute("UPDATE claims SET state = 'expired' WHERE token_hash = ?", (token_hash,))
+        _return_to_queue(conn, str(message_id), now, now, max_attempts)
+    return len(rows)
+
+
+def refuse_claims(
+    conn: sqlite3.Connection,
+    token_hashes: Sequence[str],
+    *,
+    now: float,
+    retry_delay: Callable[[int], float],
+    max_attempts: int,
+) -> int:
+    """Claims the delivery address refused (or could not take): retry on the schedule."""
+    refused = 0
+    for token_hash in token_hashes:
+        row = conn.execute(
+            "SELECT message_id, attempt FROM claims WHERE token_hash = ? AND state = 'open'",
+            (token_hash,),
+        ).fetchone()
+        if row is None:
+            continue
+        conn.execute("UPDATE claims SET state = 'refused' WHERE token_hash = ?", (token_hash,))
+        _return_to_queue(conn, str(row[0]), now + retry_delay(int(row[1])), now, max_attempts)
+        refused += 1
+    return refused
+
+
+@attrs.frozen
+class AckResult:
+    applied: list[str]
+    not_applied: list[tuple[str, str]]  # (token, reason)
+
+
+def acknowledge(
+    conn: sqlite3.Connection,
+    *,
+    identity_id: str,
+    tokens: Sequence[str],
+    now: float,
+    hash_token: Callable[[str], str],
+) -> AckResult:
+    """Apply each token at most once; say why each other token was not applied."""
+    applied: list[str] = []
+    not_applied: list[tuple[str, str]] = []
+    for token in tokens:
+        row = conn.execute(
+            "SELECT c.message_id, c.identity_id, c.state, c.attempt, m.attempts, m.state"
+            " FROM claims c JOIN messages m ON m.id = c.message_id WHERE c.token_hash = ?",
+            (hash_token(token),),
+        ).fetchone()
+        if row is None:
+            not_applied.append((token, "unknown_token"))
+            continue
+        message_id, owner, claim_state, attempt, attempts, message_state = row
+        if owner != identity_id:
+            not_applied.append((token, "not_yours"))
+        elif claim_state == ClaimState.ACKNOWLEDGED:
+            not_applied.append((token, "already_acknowledged"))
+        elif claim_state != ClaimState.OPEN:
+            newer = attempts > attempt or message_state == MessageState.ACKNOWLEDGED
+            not_applied.append((token, "superseded" if newer else "expired"))
+        else:
+            conn.execute(
+                "UPDATE claims SET state = 'acknowledged' WHERE token_hash = ?",
+                (hash_token(token),),
+            )
+            conn.execute(
+                "UPDATE messages SET state = 'acknowledged', settled_at = ? WHERE id = ?",
+                (now, message_id),
+            )
+            applied.append(token)
+    return AckResult(applied, not_applied)
+
+
+# -- timers and views ------------------------------------------------------------------------
+
+
+def next_deadline(
+    conn: sqlite3.Connection, recipient_id: str, message_expiry: float
+) -> float | None:
+    """The earliest time something changes for this inbox on its own (ack wait, retry, expiry)."""
+    row = conn.execute(
+        "SELECT MIN(t) FROM ("
+        " SELECT MIN(expires_at) AS t FROM claims WHERE identity_id = ? AND state = 'open'"
+        " UNION ALL SELECT MIN(available_at) FROM messages WHERE recipient_id = ?"
+        "  AND state = 'queued'"
+        " UNION ALL SELECT MIN(sent_at) + ? FROM messages WHERE recipient_id = ?"
+        "  AND state IN ('queued', 'claimed', 'delivered'))",
+        (recipient_id, recipient_id, message_expiry, recipient_id),
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def inbox_counts(conn: sqlite3.Connection, recipient_id: str) -> dict[str, int]:
+    counts = {"queued": 0, "claimed": 0, "delivered": 0, "dead": 0}
+    for state, count in conn.execute(
+        "SELECT state, COUNT(*) FROM messages WHERE recipient_id = ?"
+        " AND state IN ('queued', 'claimed', 'delivered', 'dead') GROUP BY state",
+        (recipient_id,),
+    ):
+        counts[str(state)] = int(count)
+    return counts
+
+
+def waiting_count(conn: sqlite3.Connection, recipient_id: str) -> int:
+    (count,) = conn.execute(
+        "SELECT COUNT(*) FROM messages WHERE recipient_id = ?"
+        " AND state IN ('queued', 'claimed', 'delivered')",
+        (recipient_id,),
+    ).fetchone()
+    return int(count)
+
+
+def recipients_with_unsettled(conn: sqlite3.Connection) -> list[str]:
+    """Identities whose inbox has timers to run (for activation at start)."""
+    rows = conn.execute(
+        "SELECT DISTINCT recipient_id FROM messages"
+        " WHERE state IN ('queued', 'claimed', 'delivered')"
+    )
+    return [str(row[0]) for row in rows]
+
+
+def history(
+    conn: sqlite3.Connection,
+    identity_id: str,
+    *,
+    with_id: str | None,
+    thread: str | None,
+    limit: int,
+) -> list[Message]:
+    """The caller's messages, newest first (read-only)."""
+    clauses = ["(sender_id = :me OR recipient_id = :me)"]
+    if with_id is not None:
+        clauses.append("(sender_id = :other OR recipient_id = :other)")
+    if thread is not None:
+        clauses.append("thread = :thread")
+    rows = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)}"
+        " ORDER BY seq DESC LIMIT :limit",
+        {"me": identity_id, "other": with_id, "thread": thread, "limit": limit},
+    )
+    return [_message(row) for row in rows]
