@@ -256,8 +256,20 @@ class Actor(abc.ABC, Generic[M]):
         """An unknown message is an internal error (crashes the actor), never ignored."""
         raise TypeError(f"{type(self).__name__} cannot handle {message!r}")
 
-    def _attach(self, ref: ActorRef[M]) -> None:
+    def take_queued(self, limit: int) -> list[tuple[M, Reply[Any] | None]]:
+        """Up to ``limit`` more messages already in the mailbox, without waiting: lets a handler
+        batch work (e.g. one commit for many writes). The caller must handle or settle each."""
+        taken: list[tuple[M, Reply[Any] | None]] = []
+        while len(taken) < limit:
+            try:
+                taken.append(self.__receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+        return taken
+
+    def _attach(self, ref: ActorRef[M], receive: trio.MemoryReceiveChannel[_Envelope[M]]) -> None:
         self.__ref = ref
+        self.__receive = receive
 
 
 async def run_actor(
@@ -276,7 +288,7 @@ async def run_actor(
     send, receive = trio.open_memory_channel[_Envelope[M]](size)
     core = _Core(name, send)
     ref = ActorRef(core)
-    actor._attach(ref)
+    actor._attach(ref, receive)
     started = False
     crash: Exception | None = None
     try:

@@ -1,7 +1,10 @@
 """The checkpoint actor: the one owner of the SQLite connection.
 
-Every query runs in a worker thread (`trio.to_thread`), one at a time, so the event loop never
-blocks on the disk and the connection never has two users.
+Queries run in a worker thread (`trio.to_thread`), one batch at a time, so the event loop never
+blocks on the disk and the connection never has two users. Writes that queue up while a commit
+is in flight are committed together (group commit), each inside its own savepoint so that one
+failing write fails only its own caller. Functions passed in run in that thread: they get the
+connection and must not touch any actor's state.
 """
 
 from __future__ import annotations
@@ -15,11 +18,16 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from actors._runtime import Actor, Reply
+from actors._runtime import Actor, ActorRef, Reply
 from pager import store
 
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
+
+#: Writes committed in one transaction at most; bounds how long one batch holds the thread.
+MAX_BATCH = 128
+#: A store call that takes longer than this is reported as a failure (a wedged disk).
+CALL_TIMEOUT = 60.0
 
 
 @attrs.frozen
@@ -33,31 +41,57 @@ class BrokerRunInfo:
 
 
 @attrs.frozen
-class GetMeta:
-    key: str
+class Read:
+    fn: Callable[[sqlite3.Connection], Any]
 
 
 @attrs.frozen
-class SetMeta:
-    key: str
-    value: str
+class Write:
+    fn: Callable[[sqlite3.Connection], Any]
 
 
-CheckpointMessage = GetMeta | SetMeta
+CheckpointMessage = Read | Write
+
+
+class Checkpoint:
+    """What other actors hold: `await read(fn)` and `await write(fn)` (fn runs in a thread)."""
+
+    def __init__(self, ref: ActorRef[CheckpointMessage]) -> None:
+        self.ref = ref
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        result: T = await self.ref.call(Read(fn), timeout=CALL_TIMEOUT)
+        return result
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` inside a committed transaction; returns once the commit is durable."""
+        result: T = await self.ref.call(Write(fn), timeout=CALL_TIMEOUT)
+        return result
 
 
 class CheckpointActor(Actor[CheckpointMessage]):
-    def __init__(self, database: Path, run: BrokerRunInfo, utc_now: Callable[[], str]) -> None:
+    mailbox_size = 1024
+
+    def __init__(
+        self,
+        database: Path,
+        run: BrokerRunInfo | None,
+        utc_now: Callable[[], str],
+        *,
+        inline: bool = False,
+    ) -> None:
         self._database = database
         self._run = run
         self._utc_now = utc_now
+        # Inline runs queries on the event loop: only for tests on trio's mock clock, where a
+        # worker thread would let the clock jump while the query runs.
+        self._inline = inline
         self._conn: sqlite3.Connection | None = None
 
-    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        def call() -> T:
-            return fn(*args, **kwargs)
-
-        return await trio.to_thread.run_sync(call)
+    async def _in_thread(self, fn: Callable[[], T]) -> T:
+        if self._inline:
+            return fn()
+        return await trio.to_thread.run_sync(fn)
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -65,45 +99,102 @@ class CheckpointActor(Actor[CheckpointMessage]):
         return self._conn
 
     async def on_start(self) -> None:
-        self._conn = await self._db(store.open_database, self._database)
-        await self._db(
-            store.record_broker_start,
-            self.conn,
-            instance_id=self._run.instance_id,
-            pid=self._run.pid,
-            version=self._run.version,
-            started_at=self._run.started_at,
-        )
+        self._conn = await self._in_thread(lambda: store.open_database(self._database))
+        run = self._run
+        if run is not None:
+            try:
+                await self._in_thread(
+                    lambda: store.record_broker_start(
+                        self.conn,
+                        instance_id=run.instance_id,
+                        pid=run.pid,
+                        version=run.version,
+                        started_at=run.started_at,
+                    )
+                )
+            except BaseException:
+                store.close_database(self.conn)
+                raise
         log.info("database %s ready (schema %d)", self._database, store.CURRENT_SCHEMA_VERSION)
 
     async def handle(self, message: CheckpointMessage, reply: Reply[Any] | None) -> None:
         match message:
-            case GetMeta(key=key):
-                value = await self._db(store.get_meta, self.conn, key)
-                if reply is not None:
-                    reply.send(value)
-            case SetMeta(key=key, value=value):
-                await self._db(store.set_meta, self.conn, key, value)
-                if reply is not None:
-                    reply.send(None)
+            case Read(fn=fn):
+                await self._read(fn, reply)
+            case Write():
+                items = [(message, reply), *self.take_queued(MAX_BATCH - 1)]
+                writes = [(m, r) for m, r in items if isinstance(m, Write)]
+                await self._commit([m.fn for m, _ in writes], [r for _, r in writes])
+                for other, other_reply in items:
+                    if isinstance(other, Read):
+                        await self._read(other.fn, other_reply)
             case _:
                 self.unhandled(message)
+
+    async def _read(
+        self, fn: Callable[[sqlite3.Connection], Any], reply: Reply[Any] | None
+    ) -> None:
+        conn = self.conn
+        try:
+            value = await self._in_thread(lambda: fn(conn))
+        except Exception as exc:
+            if reply is not None:
+                reply.fail(exc)
+            return
+        if reply is not None:
+            reply.send(value)
+
+    async def _commit(
+        self, fns: list[Callable[[sqlite3.Connection], Any]], replies: list[Reply[Any] | None]
+    ) -> None:
+        conn = self.conn
+
+        def run_batch() -> list[tuple[bool, Any]]:
+            outcomes: list[tuple[bool, Any]] = []
+            with store.immediate_transaction(conn):
+                for fn in fns:
+                    conn.execute("SAVEPOINT op")
+                    try:
+                        outcomes.append((True, fn(conn)))
+                    except Exception as exc:
+                        conn.execute("ROLLBACK TO op")
+                        outcomes.append((False, exc))
+                    conn.execute("RELEASE op")
+            return outcomes
+
+        try:
+            outcomes = await self._in_thread(run_batch)
+        except Exception as exc:  # the commit itself failed: nothing in the batch happened
+            log.error("commit of %d writes failed: %r", len(fns), exc)
+            for reply in replies:
+                if reply is not None:
+                    reply.fail(exc)
+            return
+        for reply, (ok, value) in zip(replies, outcomes, strict=True):
+            if reply is None:
+                continue
+            if ok:
+                reply.send(value)
+            else:
+                reply.fail(value)
 
     async def on_stop(self) -> None:
         if self._conn is None:
             return
         conn, self._conn = self._conn, None
+        run = self._run
 
         def close() -> None:
             try:
-                store.record_broker_stop(
-                    conn,
-                    instance_id=self._run.instance_id,
-                    stopped_at=self._utc_now(),
-                    reason="shutdown",
-                )
+                if run is not None:
+                    store.record_broker_stop(
+                        conn,
+                        instance_id=run.instance_id,
+                        stopped_at=self._utc_now(),
+                        reason="shutdown",
+                    )
                 store.checkpoint(conn)
             finally:
                 store.close_database(conn)
 
-        await trio.to_thread.run_sync(close)
+        await self._in_thread(close)

@@ -15,7 +15,8 @@ import attrs
 import trio
 
 from actors._runtime import ActorRef, run_actor
-from actors.checkpoint import BrokerRunInfo, CheckpointActor, CheckpointMessage, GetMeta, SetMeta
+from actors.checkpoint import BrokerRunInfo, Checkpoint, CheckpointActor, CheckpointMessage
+from pager import store as db
 from pager.config import Config
 from pager.launch.paths import StatePaths
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
@@ -44,9 +45,9 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     """The root supervisor; `extra_children` start after the store (tests inject faults)."""
     root: Supervisor
 
-    def store() -> ActorRef[CheckpointMessage]:
+    def store() -> Checkpoint:
         ref: ActorRef[CheckpointMessage] = root.started_value("store")  # type: ignore[assignment]
-        return ref
+        return Checkpoint(ref)
 
     async def start_store(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         actor = CheckpointActor(ctx.paths.database, ctx.run, ctx.utc_now)
@@ -55,12 +56,12 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.web.server import bind_listener, run_web_server  # the server stack, lazily
 
-        kept = await store().call(GetMeta("port"))
+        kept = await store().read(lambda conn: db.get_meta(conn, "port"))
         sock = bind_listener(ctx.config.host, ctx.config.port, int(kept) if kept else None)
         try:
             port = str(sock.getsockname()[1])
             if port != kept:  # the port is kept across restarts so URLs handed out stay valid
-                await store().call(SetMeta("port", port))
+                await store().write(lambda conn: db.set_meta(conn, "port", port))
             await run_web_server(
                 host=ctx.config.host,
                 sock=sock,

@@ -28,6 +28,7 @@ from pager.store._runs import (
     record_broker_start,
     record_broker_stop,
 )
+from pager.store._transactions import immediate_transaction
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
@@ -44,6 +45,7 @@ __all__ = [
     "checkpoint",
     "close_database",
     "get_meta",
+    "immediate_transaction",
     "last_unclean_run",
     "list_broker_runs",
     "migrate_to",
