@@ -126,7 +126,7 @@ def message_time_ms(message_id: str) -> int:
 
 
 def new_token(prefix: Kind | str) -> str:
-    """A fresh bearer token of a token kind (`pst`, `clm` or `prt`): prefix, `_`, 43 URL-safe chars."""
+    """A fresh token of kind `pst`, `clm` or `prt`: the prefix, `_`, 43 URL-safe characters."""
     kind = _kind(prefix)
     if kind not in TOKEN_KINDS:
         raise ValueError(f"{kind.value!r} is an id kind, not a token kind")
@@ -141,7 +141,9 @@ def hash_token(token: str) -> str:
 def tokens_equal(a: str, b: str) -> bool:
     """Whether two tokens (or digests) are equal, in time independent of where they differ."""
     # compare_digest refuses non-ASCII str; bytes take any input, including bad input.
-    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
+    return hmac.compare_digest(
+        a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass")
+    )
 
 
 def looks_like(kind: Kind | str, text: object) -> bool:

@@ -294,3 +294,17 @@ def set_lease(conn: sqlite3.Connection, session_id: str, expires_at: float) -> N
         "UPDATE sessions SET lease_expires_at = ? WHERE id = ? AND state = 'attached'",
         (expires_at, session_id),
     )
+
+
+def addresses(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> dict[str, str]:
+    """`alias@slug` of each identity that still exists (purged ones are left out)."""
+    wanted = sorted(set(identity_ids))
+    if not wanted:
+        return {}
+    marks = ", ".join("?" for _ in wanted)
+    rows = conn.execute(
+        "SELECT i.id, i.alias, w.slug FROM identities i JOIN workspaces w"
+        f" ON w.key = i.workspace_key WHERE i.id IN ({marks})",
+        wanted,
+    )
+    return {str(row[0]): f"{row[1]}@{row[2]}" for row in rows}

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from quart import Response, jsonify
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from pager.web.dispatch import McpDispatcher
 from pager.web.guard import ASGIApp, EdgeGuard, allowed_hosts
+
+if TYPE_CHECKING:
+    from pager.web.mcp import McpEndpoint
 
 
 def create_quart_app(health: dict[str, Any]) -> QuartTrio:
@@ -29,9 +33,17 @@ def create_quart_app(health: dict[str, Any]) -> QuartTrio:
     return app
 
 
-def create_app(health: dict[str, Any], *, host: str, port: int, request_cap: int) -> ASGIApp:
-    """The whole ASGI application: the edge guard in front of every route."""
-    quart_app = create_quart_app(health)
-    return EdgeGuard(
-        cast(ASGIApp, quart_app), hosts=allowed_hosts(host, port), request_cap=request_cap
-    )
+def create_app(
+    health: dict[str, Any],
+    *,
+    host: str,
+    port: int,
+    request_cap: int,
+    mcp: McpEndpoint | None = None,
+) -> ASGIApp:
+    """The whole ASGI application: the edge guard in front of every route, and with `mcp`
+    the dispatcher behind it sending authenticated `/mcp` requests to the MCP endpoint."""
+    app = cast(ASGIApp, create_quart_app(health))
+    if mcp is not None:
+        app = McpDispatcher(web=app, mcp=mcp.app, api=mcp.api)
+    return EdgeGuard(app, hosts=allowed_hosts(host, port), request_cap=request_cap)

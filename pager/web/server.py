@@ -7,14 +7,19 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
 from pager.web.app import create_app
+
+if TYPE_CHECKING:
+    from pager.domain.api import MessagingApi
+    from pager.web.mcp import McpEndpoint
 
 log = logging.getLogger("pager.web")
 
@@ -67,14 +72,26 @@ async def run_web_server(
     health: dict[str, Any],
     request_cap: int,
     shutdown_trigger: Callable[[], Awaitable[None]],
+    api: MessagingApi | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until `shutdown_trigger` returns (a graceful stop: returns normally)."""
+    """Serve until `shutdown_trigger` returns (a graceful stop: returns normally).
+    With `api`, `/mcp` is served too, its tools calling `api`."""
     port = sock.getsockname()[1]
-    app = create_app(health, host=host, port=port, request_cap=request_cap)
+    mcp: McpEndpoint | None = None
+    if api is not None:
+        from pager.web.mcp import create_mcp  # the MCP SDK, only where it is served
+
+        mcp = create_mcp(api, host=host, port=port, request_cap=request_cap)
+    app = create_app(health, host=host, port=port, request_cap=request_cap, mcp=mcp)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = hypercorn_config(sock)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(partial(serve, app, config, shutdown_trigger=shutdown_trigger))  # type: ignore[arg-type]
-        log.info("listening on %s", url)
-        task_status.started(url)
+    async with AsyncExitStack() as stack:
+        if mcp is not None:
+            # Entered before serving and left after Hypercorn's graceful stop: in-flight MCP
+            # requests finish first, then the SDK's task group is cancelled.
+            await stack.enter_async_context(mcp.run())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(serve, app, config, shutdown_trigger=shutdown_trigger))  # type: ignore[arg-type]
+            log.info("listening on %s", url)
+            task_status.started(url)

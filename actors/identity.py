@@ -1,0 +1,409 @@
+"""One identity: its inbox, open claims, ack-wait and redelivery timers, long polls and pushes.
+
+Virtual: the directory activates it on demand and it passivates itself when idle with nothing
+pending. The store is the truth: every change is committed before it is announced, and the
+actor rebuilds its timers from the store when it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from actors._runtime import Actor, ActorError, ActorRef, Reply
+from actors.checkpoint import Checkpoint
+from actors.timers import TimerService
+from pager.config import Windows
+from pager.domain import ids
+from pager.domain.clock import WallClock, trio_deadline
+from pager.domain.records import Claim, Delivery, Message
+from pager.store import messaging as ms
+
+log = logging.getLogger("pager.identity")
+
+#: Claims written to a delivery address in one notification.
+PUSH_BATCH = 20
+#: An identity with nothing pending stops after this long without messages.
+IDLE_AFTER = 300.0
+
+
+@attrs.frozen
+class Enqueue:
+    sender_id: str
+    body: str
+    thread: str | None
+    reply_to: str | None
+    idempotency_key: str | None
+
+
+@attrs.frozen
+class Fetch:
+    session_id: str
+    limit: int
+    wait_s: float
+
+
+@attrs.frozen
+class Ack:
+    tokens: tuple[str, ...]
+
+
+@attrs.frozen
+class Attach:
+    session_id: str
+    delivery: Delivery | None
+
+
+@attrs.frozen
+class Detach:
+    session_id: str
+
+
+@attrs.frozen
+class Tick:
+    """A timer fired: apply ack waits, retries and expiry; answer long polls that ran out."""
+
+
+@attrs.frozen
+class Idle:
+    """The idle timer fired: stop if still nothing is pending."""
+
+
+@attrs.frozen
+class Pushed:
+    """The provider's outcome for one push."""
+
+    push_id: int
+    accepted: tuple[str, ...]
+    refused: tuple[str, ...]
+
+
+IdentityMessage = Enqueue | Fetch | Ack | Attach | Detach | Tick | Idle | Pushed
+
+
+@attrs.frozen
+class Sent:
+    """The reply to Enqueue."""
+
+    message: Message
+    duplicate: bool
+    wake: str  # delivered | queued | no_session
+
+
+@attrs.frozen
+class ClaimView:
+    """A claim with the addresses a reader needs."""
+
+    claim: Claim
+    sender_address: str
+    recipient_address: str
+
+
+@attrs.frozen
+class Deliver:
+    """Asks a provider to write claims to a delivery address, then cast `Pushed` back."""
+
+    identity: ActorRef[IdentityMessage]
+    push_id: int
+    session_id: str
+    delivery: Delivery
+    claims: tuple[ClaimView, ...]
+
+
+@attrs.define
+class IdentityDeps:
+    """What every identity actor shares."""
+
+    checkpoint: Checkpoint
+    timers: TimerService
+    clock: WallClock
+    windows: Windows
+    provider: Callable[[], ActorRef[Deliver] | None]
+    on_passivate: Callable[[str], None]
+
+
+@attrs.define
+class _Poll:
+    reply: Reply[Any]
+    session_id: str
+    limit: int
+    deadline: float  # trio time
+
+
+class IdentityActor(Actor[IdentityMessage]):
+    mailbox_size = 256
+
+    def __init__(self, identity_id: str, deps: IdentityDeps) -> None:
+        self.identity_id = identity_id
+        self.deps = deps
+        self.policy = ms.ClaimPolicy(
+            ack_wait=deps.windows.ack_wait,
+            max_attempts=deps.windows.max_attempts,
+            message_expiry=deps.windows.message_expiry,
+        )
+        self.session_id: str | None = None
+        self.delivery: Delivery | None = None
+        self.polls: list[_Poll] = []
+        self.push_id = 0
+        self.push_in_flight = False
+        self.push_tokens: dict[str, str] = {}  # token -> message id, of the push in flight
+        # Senders waiting for the push of their message: answered `delivered` or `queued`.
+        self.push_waiters: list[tuple[Reply[Any], Message]] = []
+        self.next_deadline: float | None = None
+        self.last_activity = 0.0  # trio time of the last message handled
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        await self._tick()
+
+    async def on_stop(self) -> None:
+        self.deps.timers.cancel((self.identity_id, "inbox"))
+        self.deps.timers.cancel((self.identity_id, "idle"))
+
+    async def handle(self, message: IdentityMessage, reply: Reply[Any] | None) -> None:
+        if not isinstance(message, Idle | Tick):
+            self.last_activity = trio.current_time()
+        match message:
+            case Enqueue():
+                await self._enqueue(message, reply)
+            case Fetch():
+                await self._fetch(message, reply)
+            case Ack(tokens=tokens):
+                result = await self._write(self._ack_op(tokens))
+                _answer(reply, result)
+            case Attach(session_id=session_id, delivery=delivery):
+                self.session_id, self.delivery = session_id, delivery
+                _answer(reply, None)
+                await self._push()
+            case Detach(session_id=session_id):
+                if self.session_id == session_id:
+                    self.session_id, self.delivery = None, None
+                for poll in [p for p in self.polls if p.session_id == session_id]:
+                    self.polls.remove(poll)
+                    _answer(poll.reply, [])
+                _answer(reply, None)
+            case Tick():
+                await self._tick()
+            case Pushed():
+                await self._pushed(message)
+            case Idle():
+                if self._idle() and trio.current_time() - self.last_activity >= IDLE_AFTER:
+                    self.ref.stop()
+                    self.deps.on_passivate(self.identity_id)
+                    return
+            case _:
+                self.unhandled(message)
+        self._arm_timers()
+
+    # -- store operations (run in the checkpoint's thread) ---------------------------------
+
+    async def _write(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run `op` and refresh the inbox deadline in the same transaction."""
+        expiry = self.policy.message_expiry
+
+        def with_deadline(conn: sqlite3.Connection) -> tuple[Any, float | None]:
+            return op(conn), ms.next_deadline(conn, self.identity_id, expiry)
+
+        result, self.next_deadline = await self.deps.checkpoint.write(with_deadline)
+        return result
+
+    def _claim_op(
+        self, limit: int, session_id: str | None, via: str
+    ) -> Callable[[sqlite3.Connection], list[ClaimView]]:
+        now = self.deps.clock.now()
+
+        def op(conn: sqlite3.Connection) -> list[ClaimView]:
+            claims = ms.claim_waiting(
+                conn,
+                recipient_id=self.identity_id,
+                session_id=session_id,
+                limit=limit,
+                now=now,
+                policy=self.policy,
+                via=via,
+                new_token=lambda: ids.new_token(ids.Kind.CLAIM_TOKEN),
+                hash_token=ids.hash_token,
+            )
+            if not claims:
+                return []
+            known = ms.addresses(conn, [c.message.sender_id for c in claims] + [self.identity_id])
+            me = known.get(self.identity_id, self.identity_id)
+            return [
+                ClaimView(c, known.get(c.message.sender_id, c.message.sender_id), me)
+                for c in claims
+            ]
+
+        return op
+
+    def _ack_op(self, tokens: tuple[str, ...]) -> Callable[[sqlite3.Connection], ms.AckResult]:
+        now = self.deps.clock.now()
+        return lambda conn: ms.acknowledge(
+            conn, identity_id=self.identity_id, tokens=tokens, now=now, hash_token=ids.hash_token
+        )
+
+    # -- handlers --------------------------------------------------------------------------
+
+    async def _enqueue(self, request: Enqueue, reply: Reply[Any] | None) -> None:
+        now = self.deps.clock.now()
+        since = now - self.deps.windows.idempotency
+        recipient = self.identity_id
+
+        def op(conn: sqlite3.Connection) -> tuple[Message, bool]:
+            key = request.idempotency_key
+            if key is not None:
+                original = ms.idempotent_original(conn, request.sender_id, key, since)
+                if original is not None:
+                    return original, True
+            message = ms.insert_message(
+                conn,
+                message_id=ids.new_message_id(),
+                sender_id=request.sender_id,
+                recipient_id=recipient,
+                body=request.body,
+                thread=request.thread,
+                reply_to=request.reply_to,
+                now=now,
+            )
+            if key is not None:
+                ms.remember_idempotency(conn, request.sender_id, key, message.id, now)
+            ms.mark_exchanged(conn, {request.sender_id, recipient})
+            return message, False
+
+        message, duplicate = await self._write(op)
+        if duplicate:
+            _answer(reply, Sent(message, True, "queued"))
+            return
+        # Committed: now wake whoever is waiting for it.
+        if await self._serve_polls():
+            _answer(reply, Sent(message, False, "delivered"))
+            return
+        if self.delivery is not None and reply is not None and not self.push_in_flight:
+            self.push_waiters.append((reply, message))
+            await self._push()  # the reply waits for the provider's outcome
+            return
+        _answer(reply, Sent(message, False, "queued" if self.session_id else "no_session"))
+        await self._push()
+
+    async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
+        claims = await self._write(self._claim_op(request.limit, request.session_id, "fetch"))
+        if claims or request.wait_s <= 0 or reply is None:
+            _answer(reply, claims)
+            return
+        deadline = trio.current_time() + request.wait_s
+        self.polls.append(_Poll(reply, request.session_id, request.limit, deadline))
+
+    async def _serve_polls(self) -> bool:
+        """Hand waiting mail to long polls, oldest first; True if any poll got something."""
+        served = False
+        while self.polls:
+            poll = self.polls[0]
+            if poll.reply.caller_gone:
+                self.polls.pop(0)
+                continue
+            claims = await self._write(self._claim_op(poll.limit, poll.session_id, "fetch"))
+            if not claims:
+                break
+            self.polls.pop(0)
+            _answer(poll.reply, claims)
+            served = True
+        return served
+
+    async def _tick(self) -> None:
+        now = self.deps.clock.now()
+        max_attempts, expiry = self.policy.max_attempts, self.policy.message_expiry
+
+        def op(conn: sqlite3.Connection) -> int:
+            return ms.expire_claims(conn, self.identity_id, now, max_attempts) + (
+                ms.dead_letter_expired(conn, self.identity_id, now, expiry)
+            )
+
+        await self._write(op)
+        current = trio.current_time()
+        for poll in [p for p in self.polls if p.deadline <= current or p.reply.caller_gone]:
+            self.polls.remove(poll)
+            _answer(poll.reply, [])
+        await self._serve_polls()
+        await self._push()
+
+    async def _push(self) -> None:
+        """Write waiting claims to the attached session's delivery address (one push at a time,
+        so first deliveries keep send order)."""
+        if self.push_in_flight or self.delivery is None or self.session_id is None:
+            return
+        provider = self.deps.provider()
+        if provider is None:
+            return
+        claims = await self._write(self._claim_op(PUSH_BATCH, self.session_id, "delivery"))
+        if not claims:
+            self._settle_push_waiters(set())
+            return
+        self.push_id += 1
+        self.push_in_flight = True
+        self.push_tokens = {c.claim.token: c.claim.message.id for c in claims}
+        deliver = Deliver(self.ref, self.push_id, self.session_id, self.delivery, tuple(claims))
+        try:
+            provider.try_cast(deliver)
+        except ActorError as exc:
+            log.warning("provider unavailable for %s: %s", self.identity_id, exc)
+            await self._pushed(Pushed(self.push_id, (), tuple(c.claim.token for c in claims)))
+
+    async def _pushed(self, outcome: Pushed) -> None:
+        if outcome.push_id != self.push_id or not self.push_in_flight:
+            return
+        self.push_in_flight = False
+        if outcome.refused:
+            now = self.deps.clock.now()
+            hashes = [ids.hash_token(token) for token in outcome.refused]
+            windows = self.deps.windows
+            await self._write(
+                lambda conn: ms.refuse_claims(
+                    conn,
+                    hashes,
+                    now=now,
+                    retry_delay=windows.redelivery_delay,
+                    max_attempts=windows.max_attempts,
+                )
+            )
+        accepted = {self.push_tokens[t] for t in outcome.accepted if t in self.push_tokens}
+        self.push_tokens = {}
+        self._settle_push_waiters(accepted)
+        await self._push()
+
+    def _settle_push_waiters(self, delivered_ids: set[str]) -> None:
+        waiters, self.push_waiters = self.push_waiters, []
+        for reply, message in waiters:
+            wake = "delivered" if message.id in delivered_ids else "queued"
+            _answer(reply, Sent(message, False, wake))
+
+    def _idle(self) -> bool:
+        return not (
+            self.session_id or self.polls or self.push_in_flight or self.next_deadline is not None
+        )
+
+    # -- timers ----------------------------------------------------------------------------
+
+    def _arm_timers(self) -> None:
+        timers, key = self.deps.timers, (self.identity_id, "inbox")
+        deadlines = [p.deadline for p in self.polls]
+        if self.next_deadline is not None:
+            deadlines.append(trio_deadline(self.deps.clock, self.next_deadline))
+        if deadlines:
+            timers.schedule(key, min(deadlines), self.ref, Tick())
+        else:
+            timers.cancel(key)
+        idle_key = (self.identity_id, "idle")
+        if not self._idle():
+            timers.cancel(idle_key)
+        elif timers.pending(idle_key) is None:
+            timers.schedule(idle_key, self.last_activity + IDLE_AFTER, self.ref, Idle())
+
+
+def _answer(reply: Reply[Any] | None, value: object) -> None:
+    if reply is not None and not reply.done:
+        reply.send(value)

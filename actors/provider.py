@@ -1,0 +1,108 @@
+"""The delivery provider: writes claims to a session's delivery address (docs/protocol.md).
+
+One POST per push, each in its own task so a slow inbox never holds up another. Whatever goes
+wrong (refused, unreachable, malformed answer, timeout) is reported back as refused claims,
+which the identity actor requeues on the redelivery schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from typing import Any
+
+import httpx2
+import trio
+
+from actors._runtime import Actor, ActorError, Reply
+from actors.identity import Deliver, Pushed
+from pager.wire import message_json
+
+log = logging.getLogger("pager.provider")
+
+#: A delivery address must answer within this long (senders may be waiting for the outcome).
+DELIVERY_TIMEOUT = 2.0
+
+
+def notification(deliver: Deliver) -> dict[str, Any]:
+    """The body POSTed to a delivery address."""
+    return {
+        "session_id": deliver.session_id,
+        "claims": [
+            {
+                "token": view.claim.token,
+                "expires_at": view.claim.expires_at,
+                "message": message_json(
+                    view.claim.message, sender=view.sender_address, recipient=view.recipient_address
+                ),
+            }
+            for view in deliver.claims
+        ],
+    }
+
+
+def parse_answer(
+    tokens: list[str], status: int, raw: bytes
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(accepted, refused): only tokens the inbox explicitly accepted count as delivered."""
+    if not 200 <= status < 300:
+        return (), tuple(tokens)
+    try:
+        answer = json.loads(raw)
+        accepted_list = answer.get("accepted", []) if isinstance(answer, dict) else []
+    except ValueError:
+        accepted_list = []
+    wanted = set(tokens)
+    accepted = tuple(t for t in accepted_list if isinstance(t, str) and t in wanted)
+    refused = tuple(t for t in tokens if t not in set(accepted))
+    return accepted, refused
+
+
+class DeliveryProvider(Actor[Deliver]):
+    mailbox_size = 1024
+
+    def __init__(self, nursery: trio.Nursery, *, timeout: float = DELIVERY_TIMEOUT) -> None:
+        self._nursery = nursery
+        self._timeout = timeout
+        self._clients: dict[str | None, httpx2.AsyncClient] = {}
+
+    def _client(self, uds: str | None) -> httpx2.AsyncClient:
+        client = self._clients.get(uds)
+        if client is None:
+            transport = httpx2.AsyncHTTPTransport(uds=uds, trust_env=False)
+            client = httpx2.AsyncClient(transport=transport, timeout=self._timeout, trust_env=False)
+            self._clients[uds] = client
+        return client
+
+    async def handle(self, message: Deliver, reply: Reply[Any] | None) -> None:
+        self._nursery.start_soon(self._post, message)
+        if reply is not None:
+            reply.send(None)
+
+    async def _post(self, deliver: Deliver) -> None:
+        tokens = [view.claim.token for view in deliver.claims]
+        delivery = deliver.delivery
+        if delivery.kind == "unix":
+            client, url = self._client(delivery.target), "http://pager-inbox/"
+        else:
+            client, url = self._client(None), delivery.target
+        accepted: tuple[str, ...] = ()
+        refused: tuple[str, ...] = tuple(tokens)
+        try:
+            with trio.fail_after(self._timeout):
+                response = await client.post(url, json=notification(deliver))
+                raw = await response.aread()
+            accepted, refused = parse_answer(tokens, response.status_code, raw)
+        except (httpx2.HTTPError, OSError, trio.TooSlowError) as exc:
+            log.info("delivery to %s failed: %r; will retry on the schedule", delivery.target, exc)
+        if refused:
+            log.info("delivery address %s refused %d claim(s)", delivery.target, len(refused))
+        # If the identity stopped, its claims lapse and return to the queue after the ack wait.
+        with contextlib.suppress(ActorError):
+            deliver.identity.try_cast(Pushed(deliver.push_id, accepted, refused))
+
+    async def on_stop(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await client.aclose()

@@ -1,0 +1,137 @@
+"""The ASGI dispatcher behind the edge guard: `/mcp` to the MCP SDK, everything else to Quart.
+
+Every `/mcp` request is authenticated here from its own session token (SPEC §6, §12), never
+from `Mcp-Session-Id`. The Caller reaches the tools through `current_caller`, a ContextVar:
+the SDK hands each inbound JSON-RPC message to its handler in a copy of the context of the
+ASGI task that received it (`JSONRPCDispatcher._spawn`, the same path its own
+`auth_context_var` takes), and the 2026-07-28 JSON path runs the handler in that task.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from pager.domain.api import Caller, MessagingApi
+from pager.domain.errors import ErrorCode, PagerError
+from pager.web.guard import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger("pager.web.mcp")
+
+#: The paths served by the MCP SDK.
+MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+
+#: The authenticated session of the `/mcp` request being handled.
+current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "pager_current_caller", default=None
+)
+
+#: A 401 must carry a challenge (RFC 9110 §11.6.1); this one names no OAuth resource
+#: metadata, so clients keep using the static header they were configured with (SPEC §6).
+_CHALLENGE = (b"www-authenticate", b'Bearer realm="pager"')
+
+_HOW_TO_AUTHENTICATE = (
+    "send `Authorization: Bearer <session token>`; get a token by registering with "
+    "POST /v1/register (or start the session with `pager <implementation>`)"
+)
+
+
+def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The token of the one `Authorization: Bearer …` header, or None if absent or malformed."""
+    values = [value for key, value in headers if key.lower() == b"authorization"]
+    if len(values) != 1:
+        return None
+    scheme, _, token = values[0].decode("latin-1").strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or any(c.isspace() for c in token):
+        return None
+    return token
+
+
+class McpDispatcher:
+    """Routes `/mcp` (authenticated) to the MCP app and every other request to `web`."""
+
+    def __init__(self, *, web: ASGIApp, mcp: ASGIApp, api: MessagingApi) -> None:
+        self.web = web
+        self.mcp = mcp
+        self.api = api
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in MCP_PATHS:
+            await self.web(scope, receive, send)
+            return
+        caller = await self._authenticate(scope, send)
+        if caller is None:
+            return
+        if scope["method"] != "POST":
+            # Stateless JSON mode has no standalone stream and no session to delete; the SDK
+            # would open a GET stream that never carries anything yet holds up shutdown.
+            # 405 is the transport's sanctioned answer, and clients then just POST.
+            await send_json(
+                send,
+                405,
+                {"error": {"code": "method_not_allowed", "message": "/mcp takes POST only"}},
+                extra_headers=[(b"allow", b"POST")],
+            )
+            return
+        reset = current_caller.set(caller)
+        try:
+            await self.mcp(scope, receive, send)
+        finally:
+            current_caller.reset(reset)
+
+    async def _authenticate(self, scope: Scope, send: Send) -> Caller | None:
+        """The request's Caller, or None after answering with the error."""
+        token = bearer_token(scope["headers"])
+        if token is None:
+            await send_json(
+                send,
+                401,
+                {
+                    "error": {
+                        "code": ErrorCode.UNAUTHENTICATED.value,
+                        "message": f"/mcp needs a session token: {_HOW_TO_AUTHENTICATE}",
+                    }
+                },
+                extra_headers=[_CHALLENGE],
+            )
+            return None
+        try:
+            return await self.api.authenticate(token)
+        except PagerError as err:
+            headers = [_CHALLENGE] if err.http_status == 401 else []
+            await send_json(send, err.http_status, {"error": err.to_json()}, extra_headers=headers)
+        except Exception:
+            # The traceback stays in the log; the token never goes there.
+            log.exception("authenticating an /mcp request failed")
+            await send_json(
+                send,
+                500,
+                {"error": {"code": ErrorCode.INTERNAL.value, "message": "the broker failed"}},
+            )
+        return None
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    body: dict[str, Any],
+    *,
+    extra_headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    data = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *extra_headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})

@@ -1,0 +1,232 @@
+"""The model-facing MCP tools of SPEC §8: their arguments, descriptions and API calls.
+
+Each tool is a strict pydantic model of its arguments (unknown arguments are refused, no type
+coercion) that also knows its name, its one-line description and the MessagingApi call it makes.
+Field names are the API's keyword names; aliases are the wire names where they differ (`with`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
+from pydantic_core import CoreSchema, core_schema
+
+from pager.domain.api import JSON, Caller, MessagingApi
+from pager.domain.errors import ErrorCode, PagerError
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+OptionalName = Annotated[str | None, Field(max_length=200)]
+
+
+class ToolArgs(BaseModel):
+    """The arguments of one tool; subclasses set the class variables and `call`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    read_only: ClassVar[bool] = False
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        raise NotImplementedError
+
+    @classmethod
+    def parse(cls, arguments: dict[str, Any]) -> ToolArgs:
+        """Validated arguments; PagerError `validation_failed` naming each bad argument."""
+        try:
+            return cls.model_validate(arguments)
+        except ValidationError as exc:
+            raise validation_failed(cls.name, exc) from None
+
+    @classmethod
+    def input_schema(cls) -> dict[str, Any]:
+        """The JSON Schema advertised as the tool's `inputSchema` (wire names, no titles)."""
+        return cls.model_json_schema(by_alias=True, schema_generator=_CompactSchema)
+
+
+class _CompactSchema(GenerateJsonSchema):
+    """Drops the titles pydantic derives from names: they repeat the names and cost tokens."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> Any:
+        out = super().generate(schema, mode)
+        out.pop("title", None)
+        out.pop("description", None)  # the class docstring; the tool has its own description
+        return out
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> Any:
+        out = super().model_schema(schema)
+        out.pop("title", None)
+        return out
+
+
+def validation_failed(tool: str, exc: ValidationError) -> PagerError:
+    """Names every bad argument and its problem; never echoes the values (they may be bodies)."""
+    problems: list[str] = []
+    arguments: list[str] = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        loc = error["loc"]
+        argument = str(loc[0]) if loc else "arguments"
+        where = argument + "".join(f"[{part}]" for part in loc[1:])
+        if error["type"] == "extra_forbidden":
+            problem = f"{tool} has no argument {where!r}"
+        elif error["type"] == "missing":
+            problem = f"{where!r} is required"
+        else:
+            problem = f"{where!r}: {error['msg']}"
+        problems.append(problem)
+        if argument not in arguments:
+            arguments.append(argument)
+    return PagerError(
+        ErrorCode.VALIDATION_FAILED,
+        f"invalid arguments for {tool}: " + "; ".join(problems),
+        arguments=arguments,
+    )
+
+
+class Whoami(ToolArgs):
+    name = "whoami"
+    description = (
+        "Your identity: agent id, alias, the address others reach you at, workspace, session."
+    )
+    read_only = True
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.whoami(caller)
+
+
+class Send(ToolArgs):
+    name = "send"
+    description = (
+        "Send a message to another agent (alias, alias@workspace, or agent id). "
+        "Returns the message id and how the wake went."
+    )
+
+    to: Name
+    body: str
+    thread: OptionalName = None
+    reply_to: Annotated[str | None, Field(max_length=200, description="id of the message this answers")] = None
+    idempotency_key: Annotated[
+        str | None,
+        Field(min_length=1, max_length=200, description="resending with the same key returns the first message"),
+    ] = None
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.send(
+            caller,
+            to=self.to,
+            body=self.body,
+            thread=self.thread,
+            reply_to=self.reply_to,
+            idempotency_key=self.idempotency_key,
+        )
+
+
+class Fetch(ToolArgs):
+    name = "fetch"
+    description = (
+        "Claim waiting messages (optionally long-poll wait_s ≤ 60); "
+        "ack each token after handling it, or it is offered again."
+    )
+
+    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    wait_s: Annotated[
+        float, Field(ge=0, le=60, allow_inf_nan=False, description="seconds to wait if none is waiting")
+    ] = 0.0
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.fetch(caller, limit=self.limit, wait_s=self.wait_s)
+
+
+class Ack(ToolArgs):
+    name = "ack"
+    description = "Acknowledge claimed messages by token; lists tokens not applied with the reason."
+
+    tokens: Annotated[list[Name], Field(min_length=1, max_length=100, description="claim tokens from fetch")]
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.ack(caller, tokens=list(self.tokens))
+
+
+class Roster(ToolArgs):
+    name = "roster"
+    description = (
+        "Agents you can reach: address, alias, implementation, attached, last seen, waiting count."
+    )
+    read_only = True
+
+    scope: Literal["workspace", "all"] = "workspace"
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.roster(caller, scope=self.scope)
+
+
+class History(ToolArgs):
+    name = "history"
+    description = "Your past messages, optionally with one agent or in one thread (read-only)."
+    read_only = True
+
+    # `with` is a Python keyword: the field is `with_` (the API's keyword), the wire name `with`.
+    with_: Annotated[
+        str | None,
+        Field(validation_alias="with", max_length=200, description="address or agent id of the other party"),
+    ] = None
+    thread: OptionalName = None
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.history(caller, with_=self.with_, thread=self.thread, limit=self.limit)
+
+
+class MessageStatus(ToolArgs):
+    name = "message_status"
+    description = (
+        "Delivery state of a message you sent (queued, claimed, delivered, acknowledged, "
+        "dead + reason) and its attempts."
+    )
+    read_only = True
+
+    message_id: Name
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.message_status(caller, message_id=self.message_id)
+
+
+class UpdateAgentAlias(ToolArgs):
+    name = "update_agent_alias"
+    description = "Change your alias; returns your new alias and address."
+
+    alias: Annotated[str, Field(min_length=1, max_length=64)]
+    force: Annotated[bool, Field(description="take the alias over from the agent holding it")] = False
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.update_agent_alias(caller, alias=self.alias, force=self.force)
+
+
+class MoveToWorkspace(ToolArgs):
+    name = "move_to_workspace"
+    description = (
+        "Move yourself to the workspace (Git repository) of a directory, keeping id and inbox."
+    )
+
+    path: Annotated[str, Field(min_length=1, max_length=4096)]
+
+    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+        return await api.move_to_workspace(caller, path=self.path)
+
+
+TOOLS: tuple[type[ToolArgs], ...] = (
+    Whoami,
+    Send,
+    Fetch,
+    Ack,
+    Roster,
+    History,
+    MessageStatus,
+    UpdateAgentAlias,
+    MoveToWorkspace,
+)

@@ -1,0 +1,92 @@
+"""The one cattrs converter and the JSON shapes of SPEC §6/§8 (domain objects ↔ JSON)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn
+
+from pager.domain.clock import iso
+from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.records import Message
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class DeliveryRequest:
+    kind: str
+    url: str | None = None
+    path: str | None = None
+
+
+@attrs.frozen
+class RegisterRequest:
+    """The body of `POST /v1/register` (SPEC §6)."""
+
+    workspace: str
+    implementation: str
+    session_name: str | None = None
+    conversation_key: str | None = None
+    delivery: DeliveryRequest | None = None
+    force: bool = False
+    resume_token: str | None = None
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    # Strict scalars: "true" is not a bool and 1 is not a string.
+    def strict(kind: type[Any]) -> Any:
+        def hook(value: object, _: type[Any]) -> Any:
+            if type(value) is not kind:
+                raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+            return value
+
+        return hook
+
+    for kind in (str, bool, int):
+        converter.register_structure_hook(kind, strict(kind))
+    for cls in (DeliveryRequest, RegisterRequest):
+        converter.register_structure_hook(
+            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
+        )
+
+    return converter
+
+
+CONVERTER = _make_converter()
+
+
+def structure(data: object, cls: type[T]) -> T:
+    """Inbound JSON → attrs object, or `validation_failed` naming every problem."""
+    if not isinstance(data, dict):
+        raise PagerError(ErrorCode.VALIDATION_FAILED, "the request body must be a JSON object")
+    try:
+        return CONVERTER.structure(data, cls)
+    except cattrs.BaseValidationError as exc:
+        problems = "; ".join(_describe(exc))
+        raise PagerError(ErrorCode.VALIDATION_FAILED, f"invalid request: {problems}") from None
+
+
+def _describe(exc: BaseException, path: str = "") -> list[str]:
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return [f"unknown field {path}{key!r}" for key in sorted(exc.extra_fields)]
+    if isinstance(exc, cattrs.BaseValidationError):
+        notes = cattrs.transform_error(exc)
+        return notes or [str(exc)]
+    return [f"{path}{exc}"]
+
+
+def message_json(message: Message, *, sender: str, recipient: str) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "from": sender,
+        "to": recipient,
+        "body": message.body,
+        "thread": message.thread,
+        "reply_to": message.reply_to,
+        "sent_at": iso(message.sent_at),
+        "attempt": message.attempts,
+    }
