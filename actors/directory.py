@@ -100,6 +100,11 @@ class Passivated:
     agent_id: str
 
 
+@attrs.frozen
+class AttachedIds:
+    """Which identities have an attached session now (for views)."""
+
+
 DirectoryMessage = (
     RegisterCommand
     | Authenticate
@@ -111,6 +116,7 @@ DirectoryMessage = (
     | StreamClosed
     | LeaseCheck
     | Passivated
+    | AttachedIds
 )
 
 
@@ -207,6 +213,8 @@ class DirectoryActor(Actor[DirectoryMessage]):
             case LeaseCheck():
                 await self._expire_leases()
                 return None
+            case AttachedIds():
+                return frozenset(self.by_identity)
             case Passivated(agent_id=agent_id):
                 ref = self.actors.get(agent_id)
                 if ref is not None and not ref.alive:

@@ -37,6 +37,7 @@ class RegisterRequest:
 
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
+
     # Strict scalars: "true" is not a bool and 1 is not a string.
     def strict(kind: type[Any]) -> Any:
         def hook(value: object, _: type[Any]) -> Any:

@@ -99,7 +99,9 @@ def _sdk_tool(api: MessagingApi, spec: type[ToolArgs]) -> Tool:
     )
 
 
-async def call_tool(api: MessagingApi, spec: type[ToolArgs], arguments: dict[str, Any]) -> CallToolResult:
+async def call_tool(
+    api: MessagingApi, spec: type[ToolArgs], arguments: dict[str, Any]
+) -> CallToolResult:
     """Run one tool call: validate, call the API as the request's Caller, shape the result."""
     try:
         args = spec.parse(arguments)

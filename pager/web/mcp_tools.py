@@ -109,11 +109,13 @@ class Send(ToolArgs):
     to: Name
     body: str
     thread: OptionalName = None
-    reply_to: Annotated[str | None, Field(max_length=200, description="id of the message this answers")] = None
-    idempotency_key: Annotated[
-        str | None,
-        Field(min_length=1, max_length=200, description="resending with the same key returns the first message"),
-    ] = None
+    reply_to: str | None = Field(None, max_length=200, description="id of the message this answers")
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="a resend with the same key returns the original",
+    )
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.send(
@@ -134,9 +136,9 @@ class Fetch(ToolArgs):
     )
 
     limit: Annotated[int, Field(ge=1, le=100)] = 10
-    wait_s: Annotated[
-        float, Field(ge=0, le=60, allow_inf_nan=False, description="seconds to wait if none is waiting")
-    ] = 0.0
+    wait_s: float = Field(
+        0.0, ge=0, le=60, allow_inf_nan=False, description="seconds to wait if none is waiting"
+    )
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.fetch(caller, limit=self.limit, wait_s=self.wait_s)
@@ -146,7 +148,7 @@ class Ack(ToolArgs):
     name = "ack"
     description = "Acknowledge claimed messages by token; lists tokens not applied with the reason."
 
-    tokens: Annotated[list[Name], Field(min_length=1, max_length=100, description="claim tokens from fetch")]
+    tokens: list[Name] = Field(min_length=1, max_length=100, description="claim tokens from fetch")
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.ack(caller, tokens=list(self.tokens))
@@ -171,10 +173,12 @@ class History(ToolArgs):
     read_only = True
 
     # `with` is a Python keyword: the field is `with_` (the API's keyword), the wire name `with`.
-    with_: Annotated[
-        str | None,
-        Field(validation_alias="with", max_length=200, description="address or agent id of the other party"),
-    ] = None
+    with_: str | None = Field(
+        None,
+        validation_alias="with",
+        max_length=200,
+        description="address or id of the other agent",
+    )
     thread: OptionalName = None
     limit: Annotated[int, Field(ge=1, le=200)] = 50
 
@@ -201,7 +205,7 @@ class UpdateAgentAlias(ToolArgs):
     description = "Change your alias; returns your new alias and address."
 
     alias: Annotated[str, Field(min_length=1, max_length=64)]
-    force: Annotated[bool, Field(description="take the alias over from the agent holding it")] = False
+    force: bool = Field(False, description="take the alias over from the agent holding it")
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.update_agent_alias(caller, alias=self.alias, force=self.force)

@@ -1,0 +1,383 @@
+"""The broker's messaging service: what the MCP tools and `/v1` routes call (SPEC §6-§8).
+
+It validates what the edges cannot (sizes, addresses), reads the store directly for views,
+and sends every state change to the actor that owns it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, TypeVar
+
+import trio
+
+from actors._runtime import ActorRef, ActorStopped
+from actors.checkpoint import Checkpoint
+from actors.directory import (
+    AttachedIds,
+    Authenticate,
+    DetachSession,
+    DirectoryMessage,
+    IdentityRefFor,
+    Move,
+    RegisterCommand,
+    Registered,
+    Rename,
+)
+from actors.identity import Ack, ClaimView, Enqueue, Fetch, IdentityMessage, Sent
+from pager.config import Config
+from pager.domain.api import JSON, Caller
+from pager.domain.clock import WallClock, iso
+from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.names import alias_key, format_address, parse_address
+from pager.domain.records import Delivery, Identity
+from pager.domain.workspace import resolve_workspace
+from pager.store import messaging as ms
+from pager.wire import RegisterRequest, message_json
+
+T = TypeVar("T")
+
+#: Longest wait a `fetch` may ask for (SPEC §8).
+MAX_WAIT_S = 60.0
+
+
+class BrokerService:
+    def __init__(
+        self,
+        directory: ActorRef[DirectoryMessage],
+        checkpoint: Checkpoint,
+        config: Config,
+        clock: WallClock,
+    ) -> None:
+        self.directory = directory
+        self.checkpoint = checkpoint
+        self.config = config
+        self.clock = clock
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def register(self, request: RegisterRequest) -> JSON:
+        workspace = await trio.to_thread.run_sync(resolve_workspace, request.workspace)
+        registered: Registered = await self.directory.call(
+            RegisterCommand(
+                workspace=workspace,
+                implementation=_implementation(request.implementation),
+                session_name=request.session_name,
+                conversation_key=_optional_text(request.conversation_key, "conversation_key"),
+                delivery=_delivery(request),
+                force=request.force,
+            )
+        )
+        identity, session = registered.identity, registered.session
+        return {
+            "agent_id": identity.id,
+            "alias": identity.alias,
+            "address": format_address(identity.alias, registered.slug),
+            "durable": identity.durable,
+            "session_id": session.id,
+            "epoch": session.epoch,
+            "token": registered.token,
+            "resume_token": registered.resume_token,
+            "lease_ttl_s": self.config.windows.lease_ttl,
+        }
+
+    async def authenticate(self, token: str) -> Caller:
+        caller: Caller = await self.directory.call(Authenticate(token))
+        return caller
+
+    async def detach(self, caller: Caller) -> JSON:
+        await self.directory.call(DetachSession(caller.session_id))
+        return {"detached": True, "session_id": caller.session_id}
+
+    # -- tools -----------------------------------------------------------------------------
+
+    async def whoami(self, caller: Caller) -> JSON:
+        lease_expires_at = iso(self.clock.now() + self.config.windows.lease_ttl)  # just renewed
+
+        def read(conn: sqlite3.Connection) -> JSON:
+            me = _me(conn, caller)
+            return {
+                "agent_id": me.id,
+                "alias": me.alias,
+                "address": format_address(me.alias, ms.workspace_slug(conn, me.workspace_key)),
+                "workspace": ms.workspace_path(conn, me.workspace_key),
+                "implementation": me.implementation,
+                "durable": me.durable,
+                "session": {
+                    "id": caller.session_id,
+                    "epoch": caller.epoch,
+                    "lease_expires_at": lease_expires_at,
+                },
+            }
+
+        return await self.checkpoint.read(read)
+
+    async def send(
+        self,
+        caller: Caller,
+        *,
+        to: str,
+        body: str,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> JSON:
+        size = len(body.encode("utf-8"))
+        cap = self.config.limits.body_cap
+        if size > cap:
+            raise PagerError(
+                ErrorCode.OVERSIZED_CONTENT,
+                f"the body is {size} bytes; the limit is {cap}. Send less, or split it",
+                limit=cap,
+                size=size,
+            )
+        address = parse_address(to)
+        recipient = await self.checkpoint.read(lambda conn: _resolve(conn, caller, address, to))
+        request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
+        sent: Sent = await self._call_identity(recipient.id, request)
+        message = sent.message
+        return {
+            "message_id": message.id,
+            "state": message.state.value,
+            "duplicate": sent.duplicate,
+            "recipient": {"agent_id": recipient.id, "address": recipient.address},
+            "wake": sent.wake,
+        }
+
+    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON:
+        wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
+        request = Fetch(caller.session_id, limit, wait_s)
+        claims: list[ClaimView] = await self._call_identity(
+            caller.agent_id, request, timeout=wait_s + 30.0
+        )
+        return {"claims": [_claim_json(view) for view in claims]}
+
+    async def ack(self, caller: Caller, *, tokens: list[str]) -> JSON:
+        result: ms.AckResult = await self._call_identity(caller.agent_id, Ack(tuple(tokens)))
+        return {
+            "applied": result.applied,
+            "not_applied": [{"token": t, "reason": r} for t, r in result.not_applied],
+        }
+
+    async def roster(self, caller: Caller, *, scope: str = "workspace") -> JSON:
+        attached = await self._attached_ids()
+
+        def read(conn: sqlite3.Connection) -> JSON:
+            me = _me(conn, caller)
+            identities = ms.list_identities(conn, None if scope == "all" else me.workspace_key)
+            slugs: dict[str, str] = {}
+            agents = []
+            for identity in identities:
+                slug = slugs.get(identity.workspace_key)
+                if slug is None:
+                    slug = slugs[identity.workspace_key] = ms.workspace_slug(
+                        conn, identity.workspace_key
+                    )
+                agents.append(
+                    {
+                        "agent_id": identity.id,
+                        "address": format_address(identity.alias, slug),
+                        "alias": identity.alias,
+                        "implementation": identity.implementation,
+                        "attached": identity.id in attached,
+                        "last_seen": iso(identity.last_seen),
+                        "waiting": ms.waiting_count(conn, identity.id),
+                        "you": identity.id == me.id,
+                    }
+                )
+            return {"scope": scope, "agents": agents}
+
+        return await self.checkpoint.read(read)
+
+    async def history(
+        self,
+        caller: Caller,
+        *,
+        with_: str | None = None,
+        thread: str | None = None,
+        limit: int = 50,
+    ) -> JSON:
+        def read(conn: sqlite3.Connection) -> JSON:
+            other = None
+            if with_ is not None:
+                other = _resolve(conn, caller, parse_address(with_), with_, history=True).id
+            messages = ms.history(conn, caller.agent_id, with_id=other, thread=thread, limit=limit)
+            known = ms.addresses(
+                conn, {m.sender_id for m in messages} | {m.recipient_id for m in messages}
+            )
+            return {
+                "messages": [
+                    {
+                        **message_json(
+                            m,
+                            sender=known.get(m.sender_id, m.sender_id),
+                            recipient=known.get(m.recipient_id, m.recipient_id),
+                        ),
+                        "direction": "sent" if m.sender_id == caller.agent_id else "received",
+                        "state": m.state.value,
+                    }
+                    for m in messages
+                ]
+            }
+
+        return await self.checkpoint.read(read)
+
+    async def message_status(self, caller: Caller, *, message_id: str) -> JSON:
+        def read(conn: sqlite3.Connection) -> JSON:
+            message = ms.get_message(conn, message_id)
+            if message is None or message.sender_id != caller.agent_id:
+                raise PagerError(
+                    ErrorCode.NOT_FOUND,
+                    f"you sent no message {message_id!r}; message_status shows your own sends",
+                )
+            known = ms.addresses(conn, [message.recipient_id])
+            return {
+                "message_id": message.id,
+                "to": known.get(message.recipient_id, message.recipient_id),
+                "state": message.state.value,
+                "attempts": message.attempts,
+                "dead_reason": message.dead_reason,
+                "sent_at": iso(message.sent_at),
+                "settled_at": iso(message.settled_at),
+            }
+
+        return await self.checkpoint.read(read)
+
+    async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON:
+        result: JSON = await self.directory.call(Rename(caller, alias, force))
+        return result
+
+    async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON:
+        workspace = await trio.to_thread.run_sync(resolve_workspace, path)
+        result: JSON = await self.directory.call(Move(caller, workspace))
+        return result
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _call_identity(
+        self,
+        agent_id: str,
+        message: IdentityMessage,
+        *,
+        timeout: float = 30.0,  # noqa: ASYNC109
+    ) -> Any:
+        # One retry: an identity may passivate between the lookup and the call.
+        for attempt in range(2):
+            ref: ActorRef[IdentityMessage] = await self.directory.call(IdentityRefFor(agent_id))
+            try:
+                return await ref.call(message, timeout=timeout)
+            except ActorStopped:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _attached_ids(self) -> frozenset[str]:
+        attached: frozenset[str] = await self.directory.call(AttachedIds())
+        return attached
+
+
+class _Resolved:
+    __slots__ = ("address", "id")
+
+    def __init__(self, identity_id: str, address: str) -> None:
+        self.id = identity_id
+        self.address = address
+
+
+def _me(conn: sqlite3.Connection, caller: Caller) -> Identity:
+    me = ms.get_identity(conn, caller.agent_id)
+    if me is None:
+        raise PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
+    return me
+
+
+def _resolve(
+    conn: sqlite3.Connection, caller: Caller, address: Any, text: str, *, history: bool = False
+) -> _Resolved:
+    """An address → the identity it names now, or unknown_recipient / recipient_alias_changed."""
+    if address.agent_id is not None:
+        identity = ms.get_identity(conn, address.agent_id)
+        if identity is None:
+            raise _unknown(text)
+        slug = ms.workspace_slug(conn, identity.workspace_key)
+        return _Resolved(identity.id, format_address(identity.alias, slug))
+    if address.slug is not None:
+        found = ms.workspace_of_slug(conn, address.slug)
+        if found is None:
+            raise _unknown(text, f"no workspace {address.slug!r} is known")
+        workspace_key = found[0]
+    else:
+        workspace_key = _me(conn, caller).workspace_key
+    key = alias_key(address.alias)
+    identity = ms.identity_by_alias(conn, workspace_key, key)
+    if identity is not None:
+        slug = ms.workspace_slug(conn, identity.workspace_key)
+        return _Resolved(identity.id, format_address(identity.alias, slug))
+    holder = ms.alias_reserved_by(conn, workspace_key, key)
+    current = None if holder is None else ms.get_identity(conn, holder)
+    if current is not None:
+        new_address = format_address(current.alias, ms.workspace_slug(conn, current.workspace_key))
+        if history:
+            return _Resolved(current.id, new_address)
+        raise PagerError(
+            ErrorCode.RECIPIENT_ALIAS_CHANGED,
+            f"{text!r} is now {new_address}; send to the current address if it is still meant",
+            current_address=new_address,
+            agent_id=current.id,
+        )
+    raise _unknown(text)
+
+
+def _unknown(text: str, why: str | None = None) -> PagerError:
+    return PagerError(
+        ErrorCode.UNKNOWN_RECIPIENT,
+        f"no agent {text!r}"
+        + (f" ({why})" if why else "")
+        + "; see `roster` (scope 'all' for other workspaces)",
+    )
+
+
+def _claim_json(view: ClaimView) -> JSON:
+    return {
+        "token": view.claim.token,
+        "expires_at": iso(view.claim.expires_at),
+        "message": message_json(
+            view.claim.message, sender=view.sender_address, recipient=view.recipient_address
+        ),
+    }
+
+
+def _implementation(value: str) -> str:
+    if not value or len(value) > 64 or not value.replace("-", "").replace("_", "").isalnum():
+        raise PagerError(
+            ErrorCode.VALIDATION_FAILED,
+            f"implementation {value[:64]!r} is not an implementation id (e.g. claude, shell)",
+        )
+    return value
+
+
+def _optional_text(value: str | None, name: str) -> str | None:
+    if value is not None and not 1 <= len(value) <= 256:
+        raise PagerError(ErrorCode.VALIDATION_FAILED, f"{name} must be 1-256 characters")
+    return value
+
+
+def _delivery(request: RegisterRequest) -> Delivery | None:
+    delivery = request.delivery
+    if delivery is None:
+        return None
+    if delivery.kind == "http" and delivery.url and delivery.path is None:
+        if not delivery.url.startswith(("http://127.0.0.1:", "http://localhost:", "http://[::1]:")):
+            raise PagerError(
+                ErrorCode.VALIDATION_FAILED,
+                "delivery.url must be a loopback http:// address (127.0.0.1, localhost or [::1])",
+            )
+        return Delivery("http", delivery.url)
+    if delivery.kind == "unix" and delivery.path and delivery.url is None:
+        if not delivery.path.startswith("/"):
+            raise PagerError(ErrorCode.VALIDATION_FAILED, "delivery.path must be absolute")
+        return Delivery("unix", delivery.path)
+    raise PagerError(
+        ErrorCode.VALIDATION_FAILED,
+        "delivery must be {kind: 'http', url} or {kind: 'unix', path}",
+    )

@@ -1,0 +1,143 @@
+"""FAKE MessagingApi, for testing the MCP edge only (pager/web/mcp*.py, pager/web/dispatch.py).
+
+It implements none of Pager's identity or delivery rules: it maps tokens to Callers, records
+every call with its arguments, and answers with plausible fixed dicts shaped like SPEC §8.
+Scripted failures:
+- `authenticate`: "expired-token" raises `expired`, "ended-token" raises `ended`, any other
+  unknown token raises `unauthenticated`;
+- `send` to "nobody" raises `unknown_recipient` (after recording the call);
+- `message_status` of "boom" raises a plain RuntimeError (an internal failure);
+- `fetch` with `wait_s` > 0 sleeps that long (a long poll with nothing waiting).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from pager.domain.api import JSON, Caller
+from pager.domain.errors import ErrorCode, PagerError
+
+ALICE = Caller(session_id="ses_alice", agent_id="agt_alice", epoch=1)
+BOB = Caller(session_id="ses_bob", agent_id="agt_bob", epoch=3)
+
+#: A secret the fake's internal failure carries; it must never reach a client.
+INTERNAL_SECRET = "db at /secret/path is locked"
+
+
+@attrs.frozen
+class Call:
+    """One recorded MessagingApi call (authenticate is recorded separately)."""
+
+    method: str
+    caller: Caller
+    kwargs: dict[str, Any]
+
+
+@attrs.define
+class FakeMessagingApi:
+    tokens: dict[str, Caller] = attrs.field(
+        factory=lambda: {"alice-token": ALICE, "bob-token": BOB}
+    )
+    calls: list[Call] = attrs.field(factory=list)
+    authenticated: list[Caller] = attrs.field(factory=list)
+
+    def _record(self, method: str, caller: Caller, **kwargs: Any) -> None:
+        self.calls.append(Call(method, caller, kwargs))
+
+    async def authenticate(self, token: str) -> Caller:
+        if token == "expired-token":
+            raise PagerError(
+                ErrorCode.EXPIRED, "the session's lease lapsed; rejoin by conversation key"
+            )
+        if token == "ended-token":
+            raise PagerError(ErrorCode.ENDED, "a newer session of this agent replaced this one")
+        caller = self.tokens.get(token)
+        if caller is None:
+            raise PagerError(ErrorCode.UNAUTHENTICATED, "unknown session token; register again")
+        self.authenticated.append(caller)
+        return caller
+
+    async def whoami(self, caller: Caller) -> JSON:
+        self._record("whoami", caller)
+        return {
+            "agent_id": caller.agent_id,
+            "alias": "alice",
+            "address": "alice@api-3f9a1c",
+            "workspace": "/src/api",
+            "implementation": "claude",
+            "durable": True,
+            "session": {"id": caller.session_id, "epoch": caller.epoch, "lease_expires_at": "t"},
+        }
+
+    async def send(
+        self,
+        caller: Caller,
+        *,
+        to: str,
+        body: str,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> JSON:
+        self._record(
+            "send",
+            caller,
+            to=to,
+            body=body,
+            thread=thread,
+            reply_to=reply_to,
+            idempotency_key=idempotency_key,
+        )
+        if to == "nobody":
+            raise PagerError(ErrorCode.UNKNOWN_RECIPIENT, f"no agent is reachable as {to!r}", to=to)
+        return {
+            "message_id": "msg_1",
+            "state": "queued",
+            "recipient": {"agent_id": "agt_bob", "address": f"{to}@web-1b2c3d"},
+            "wake": "no_session",
+        }
+
+    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON:
+        self._record("fetch", caller, limit=limit, wait_s=wait_s)
+        if wait_s > 0:
+            await trio.sleep(wait_s)
+        return {"claims": []}
+
+    async def ack(self, caller: Caller, *, tokens: list[str]) -> JSON:
+        self._record("ack", caller, tokens=tokens)
+        return {
+            "applied": tokens[:1],
+            "not_applied": [{"token": t, "reason": "unknown_token"} for t in tokens[1:]],
+        }
+
+    async def roster(self, caller: Caller, *, scope: str = "workspace") -> JSON:
+        self._record("roster", caller, scope=scope)
+        return {"agents": [{"address": "bob@web-1b2c3d", "alias": "bob", "attached": True}]}
+
+    async def history(
+        self,
+        caller: Caller,
+        *,
+        with_: str | None = None,
+        thread: str | None = None,
+        limit: int = 50,
+    ) -> JSON:
+        self._record("history", caller, with_=with_, thread=thread, limit=limit)
+        return {"messages": []}
+
+    async def message_status(self, caller: Caller, *, message_id: str) -> JSON:
+        self._record("message_status", caller, message_id=message_id)
+        if message_id == "boom":
+            raise RuntimeError(INTERNAL_SECRET)
+        return {"message_id": message_id, "state": "delivered", "attempts": 1}
+
+    async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON:
+        self._record("update_agent_alias", caller, alias=alias, force=force)
+        return {"alias": alias, "address": f"{alias}@api-3f9a1c"}
+
+    async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON:
+        self._record("move_to_workspace", caller, path=path)
+        return {"workspace": path, "address": "alice@other-0a1b2c"}
