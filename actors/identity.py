@@ -205,10 +205,10 @@ class IdentityActor(Actor[IdentityMessage]):
 
     async def _write(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
         """Run `op` and refresh the inbox deadline in the same transaction."""
-        expiry = self.policy.message_expiry
+        expiry, now = self.policy.message_expiry, self.deps.clock.now()
 
         def with_deadline(conn: sqlite3.Connection) -> tuple[Any, float | None]:
-            return op(conn), ms.next_deadline(conn, self.identity_id, expiry)
+            return op(conn), ms.next_deadline(conn, self.identity_id, now, expiry)
 
         result, self.next_deadline = await self.deps.checkpoint.write(with_deadline)
         return result

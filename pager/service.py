@@ -7,6 +7,7 @@ and sends every state change to the actor that owns it.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import trio
@@ -23,6 +24,8 @@ from actors.directory import (
     RegisterCommand,
     Registered,
     Rename,
+    StreamClosed,
+    StreamOpened,
 )
 from actors.identity import Ack, ClaimView, Enqueue, Fetch, IdentityMessage, Sent
 from pager.config import Config
@@ -31,7 +34,7 @@ from pager.domain.clock import WallClock, iso
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address, parse_address
 from pager.domain.records import Delivery, Identity
-from pager.domain.workspace import resolve_workspace
+from pager.domain.workspace import Workspace, resolve_workspace
 from pager.store import messaging as ms
 from pager.wire import RegisterRequest, message_json
 
@@ -48,16 +51,20 @@ class BrokerService:
         checkpoint: Checkpoint,
         config: Config,
         clock: WallClock,
+        *,
+        resolve: Callable[[str], Awaitable[Workspace]] | None = None,
     ) -> None:
         self.directory = directory
         self.checkpoint = checkpoint
         self.config = config
         self.clock = clock
+        # Reading .git files is I/O: off the event loop, except in mock-clock tests.
+        self.resolve = resolve or _resolve_in_thread
 
     # -- sessions --------------------------------------------------------------------------
 
     async def register(self, request: RegisterRequest) -> JSON:
-        workspace = await trio.to_thread.run_sync(resolve_workspace, request.workspace)
+        workspace = await self.resolve(request.workspace)
         registered: Registered = await self.directory.call(
             RegisterCommand(
                 workspace=workspace,
@@ -84,6 +91,12 @@ class BrokerService:
     async def authenticate(self, token: str) -> Caller:
         caller: Caller = await self.directory.call(Authenticate(token))
         return caller
+
+    async def stream_opened(self, caller: Caller) -> None:
+        await self.directory.call(StreamOpened(caller.session_id))
+
+    async def stream_closed(self, caller: Caller) -> None:
+        await self.directory.call(StreamClosed(caller.session_id))
 
     async def detach(self, caller: Caller) -> JSON:
         await self.directory.call(DetachSession(caller.session_id))
@@ -248,7 +261,7 @@ class BrokerService:
         return result
 
     async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON:
-        workspace = await trio.to_thread.run_sync(resolve_workspace, path)
+        workspace = await self.resolve(path)
         result: JSON = await self.directory.call(Move(caller, workspace))
         return result
 
@@ -274,6 +287,10 @@ class BrokerService:
     async def _attached_ids(self) -> frozenset[str]:
         attached: frozenset[str] = await self.directory.call(AttachedIds())
         return attached
+
+
+async def _resolve_in_thread(path: str) -> Workspace:
+    return await trio.to_thread.run_sync(resolve_workspace, path)
 
 
 class _Resolved:

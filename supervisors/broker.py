@@ -1,8 +1,9 @@
 """The broker's supervision tree (ARCHITECTURE.md, Supervisors).
 
-root (rest_for_one): store → providers (one_for_one, filled per implementation in use) → web.
-A child that fails restarts with everything started after it, so every later child sees the
-current store. Later issues add the directory and the sweeper between store and web.
+root (rest_for_one): store → providers (one_for_one: the delivery provider; later one per
+implementation in use) → messaging (timers, directory, identity actors) → web. A child that
+fails restarts with everything started after it, so every later child sees the current store
+and service.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import trio
 
 from actors._runtime import ActorRef, run_actor
 from actors.checkpoint import BrokerRunInfo, Checkpoint, CheckpointActor, CheckpointMessage
+from actors.identity import Deliver
+from actors.messaging import run_http_provider, run_messaging
 from pager import store as db
 from pager.config import Config
+from pager.domain.clock import SystemClock, WallClock
 from pager.launch.paths import StatePaths
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
 
@@ -37,6 +41,8 @@ class BrokerContext:
     run: BrokerRunInfo
     health: dict[str, Any]
     utc_now: Callable[[], str]
+    secret: str = ""
+    clock: WallClock = attrs.field(factory=SystemClock)
     shutdown: trio.Event = attrs.field(factory=trio.Event)
     web_stopped: trio.Event = attrs.field(factory=trio.Event)
 
@@ -74,13 +80,35 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             sock.close()
             ctx.web_stopped.set()
 
-    providers = Supervisor("providers", [], strategy=Strategy.ONE_FOR_ONE)
+    providers = Supervisor(
+        "providers", [ChildSpec("http", run_http_provider)], strategy=Strategy.ONE_FOR_ONE
+    )
+
+    def provider() -> ActorRef[Deliver] | None:
+        try:
+            ref: ActorRef[Deliver] = providers.started_value("http")  # type: ignore[assignment]
+        except KeyError:
+            return None
+        return ref
+
+    async def start_messaging(
+        *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        await run_messaging(
+            checkpoint=store,
+            provider=provider,
+            config=ctx.config,
+            clock=ctx.clock,
+            task_status=task_status,
+        )
+
     root = Supervisor(
         "broker",
         [
             ChildSpec("store", start_store),
             *extra_children,
             ChildSpec("providers", providers.run),
+            ChildSpec("messaging", start_messaging),
             ChildSpec("web", start_web, restart=Restart.TRANSIENT),
         ],
         strategy=Strategy.REST_FOR_ONE,

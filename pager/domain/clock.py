@@ -38,6 +38,14 @@ def iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
 
 
+#: Deadlines closer than this are rounded up to it, so that a timer which fires a hair early
+#: (float rounding between the two clocks) finds its deadline passed next time, not in a loop.
+MIN_STEP = 0.001
+
+
 def trio_deadline(clock: WallClock, wall_deadline: float) -> float:
     """The trio deadline of a wall-clock deadline (past deadlines are due now)."""
-    return trio.current_time() + max(0.0, wall_deadline - clock.now())
+    remaining = wall_deadline - clock.now()
+    if remaining <= 0:
+        return trio.current_time()
+    return trio.current_time() + max(remaining, MIN_STEP)

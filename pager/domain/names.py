@@ -44,9 +44,10 @@ _HANDLE_PLAN = ((4, 40), (5, 40), (6, 200))
 #: containing one anywhere is skipped.
 _BLOCKLIST = frozenset(
     {
-        "anal", "anus", "caca", "culo", "dago", "dike", "fagot", "hate", "homo", "hore", "jihad", "kaka",
-        "kike", "kuso", "lame", "nazi", "nude", "pedo", "pene", "penis", "pija", "pito",
-        "pubes", "puta", "pute", "puto", "rape", "semen", "sodom", "teta", "vagina", "zina",
+        "anal", "anus", "caca", "culo", "dago", "dike", "fagot", "hate", "homo", "hore",
+        "jihad", "kaka", "kike", "kuso", "lame", "nazi", "nude", "pedo", "pene", "penis",
+        "pija", "pito", "pubes", "puta", "pute", "puto", "rape", "semen", "sodom", "teta",
+        "vagina", "zina",
     }
 )  # fmt: skip
 

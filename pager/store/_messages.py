@@ -290,17 +290,19 @@ def acknowledge(
 
 
 def next_deadline(
-    conn: sqlite3.Connection, recipient_id: str, message_expiry: float
+    conn: sqlite3.Connection, recipient_id: str, now: float, message_expiry: float
 ) -> float | None:
-    """The earliest time something changes for this inbox on its own (ack wait, retry, expiry)."""
+    """The earliest time after `now` when something changes for this inbox on its own: an ack
+    wait ends, a retry becomes available, a message expires. (Mail available already needs no
+    timer: whoever consumes it is woken when it arrives.)"""
     row = conn.execute(
         "SELECT MIN(t) FROM ("
         " SELECT MIN(expires_at) AS t FROM claims WHERE identity_id = ? AND state = 'open'"
         " UNION ALL SELECT MIN(available_at) FROM messages WHERE recipient_id = ?"
-        "  AND state = 'queued'"
+        "  AND state = 'queued' AND available_at > ?"
         " UNION ALL SELECT MIN(sent_at) + ? FROM messages WHERE recipient_id = ?"
         "  AND state IN ('queued', 'claimed', 'delivered'))",
-        (recipient_id, recipient_id, message_expiry, recipient_id),
+        (recipient_id, recipient_id, now, message_expiry, recipient_id),
     ).fetchone()
     return None if row is None or row[0] is None else float(row[0])
 

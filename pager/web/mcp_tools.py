@@ -71,13 +71,13 @@ def validation_failed(tool: str, exc: ValidationError) -> PagerError:
     for error in exc.errors(include_url=False, include_input=False, include_context=False):
         loc = error["loc"]
         argument = str(loc[0]) if loc else "arguments"
-        where = argument + "".join(f"[{part}]" for part in loc[1:])
+        where = repr(argument) + "".join(f" item {part}" for part in loc[1:])
         if error["type"] == "extra_forbidden":
-            problem = f"{tool} has no argument {where!r}"
+            problem = f"{tool} has no argument {where}"
         elif error["type"] == "missing":
-            problem = f"{where!r} is required"
+            problem = f"{where} is required"
         else:
-            problem = f"{where!r}: {error['msg']}"
+            problem = f"{where}: {error['msg']}"
         problems.append(problem)
         if argument not in arguments:
             arguments.append(argument)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 from hypothesis import given
@@ -23,6 +22,11 @@ from pager.domain.names import (
     validate_alias,
 )
 from pager.domain.workspace import make_slug
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsLenAndGetItem
+
+_T = TypeVar("_T")
 
 _CVC = re.compile(r"[bcdfghjklmnprstvz][aeiou][bcdfghjklmnprstvz][aeiou][bcdfghjklmnprstvz]")
 
@@ -140,16 +144,23 @@ class _Scripted(random.Random):
         super().__init__(0)
         self._letters = iter(letters)
 
-    def choice(self, seq: Sequence[Any]) -> Any:
+    def choice(self, seq: SupportsLenAndGetItem[_T]) -> _T:
         letter = next(self._letters)
-        assert letter in seq
-        return letter
+        for index in range(len(seq)):
+            if seq[index] == letter:
+                return seq[index]
+        raise AssertionError(f"{letter!r} is not among the choices")
 
 
 def test_generate_handle_skips_blocklisted_words() -> None:
     """A handle spelling an unfortunate word is never returned, even when free."""
     asked: list[str] = []
-    handle = generate_handle(lambda h: asked.append(h) is not None, _Scripted("rapenazihica"))
+
+    def taken(handle: str) -> bool:
+        asked.append(handle)
+        return False
+
+    handle = generate_handle(taken, _Scripted("rapenazihica"))
     assert handle == "hica"
     assert asked == ["hica"]  # blocked words are not even offered to `taken`
 

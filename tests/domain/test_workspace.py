@@ -78,9 +78,7 @@ def _assert_matches_git(git: Git, directory: Path) -> Workspace:
     return workspace
 
 
-def test_resolve_workspace_main_worktree_and_subdirectories_match_git(
-    git: Git, repo: Path
-) -> None:
+def test_resolve_workspace_main_worktree_and_subdirectories_match_git(git: Git, repo: Path) -> None:
     """The top-level and nested subdirectories share git's common dir as key."""
     top = _assert_matches_git(git, repo)
     assert top.key == os.path.realpath(repo / ".git")
@@ -190,9 +188,7 @@ def test_resolve_workspace_follows_symlinks(git: Git, repo: Path, tmp_path: Path
     assert resolve_workspace(str(tmp_path / "link" / "src" / ".." / "src")) == main
 
 
-def test_resolve_workspace_broken_gitdir_file_keeps_its_directory(
-    git: Git, tmp_path: Path
-) -> None:
+def test_resolve_workspace_broken_gitdir_file_keeps_its_directory(git: Git, tmp_path: Path) -> None:
     """A `.git` file pointing at nothing (git fails there) makes its directory the workspace."""
     orphan = tmp_path / "orphan"
     (orphan / "sub").mkdir(parents=True)

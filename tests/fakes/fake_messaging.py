@@ -7,7 +7,8 @@ Scripted failures:
   unknown token raises `unauthenticated`;
 - `send` to "nobody" raises `unknown_recipient` (after recording the call);
 - `message_status` of "boom" raises a plain RuntimeError (an internal failure);
-- `fetch` with `wait_s` > 0 sleeps that long (a long poll with nothing waiting).
+- `fetch` with `wait_s` > 0 sets `long_poll_started` and sleeps that long (a long poll with
+  nothing waiting).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class FakeMessagingApi:
     )
     calls: list[Call] = attrs.field(factory=list)
     authenticated: list[Caller] = attrs.field(factory=list)
+    long_poll_started: trio.Event = attrs.field(factory=trio.Event)
 
     def _record(self, method: str, caller: Caller, **kwargs: Any) -> None:
         self.calls.append(Call(method, caller, kwargs))
@@ -103,6 +105,7 @@ class FakeMessagingApi:
     async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON:
         self._record("fetch", caller, limit=limit, wait_s=wait_s)
         if wait_s > 0:
+            self.long_poll_started.set()
             await trio.sleep(wait_s)
         return {"claims": []}
 

@@ -1,0 +1,59 @@
+"""The messaging subtree's body: the timer service, the directory and its identity actors.
+
+Started as one child of the broker tree; its started value is the `BrokerService` the web
+edge calls. A crash anywhere in here fails the child as a whole, and the supervisor restarts
+it (with the web child after it); state comes back from the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from actors._runtime import ActorRef, start_actor
+from actors.checkpoint import Checkpoint
+from actors.directory import DirectoryActor, DirectoryDeps
+from actors.identity import Deliver, IdentityDeps
+from actors.provider import DeliveryProvider
+from actors.timers import TimerService
+from pager.config import Config
+from pager.domain.clock import WallClock
+from pager.domain.workspace import Workspace
+from pager.service import BrokerService
+
+
+async def run_messaging(
+    *,
+    checkpoint: Callable[[], Checkpoint],
+    provider: Callable[[], ActorRef[Deliver] | None],
+    config: Config,
+    clock: WallClock,
+    resolve: Callable[[str], Awaitable[Workspace]] | None = None,
+    task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    store = checkpoint()
+    async with trio.open_nursery() as nursery:
+        timers: TimerService = await nursery.start(TimerService().run)
+        identity_deps = IdentityDeps(
+            checkpoint=store,
+            timers=timers,
+            clock=clock,
+            windows=config.windows,
+            provider=provider,
+            on_passivate=lambda _agent_id: None,  # replaced by the directory
+        )
+        directory_deps = DirectoryDeps(store, timers, clock, config.windows, identity_deps)
+        directory = await start_actor(
+            nursery, DirectoryActor(nursery, directory_deps), name="directory"
+        )
+        task_status.started(BrokerService(directory, store, config, clock, resolve=resolve))
+
+
+async def run_http_provider(
+    *, task_status: trio.TaskStatus[ActorRef[Deliver]] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """The provider that writes claims to `http`/`unix` delivery addresses."""
+    async with trio.open_nursery() as nursery:
+        ref = await start_actor(nursery, DeliveryProvider(nursery), name="provider:http")
+        task_status.started(ref)

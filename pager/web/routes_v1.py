@@ -1,0 +1,133 @@
+"""`/v1` routes for connectors: register, detach, and the session's event stream (SPEC §6)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import trio
+from quart import Blueprint, Response, request
+
+from pager.domain.api import Caller
+from pager.domain.errors import ErrorCode, PagerError
+from pager.service import BrokerService
+from pager.wire import RegisterRequest, structure
+
+#: Comment lines on an idle event stream, so proxies and clients see it is alive.
+HEARTBEAT_S = 15.0
+
+
+def error_response(exc: PagerError) -> Response:
+    response = Response(
+        json.dumps({"error": exc.to_json()}), status=exc.http_status, mimetype="application/json"
+    )
+    return response
+
+
+def bearer(headers: Any) -> str | None:
+    value = headers.get("Authorization", "")
+    scheme, _, credential = value.partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        return None
+    return str(credential.strip())
+
+
+def require_secret(secret: str, headers: Any) -> None:
+    """The local operator credential, compared in constant time."""
+    given = bearer(headers)
+    if given is None or not hmac.compare_digest(given.encode(), secret.encode()):
+        raise PagerError(
+            ErrorCode.UNAUTHENTICATED,
+            "this route needs the local secret: send `Authorization: Bearer <contents of the"
+            " secret file in the state directory>`",
+        )
+
+
+async def session_caller(service: BrokerService, headers: Any) -> Caller:
+    token = bearer(headers)
+    if token is None:
+        raise PagerError(
+            ErrorCode.UNAUTHENTICATED,
+            "send `Authorization: Bearer <session token>`; POST /v1/register gives one",
+        )
+    return await service.authenticate(token)
+
+
+async def json_body() -> object:
+    raw = await request.get_data(as_text=False)
+    try:
+        return json.loads(raw or b"null")
+    except ValueError as exc:
+        raise PagerError(
+            ErrorCode.VALIDATION_FAILED, f"the body is not valid JSON: {exc}"
+        ) from None
+
+
+def v1_blueprint(
+    service: BrokerService, secret: str, shutdown: Callable[[], Awaitable[None]]
+) -> Blueprint:
+    bp = Blueprint("v1_sessions", __name__, url_prefix="/v1")
+
+    @bp.errorhandler(PagerError)
+    async def pager_error(exc: PagerError) -> Response:
+        return error_response(exc)
+
+    @bp.post("/register")
+    async def register() -> tuple[Response, int]:
+        require_secret(secret, request.headers)
+        body = structure(await json_body(), RegisterRequest)
+        result = await service.register(body)
+        return Response(json.dumps(result), mimetype="application/json"), 201
+
+    @bp.post("/sessions/current/detach")
+    async def detach() -> Response:
+        caller = await session_caller(service, request.headers)
+        return Response(json.dumps(await service.detach(caller)), mimetype="application/json")
+
+    @bp.get("/sessions/current/events")
+    async def events() -> Response:
+        caller = await session_caller(service, request.headers)
+        response = Response(
+            _session_stream(service, caller, request.headers, shutdown),
+            mimetype="text/event-stream",
+            headers={"Cache-Control": "no-store"},
+        )
+        response.timeout = None  # Quart's RESPONSE_TIMEOUT would cut the stream
+        return response
+
+    return bp
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def _session_stream(
+    service: BrokerService,
+    caller: Caller,
+    headers: Any,
+    shutdown: Callable[[], Awaitable[None]],
+) -> AsyncIterator[bytes]:
+    """Holds the lease while open; tells the connector when its session ends."""
+    await service.stream_opened(caller)
+    try:
+        yield _sse("ready", {"session_id": caller.session_id, "epoch": caller.epoch})
+        while True:
+            stopping = False
+            with trio.move_on_after(HEARTBEAT_S):
+                await shutdown()
+                stopping = True
+            if stopping:
+                yield _sse("closing", {"reason": "broker shutting down"})
+                return
+            try:
+                await session_caller(service, headers)
+            except PagerError as exc:
+                yield _sse("ended", exc.to_json())
+                return
+            yield b": heartbeat\n\n"
+    finally:
+        with trio.CancelScope(shield=True):
+            await service.stream_closed(caller)

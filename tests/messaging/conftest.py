@@ -1,0 +1,105 @@
+"""The messaging subtree in process: real SQLite (queries inline), trio's mock clock, and a
+FAKE provider standing in for delivery addresses."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from actors._runtime import Actor, ActorRef, Reply, start_actor
+from actors.checkpoint import Checkpoint, CheckpointActor
+from actors.identity import Deliver, Pushed
+from actors.messaging import run_messaging
+from pager.config import Config, Windows
+from pager.domain.api import Caller
+from pager.domain.clock import TrioWallClock
+from pager.domain.workspace import Workspace, resolve_workspace
+from pager.service import BrokerService
+from pager.wire import DeliveryRequest, RegisterRequest
+
+WINDOWS = Windows(
+    lease_ttl=90.0,
+    ack_wait=60.0,
+    redelivery=(2.0, 10.0),
+    max_attempts=5,
+    message_expiry=7 * 86400.0,
+)
+
+
+class FakeInbox(Actor[Deliver]):
+    """FAKE provider: records each push and answers with `self.answer(tokens)`."""
+
+    def __init__(self) -> None:
+        self.pushes: list[Deliver] = []
+        self.answer: Callable[[list[str]], tuple[list[str], list[str]]] = lambda t: (t, [])
+
+    async def handle(self, message: Deliver, reply: Reply[Any] | None) -> None:
+        self.pushes.append(message)
+        tokens = [view.claim.token for view in message.claims]
+        accepted, refused = self.answer(tokens)
+        message.identity.try_cast(Pushed(message.push_id, tuple(accepted), tuple(refused)))
+
+
+@attrs.define
+class Harness:
+    service: BrokerService
+    inbox: FakeInbox
+    workspace: Path
+    checkpoint: Checkpoint
+
+    async def register(
+        self, name: str | None = None, **kwargs: Any
+    ) -> tuple[dict[str, Any], Caller]:
+        request = RegisterRequest(
+            workspace=str(kwargs.pop("workspace", self.workspace)),
+            implementation=kwargs.pop("implementation", "shell"),
+            session_name=name,
+            **kwargs,
+        )
+        result = await self.service.register(request)
+        return result, await self.service.authenticate(result["token"])
+
+
+async def _resolve_inline(path: str) -> Workspace:
+    return resolve_workspace(path)
+
+
+@contextlib.asynccontextmanager
+async def open_harness(tmp_path: Path, windows: Windows = WINDOWS) -> AsyncIterator[Harness]:
+    workspace = tmp_path / "repo"
+    workspace.mkdir(exist_ok=True)
+    async with trio.open_nursery() as nursery:
+        store = CheckpointActor(tmp_path / "pager.db", None, lambda: "now", inline=True)
+        store_ref = await start_actor(nursery, store, name="store")
+        inbox = FakeInbox()
+        inbox_ref: ActorRef[Deliver] = await start_actor(nursery, inbox, name="fake-inbox")
+        checkpoint = Checkpoint(store_ref)
+        service: BrokerService = await nursery.start(
+            partial(
+                run_messaging,
+                checkpoint=lambda: checkpoint,
+                provider=lambda: inbox_ref,
+                config=Config(windows=windows),
+                clock=TrioWallClock(),
+                resolve=_resolve_inline,
+            )
+        )
+        yield Harness(service, inbox, workspace, checkpoint)
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with open_harness(tmp_path) as opened:
+        yield opened
+
+
+def http_delivery() -> DeliveryRequest:
+    return DeliveryRequest(kind="http", url="http://127.0.0.1:9/inbox")

@@ -1,0 +1,208 @@
+"""At-least-once delivery in process, on the mock clock: claims, acks, redelivery, pushes."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from pager.domain.errors import ErrorCode, PagerError
+from tests.messaging.conftest import Harness, http_delivery
+
+
+async def test_send_fetch_ack_round_trip(harness: Harness, autojump_clock: MockClock) -> None:
+    """alice sends, bob fetches and acks; the sender sees `acknowledged`."""
+    with trio.fail_after(30):
+        _, alice = await harness.register("alice")
+        bob_info, bob = await harness.register("bob")
+        sent = await harness.service.send(alice, to="bob", body="hello")
+        assert sent["recipient"]["address"] == bob_info["address"]
+        assert sent["wake"] == "queued"
+        fetched = await harness.service.fetch(bob)
+        [claim] = fetched["claims"]
+        assert claim["message"]["body"] == "hello"
+        assert claim["message"]["from"].startswith("alice@")
+        assert claim["message"]["attempt"] == 1
+        acked = await harness.service.ack(bob, tokens=[claim["token"]])
+        assert acked == {"applied": [claim["token"]], "not_applied": []}
+        status = await harness.service.message_status(alice, message_id=sent["message_id"])
+        assert status["state"] == "acknowledged"
+        assert (await harness.service.fetch(bob))["claims"] == []
+
+
+async def test_unacked_claim_returns_after_ack_wait(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """No ack: after the ack wait the message is offered again with attempt 2; the stale token
+    is refused with a reason, the fresh one applied."""
+    with trio.fail_after(300):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        sent = await harness.service.send(alice, to="bob", body="ping")
+        [first] = (await harness.service.fetch(bob))["claims"]
+        assert (await harness.service.fetch(bob))["claims"] == []  # claimed, not offered twice
+        await trio.sleep(61)  # virtual: past the 60 s ack wait
+        [second] = (await harness.service.fetch(bob))["claims"]
+        assert second["message"]["id"] == sent["message_id"]
+        assert second["message"]["attempt"] == 2
+        acked = await harness.service.ack(bob, tokens=[first["token"], second["token"]])
+        assert acked["applied"] == [second["token"]]
+        [(stale)] = acked["not_applied"]
+        assert stale["reason"] in ("expired", "superseded")
+        again = await harness.service.ack(bob, tokens=[second["token"]])
+        assert again["not_applied"] == [
+            {"token": second["token"], "reason": "already_acknowledged"}
+        ]
+        status = await harness.service.message_status(alice, message_id=sent["message_id"])
+        assert status["state"] == "acknowledged"
+        assert status["attempts"] == 2
+
+
+async def test_ack_reasons_unknown_and_not_yours(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """Tokens of others and unknown tokens are listed with their reasons, nothing applied."""
+    with trio.fail_after(30):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        await harness.service.send(alice, to="bob", body="x")
+        [claim] = (await harness.service.fetch(bob))["claims"]
+        result = await harness.service.ack(alice, tokens=[claim["token"], "clm_nope"])
+        assert result["applied"] == []
+        assert {r["reason"] for r in result["not_applied"]} == {"not_yours", "unknown_token"}
+
+
+async def test_long_poll_answered_by_a_send(harness: Harness, autojump_clock: MockClock) -> None:
+    """A fetch with wait_s returns as soon as a message arrives, not at its deadline."""
+    with trio.fail_after(60):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        results: list[dict[str, object]] = []
+
+        async def poll() -> None:
+            results.append(await harness.service.fetch(bob, wait_s=30))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll)
+            await trio.sleep(5)
+            started = trio.current_time()
+            sent = await harness.service.send(alice, to="bob", body="wake up")
+        assert sent["wake"] == "delivered"
+        assert trio.current_time() - started < 1
+        [claim] = results[0]["claims"]  # type: ignore[misc]
+        assert claim["message"]["body"] == "wake up"
+
+
+async def test_long_poll_times_out_empty(harness: Harness, autojump_clock: MockClock) -> None:
+    """A long poll with nothing to deliver ends empty at its deadline."""
+    with trio.fail_after(60):
+        _, bob = await harness.register("bob")
+        start = trio.current_time()
+        assert (await harness.service.fetch(bob, wait_s=20))["claims"] == []
+        assert trio.current_time() - start >= 20
+
+
+async def test_send_order_per_pair(harness: Harness, autojump_clock: MockClock) -> None:
+    """First deliveries follow send order for one sender→recipient pair."""
+    with trio.fail_after(30):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        for n in range(15):
+            await harness.service.send(alice, to="bob", body=f"m{n}")
+        bodies = [
+            c["message"]["body"] for c in (await harness.service.fetch(bob, limit=100))["claims"]
+        ]
+        assert bodies == [f"m{n}" for n in range(15)]
+
+
+async def test_idempotency_key_returns_original(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """A repeated send with the same key returns the original message."""
+    with trio.fail_after(30):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        first = await harness.service.send(alice, to="bob", body="once", idempotency_key="k1")
+        second = await harness.service.send(alice, to="bob", body="once", idempotency_key="k1")
+        assert second["message_id"] == first["message_id"]
+        assert second["duplicate"] is True
+        assert len((await harness.service.fetch(bob))["claims"]) == 1
+
+
+async def test_max_attempts_dead_letters(harness: Harness, autojump_clock: MockClock) -> None:
+    """A message never acknowledged dies after max_attempts with the reason."""
+    with trio.fail_after(3000):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        sent = await harness.service.send(alice, to="bob", body="doomed")
+        for _ in range(5):
+            assert len((await harness.service.fetch(bob))["claims"]) == 1
+            await trio.sleep(61)
+        assert (await harness.service.fetch(bob))["claims"] == []
+        status = await harness.service.message_status(alice, message_id=sent["message_id"])
+        assert status["state"] == "dead"
+        assert status["dead_reason"] == "max_attempts"
+
+
+async def test_message_expiry_dead_letters(harness: Harness, autojump_clock: MockClock) -> None:
+    """An unsettled message older than message_expiry dies with `expired`."""
+    with trio.fail_after(30 * 86400):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        sent = await harness.service.send(alice, to="bob", body="stale")
+        await trio.sleep(8 * 86400)
+        status = await harness.service.message_status(alice, message_id=sent["message_id"])
+        assert status["state"] == "dead"
+        assert status["dead_reason"] == "expired"
+        assert (await harness.service.fetch(bob))["claims"] == []
+
+
+async def test_push_to_delivery_address_delivered(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """With a delivery address, the claim is pushed inside the notification."""
+    with trio.fail_after(30):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob", delivery=http_delivery())
+        sent = await harness.service.send(alice, to="bob", body="pushed")
+        assert sent["wake"] == "delivered"
+        [push] = harness.inbox.pushes
+        assert [v.claim.message.body for v in push.claims] == ["pushed"]
+        status = await harness.service.message_status(alice, message_id=sent["message_id"])
+        assert status["state"] == "delivered"
+        await harness.service.ack(bob, tokens=[push.claims[0].claim.token])
+        status = await harness.service.message_status(alice, message_id=sent["message_id"])
+        assert status["state"] == "acknowledged"
+
+
+async def test_refused_push_comes_again_on_schedule(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """A refused delivery is requeued and pushed again after the redelivery delay."""
+    with trio.fail_after(300):
+        _, alice = await harness.register("alice")
+        await harness.register("bob", delivery=http_delivery())
+        harness.inbox.answer = lambda tokens: ([], tokens)
+        sent = await harness.service.send(alice, to="bob", body="retry me")
+        assert sent["wake"] == "queued"
+        assert len(harness.inbox.pushes) == 1
+        harness.inbox.answer = lambda tokens: (tokens, [])
+        await trio.sleep(1.5)
+        assert len(harness.inbox.pushes) == 1  # not before the 2 s delay
+        await trio.sleep(1)
+        assert len(harness.inbox.pushes) == 2
+        assert harness.inbox.pushes[1].claims[0].claim.attempt == 2
+
+
+async def test_unknown_recipient_and_oversized_body(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """Sends to nobody and bodies over the cap are refused with their codes."""
+    with trio.fail_after(30):
+        _, alice = await harness.register("alice")
+        with pytest.raises(PagerError) as unknown:
+            await harness.service.send(alice, to="nobody", body="x")
+        assert unknown.value.code is ErrorCode.UNKNOWN_RECIPIENT
+        with pytest.raises(PagerError) as big:
+            await harness.service.send(alice, to="alice", body="x" * (32 * 1024 + 1))
+        assert big.value.code is ErrorCode.OVERSIZED_CONTENT
