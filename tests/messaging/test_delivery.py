@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 from trio.testing import MockClock
@@ -77,7 +79,7 @@ async def test_long_poll_answered_by_a_send(harness: Harness, autojump_clock: Mo
     with trio.fail_after(60):
         _, alice = await harness.register("alice")
         _, bob = await harness.register("bob")
-        results: list[dict[str, object]] = []
+        results: list[dict[str, Any]] = []
 
         async def poll() -> None:
             results.append(await harness.service.fetch(bob, wait_s=30))
@@ -89,7 +91,7 @@ async def test_long_poll_answered_by_a_send(harness: Harness, autojump_clock: Mo
             sent = await harness.service.send(alice, to="bob", body="wake up")
         assert sent["wake"] == "delivered"
         assert trio.current_time() - started < 1
-        [claim] = results[0]["claims"]  # type: ignore[misc]
+        [claim] = results[0]["claims"]
         assert claim["message"]["body"] == "wake up"
 
 
