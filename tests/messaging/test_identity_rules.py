@@ -134,10 +134,9 @@ async def test_move_keeps_id_and_inbox(
         await harness.service.send(alice, to=moved["address"], body="after")
 
 
-async def test_worktree_and_subdirectory_share_workspace(
-    harness: Harness, autojump_clock: MockClock, tmp_path: Path
-) -> None:
-    """A linked worktree and a subdirectory of one repository are one workspace."""
+@pytest.fixture
+def repo_with_worktree(tmp_path: Path) -> Path:
+    """A real Git repository `proj` with a subdirectory and a linked worktree `wt`."""
     repo = tmp_path / "proj"
     repo.mkdir()
     git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
@@ -147,6 +146,14 @@ async def test_worktree_and_subdirectory_share_workspace(
         [*git, "-C", str(repo), "worktree", "add", "-q", str(tmp_path / "wt")], check=True
     )
     (repo / "sub").mkdir()
+    return repo
+
+
+async def test_worktree_and_subdirectory_share_workspace(
+    harness: Harness, autojump_clock: MockClock, tmp_path: Path, repo_with_worktree: Path
+) -> None:
+    """A linked worktree and a subdirectory of one repository are one workspace."""
+    repo = repo_with_worktree
     with trio.fail_after(30):
         a, _ = await harness.register("a", workspace=repo / "sub")
         b, _ = await harness.register("b", workspace=tmp_path / "wt")
