@@ -1,0 +1,94 @@
+"""A real broker process (`pager start`) with windows in milliseconds, real HTTP, and the
+official MCP SDK client."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from tests.launch.conftest import PagerHome
+
+#: Windows short enough that whole lifecycles run in about a second.
+FAST_WINDOWS = {
+    "PAGER_WINDOW_ACK_WAIT": "600ms",
+    "PAGER_WINDOW_REDELIVERY": "200ms",
+    "PAGER_WINDOW_LEASE_TTL": "30s",
+}
+
+
+@attrs.define
+class Broker:
+    home: PagerHome
+    url: str
+    secret: str
+    workspace: Path
+
+    def db_rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(f"file:{self.home.root / 'pager.db'}?mode=ro", uri=True)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+
+    async def register(self, name: str | None = None, **fields: Any) -> dict[str, Any]:
+        body = {"workspace": str(self.workspace), "implementation": "shell", **fields}
+        if name is not None:
+            body["session_name"] = name
+        status, answer = await self.post("/v1/register", body, token=self.secret)
+        assert status == 201, answer
+        return answer
+
+    async def post(
+        self, path: str, body: object, *, token: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx2.AsyncClient(timeout=10) as http:
+            response = await http.post(self.url + path, json=body, headers=headers)
+        return response.status_code, response.json()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    home = PagerHome(tmp_path / "home")
+    home.env.update(FAST_WINDOWS)
+    started = home.run("start", "--json")
+    assert started.returncode == 0, started.stderr
+    report = json.loads(started.stdout)
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    secret = (home.root / "secret").read_text().strip()
+    yield Broker(home, str(report["url"]), secret, workspace)
+    home.kill_all()
+
+
+@asynccontextmanager
+async def mcp_session(url: str, token: str) -> AsyncIterator[Client]:
+    """The official MCP client on /mcp with the session token as its static header."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+        async with Client(transport, cache=None) as client:
+            yield client
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+def tool_error(result: CallToolResult) -> dict[str, Any]:
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    error: dict[str, Any] = json.loads(text)
+    return error

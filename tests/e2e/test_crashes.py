@@ -1,0 +1,82 @@
+"""Nothing lost: SIGKILL the broker or a recipient at the worst moment, then count."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+from tests.e2e.conftest import Broker, mcp_session, structured
+from tests.launch.conftest import PROCESS_BOUND
+
+SENDS = 40
+
+
+async def test_broker_sigkill_after_sends_loses_nothing(broker: Broker) -> None:
+    """Sends returned, then the broker is killed before bob acks: after a restart every message
+    is delivered once (none lost, none duplicated in the store)."""
+    alice = await broker.register("alice")
+    await broker.register("bob", conversation_key="bob-conv")
+    with trio.fail_after(120):
+        async with mcp_session(broker.url, alice["token"]) as a:
+            sent_ids = [
+                structured(await a.call_tool("send", {"to": "bob", "body": f"n{n}"}))["message_id"]
+                for n in range(SENDS)
+            ]
+        pid = json.loads(broker.home.run("status", "--json").stdout)["pid"]
+        os.kill(pid, signal.SIGKILL)
+        restarted = await trio.to_thread.run_sync(broker.home.run, "start", "--json")
+        assert restarted.returncode == 0, restarted.stderr
+        assert json.loads(restarted.stdout)["pid"] != pid
+        bob = await broker.register("bob", conversation_key="bob-conv")
+        received: list[str] = []
+        async with mcp_session(broker.url, bob["token"]) as b:
+            while len(received) < SENDS:
+                claims = structured(await b.call_tool("fetch", {"limit": 100, "wait_s": 5}))
+                assert claims["claims"], f"only {len(received)} of {SENDS} arrived"
+                received += [c["message"]["id"] for c in claims["claims"]]
+                tokens = [c["token"] for c in claims["claims"]]
+                structured(await b.call_tool("ack", {"tokens": tokens}))
+    assert sorted(received) == sorted(sent_ids)
+    rows = broker.db_rows("SELECT id, state FROM messages")
+    assert len(rows) == SENDS
+    assert {state for _, state in rows} == {"acknowledged"}
+
+
+async def test_recipient_sigkill_before_ack_is_redelivered(broker: Broker) -> None:
+    """A recipient killed after fetching, before acking, gets the message again after the ack
+    wait once it rejoins by its conversation key."""
+    alice = await broker.register("alice")
+    bob = await broker.register("bob", conversation_key="bob-conv")
+    with trio.fail_after(120):
+        async with mcp_session(broker.url, alice["token"]) as a:
+            sent = structured(await a.call_tool("send", {"to": "bob", "body": "crash test"}))
+        recipient = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.mcp_recipient", broker.url, bob["token"]],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).parents[2],
+        )
+        try:
+            assert recipient.stdout is not None
+            line = await trio.to_thread.run_sync(recipient.stdout.readline)
+            [claim] = json.loads(line)["claims"]
+            assert claim["message"]["id"] == sent["message_id"]
+            recipient.send_signal(signal.SIGKILL)
+            await trio.to_thread.run_sync(recipient.wait, PROCESS_BOUND)
+        finally:
+            if recipient.poll() is None:
+                recipient.kill()
+        again = await broker.register("bob", conversation_key="bob-conv")
+        assert again["agent_id"] == bob["agent_id"]
+        async with mcp_session(broker.url, again["token"]) as b:
+            [redelivered] = structured(await b.call_tool("fetch", {"wait_s": 30}))["claims"]
+            assert redelivered["message"]["id"] == sent["message_id"]
+            assert redelivered["message"]["attempt"] == 2
+            acked = structured(await b.call_tool("ack", {"tokens": [redelivered["token"]]}))
+            assert acked["applied"] == [redelivered["token"]]

@@ -1,0 +1,98 @@
+"""Two sessions exchange mail through a real broker over MCP (SPEC §8 guarantees)."""
+
+from __future__ import annotations
+
+import trio
+
+from tests.e2e.conftest import Broker, mcp_session, structured, tool_error
+from tests.fakes.delivery_inbox import running_inbox
+
+
+async def test_whoami_send_fetch_ack_round_trip(broker: Broker) -> None:
+    """alice and bob in one workspace: whoami, send, fetch, ack, message_status."""
+    alice = await broker.register("alice")
+    bob = await broker.register("bob")
+    with trio.fail_after(60):
+        async with (
+            mcp_session(broker.url, alice["token"]) as a,
+            mcp_session(broker.url, bob["token"]) as b,
+        ):
+            me = structured(await a.call_tool("whoami", {}))
+            assert me["address"] == alice["address"]
+            assert me["workspace"] == str(broker.workspace)
+            sent = structured(await a.call_tool("send", {"to": "bob", "body": "hello bob"}))
+            assert sent["recipient"]["address"] == bob["address"]
+            [claim] = structured(await b.call_tool("fetch", {}))["claims"]
+            assert claim["message"]["body"] == "hello bob"
+            assert claim["message"]["from"] == alice["address"]
+            acked = structured(await b.call_tool("ack", {"tokens": [claim["token"]]}))
+            assert acked["applied"] == [claim["token"]]
+            status = structured(
+                await a.call_tool("message_status", {"message_id": sent["message_id"]})
+            )
+            assert status["state"] == "acknowledged"
+
+
+async def test_unacked_message_offered_again_after_ack_wait(broker: Broker) -> None:
+    """bob does not ack: after the ack wait it comes again with attempt 2; the stale token is
+    refused with a reason and the fresh one applies."""
+    alice = await broker.register("alice")
+    bob = await broker.register("bob")
+    with trio.fail_after(60):
+        async with (
+            mcp_session(broker.url, alice["token"]) as a,
+            mcp_session(broker.url, bob["token"]) as b,
+        ):
+            sent = structured(await a.call_tool("send", {"to": "bob", "body": "ack me"}))
+            [first] = structured(await b.call_tool("fetch", {}))["claims"]
+            # Long poll: answered when the ack wait (600 ms here) returns the message.
+            [second] = structured(await b.call_tool("fetch", {"wait_s": 30}))["claims"]
+            assert second["message"]["id"] == sent["message_id"]
+            assert second["message"]["attempt"] == 2
+            acked = structured(
+                await b.call_tool("ack", {"tokens": [first["token"], second["token"]]})
+            )
+            assert acked["applied"] == [second["token"]]
+            assert acked["not_applied"][0]["reason"] in ("expired", "superseded")
+            status = structured(
+                await a.call_tool("message_status", {"message_id": sent["message_id"]})
+            )
+            assert status["state"] == "acknowledged"
+
+
+async def test_delivery_address_receives_claims_and_refusals_retry(broker: Broker) -> None:
+    """A registered delivery address gets the claim inside the notification; a refusal brings
+    the message again on the redelivery schedule."""
+    alice = await broker.register("alice")
+    with running_inbox() as inbox, trio.fail_after(60):
+        inbox.refuse = True
+        bob = await broker.register("bob", delivery={"kind": "http", "url": inbox.url})
+        async with (
+            mcp_session(broker.url, alice["token"]) as a,
+            mcp_session(broker.url, bob["token"]) as b,
+        ):
+            sent = structured(await a.call_tool("send", {"to": "bob", "body": "pushed"}))
+            assert sent["wake"] == "queued"  # refused
+            await trio.to_thread.run_sync(inbox.wait_for, 1)
+            inbox.refuse = False
+            notifications = await trio.to_thread.run_sync(inbox.wait_for, 2)
+            claim = notifications[1]["claims"][0]
+            assert claim["message"]["id"] == sent["message_id"]
+            assert claim["message"]["attempt"] == 2
+            assert claim["message"]["from"] == alice["address"]
+            acked = structured(await b.call_tool("ack", {"tokens": [claim["token"]]}))
+            assert acked["applied"] == [claim["token"]]
+
+
+async def test_errors_reach_the_model_as_codes(broker: Broker) -> None:
+    """Tool errors carry {code, message}: unknown recipient, oversized body, bad arguments."""
+    alice = await broker.register("alice")
+    with trio.fail_after(60):
+        async with mcp_session(broker.url, alice["token"]) as a:
+            unknown = tool_error(await a.call_tool("send", {"to": "nobody", "body": "x"}))
+            assert unknown["code"] == "unknown_recipient"
+            big = tool_error(await a.call_tool("send", {"to": "alice", "body": "x" * 40000}))
+            assert big["code"] == "oversized_content"
+            extra = tool_error(await a.call_tool("fetch", {"limit": 1, "colour": "red"}))
+            assert extra["code"] == "validation_failed"
+    assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
