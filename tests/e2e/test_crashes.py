@@ -12,7 +12,6 @@ from pathlib import Path
 import trio
 
 from tests.e2e.conftest import Broker, mcp_session, structured
-from tests.launch.conftest import PROCESS_BOUND
 
 SENDS = 40
 
@@ -56,21 +55,24 @@ async def test_recipient_sigkill_before_ack_is_redelivered(broker: Broker) -> No
     with trio.fail_after(120):
         async with mcp_session(broker.url, alice["token"]) as a:
             sent = structured(await a.call_tool("send", {"to": "bob", "body": "crash test"}))
-        recipient = subprocess.Popen(
+        recipient = await trio.lowlevel.open_process(
             [sys.executable, "-m", "tests.fakes.mcp_recipient", broker.url, bob["token"]],
             stdout=subprocess.PIPE,
-            text=True,
             cwd=Path(__file__).parents[2],
         )
         try:
             assert recipient.stdout is not None
-            line = await trio.to_thread.run_sync(recipient.stdout.readline)
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = await recipient.stdout.receive_some()
+                assert chunk, "the recipient exited before printing its claims"
+                line += chunk
             [claim] = json.loads(line)["claims"]
             assert claim["message"]["id"] == sent["message_id"]
-            recipient.send_signal(signal.SIGKILL)
-            await trio.to_thread.run_sync(recipient.wait, PROCESS_BOUND)
+            recipient.send_signal(signal.SIGKILL)  # after fetch, before ack
+            await recipient.wait()
         finally:
-            if recipient.poll() is None:
+            if recipient.returncode is None:
                 recipient.kill()
         again = await broker.register("bob", conversation_key="bob-conv")
         assert again["agent_id"] == bob["agent_id"]
