@@ -23,6 +23,7 @@ from pager import store as db
 from pager.config import Config
 from pager.domain.clock import SystemClock, WallClock
 from pager.launch.paths import StatePaths
+from pager.service import BrokerService
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
 
 log = logging.getLogger("pager.broker")
@@ -60,7 +61,8 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         await run_actor(actor, name="store", task_status=task_status)
 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        from pager.web.server import bind_listener, run_web_server  # the server stack, lazily
+        from pager.web.routes_v1 import v1_blueprint  # the server stack, lazily
+        from pager.web.server import bind_listener, run_web_server
 
         kept = await store().read(lambda conn: db.get_meta(conn, "port"))
         sock = bind_listener(ctx.config.host, ctx.config.port, int(kept) if kept else None)
@@ -68,12 +70,15 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             port = str(sock.getsockname()[1])
             if port != kept:  # the port is kept across restarts so URLs handed out stay valid
                 await store().write(lambda conn: db.set_meta(conn, "port", port))
+            service: BrokerService = root.started_value("messaging")  # type: ignore[assignment]
             await run_web_server(
                 host=ctx.config.host,
                 sock=sock,
                 health=ctx.health,
                 request_cap=ctx.config.limits.request_cap,
                 shutdown_trigger=ctx.shutdown.wait,
+                api=service,
+                blueprints=[v1_blueprint(service, ctx.secret, ctx.shutdown.wait)],
                 task_status=task_status,
             )
         finally:

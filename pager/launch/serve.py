@@ -57,7 +57,7 @@ def serve_main(
         )
         return 1
     try:
-        ensure_secret(paths.secret)
+        secret = ensure_secret(paths.secret)
         run = BrokerRunInfo(
             instance_id=uuid.uuid4().hex, pid=os.getpid(), version=VERSION, started_at=utc_now()
         )
@@ -71,7 +71,9 @@ def serve_main(
             "schema_version": SCHEMA_VERSION,
             "started_at": run.started_at,
         }
-        ctx = BrokerContext(paths=paths, config=config, run=run, health=health, utc_now=utc_now)
+        ctx = BrokerContext(
+            paths=paths, config=config, run=run, health=health, utc_now=utc_now, secret=secret
+        )
         return _run(ctx, extra_children)
     finally:
         _remove_broker_json(paths, lock_identity=read_lock_identity(paths.lock))

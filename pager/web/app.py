@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from quart import Response, jsonify
+from quart import Blueprint, Response, jsonify
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
@@ -15,10 +16,12 @@ if TYPE_CHECKING:
     from pager.web.mcp import McpEndpoint
 
 
-def create_quart_app(health: dict[str, Any]) -> QuartTrio:
+def create_quart_app(health: dict[str, Any], blueprints: Sequence[Blueprint] = ()) -> QuartTrio:
     """The routes served by Quart; `health` is the broker's identity for `GET /health`."""
     app = QuartTrio("pager")
     app.config["RESPONSE_TIMEOUT"] = None  # long-lived streams end on shutdown, not on a timer
+    for blueprint in blueprints:
+        app.register_blueprint(blueprint)
 
     @app.get("/health")
     async def get_health() -> Response:
@@ -40,10 +43,11 @@ def create_app(
     port: int,
     request_cap: int,
     mcp: McpEndpoint | None = None,
+    blueprints: Sequence[Blueprint] = (),
 ) -> ASGIApp:
     """The whole ASGI application: the edge guard in front of every route, and with `mcp`
     the dispatcher behind it sending authenticated `/mcp` requests to the MCP endpoint."""
-    app = cast(ASGIApp, create_quart_app(health))
+    app = cast(ASGIApp, create_quart_app(health, blueprints))
     if mcp is not None:
         app = McpDispatcher(web=app, mcp=mcp.app, api=mcp.api)
     return EdgeGuard(app, hosts=allowed_hosts(host, port), request_cap=request_cap)

@@ -6,7 +6,7 @@ import errno
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
+from quart import Blueprint
 
 from pager.web.app import create_app
 
@@ -73,6 +74,7 @@ async def run_web_server(
     request_cap: int,
     shutdown_trigger: Callable[[], Awaitable[None]],
     api: MessagingApi | None = None,
+    blueprints: Sequence[Blueprint] = (),
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until `shutdown_trigger` returns (a graceful stop: returns normally).
@@ -83,7 +85,9 @@ async def run_web_server(
         from pager.web.mcp import create_mcp  # the MCP SDK, only where it is served
 
         mcp = create_mcp(api, host=host, port=port, request_cap=request_cap)
-    app = create_app(health, host=host, port=port, request_cap=request_cap, mcp=mcp)
+    app = create_app(
+        health, host=host, port=port, request_cap=request_cap, mcp=mcp, blueprints=blueprints
+    )
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = hypercorn_config(sock)
     async with AsyncExitStack() as stack:
