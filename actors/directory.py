@@ -41,6 +41,7 @@ class RegisterCommand:
     conversation_key: str | None
     delivery: Delivery | None
     force: bool
+    resume_token: str | None = None
 
 
 @attrs.frozen
@@ -498,7 +499,15 @@ class _RegisterPlan:
         started: list[Session] = []
         target: Identity | None = None
         reason = "replaced by a newer attachment"
-        if command.conversation_key is not None:
+        if command.resume_token is not None:
+            resumed = ms.session_by_resume(conn, ids.hash_token(command.resume_token))
+            target = None if resumed is None else ms.get_identity(conn, resumed.identity_id)
+            if target is None:
+                raise PagerError(
+                    ErrorCode.UNAUTHENTICATED,
+                    "unknown resume token (or its identity was purged); register without it",
+                )
+        if target is None and command.conversation_key is not None:
             known = ms.identity_of_conversation(
                 conn, command.implementation, command.conversation_key
             )

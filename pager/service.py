@@ -73,6 +73,7 @@ class BrokerService:
                 conversation_key=_optional_text(request.conversation_key, "conversation_key"),
                 delivery=_delivery(request),
                 force=request.force,
+                resume_token=request.resume_token,
             )
         )
         identity, session = registered.identity, registered.session

@@ -79,6 +79,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 shutdown_trigger=ctx.shutdown.wait,
                 api=service,
                 blueprints=[v1_blueprint(service, ctx.secret, ctx.shutdown.wait)],
+                display_cap=ctx.config.limits.display_cap,
                 task_status=task_status,
             )
         finally:

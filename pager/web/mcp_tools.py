@@ -14,6 +14,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import CoreSchema, core_schema
 
 from pager.domain.api import JSON, Caller, MessagingApi
+from pager.domain.envelope import render_message
 from pager.domain.errors import ErrorCode, PagerError
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -31,6 +32,11 @@ class ToolArgs(BaseModel):
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         raise NotImplementedError
+
+    def render(self, result: JSON, display_cap: int) -> str | None:
+        """The text a model reads, when it must differ from the JSON (message bodies go in
+        the SPEC §8 envelope); None: the compact JSON."""
+        return None
 
     @classmethod
     def parse(cls, arguments: dict[str, Any]) -> ToolArgs:
@@ -143,6 +149,16 @@ class Fetch(ToolArgs):
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.fetch(caller, limit=self.limit, wait_s=self.wait_s)
 
+    def render(self, result: JSON, display_cap: int) -> str | None:
+        claims = result.get("claims", [])
+        if not claims:
+            return "No messages waiting."
+        parts = [f"{len(claims)} message(s) claimed; ack each token once handled."]
+        for claim in claims:
+            parts.append(f"token: {claim['token']}")
+            parts.append(_envelope(claim["message"], display_cap))
+        return "\n".join(parts)
+
 
 class Ack(ToolArgs):
     name = "ack"
@@ -184,6 +200,30 @@ class History(ToolArgs):
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.history(caller, with_=self.with_, thread=self.thread, limit=self.limit)
+
+    def render(self, result: JSON, display_cap: int) -> str | None:
+        messages = result.get("messages", [])
+        if not messages:
+            return "No messages."
+        parts = [f"{len(messages)} message(s), newest first (read-only: nothing is claimed)."]
+        for message in messages:
+            direction, state = message.get("direction", ""), message.get("state")
+            parts.append(f"{direction}: to {message.get('to')}, state {state}")
+            parts.append(_envelope(message, display_cap))
+        return "\n".join(parts)
+
+
+def _envelope(message: JSON, display_cap: int) -> str:
+    """One message in the envelope that marks it as data from another agent."""
+    return render_message(
+        sender_address=str(message.get("from", "")),
+        message_id=str(message.get("id", "")),
+        body=str(message.get("body", "")),
+        sent_at=str(message.get("sent_at", "")),
+        thread=message.get("thread"),
+        display_cap=display_cap,
+        attempt=message.get("attempt"),
+    )
 
 
 class MessageStatus(ToolArgs):

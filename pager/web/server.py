@@ -75,6 +75,7 @@ async def run_web_server(
     shutdown_trigger: Callable[[], Awaitable[None]],
     api: MessagingApi | None = None,
     blueprints: Sequence[Blueprint] = (),
+    display_cap: int = 4096,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until `shutdown_trigger` returns (a graceful stop: returns normally).
@@ -84,7 +85,9 @@ async def run_web_server(
     if api is not None:
         from pager.web.mcp import create_mcp  # the MCP SDK, only where it is served
 
-        mcp = create_mcp(api, host=host, port=port, request_cap=request_cap)
+        mcp = create_mcp(
+            api, host=host, port=port, request_cap=request_cap, display_cap=display_cap
+        )
     app = create_app(
         health, host=host, port=port, request_cap=request_cap, mcp=mcp, blueprints=blueprints
     )

@@ -182,3 +182,16 @@ async def test_register_bad_input_changes_nothing(
         _, caller = await harness.register("probe")
         roster_before = await harness.service.roster(caller, scope="all")
         assert [a["alias"] for a in roster_before["agents"]] == ["probe"]
+
+
+async def test_rejoin_by_resume_token(harness: Harness, autojump_clock: MockClock) -> None:
+    """A resume token rejoins its identity (ending the older session); a forged one is refused."""
+    with trio.fail_after(30):
+        first, _ = await harness.register(None)
+        second, _ = await harness.register(None, resume_token=first["resume_token"])
+        assert second["agent_id"] == first["agent_id"]
+        assert second["epoch"] == 2
+        assert await _code(harness.service.authenticate(first["token"])) is ErrorCode.ENDED
+        forged = "prt_" + "A" * 43
+        code = await _code(harness.register(None, resume_token=forged))
+        assert code is ErrorCode.UNAUTHENTICATED

@@ -169,7 +169,8 @@ async def test_tool_calls_api_as_caller_and_returns_structured_json(
     expected: dict[str, Any],
 ) -> None:
     """Each tool calls the same-named API method as the token's Caller with its arguments,
-    and returns the API's dict as structured content plus a JSON text copy."""
+    and returns the API's dict as structured content plus a text copy: JSON, except for the
+    tools that show message bodies, whose text is the envelope rendering."""
     with trio.fail_after(10):
         async with connect(port, mode) as client:
             result = await client.call_tool(tool, arguments)
@@ -178,7 +179,10 @@ async def test_tool_calls_api_as_caller_and_returns_structured_json(
     assert isinstance(result.structured_content, dict)
     block = result.content[0]
     assert isinstance(block, TextContent)
-    assert json.loads(block.text) == result.structured_content
+    if tool in ("fetch", "history"):
+        assert block.text in ("No messages waiting.", "No messages.")
+    else:
+        assert json.loads(block.text) == result.structured_content
 
 
 @pytest.mark.parametrize("mode", MODES)
