@@ -129,6 +129,7 @@ class _Live:
     lease_deadline: float  # wall clock
     persisted_lease: float
     streams: int = 0
+    ended: trio.Event = attrs.field(factory=trio.Event)  # event streams wait on it
 
 
 @attrs.define
@@ -202,9 +203,13 @@ class DirectoryActor(Actor[DirectoryMessage]):
             case Move():
                 return await self._move(message)
             case StreamOpened(session_id=session_id):
-                if (live := self.by_session.get(session_id)) is not None:
-                    live.streams += 1
-                return None
+                live = self.by_session.get(session_id)
+                if live is None:
+                    ended = trio.Event()
+                    ended.set()
+                    return ended
+                live.streams += 1
+                return live.ended
             case StreamClosed(session_id=session_id):
                 if (live := self.by_session.get(session_id)) is not None:
                     live.streams -= 1
@@ -256,6 +261,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         self.by_session[live.session.id] = live
 
     def _untrack(self, live: _Live) -> None:
+        live.ended.set()
         self.by_token.pop(live.session.token_hash, None)
         self.by_session.pop(live.session.id, None)
         if self.by_identity.get(live.session.identity_id) is live:

@@ -93,8 +93,10 @@ class BrokerService:
         caller: Caller = await self.directory.call(Authenticate(token))
         return caller
 
-    async def stream_opened(self, caller: Caller) -> None:
-        await self.directory.call(StreamOpened(caller.session_id))
+    async def stream_opened(self, caller: Caller) -> trio.Event:
+        """Holds the lease while the stream is open; the event is set when the session ends."""
+        ended: trio.Event = await self.directory.call(StreamOpened(caller.session_id))
+        return ended
 
     async def stream_closed(self, caller: Caller) -> None:
         await self.directory.call(StreamClosed(caller.session_id))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import trio
@@ -111,23 +112,41 @@ async def _session_stream(
     shutdown: Callable[[], Awaitable[None]],
 ) -> AsyncIterator[bytes]:
     """Holds the lease while open; tells the connector when its session ends."""
-    await service.stream_opened(caller)
+    ended = await service.stream_opened(caller)
     try:
         yield _sse("ready", {"session_id": caller.session_id, "epoch": caller.epoch})
         while True:
-            stopping = False
-            with trio.move_on_after(HEARTBEAT_S):
-                await shutdown()
-                stopping = True
-            if stopping:
+            outcome = await _next_event(ended, shutdown)
+            if outcome == "closing":
                 yield _sse("closing", {"reason": "broker shutting down"})
                 return
-            try:
-                await session_caller(service, headers)
-            except PagerError as exc:
-                yield _sse("ended", exc.to_json())
+            if outcome == "ended":
+                try:
+                    await session_caller(service, headers)
+                except PagerError as exc:
+                    yield _sse("ended", exc.to_json())
+                    return
+                # The token lives on (a forced takeover handed it a fresh identity).
+                yield _sse("ended", {"code": "ended", "message": "this session was replaced"})
                 return
             yield b": heartbeat\n\n"
     finally:
         with trio.CancelScope(shield=True):
             await service.stream_closed(caller)
+
+
+async def _next_event(ended: trio.Event, shutdown: Callable[[], Awaitable[None]]) -> str:
+    """ "ended", "closing" or "heartbeat", whichever comes first."""
+    outcome = "heartbeat"
+    async with trio.open_nursery() as nursery:
+
+        async def wait(what: str, fn: Callable[[], Awaitable[object]]) -> None:
+            nonlocal outcome
+            await fn()
+            outcome = what
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(wait, "ended", ended.wait)
+        nursery.start_soon(wait, "closing", shutdown)
+        nursery.start_soon(wait, "heartbeat", partial(trio.sleep, HEARTBEAT_S))
+    return outcome
