@@ -106,6 +106,11 @@ class AttachedIds:
     """Which identities have an attached session now (for views)."""
 
 
+@attrs.frozen
+class ActiveIds:
+    """Which identities have a running actor now (diagnostics)."""
+
+
 DirectoryMessage = (
     RegisterCommand
     | Authenticate
@@ -118,6 +123,7 @@ DirectoryMessage = (
     | LeaseCheck
     | Passivated
     | AttachedIds
+    | ActiveIds
 )
 
 
@@ -221,6 +227,8 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 return None
             case AttachedIds():
                 return frozenset(self.by_identity)
+            case ActiveIds():
+                return frozenset(agent for agent, ref in self.actors.items() if ref.alive)
             case Passivated(agent_id=agent_id):
                 ref = self.actors.get(agent_id)
                 if ref is not None and not ref.alive:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import trio
 
 from tests.e2e.conftest import Broker, mcp_session, structured, tool_error
@@ -115,3 +117,25 @@ async def test_fetch_text_wraps_bodies_in_the_envelope(broker: Broker) -> None:
     assert alice["address"] in text
     assert text.count("<<<end-pager-message") == 1
     assert structured(result)["claims"][0]["message"]["body"] == hostile
+
+
+async def test_unreachable_delivery_address_keeps_mail_waiting(broker: Broker) -> None:
+    """A delivery address nobody listens on: the send answers `queued`, and the mail stays
+    claimable (it is retried on the schedule, and a fetch can take it)."""
+    alice = await broker.register("alice")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens on this port now
+    delivery = {"kind": "http", "url": f"http://127.0.0.1:{port}/inbox"}
+    bob = await broker.register("bob", delivery=delivery)
+    with trio.fail_after(60):
+        async with (
+            mcp_session(broker.url, alice["token"]) as a,
+            mcp_session(broker.url, bob["token"]) as b,
+        ):
+            sent = structured(await a.call_tool("send", {"to": "bob", "body": "anyone?"}))
+            assert sent["wake"] == "queued"
+            [claim] = structured(await b.call_tool("fetch", {"wait_s": 30}))["claims"]
+            assert claim["message"]["id"] == sent["message_id"]
+            assert claim["message"]["attempt"] >= 2

@@ -72,7 +72,10 @@ async def _resolve_inline(path: str) -> Workspace:
 
 
 @contextlib.asynccontextmanager
-async def open_harness(tmp_path: Path, windows: Windows = WINDOWS) -> AsyncIterator[Harness]:
+async def open_harness(
+    tmp_path: Path, windows: Windows = WINDOWS, clock: TrioWallClock | None = None
+) -> AsyncIterator[Harness]:
+    """The subtree over `tmp_path/pager.db`; pass the same `clock` to reopen it later."""
     workspace = tmp_path / "repo"
     workspace.mkdir(exist_ok=True)
     async with trio.open_nursery() as nursery:
@@ -87,7 +90,7 @@ async def open_harness(tmp_path: Path, windows: Windows = WINDOWS) -> AsyncItera
                 checkpoint=lambda: checkpoint,
                 provider=lambda: inbox_ref,
                 config=Config(windows=windows),
-                clock=TrioWallClock(),
+                clock=clock or TrioWallClock(),
                 resolve=_resolve_inline,
             )
         )

@@ -1,0 +1,69 @@
+"""State comes back from the store: a restart requeues lapsed claims; idle identities stop and
+come back on demand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+from trio.testing import MockClock
+
+from actors.directory import ActiveIds
+from actors.identity import IDLE_AFTER
+from pager.domain.clock import TrioWallClock
+from tests.messaging.conftest import Harness, open_harness
+
+
+async def test_restart_requeues_claims_whose_ack_wait_passed(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A claim open when the broker stopped, whose ack wait passed while it was down, is
+    offered again at once after the restart."""
+    clock = TrioWallClock()
+    with trio.fail_after(600):
+        async with open_harness(tmp_path, clock=clock) as first:
+            _, alice = await first.register("alice", conversation_key="a")
+            _, bob = await first.register("bob", conversation_key="b")
+            sent = await first.service.send(alice, to="bob", body="survive me")
+            [claim] = (await first.service.fetch(bob))["claims"]
+        await trio.sleep(120)  # the broker is down past the 60 s ack wait
+        async with open_harness(tmp_path, clock=clock) as second:
+            _, bob = await second.register("bob", conversation_key="b")
+            [again] = (await second.service.fetch(bob))["claims"]
+            assert again["message"]["id"] == sent["message_id"]
+            assert again["message"]["attempt"] == 2
+            acked = await second.service.ack(bob, tokens=[claim["token"], again["token"]])
+            assert acked["applied"] == [again["token"]]
+
+
+async def test_restart_keeps_attachments_with_a_fresh_lease(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """Sessions attached when the broker stopped are still attached after it restarts."""
+    clock = TrioWallClock()
+    with trio.fail_after(600):
+        async with open_harness(tmp_path, clock=clock) as first:
+            info, _ = await first.register("bob")
+        await trio.sleep(80)  # nobody could renew while it was down
+        async with open_harness(tmp_path, clock=clock) as second:
+            caller = await second.service.authenticate(info["token"])
+            assert caller.agent_id == info["agent_id"]
+
+
+async def test_idle_identity_passivates_and_reactivates(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """An identity with nothing pending stops after the idle window; mail brings it back."""
+    with trio.fail_after(3 * IDLE_AFTER):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        await harness.service.detach(bob)
+        directory = harness.service.directory
+        assert bob.agent_id in await directory.call(ActiveIds())
+        await trio.sleep(IDLE_AFTER + 10)
+        assert bob.agent_id not in await directory.call(ActiveIds())
+        await harness.service.send(alice, to="bob", body="wake the inbox")
+        assert bob.agent_id in await directory.call(ActiveIds())
+        _, bob = await harness.register("bob")
+        [claim] = (await harness.service.fetch(bob))["claims"]
+        assert claim["message"]["body"] == "wake the inbox"
