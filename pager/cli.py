@@ -107,6 +107,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.log_level != "debug":
+        # The MCP SDK logs every stateless request at INFO ("Terminating session: None").
+        logging.getLogger("mcp").setLevel(logging.WARNING)
     paths = _paths()
     try:
         config = load_config(paths.config, host=args.host, port=args.port)
