@@ -43,13 +43,21 @@ class Enqueue:
 
 @attrs.frozen
 class Fetch:
-    session_id: str
+    session_id: str | None
     limit: int
     wait_s: float
+    via: str = "fetch"
 
 
 @attrs.frozen
 class Ack:
+    tokens: tuple[str, ...]
+
+
+@attrs.frozen
+class Release:
+    """Claims handed back unshown; their messages wait again without an attempt counted."""
+
     tokens: tuple[str, ...]
 
 
@@ -83,7 +91,7 @@ class Pushed:
     refused: tuple[str, ...]
 
 
-IdentityMessage = Enqueue | Fetch | Ack | Attach | Detach | Tick | Idle | Pushed
+IdentityMessage = Enqueue | Fetch | Ack | Release | Attach | Detach | Tick | Idle | Pushed
 
 
 @attrs.frozen
@@ -177,6 +185,14 @@ class IdentityActor(Actor[IdentityMessage]):
             case Ack(tokens=tokens):
                 result = await self._write(self._ack_op(tokens))
                 _answer(reply, result)
+            case Release(tokens=tokens):
+                hashes = [ids.hash_token(token) for token in tokens]
+                released = await self._write(
+                    lambda conn: ms.release_claims(conn, self.identity_id, hashes)
+                )
+                _answer(reply, released)
+                await self._serve_polls()
+                await self._push()
             case Attach(session_id=session_id, delivery=delivery):
                 self.session_id, self.delivery = session_id, delivery
                 _answer(reply, None)
@@ -291,8 +307,8 @@ class IdentityActor(Actor[IdentityMessage]):
         await self._push()
 
     async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
-        claims = await self._write(self._claim_op(request.limit, request.session_id, "fetch"))
-        if claims or request.wait_s <= 0 or reply is None:
+        claims = await self._write(self._claim_op(request.limit, request.session_id, request.via))
+        if claims or request.wait_s <= 0 or reply is None or request.session_id is None:
             _answer(reply, claims)
             return
         deadline = trio.current_time() + request.wait_s

@@ -6,14 +6,16 @@ command imports what it needs (the server stack only in `serve`).
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
 
 from pager.versions import SCHEMA_VERSION, VERSION
+
+# Not `typing.TYPE_CHECKING`: importing typing alone costs milliseconds on every hook run.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 
@@ -23,6 +25,8 @@ class CommandError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="pager",
         description="Pager: a durable local message broker for coding-agent sessions.",
@@ -66,8 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["hook"]:  # every prompt runs it: skip argparse and everything else
+        from pager.hook import main as hook_main
+
+        return hook_main(arguments[1:])
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    args = parser.parse_args(arguments)
     handlers = {
         "serve": cmd_serve,
         "start": cmd_start,
@@ -175,6 +184,8 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 
 def _status_report(paths: Any, broker: Any, reason: str) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
     report: dict[str, Any] = {
         "running": broker is not None,
         "state_dir": str(paths.root),
@@ -200,6 +211,8 @@ def _status_report(paths: Any, broker: Any, reason: str) -> dict[str, Any]:
 
 
 def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
+    import json
+
     if as_json:
         print(json.dumps(report, indent=2, sort_keys=True))
         return

@@ -27,10 +27,11 @@ from actors.directory import (
     StreamClosed,
     StreamOpened,
 )
-from actors.identity import Ack, ClaimView, Enqueue, Fetch, IdentityMessage, Sent
+from actors.identity import Ack, ClaimView, Enqueue, Fetch, IdentityMessage, Release, Sent
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
+from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address, parse_address
 from pager.domain.records import Delivery, Identity
@@ -42,6 +43,8 @@ T = TypeVar("T")
 
 #: Longest wait a `fetch` may ask for (SPEC §8).
 MAX_WAIT_S = 60.0
+#: Messages one hook run claims at most (what does not fit its size limit is handed back).
+HOOK_BATCH = 10
 
 
 class BrokerService:
@@ -267,6 +270,49 @@ class BrokerService:
         workspace = await self.resolve(path)
         result: JSON = await self.directory.call(Move(caller, workspace))
         return result
+
+    # -- hooks -----------------------------------------------------------------------------
+
+    async def hook_claim(
+        self, *, implementation: str, conversation_key: str, max_chars: int
+    ) -> JSON:
+        """Claim waiting mail for the session of a conversation and render what fits in
+        `max_chars` inside the envelope; claims that do not fit are handed back unclaimed."""
+        if not 200 <= max_chars <= 1_000_000:
+            raise PagerError(ErrorCode.VALIDATION_FAILED, "max_chars must be 200-1000000")
+        agent_id = await self.checkpoint.read(
+            lambda conn: ms.identity_of_conversation(conn, implementation, conversation_key)
+        )
+        if agent_id is None:
+            return {"agent_id": None, "text": "", "tokens": []}
+        claims: list[ClaimView] = await self._call_identity(
+            agent_id, Fetch(None, HOOK_BATCH, 0.0, via="hook")
+        )
+        if not claims:
+            return {"agent_id": agent_id, "text": "", "tokens": []}
+        shown = [
+            ShownMessage(
+                sender_address=view.sender_address,
+                message_id=view.claim.message.id,
+                body=view.claim.message.body,
+                sent_at=iso(view.claim.message.sent_at) or "",
+                thread=view.claim.message.thread,
+                attempt=view.claim.attempt,
+            )
+            for view in claims
+        ]
+        batch = render_batch(shown, display_cap=self.config.limits.display_cap, total_cap=max_chars)
+        tokens = [view.claim.token for view in claims]
+        if batch.shown < len(tokens):
+            await self._call_identity(agent_id, Release(tuple(tokens[batch.shown :])))
+        return {"agent_id": agent_id, "text": batch.text, "tokens": tokens[: batch.shown]}
+
+    async def hook_ack(self, *, agent_id: str, tokens: list[str]) -> JSON:
+        result: ms.AckResult = await self._call_identity(agent_id, Ack(tuple(tokens)))
+        return {
+            "applied": result.applied,
+            "not_applied": [{"token": t, "reason": r} for t, r in result.not_applied],
+        }
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -5,7 +5,10 @@ Stdlib-only and import-free: the CLI's fast paths (`status`, hooks) read these.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+# Not `typing.TYPE_CHECKING`: this module is on the hook's and status's fast paths.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
 #: The installed package's version; pyproject.toml reads it from here.
 VERSION = "0.1.0"

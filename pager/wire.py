@@ -35,6 +35,23 @@ class RegisterRequest:
     resume_token: str | None = None
 
 
+@attrs.frozen
+class HookClaimRequest:
+    """The body of `POST /v1/hook/claim`."""
+
+    implementation: str
+    conversation_key: str
+    max_chars: int = 9000
+
+
+@attrs.frozen
+class HookAckRequest:
+    """The body of `POST /v1/hook/ack`."""
+
+    agent_id: str
+    tokens: list[str]
+
+
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
 
@@ -49,7 +66,7 @@ def _make_converter() -> cattrs.Converter:
 
     for kind in (str, bool, int):
         converter.register_structure_hook(kind, strict(kind))
-    for cls in (DeliveryRequest, RegisterRequest):
+    for cls in (DeliveryRequest, RegisterRequest, HookClaimRequest, HookAckRequest):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
         )

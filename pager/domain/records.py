@@ -27,6 +27,7 @@ class ClaimState(enum.StrEnum):
     ACKNOWLEDGED = "acknowledged"
     EXPIRED = "expired"  # the ack wait passed
     REFUSED = "refused"  # the delivery address refused it or could not be written
+    RELEASED = "released"  # handed back unshown (e.g. over a hook's size limit)
 
 
 @attrs.frozen

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from pager.launch.statedir import UnsupportedPlatform, state_dir
 
 
 class StateDirError(Exception):
@@ -15,19 +16,10 @@ class StateDirError(Exception):
 
 def default_state_dir() -> Path:
     """`PAGER_HOME`, else the platform's user state directory for `pager`."""
-    home = os.environ.get("PAGER_HOME")
-    if home:
-        return Path(home).expanduser().absolute()
-    if sys.platform.startswith("linux"):
-        xdg = os.environ.get("XDG_STATE_HOME")
-        base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
-        return base / "pager"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "pager"
-    raise StateDirError(
-        f"Pager supports Linux and macOS; this platform ({sys.platform}) is not supported. "
-        "Set PAGER_HOME only on a supported platform."
-    )
+    try:
+        return Path(state_dir())
+    except UnsupportedPlatform as exc:
+        raise StateDirError(f"{exc} Set PAGER_HOME only on a supported platform.") from None
 
 
 @dataclass(frozen=True)

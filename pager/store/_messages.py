@@ -239,6 +239,27 @@ def refuse_claims(
     return refused
 
 
+def release_claims(conn: sqlite3.Connection, identity_id: str, token_hashes: Sequence[str]) -> int:
+    """Open claims handed back unshown: the message is waiting again as if never claimed."""
+    released = 0
+    for token_hash in token_hashes:
+        row = conn.execute(
+            "SELECT message_id FROM claims WHERE token_hash = ? AND identity_id = ?"
+            " AND state = 'open'",
+            (token_hash, identity_id),
+        ).fetchone()
+        if row is None:
+            continue
+        conn.execute("UPDATE claims SET state = 'released' WHERE token_hash = ?", (token_hash,))
+        conn.execute(
+            "UPDATE messages SET state = 'queued', attempts = attempts - 1 WHERE id = ?"
+            " AND state IN ('claimed', 'delivered')",
+            (row[0],),
+        )
+        released += 1
+    return released
+
+
 @attrs.frozen
 class AckResult:
     applied: list[str]

@@ -40,6 +40,7 @@ from pager.store._messages import (
     next_deadline,
     recipients_with_unsettled,
     refuse_claims,
+    release_claims,
     remember_idempotency,
     waiting_count,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "next_deadline",
     "recipients_with_unsettled",
     "refuse_claims",
+    "release_claims",
     "remember_idempotency",
     "reserve_alias",
     "session_by_resume",

@@ -14,7 +14,7 @@ from quart import Blueprint, Response, request
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.service import BrokerService
-from pager.wire import RegisterRequest, structure
+from pager.wire import HookAckRequest, HookClaimRequest, RegisterRequest, structure
 
 #: Comment lines on an idle event stream, so proxies and clients see it is alive.
 HEARTBEAT_S = 15.0
@@ -81,6 +81,24 @@ def v1_blueprint(
         body = structure(await json_body(), RegisterRequest)
         result = await service.register(body)
         return Response(json.dumps(result), mimetype="application/json"), 201
+
+    @bp.post("/hook/claim")
+    async def hook_claim() -> Response:
+        require_secret(secret, request.headers)
+        body = structure(await json_body(), HookClaimRequest)
+        result = await service.hook_claim(
+            implementation=body.implementation,
+            conversation_key=body.conversation_key,
+            max_chars=body.max_chars,
+        )
+        return Response(json.dumps(result), mimetype="application/json")
+
+    @bp.post("/hook/ack")
+    async def hook_ack() -> Response:
+        require_secret(secret, request.headers)
+        body = structure(await json_body(), HookAckRequest)
+        result = await service.hook_ack(agent_id=body.agent_id, tokens=list(body.tokens))
+        return Response(json.dumps(result), mimetype="application/json")
 
     @bp.post("/sessions/current/detach")
     async def detach() -> Response:

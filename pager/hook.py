@@ -1,0 +1,150 @@
+"""`pager hook [EVENT]`: inject waiting mail into a harness session (SPEC §10).
+
+Runs on every prompt, so it is stdlib-only and imports nothing of the server stack. It reads
+the harness's hook payload on stdin, finds the session by its conversation key, claims what
+is waiting, prints it in the harness's output format inside the envelope, and acknowledges only
+after the write. It fails open: on any error it prints nothing, exits 0 and logs one line.
+
+    pager hook [--implementation ID] [--format claude|codex|gemini|text] [--max-chars N] [EVENT]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+#: Hook payloads are small JSON objects; anything larger is not one.
+MAX_PAYLOAD = 1024 * 1024
+TIMEOUT = 5.0
+FORMATS = ("claude", "codex", "gemini", "text")
+
+
+class HookSkipped(Exception):
+    """Nothing to do, for a reason worth one log line."""
+
+
+def main(argv: list[str]) -> int:
+    try:
+        options = _parse(argv)
+        _run(options)
+    except HookSkipped as why:
+        _log(f"skipped: {why}")
+    except BaseException as exc:  # fail open, whatever happened
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            return 0
+        _log(f"failed: {type(exc).__name__}: {exc}")
+    return 0
+
+
+def _parse(argv: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "implementation": os.environ.get("PAGER_IMPLEMENTATION", "claude"),
+        "format": None,
+        "max_chars": 9000,
+        "event": None,
+    }
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if name in ("--implementation", "--format", "--max-chars"):
+            value = value if eq else next(args, "")
+            key = name[2:].replace("-", "_")
+            options[key] = int(value) if key == "max_chars" else value
+        elif arg.startswith("-"):
+            raise HookSkipped(f"unknown option {arg!r}")
+        else:
+            options["event"] = arg
+    options["format"] = options["format"] or options["implementation"]
+    if options["format"] not in FORMATS:
+        options["format"] = "text"
+    return options
+
+
+def _run(options: dict[str, Any]) -> None:
+    raw = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+    if len(raw) > MAX_PAYLOAD:
+        raise HookSkipped("payload larger than 1 MiB")
+    try:
+        payload = json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        raise HookSkipped(f"payload is not JSON ({exc})") from None
+    if not isinstance(payload, dict):
+        raise HookSkipped("payload is not a JSON object")
+    key = payload.get("session_id") or os.environ.get("GEMINI_SESSION_ID")
+    if not isinstance(key, str) or not key:
+        raise HookSkipped("payload names no session_id")
+    event = options["event"] or payload.get("hook_event_name") or "UserPromptSubmit"
+
+    from pager.rawhttp import post_json  # stdlib socket + json
+
+    home = _state_dir()
+    broker = json.loads(_read(os.path.join(home, "broker.json")))
+    secret = _read(os.path.join(home, "secret")).strip()
+    host, _, port = str(broker["url"]).removeprefix("http://").rpartition(":")
+    host = host.strip("[]")
+    status, answer = post_json(
+        host,
+        int(port),
+        "/v1/hook/claim",
+        {
+            "implementation": options["implementation"],
+            "conversation_key": key,
+            "max_chars": options["max_chars"],
+        },
+        token=secret,
+        timeout=TIMEOUT,
+    )
+    if status != 200 or not isinstance(answer, dict):
+        raise HookSkipped(f"broker answered {status}: {answer}")
+    text, tokens = answer.get("text") or "", answer.get("tokens") or []
+    if not text or not tokens:
+        return
+    sys.stdout.write(_format(options["format"], str(event), text))
+    sys.stdout.flush()  # written: only now may the messages count as received
+    post_json(
+        host,
+        int(port),
+        "/v1/hook/ack",
+        {"agent_id": answer["agent_id"], "tokens": tokens},
+        token=secret,
+        timeout=TIMEOUT,
+    )
+
+
+def _format(kind: str, event: str, text: str) -> str:
+    if kind == "text":
+        return text + "\n"
+    output = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    return json.dumps(output) + "\n"
+
+
+def _state_dir() -> str:
+    from pager.launch.statedir import state_dir
+
+    return state_dir()
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except OSError as exc:
+        raise HookSkipped(f"no broker ({exc.strerror}: {path})") from None
+
+
+def _log(line: str) -> None:
+    try:
+        logs = os.path.join(_state_dir(), "logs")
+        if os.path.isdir(logs):
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            with open(os.path.join(logs, "hook.log"), "a", encoding="utf-8") as file:
+                file.write(f"{stamp} pid {os.getpid()} {line}\n")
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
