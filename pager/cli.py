@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop the running broker and start a fresh one",
         description="Stop the running broker (if any) and start a fresh one.",
     ).add_argument("--json", action="store_true", help="print the status as JSON")
+    commands.add_parser(
+        "implementations",
+        help="list the implementations: id, name, manifest source, capabilities",
+        description="List the implementations Pager knows (built-in, user manifests, entry "
+        "points), where each manifest came from, and the manifests that could not be read.",
+    ).add_argument("--json", action="store_true", help="print the listing as JSON")
     return parser
 
 
@@ -83,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "status": cmd_status,
         "exit": cmd_exit,
         "restart": cmd_restart,
+        "implementations": cmd_implementations,
     }
     if args.command is None:
         parser.print_help()
@@ -181,6 +188,21 @@ def cmd_restart(args: argparse.Namespace) -> int:
     if found.broker is not None:
         stop_broker(paths, found.broker)
     return cmd_start(args)
+
+
+def cmd_implementations(args: argparse.Namespace) -> int:
+    import json
+
+    from pager.implementations.listing import listing_json, listing_text, problems_text
+    from pager.implementations.registry import discover
+
+    registry = discover()
+    if args.json:
+        print(json.dumps(listing_json(registry), indent=2, sort_keys=True, default=str))
+        return EXIT_OK
+    sys.stdout.write(listing_text(registry))
+    sys.stderr.write(problems_text(registry))
+    return EXIT_OK
 
 
 def _status_report(paths: Any, broker: Any, reason: str) -> dict[str, Any]:

@@ -1,0 +1,371 @@
+"""Reading and validating manifests: TOML text or a table in, a `Manifest` or `ManifestInvalid`
+(every problem, each naming the source and the key path) out."""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from pager.implementations.manifest import (
+    DEFAULT_CONNECTOR,
+    DEFAULT_MAX_CHARS,
+    HOOK_OUTPUTS,
+    ID_PATTERN,
+    MAX_MANIFEST_BYTES,
+    RESERVED_IDS,
+    Hooks,
+    Launch,
+    Manifest,
+    ManifestError,
+    ManifestInvalid,
+    Plugin,
+    Resume,
+    Skill,
+    Source,
+    freeze,
+)
+from pager.implementations.templates import EXECUTABLE_FROM_ARGS, TemplateError, placeholders
+
+_CAPABILITY = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def parse_text(text: str, source: Source) -> Manifest:
+    """Parse a manifest's TOML text; `ManifestInvalid` names the source and each key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestInvalid([ManifestError(source, "", f"not valid TOML: {exc}")]) from None
+    return validate(data, source)
+
+
+def read_bytes(raw: bytes, source: Source) -> Manifest:
+    if len(raw) > MAX_MANIFEST_BYTES:
+        message = f"larger than {MAX_MANIFEST_BYTES // 1024} KiB; is this a manifest?"
+        raise ManifestInvalid([ManifestError(source, "", message)])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestInvalid([ManifestError(source, "", f"not UTF-8 text: {exc}")]) from None
+    return parse_text(text, source)
+
+
+def validate(data: Mapping[str, Any], source: Source) -> Manifest:
+    """Check a manifest table (as TOML parses it, or a dict from an entry point) and build
+    the `Manifest`. Arrays may also be tuples and tables any mapping with string keys."""
+    return _Validator(source).manifest(data)
+
+
+def _odd_keys(value: object, path: str) -> list[str]:
+    """Paths of tables whose keys are not all strings (possible only outside TOML)."""
+    found: list[str] = []
+    if isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            found.append(path)
+        for key, item in value.items():
+            if isinstance(key, str):
+                found += _odd_keys(item, _key(path, key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found += _odd_keys(item, f"{path}[{index}]")
+    return found
+
+
+_TOP_KEYS = ("id", "name", "executable", "description", "capabilities", "connector")
+_SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "launch": ("args", "env"),
+        "resume": ("flags", "continue_flags", "choose_flag", "picker_flags", "subcommand"),
+        "hooks": ("events", "output", "max_chars"),
+        "skill": ("dirs",),
+        "plugin": ("supported",),
+    }
+)
+
+
+def _key(path: str, key: str) -> str:
+    part = key if _BARE_KEY.match(key) else '"' + key.replace('"', '\\"') + '"'
+    return f"{path}.{part}" if path else part
+
+
+def _type_name(value: object) -> str:
+    names = [
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a float"),
+        (str, "a string"),
+        (list | tuple, "an array"),
+        (Mapping, "a table"),
+        (datetime.datetime, "a date-time"),
+        (datetime.date, "a date"),
+        (datetime.time, "a time"),
+    ]
+    for kind, name in names:
+        if isinstance(value, kind):
+            scalar = isinstance(value, bool | int | float | str)
+            return f"{name} ({value!r})" if scalar else name
+    return type(value).__name__
+
+
+class _Validator:
+    """Collects every problem of one manifest, each with its key path."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.errors: list[ManifestError] = []
+        self.warnings: list[str] = []
+
+    def fail(self, key: str, message: str) -> None:
+        self.errors.append(ManifestError(self.source, key, message))
+
+    def manifest(self, data: Mapping[str, Any]) -> Manifest:
+        if not isinstance(data, Mapping):
+            self.fail("", f"a manifest is a table, not {_type_name(data)}")
+            raise ManifestInvalid(self.errors)
+        for path in _odd_keys(data, ""):
+            self.fail(path, "every key of a table must be a string")
+        if self.errors:
+            raise ManifestInvalid(self.errors)
+        extra: dict[str, Any] = {}
+        self._unknown(data, "", (*_TOP_KEYS, *_SECTIONS), extra)
+        ident = self._id(data.get("id"))
+        name = self.string(data, "", "name", required=True)
+        executable = self._executable(data)
+        description = self.string(data, "", "description") or ""
+        capabilities = self._capabilities(data)
+        connector = self.string(data, "", "connector", pattern=_MODULE, what="a module path")
+        sections = {section: self.table(data, section, extra) for section in _SECTIONS}
+        launch = self._launch(sections["launch"])
+        resume = self._resume(sections["resume"])
+        hooks = self._hooks(sections["hooks"])
+        skill = Skill(tuple(self.strings(sections["skill"], "skill", "dirs")))
+        plugin = Plugin(self.boolean(sections["plugin"], "plugin", "supported", default=False))
+        if self.errors:
+            raise ManifestInvalid(self.errors)
+        assert ident is not None
+        assert name is not None
+        assert executable is not None
+        return Manifest(
+            id=ident,
+            name=name,
+            executable=executable,
+            description=description,
+            capabilities=capabilities,
+            connector=connector or DEFAULT_CONNECTOR,
+            launch=launch,
+            resume=resume,
+            hooks=hooks,
+            skill=skill,
+            plugin=plugin,
+            extra=freeze(extra),
+            warnings=tuple(self.warnings),
+        )
+
+    # -- structure ---------------------------------------------------------------------------
+
+    def _unknown(
+        self, table: Mapping[str, Any], path: str, known: Sequence[str], extra: dict[str, Any]
+    ) -> None:
+        """Keep unknown keys in `extra`; note those that look like typos of known ones."""
+        for key, value in table.items():
+            if key in known:
+                continue
+            extra[key] = value
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+            if close:
+                self.warnings.append(
+                    f"{_key(path, key)} is not a key Pager knows (did you mean "
+                    f"{_key(path, close[0])}?); kept as metadata"
+                )
+
+    def table(self, data: Mapping[str, Any], name: str, extra: dict[str, Any]) -> Mapping[str, Any]:
+        value = data.get(name, {})
+        if not isinstance(value, Mapping):
+            self.fail(name, f"expected a table, got {_type_name(value)}")
+            return {}
+        section_extra: dict[str, Any] = {}
+        self._unknown(value, name, _SECTIONS[name], section_extra)
+        if section_extra:
+            extra[name] = section_extra
+        return value
+
+    # -- scalars and lists -------------------------------------------------------------------
+
+    def string(
+        self,
+        table: Mapping[str, Any],
+        path: str,
+        key: str,
+        *,
+        required: bool = False,
+        pattern: re.Pattern[str] | None = None,
+        what: str = "",
+    ) -> str | None:
+        where = _key(path, key)
+        if key not in table:
+            if required:
+                self.fail(where, "missing (required)")
+            return None
+        value = table[key]
+        if not isinstance(value, str):
+            self.fail(where, f"expected a string, got {_type_name(value)}")
+            return None
+        if required and not value.strip():
+            self.fail(where, "must not be empty")
+            return None
+        if pattern is not None and not pattern.match(value):
+            self.fail(where, f"{value!r} is not {what}")
+            return None
+        return value
+
+    def strings(self, table: Mapping[str, Any], path: str, key: str) -> list[str]:
+        where = _key(path, key)
+        value = table.get(key, [])
+        if not isinstance(value, list | tuple):
+            self.fail(where, f"expected an array of strings, got {_type_name(value)}")
+            return []
+        found: list[str] = []
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                self.fail(f"{where}[{index}]", f"expected a string, got {_type_name(item)}")
+            elif not item:
+                self.fail(f"{where}[{index}]", "must not be empty")
+            else:
+                found.append(item)
+        return found
+
+    def boolean(self, table: Mapping[str, Any], path: str, key: str, *, default: bool) -> bool:
+        value = table.get(key, default)
+        if not isinstance(value, bool):
+            self.fail(_key(path, key), f"expected true or false, got {_type_name(value)}")
+            return default
+        return value
+
+    def template(self, where: str, value: str) -> None:
+        try:
+            placeholders(value)
+        except TemplateError as exc:
+            self.fail(where, str(exc))
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def _id(self, value: object) -> str | None:
+        if value is None:
+            self.fail("id", "missing (required)")
+            return None
+        if not isinstance(value, str):
+            self.fail("id", f"expected a string, got {_type_name(value)}")
+            return None
+        if not ID_PATTERN.match(value):
+            self.fail(
+                "id",
+                f"{value!r} is not a valid id: 1-32 characters of a-z, 0-9 and '-', "
+                "starting with a letter",
+            )
+            return None
+        if value in RESERVED_IDS:
+            self.fail(
+                "id",
+                f"{value!r} is a pager command (`pager {value}`) and cannot name an "
+                f"implementation; reserved: {', '.join(sorted(RESERVED_IDS))}",
+            )
+            return None
+        return value
+
+    def _executable(self, data: Mapping[str, Any]) -> str | None:
+        found = self.string(data, "", "executable", required=True)
+        if found is not None and found != EXECUTABLE_FROM_ARGS:
+            self.template("executable", found)
+        return found
+
+    def _capabilities(self, data: Mapping[str, Any]) -> tuple[str, ...]:
+        found: list[str] = []
+        for index, item in enumerate(self.strings(data, "", "capabilities")):
+            if not _CAPABILITY.match(item):
+                self.fail(
+                    f"capabilities[{index}]",
+                    f"{item!r} is not a capability name (lower-case letters, digits, '.', '_', "
+                    "'-', starting with a letter)",
+                )
+            elif item not in found:
+                found.append(item)
+        return tuple(found)
+
+    def _launch(self, table: Mapping[str, Any]) -> Launch:
+        args = self.strings(table, "launch", "args")
+        for index, arg in enumerate(args):
+            self.template(f"launch.args[{index}]", arg)
+        env: dict[str, str] = {}
+        raw = table.get("env", {})
+        if not isinstance(raw, Mapping):
+            self.fail("launch.env", f"expected a table of strings, got {_type_name(raw)}")
+            raw = {}
+        for name, value in raw.items():
+            where = _key("launch.env", name)
+            if not _ENV_NAME.match(name):
+                self.fail(where, f"{name!r} is not an environment variable name")
+            elif not isinstance(value, str):
+                self.fail(where, f"expected a string, got {_type_name(value)}")
+            else:
+                self.template(where, value)
+                env[name] = value
+        return Launch(tuple(args), MappingProxyType(env))
+
+    def _flags(self, table: Mapping[str, Any], key: str) -> list[str]:
+        flags = self.strings(table, "resume", key)
+        for index, flag in enumerate(flags):
+            if not flag.startswith("-") or flag in ("-", "--") or "=" in flag or " " in flag:
+                self.fail(f"resume.{key}[{index}]", f"{flag!r} is not an option (like --resume)")
+        return flags
+
+    def _resume(self, table: Mapping[str, Any]) -> Resume:
+        lists = {
+            key: self._flags(table, key) for key in ("flags", "continue_flags", "picker_flags")
+        }
+        choose = self.string(table, "resume", "choose_flag")
+        if choose is not None and (not choose.startswith("-") or choose in ("-", "--")):
+            self.fail("resume.choose_flag", f"{choose!r} is not an option (like --session-id)")
+            choose = None
+        subcommand = self.string(table, "resume", "subcommand")
+        if subcommand is not None and (not subcommand or subcommand.startswith("-")):
+            self.fail("resume.subcommand", f"{subcommand!r} is not a subcommand (like resume)")
+            subcommand = None
+        seen: dict[str, str] = {}  # option -> the key path that claimed it first
+        named = [
+            (f"resume.{key}[{index}]", flag)
+            for key, flags in lists.items()
+            for index, flag in enumerate(flags)
+        ]
+        named += [("resume.choose_flag", choose)] if choose else []
+        for where, flag in named:
+            first = seen.setdefault(flag, where)
+            if first.partition("[")[0] != where.partition("[")[0]:
+                self.fail(where, f"{flag} is also in {first}; an option can mean only one thing")
+        return Resume(
+            flags=tuple(lists["flags"]),
+            continue_flags=tuple(lists["continue_flags"]),
+            choose_flag=choose,
+            picker_flags=tuple(lists["picker_flags"]),
+            subcommand=subcommand,
+        )
+
+    def _hooks(self, table: Mapping[str, Any]) -> Hooks:
+        events = self.strings(table, "hooks", "events")
+        output = self.string(table, "hooks", "output")
+        if output is not None and output not in HOOK_OUTPUTS:
+            self.fail("hooks.output", f"{output!r} is not one of {', '.join(HOOK_OUTPUTS)}")
+            output = None
+        max_chars = table.get("max_chars", DEFAULT_MAX_CHARS)
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            self.fail(
+                "hooks.max_chars", f"expected a positive integer, got {_type_name(max_chars)}"
+            )
+            max_chars = DEFAULT_MAX_CHARS
+        return Hooks(tuple(dict.fromkeys(events)), output or "text", max_chars)

@@ -1,0 +1,92 @@
+"""Argument and environment templates of a manifest: `{placeholder}` from a fixed set.
+
+A template is a string in which `{name}` stands for a value the wrapper knows at launch (the
+broker URL, the session token, …) and `{{` / `}}` stand for literal braces. Only the names in
+`PLACEHOLDERS` exist; anything else in braces is an error when the manifest is read, not when
+a harness is launched.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+
+#: Every placeholder a template may use, with what the wrapper puts there.
+PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
+    {
+        "url": "the broker's base URL, e.g. http://127.0.0.1:7341",
+        "mcp_url": "the broker's MCP endpoint, {url}/mcp",
+        "token": "the session's bearer token (secret: prefer passing it through env)",
+        "agent_id": "the Pager agent id of the session (agt_…)",
+        "address": "the agent's address, alias@workspace-slug (the agent id when it has no alias)",
+        "alias": "the session name given with --session-name (empty when none)",
+        "session_id": "the Pager session (attachment) id",
+        "state_dir": "Pager's state directory",
+        "conversation_key": "the harness's conversation id when known (empty when not)",
+        "mcp_config_file": "a private (0600) file with the harness's MCP configuration, "
+        "written by the connector",
+        "settings_file": "a private (0600) settings file for the harness (hooks, MCP, …), "
+        "written by the connector",
+        "config_content": "inline configuration text built by the connector "
+        "(e.g. OpenCode's JSON for OPENCODE_CONFIG_CONTENT)",
+        "extension_path": "the path of the extension or plugin Pager ships for this "
+        "harness, for harnesses that load one per launch (e.g. pi -e PATH)",
+        "hook_command": "the command line the harness runs for Pager's hooks",
+        "python": "the absolute path of the Python interpreter that runs Pager",
+    }
+)
+
+#: The whole value of `executable` may be this: the program is the user's first argument.
+EXECUTABLE_FROM_ARGS = "{argv0}"
+
+_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+
+class TemplateError(ValueError):
+    """A template is malformed, names an unknown placeholder, or lacks a value at render."""
+
+
+def _known() -> str:
+    return ", ".join(f"{{{name}}}" for name in sorted(PLACEHOLDERS))
+
+
+def placeholders(template: str) -> tuple[str, ...]:
+    """The placeholder names a template uses, in order; `TemplateError` when malformed."""
+    names: list[str] = []
+    for match in _TOKEN.finditer(template):
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            continue
+        if token in ("{", "}"):
+            raise TemplateError(
+                f"unbalanced {token!r} at position {match.start()}; "
+                "write {{ or }} for a literal brace"
+            )
+        name = match.group(1)
+        if name not in PLACEHOLDERS:
+            close = difflib.get_close_matches(name, PLACEHOLDERS, n=1)
+            hint = f" (did you mean {{{close[0]}}}?)" if close else ""
+            raise TemplateError(f"unknown placeholder {{{name}}}{hint}; known: {_known()}")
+        names.append(name)
+    return tuple(names)
+
+
+def render(template: str, values: Mapping[str, str]) -> str:
+    """Fill a template; every placeholder it uses must have a value."""
+    placeholders(template)  # malformed or unknown: refuse before producing anything
+
+    def substitute(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        name = match.group(1)
+        try:
+            return values[name]
+        except KeyError:
+            raise TemplateError(f"no value for placeholder {{{name}}}") from None
+
+    return _TOKEN.sub(substitute, template)

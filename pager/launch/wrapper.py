@@ -1,0 +1,224 @@
+"""`pager <implementation> …`: launch a harness as a Pager agent in this terminal (SPEC §4).
+
+Registers first (a refused name exits non-zero without starting the harness), launches the
+harness with per-launch wiring only (arguments, environment, files in a private temporary
+directory; never the user's own configuration), holds the session's lease through the event
+stream while the harness runs, forwards termination signals, detaches gracefully and exits
+with the harness's status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from pager.client import BrokerUnreachable, request_json
+from pager.launch.lifecycle import LifecycleError, ensure_broker
+from pager.launch.paths import StatePaths
+from pager.launch.wrapper_args import find_conversation, parse_wrapper_args
+
+#: Signals sent to the wrapper itself that the harness must get too. SIGINT is not among
+#: them: a terminal sends it to the whole foreground group, the harness included.
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class LaunchError(Exception):
+    """The launch cannot go ahead; the message says why and what to do."""
+
+
+@attrs.frozen
+class LaunchSpec:
+    """What the wrapper needs of an implementation (from its manifest)."""
+
+    implementation: str
+    executable: str | None  # None: the first harness argument is the program (`shell`)
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    resume_flags: tuple[str, ...] = ()
+    continue_flags: tuple[str, ...] = ()
+    choose_flag: str | None = None
+    prepare: Any = None  # Callable[[LaunchContext], dict[str, str]]: per-launch files
+
+
+@attrs.frozen
+class LaunchContext:
+    """Values a connector may use to write its per-launch files."""
+
+    directory: str  # private (0700), removed after the launch
+    values: Mapping[str, str]
+
+
+def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int:
+    """The whole wrapped launch; returns the exit status to exit with."""
+    wrapper = parse_wrapper_args(argv)
+    conversation = find_conversation(
+        wrapper.harness_args,
+        resume_flags=spec.resume_flags,
+        continue_flags=spec.continue_flags,
+        choose_flag=spec.choose_flag,
+    )
+    args = list(conversation.args)
+    executable = spec.executable
+    if executable is None:
+        if not args:
+            raise LaunchError(f"give the program to run: pager {spec.implementation} -- PROGRAM …")
+        executable = args.pop(0)
+    program = shutil.which(executable)
+    if program is None:
+        raise LaunchError(f"{executable!r} is not on PATH; install it or fix PATH")
+    try:
+        broker = ensure_broker(paths)
+    except LifecycleError as exc:
+        raise LaunchError(str(exc)) from None
+    secret = paths.secret.read_text().strip()
+    body: dict[str, Any] = {"workspace": os.getcwd(), "implementation": spec.implementation}
+    if wrapper.session_name is not None:
+        body["session_name"] = wrapper.session_name
+    if conversation.key is not None:
+        body["conversation_key"] = conversation.key
+    if wrapper.force:
+        body["force"] = True
+    session = _register(broker.url, secret, body)
+    try:
+        values = {
+            "url": broker.url,
+            "mcp_url": broker.mcp_url,
+            "token": session["token"],
+            "agent_id": session["agent_id"],
+            "address": session["address"],
+            "alias": session["alias"],
+            "session_id": session["session_id"],
+            "state_dir": str(paths.root),
+            "conversation_key": conversation.key or "",
+            "python": sys.executable,
+            "hook_command": _hook_command(spec.implementation),
+        }
+        with _private_directory() as directory:
+            if spec.prepare is not None:
+                values.update(spec.prepare(LaunchContext(directory, dict(values))))
+            command = [program, *(_render(t, values) for t in spec.args), *args]
+            env = {
+                **os.environ,
+                "PAGER_URL": broker.url,
+                "PAGER_TOKEN": session["token"],
+                "PAGER_AGENT_ID": session["agent_id"],
+                "PAGER_ADDRESS": session["address"],
+                "PAGER_IMPLEMENTATION": spec.implementation,
+                **{key: _render(value, values) for key, value in spec.env.items()},
+            }
+            return trio.run(_run_harness, command, env, broker.url, session["token"])
+    finally:
+        with contextlib.suppress(BrokerUnreachable):
+            request_json(
+                broker.url, "POST", "/v1/sessions/current/detach", token=session["token"], body={}
+            )
+
+
+def _register(url: str, secret: str, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        status, answer = request_json(url, "POST", "/v1/register", token=secret, body=body)
+    except BrokerUnreachable as exc:
+        raise LaunchError(f"the broker did not answer: {exc}") from None
+    if status == 201 and isinstance(answer, dict):
+        return answer
+    error = answer.get("error", {}) if isinstance(answer, dict) else {}
+    holder = error.get("holder")
+    if error.get("code") == "alias_conflict" and isinstance(holder, dict):
+        raise LaunchError(
+            f"the name {body.get('session_name')!r} is held by {holder.get('address')}"
+            f" ({holder.get('agent_id')}, {holder.get('implementation')}), which is attached."
+            " Choose another --session-name, stop that session, or add --force to take over."
+        )
+    raise LaunchError(f"registration refused ({status}): {error.get('message', answer)}")
+
+
+def _render(template: str, values: Mapping[str, str]) -> str:
+    try:
+        return template.format_map(values)
+    except (KeyError, ValueError) as exc:
+        raise LaunchError(f"the manifest template {template!r} cannot be filled: {exc}") from None
+
+
+def _hook_command(implementation: str) -> str:
+    """The hook command a harness runs: the venv's own `pager`, never a shim on PATH."""
+    pager = os.path.join(os.path.dirname(sys.executable), "pager")
+    return f"{pager} hook --implementation {implementation}"
+
+
+@contextlib.contextmanager
+def _private_directory() -> Iterator[str]:
+    directory = tempfile.mkdtemp(prefix="pager-launch-")  # 0700
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def _run_harness(command: list[str], env: dict[str, str], url: str, token: str) -> int:
+    """The launch's small tree: the harness (stdio inherited) and the lease holder."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_hold_lease, url, token)
+        with trio.open_signal_receiver(*FORWARDED) as signals:
+            process = await trio.lowlevel.open_process(command, env=env)
+
+            async def forward() -> None:
+                async for signum in signals:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.send_signal(signum)
+
+            nursery.start_soon(forward)
+            with _ignoring(signal.SIGINT):  # the terminal delivers it to the harness itself
+                status = await process.wait()
+        nursery.cancel_scope.cancel()
+    return 128 - status if status < 0 else status
+
+
+@contextlib.contextmanager
+def _ignoring(signum: int) -> Iterator[None]:
+    previous = signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
+async def _hold_lease(url: str, token: str) -> None:
+    """Keep the session's event stream open (it holds the lease); reconnect if it drops."""
+    host, _, port = url.removeprefix("http://").rpartition(":")
+    request = (
+        f"GET /v1/sessions/current/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode()
+    delay = 0.5
+    while True:
+        try:
+            stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+            async with stream:
+                await stream.send_all(request)
+                while data := await stream.receive_some(65536):
+                    delay = 0.5
+                    if b"event: ended" in data:
+                        _notice(data)
+                        return
+        except OSError:
+            pass
+        await trio.sleep(delay)
+        delay = min(delay * 2, 15.0)
+
+
+def _notice(data: bytes) -> None:
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("data: "):
+            with contextlib.suppress(ValueError):
+                message = json.loads(line[6:]).get("message", "")
+                print(f"pager: this session was ended: {message}", file=sys.stderr)
