@@ -82,6 +82,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return hook_main(arguments[1:])
     parser = build_parser()
+    first = arguments[0] if arguments else ""
+    if first and not first.startswith("-") and first not in _subcommands(parser):
+        try:
+            return cmd_launch(first, arguments[1:])
+        except CommandError as exc:
+            print(f"pager: {exc}", file=sys.stderr)
+            return EXIT_ERROR
     args = parser.parse_args(arguments)
     handlers = {
         "serve": cmd_serve,
@@ -101,6 +108,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
+def cmd_launch(implementation: str, argv: list[str]) -> int:
+    """`pager <implementation> [--session-name NAME] [--] [args…]`."""
+    import importlib
+
+    from pager.implementations import UnknownImplementation, discover
+    from pager.launch.wrapper import LaunchError, LaunchSpec, run_wrapped
+    from pager.launch.wrapper_args import WrapperUsageError
+
+    registry = discover()
+    try:
+        manifest = registry.get(implementation).manifest
+    except UnknownImplementation as exc:
+        raise CommandError(f"{exc.args[0]}; see `pager --help` for commands") from None
+    try:
+        connector = importlib.import_module(manifest.connector)
+    except ImportError:
+        raise CommandError(
+            f"{implementation}: its connector {manifest.connector} is not available in this"
+            " version of Pager; see docs/implementations/ for the state of each harness"
+        ) from None
+    spec = LaunchSpec(
+        implementation=manifest.id,
+        executable=None if manifest.executable_from_args else manifest.executable,
+        args=manifest.launch.args,
+        env=manifest.launch.env,
+        resume_flags=manifest.resume.flags,
+        continue_flags=manifest.resume.continue_flags + manifest.resume.picker_flags,
+        choose_flag=manifest.resume.choose_flag,
+        prepare=lambda context: connector.prepare(manifest, context),
+    )
+    try:
+        return run_wrapped(_paths(), spec, argv)
+    except WrapperUsageError as exc:
+        print(f"pager: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except LaunchError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _paths() -> Any:

@@ -1,0 +1,47 @@
+"""Claude Code: an MCP config with the session's bearer header, and hook settings, both as
+per-launch files (`--mcp-config`, `--settings`); the user's own settings are untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from pager.implementations.manifest import Manifest
+from pager.launch.wrapper import LaunchContext
+
+
+def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
+    values = context.values
+    mcp = {
+        "mcpServers": {
+            "pager": {
+                "type": "http",
+                "url": values["mcp_url"],
+                # The literal token: whether --mcp-config files expand ${VAR} is unverified.
+                "headers": {"Authorization": f"Bearer {values['token']}"},
+            }
+        }
+    }
+    hook = (
+        f"{values['hook_command']} --format {manifest.hooks.output}"
+        f" --max-chars {manifest.hooks.max_chars}"
+    )
+    settings: dict[str, Any] = {
+        "hooks": {
+            event: [{"hooks": [{"type": "command", "command": f"{hook} {event}"}]}]
+            for event in manifest.hooks.events
+        }
+    }
+    return {
+        "mcp_config_file": _write(context.directory, "mcp.json", mcp),
+        "settings_file": _write(context.directory, "settings.json", settings),
+    }
+
+
+def _write(directory: str, name: str, data: dict[str, Any]) -> str:
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        json.dump(data, file, indent=2)
+    return path
