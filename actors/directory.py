@@ -165,9 +165,17 @@ class DirectoryActor(Actor[DirectoryMessage]):
 
         Sessions get a fresh lease: nobody could renew while the broker was down.
         """
-        sessions, recipients = await self.deps.checkpoint.read(
-            lambda conn: (ms.attached_sessions(conn), ms.recipients_with_unsettled(conn))
-        )
+
+        def load(conn: sqlite3.Connection) -> tuple[list[Session], list[str], dict[str, str]]:
+            sessions = ms.attached_sessions(conn)
+            kinds = {}
+            for session in sessions:
+                identity = ms.get_identity(conn, session.identity_id)
+                if identity is not None:
+                    kinds[identity.id] = identity.implementation
+            return sessions, ms.recipients_with_unsettled(conn), kinds
+
+        sessions, recipients, kinds = await self.deps.checkpoint.read(load)
         lease = self.deps.clock.now() + self.deps.windows.lease_ttl
         for session in sessions:
             self._track(_Live(session, lease, session.lease_expires_at))
@@ -175,7 +183,8 @@ class DirectoryActor(Actor[DirectoryMessage]):
             ref = await self._activate(agent_id)
             live = self.by_identity.get(agent_id)
             if live is not None:
-                await ref.call(Attach(live.session.id, live.session.delivery))
+                delivery, kind = live.session.delivery, kinds.get(agent_id, "")
+                await ref.call(Attach(live.session.id, delivery, kind))
         self._arm_lease_timer()
 
     # -- dispatch --------------------------------------------------------------------------
@@ -345,10 +354,11 @@ class DirectoryActor(Actor[DirectoryMessage]):
             if live is not None:
                 self._untrack(live)
                 await self._tell(ended.identity_id, Detach(ended.id))
-        for session in outcome.started:
+        for session, implementation in outcome.started:
             lease = session.lease_expires_at
             self._track(_Live(session, lease, lease))
-            await self._tell(session.identity_id, Attach(session.id, session.delivery))
+            attach = Attach(session.id, session.delivery, implementation)
+            await self._tell(session.identity_id, attach)
         return outcome.registered
 
     # -- renames and moves -----------------------------------------------------------------
@@ -492,7 +502,7 @@ def _claim_alias(
 class _Outcome:
     registered: Registered
     ended: list[Session]
-    started: list[Session]
+    started: list[tuple[Session, str]]  # with the identity's implementation
 
 
 @attrs.frozen
@@ -510,7 +520,7 @@ class _RegisterPlan:
         command, ws = self.command, self.command.workspace
         ms.ensure_workspace(conn, ws.key, ws.slug, ws.path, self.now)
         ended: list[Session] = []
-        started: list[Session] = []
+        started: list[tuple[Session, str]] = []
         target: Identity | None = None
         reason = "replaced by a newer attachment"
         if command.resume_token is not None:
@@ -537,7 +547,8 @@ class _RegisterPlan:
                         **_holder_details(conn, target),
                     )
                 reason = "taken over by a forced registration"
-                started.append(self._hand_over(conn, self.attached[target.id]))
+                handed = self._hand_over(conn, self.attached[target.id])
+                started.append((handed, command.implementation))
         if target is None:
             target = self._create(conn)
         previous = self.attached.get(target.id)
@@ -561,9 +572,9 @@ class _RegisterPlan:
         )
         ms.insert_session(conn, session)
         ms.touch_identity(conn, target.id, self.now, attached=True)
-        started.append(session)
         identity = ms.get_identity(conn, target.id)
         assert identity is not None
+        started.append((session, identity.implementation))
         registered = Registered(
             identity,
             ms.workspace_slug(conn, identity.workspace_key),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -28,6 +28,8 @@ log = logging.getLogger("pager.identity")
 
 #: Claims written to a delivery address in one notification.
 PUSH_BATCH = 20
+#: A push not answered by its provider within this long is treated as refused.
+PUSH_TIMEOUT = 10.0
 #: An identity with nothing pending stops after this long without messages.
 IDLE_AFTER = 300.0
 
@@ -65,6 +67,7 @@ class Release:
 class Attach:
     session_id: str
     delivery: Delivery | None
+    implementation: str = ""
 
 
 @attrs.frozen
@@ -131,7 +134,7 @@ class IdentityDeps:
     timers: TimerService
     clock: WallClock
     windows: Windows
-    provider: Callable[[], ActorRef[Deliver] | None]
+    providers: Callable[[str], Awaitable[ActorRef[Deliver] | None]]  # by implementation
     on_passivate: Callable[[str], None]
 
 
@@ -156,6 +159,8 @@ class IdentityActor(Actor[IdentityMessage]):
         )
         self.session_id: str | None = None
         self.delivery: Delivery | None = None
+        self.implementation = ""
+        self.push_deadline: float | None = None  # trio time: an unanswered push counts as refused
         self.polls: list[_Poll] = []
         self.push_id = 0
         self.push_in_flight = False
@@ -193,8 +198,9 @@ class IdentityActor(Actor[IdentityMessage]):
                 _answer(reply, released)
                 await self._serve_polls()
                 await self._push()
-            case Attach(session_id=session_id, delivery=delivery):
+            case Attach(session_id=session_id, delivery=delivery, implementation=implementation):
                 self.session_id, self.delivery = session_id, delivery
+                self.implementation = implementation
                 _answer(reply, None)
                 await self._push()
             case Detach(session_id=session_id):
@@ -341,6 +347,9 @@ class IdentityActor(Actor[IdentityMessage]):
 
         await self._write(op)
         current = trio.current_time()
+        if self.push_in_flight and self.push_deadline is not None and self.push_deadline <= current:
+            log.warning("push %d for %s unanswered; requeued", self.push_id, self.identity_id)
+            await self._pushed(Pushed(self.push_id, (), tuple(self.push_tokens)))
         for poll in [p for p in self.polls if p.deadline <= current or p.reply.caller_gone]:
             self.polls.remove(poll)
             _answer(poll.reply, [])
@@ -352,8 +361,9 @@ class IdentityActor(Actor[IdentityMessage]):
         so first deliveries keep send order)."""
         if self.push_in_flight or self.delivery is None or self.session_id is None:
             return
-        provider = self.deps.provider()
-        if provider is None:
+        provider = await self.deps.providers(self.implementation)
+        if provider is None:  # disabled or not running: the mail waits for a fetch
+            self._settle_push_waiters(set())
             return
         claims = await self._write(self._claim_op(PUSH_BATCH, self.session_id, "delivery"))
         if not claims:
@@ -362,6 +372,8 @@ class IdentityActor(Actor[IdentityMessage]):
         self.push_id += 1
         self.push_in_flight = True
         self.push_tokens = {c.claim.token: c.claim.message.id for c in claims}
+        # A provider that dies with the push in hand never answers: give up on it in time.
+        self.push_deadline = trio.current_time() + PUSH_TIMEOUT
         deliver = Deliver(self.ref, self.push_id, self.session_id, self.delivery, tuple(claims))
         try:
             provider.try_cast(deliver)
@@ -373,6 +385,7 @@ class IdentityActor(Actor[IdentityMessage]):
         if outcome.push_id != self.push_id or not self.push_in_flight:
             return
         self.push_in_flight = False
+        self.push_deadline = None
         if outcome.refused:
             now = self.deps.clock.now()
             hashes = [ids.hash_token(token) for token in outcome.refused]
@@ -407,6 +420,8 @@ class IdentityActor(Actor[IdentityMessage]):
     def _arm_timers(self) -> None:
         timers, key = self.deps.timers, (self.identity_id, "inbox")
         deadlines = [p.deadline for p in self.polls]
+        if self.push_deadline is not None:
+            deadlines.append(self.push_deadline)
         if self.next_deadline is not None:
             deadlines.append(trio_deadline(self.deps.clock, self.next_deadline))
         if deadlines:

@@ -26,7 +26,7 @@ from pager.service import BrokerService
 async def run_messaging(
     *,
     checkpoint: Callable[[], Checkpoint],
-    provider: Callable[[], ActorRef[Deliver] | None],
+    providers: Callable[[str], Awaitable[ActorRef[Deliver] | None]],
     config: Config,
     clock: WallClock,
     resolve: Callable[[str], Awaitable[Workspace]] | None = None,
@@ -40,7 +40,7 @@ async def run_messaging(
             timers=timers,
             clock=clock,
             windows=config.windows,
-            provider=provider,
+            providers=providers,
             on_passivate=lambda _agent_id: None,  # replaced by the directory
         )
         directory_deps = DirectoryDeps(store, timers, clock, config.windows, identity_deps)
@@ -50,10 +50,16 @@ async def run_messaging(
         task_status.started(BrokerService(directory, store, config, clock, resolve=resolve))
 
 
-async def run_http_provider(
-    *, task_status: trio.TaskStatus[ActorRef[Deliver]] = trio.TASK_STATUS_IGNORED
-) -> None:
-    """The provider that writes claims to `http`/`unix` delivery addresses."""
-    async with trio.open_nursery() as nursery:
-        ref = await start_actor(nursery, DeliveryProvider(nursery), name="provider:http")
-        task_status.started(ref)
+def delivery_provider(implementation: str) -> Callable[..., Awaitable[None]]:
+    """The start function of an implementation's provider: writes claims to `http`/`unix`
+    delivery addresses (wake helpers per implementation come with their connectors)."""
+
+    async def run(
+        *, task_status: trio.TaskStatus[ActorRef[Deliver]] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            actor = DeliveryProvider(nursery)
+            ref = await start_actor(nursery, actor, name=f"provider:{implementation}")
+            task_status.started(ref)
+
+    return run

@@ -17,8 +17,8 @@ import trio
 
 from actors._runtime import ActorRef, run_actor
 from actors.checkpoint import BrokerRunInfo, Checkpoint, CheckpointActor, CheckpointMessage
-from actors.identity import Deliver
-from actors.messaging import run_http_provider, run_messaging
+from actors.messaging import delivery_provider, run_messaging
+from actors.providers import ProviderHub, disabled_event
 from pager import store as db
 from pager.config import Config
 from pager.domain.clock import SystemClock, WallClock
@@ -86,23 +86,25 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             sock.close()
             ctx.web_stopped.set()
 
-    providers = Supervisor(
-        "providers", [ChildSpec("http", run_http_provider)], strategy=Strategy.ONE_FOR_ONE
-    )
+    providers = Supervisor("providers", [], strategy=Strategy.ONE_FOR_ONE)
 
-    def provider() -> ActorRef[Deliver] | None:
-        try:
-            ref: ActorRef[Deliver] = providers.started_value("http")  # type: ignore[assignment]
-        except KeyError:
-            return None
-        return ref
+    async def provider_disabled(implementation: str, reason: str) -> None:
+        kind, data = disabled_event(implementation, reason)
+        at = ctx.utc_now()
+        await store().write(
+            lambda conn: conn.execute(
+                "INSERT INTO events (at, type, data) VALUES (?, ?, ?)", (at, kind, data)
+            )
+        )
+
+    hub = ProviderHub(providers, delivery_provider, on_disabled=provider_disabled)
 
     async def start_messaging(
         *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
     ) -> None:
         await run_messaging(
             checkpoint=store,
-            provider=provider,
+            providers=hub.get,
             config=ctx.config,
             clock=ctx.clock,
             task_status=task_status,

@@ -18,7 +18,6 @@ _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
     " available_at, dead_reason, settled_at"
 )
-_UNSETTLED = ("queued", "claimed", "delivered")
 
 
 def _message(row: Any) -> Message:
@@ -130,7 +129,10 @@ def claim_waiting(
     """Claim up to `limit` available messages in send order (expired ones die instead)."""
     dead_letter_expired(conn, recipient_id, now, policy.message_expiry)
     rows = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ? AND state = 'queued'"
+        # The IN term repeats the partial index's condition so SQLite walks the unsettled
+        # inbox in send order and stops at the limit, instead of sorting every waiting row.
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
+        " AND state IN ('queued', 'claimed', 'delivered') AND state = 'queued'"
         " AND available_at <= ? ORDER BY seq LIMIT ?",
         (recipient_id, now, limit),
     ).fetchall()
@@ -174,18 +176,28 @@ def dead_letter_expired(
     conn: sqlite3.Connection, recipient_id: str, now: float, message_expiry: float
 ) -> int:
     """Unsettled messages older than the expiry become dead letters (`expired`)."""
-    conn.execute(
-        "UPDATE claims SET state = 'expired' WHERE state = 'open' AND message_id IN"
-        " (SELECT id FROM messages WHERE recipient_id = ? AND state IN (?, ?, ?)"
-        " AND sent_at <= ?)",
-        (recipient_id, *_UNSETTLED, now - message_expiry),
-    )
-    cursor = conn.execute(
-        "UPDATE messages SET state = 'dead', dead_reason = 'expired', settled_at = ?"
-        " WHERE recipient_id = ? AND state IN (?, ?, ?) AND sent_at <= ?",
-        (now, recipient_id, *_UNSETTLED, now - message_expiry),
-    )
-    return cursor.rowcount
+    # Literal states, not parameters: SQLite uses a partial index only when it can prove
+    # the query's condition implies the index's, which it cannot for bound values.
+    cutoff = now - message_expiry
+    expired = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT id FROM messages WHERE recipient_id = ?"
+            " AND state IN ('queued', 'claimed', 'delivered') AND sent_at <= ?",
+            (recipient_id, cutoff),
+        )
+    ]
+    for message_id in expired:
+        conn.execute(
+            "UPDATE claims SET state = 'expired' WHERE message_id = ? AND state = 'open'",
+            (message_id,),
+        )
+        conn.execute(
+            "UPDATE messages SET state = 'dead', dead_reason = 'expired', settled_at = ?"
+            " WHERE id = ?",
+            (now, message_id),
+        )
+    return len(expired)
 
 
 def _return_to_queue(
@@ -316,15 +328,27 @@ def next_deadline(
     """The earliest time after `now` when something changes for this inbox on its own: an ack
     wait ends, a retry becomes available, a message expires. (Mail available already needs no
     timer: whoever consumes it is woken when it arrives.)"""
-    row = conn.execute(
-        "SELECT MIN(t) FROM ("
-        " SELECT MIN(expires_at) AS t FROM claims WHERE identity_id = ? AND state = 'open'"
-        " UNION ALL SELECT MIN(available_at) FROM messages WHERE recipient_id = ?"
-        "  AND state = 'queued' AND available_at > ?"
-        " UNION ALL SELECT MIN(sent_at) + ? FROM messages WHERE recipient_id = ?"
-        "  AND state IN ('queued', 'claimed', 'delivered'))",
-        (recipient_id, recipient_id, now, message_expiry, recipient_id),
-    ).fetchone()
+    # Three indexed lookups (each a single index probe), not one scan of the inbox.
+    candidates = [
+        conn.execute(
+            "SELECT MIN(expires_at) FROM claims WHERE identity_id = ? AND state = 'open'",
+            (recipient_id,),
+        ).fetchone()[0],
+        conn.execute(
+            "SELECT MIN(available_at) FROM messages WHERE recipient_id = ?"
+            " AND state = 'queued' AND available_at > ?",
+            (recipient_id, now),
+        ).fetchone()[0],
+        conn.execute(
+            "SELECT MIN(sent_at) FROM messages WHERE recipient_id = ?"
+            " AND state IN ('queued', 'claimed', 'delivered')",
+            (recipient_id,),
+        ).fetchone()[0],
+    ]
+    if candidates[2] is not None:
+        candidates[2] = candidates[2] + message_expiry
+    found = [float(value) for value in candidates if value is not None]
+    row = (min(found),) if found else None
     return None if row is None or row[0] is None else float(row[0])
 
 

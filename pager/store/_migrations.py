@@ -167,6 +167,15 @@ def _v3_messaging(conn: sqlite3.Connection) -> None:
         "CREATE INDEX messages_unsettled ON messages (recipient_id, seq)"
         " WHERE state IN ('queued', 'claimed', 'delivered')"
     )
+    # For the inbox timers: the next retry and the oldest unsettled message, without a scan.
+    conn.execute(
+        "CREATE INDEX messages_retry ON messages (recipient_id, available_at)"
+        " WHERE state = 'queued'"
+    )
+    conn.execute(
+        "CREATE INDEX messages_age ON messages (recipient_id, sent_at)"
+        " WHERE state IN ('queued', 'claimed', 'delivered')"
+    )
     conn.execute("CREATE INDEX messages_by_recipient ON messages (recipient_id, seq)")
     conn.execute("CREATE INDEX messages_by_sender ON messages (sender_id, seq)")
     conn.execute(

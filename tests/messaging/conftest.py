@@ -84,11 +84,15 @@ async def open_harness(
         inbox = FakeInbox()
         inbox_ref: ActorRef[Deliver] = await start_actor(nursery, inbox, name="fake-inbox")
         checkpoint = Checkpoint(store_ref)
+
+        async def providers(implementation: str) -> ActorRef[Deliver] | None:
+            return inbox_ref
+
         service: BrokerService = await nursery.start(
             partial(
                 run_messaging,
                 checkpoint=lambda: checkpoint,
-                provider=lambda: inbox_ref,
+                providers=providers,
                 config=Config(windows=windows),
                 clock=clock or TrioWallClock(),
                 resolve=_resolve_inline,
