@@ -12,11 +12,15 @@ processes).
 - concurrent: 1, 8 and 32 clients in pairs, each looping send -> fetch -> ack (ack only when
   the fetch claimed something) for a fixed time: aggregate tool calls/s, errors, broker CPU
   per call and the clients' CPU per call.
+- server CPU: the broker's utime+stime (/proc/<pid>/stat) over the sequential and concurrent
+  runs, per tool call, next to the clients' own CPU per call.
 - delivery: send -> the claim arriving at a registered delivery address (an HTTP listener in
   the sending worker's process, timed with the same clock), p50/p90/p99.
 - scale: a store built directly with sqlite3 (identities, settled messages with their
   acknowledged claims, one inbox with waiting mail) behind a broker that a `pager start`
   brings up: ready time, resident memory, `fetch` (limit 10) latency from the big inbox.
+  Sizes: --scale-identities, --scale-messages, --scale-inbox (building the default 1,000,000
+  messages takes about half a minute on 2 cores).
 
 `--runs` scales the sample sizes (15, the default, gives 500 sends, 200 deliveries, 50 fetch
 rounds and 10 s per concurrent run), as in bench_lifecycle.py. Progress goes to stderr only
@@ -285,7 +289,7 @@ def run_workers(
                 on_start()
             results = [worker.line() for worker in workers]
             finished = time.monotonic()
-        except Exception:
+        except BaseException:
             for worker in workers:
                 worker.process.kill()
             errors.seek(0)
@@ -448,10 +452,18 @@ async def _worker_delivery(spec: dict[str, Any]) -> dict[str, Any]:
 
     arrivals: dict[str, float] = {}
     tokens: list[str] = []
-    lock = threading.Lock()
+    lock = threading.Condition()
+
+    def arrival(message_id: str) -> None:
+        with lock:
+            lock.wait_for(lambda: message_id in arrivals, timeout=10)
 
     class Inbox(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the broker's pooled client allows
+        # One segment per answer and no Nagle: headers and body written separately would
+        # wait for a delayed ACK (~40 ms) on a kept-alive connection.
+        wbufsize = -1
+        disable_nagle_algorithm = True
 
         def do_POST(self) -> None:
             now = time.perf_counter()
@@ -461,6 +473,7 @@ async def _worker_delivery(spec: dict[str, Any]) -> dict[str, Any]:
                 for claim in body["claims"]:
                     arrivals.setdefault(claim["message"]["id"], now)
                 tokens.extend(accepted)
+                lock.notify_all()
             payload = json.dumps({"accepted": accepted}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -507,9 +520,9 @@ async def _worker_delivery(spec: dict[str, Any]) -> dict[str, Any]:
                     continue
                 send_latencies.append(time.perf_counter() - start)
                 wakes[sent["wake"]] = wakes.get(sent["wake"], 0) + 1
-                deadline = time.perf_counter() + 10
-                while sent["message_id"] not in arrivals and time.perf_counter() < deadline:
-                    await trio.sleep(0.0005)
+                # Usually there already: the send answers after the inbox did.
+                if sent["message_id"] not in arrivals:
+                    await trio.to_thread.run_sync(arrival, sent["message_id"])
                 arrived = arrivals.get(sent["message_id"])
                 if arrived is None:
                     errors.append(f"{sent['message_id']} never arrived")
@@ -606,7 +619,28 @@ def figure_sequential(brokers: Brokers, count: int) -> dict[str, Any]:
         "errors": result["errors"],
         "error_samples": result["error_samples"],
         "broker_cpu_ms_per_call": ms(broker_cpu / count),
+        "broker_cpu_share": round(broker_cpu / result["elapsed"], 2),
         "client_cpu_ms_per_call": ms(result["client_cpu"] / count),
+    }
+
+
+def figure_server_cpu(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The broker's CPU per tool call (utime+stime from /proc/<pid>/stat read when the clients
+    start and once they all finished, divided by the calls), from the throughput runs:
+    label -> broker ms per call, client ms per call, broker CPU share (cores)."""
+    runs = [("sequential `send`", results.get("sequential"))]
+    runs += [
+        (f"send/fetch/ack, {_count(run['clients'], 'client')}", run)
+        for run in results.get("concurrent", [])
+    ]
+    return {
+        label: {
+            "broker_ms_per_call": run["broker_cpu_ms_per_call"],
+            "client_ms_per_call": run["client_cpu_ms_per_call"],
+            "broker_cores": run["broker_cpu_share"],
+        }
+        for label, run in runs
+        if run
     }
 
 
@@ -883,6 +917,10 @@ def figure_scale(
 # -- report ------------------------------------------------------------------------------------
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}{'es' if noun.endswith('s') else 's'}"
+
+
 def _mark(value: float | None, target: float, *, at_least: bool = False) -> str:
     if value is None:
         return "n/a"
@@ -907,13 +945,22 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f" ({_mark(seq['calls_per_s'], TARGETS['sequential_calls_per_s'], at_least=True)})",
                 ">= 200/s",
             ),
-            (
-                "broker CPU per `send` (sequential) / client CPU per call",
-                f"{seq['broker_cpu_ms_per_call']} ms / {seq['client_cpu_ms_per_call']} ms",
-                "(reported)",
-            ),
         ]
-    for run in results.get("concurrent", []):
+    runs = results.get("concurrent", [])
+    if len(runs) > 1:
+        rates = [run["calls_per_s"] for run in runs]
+        rows.append(
+            (
+                "aggregate tool calls/s as clients grow: "
+                + " -> ".join(str(run["clients"]) for run in runs),
+                " -> ".join(f"{rate}/s" for rate in rates)
+                + " ("
+                + ", ".join(f"x{round(rate / rates[0], 2)}" for rate in rates[1:])
+                + ")",
+                "(reported)",
+            )
+        )
+    for run in runs:
         n = run["clients"]
         target = "(reported)"
         verdict = ""
@@ -924,32 +971,48 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             verdict = f" ({ok})"
         rows.append(
             (
-                f"{n} client(s) in {run['processes']} process(es), send/fetch/ack cycles for"
-                f" {run['duration_s']:.0f} s: aggregate tool calls/s, errors",
+                f"{_count(n, 'client')} in {_count(run['processes'], 'process')},"
+                f" send/fetch/ack cycles for {run['duration_s']:.0f} s:"
+                " aggregate tool calls/s, errors",
                 f"{run['calls_per_s']}/s, {run['errors']} errors{verdict}",
                 target,
             )
         )
         rows.append(
             (
-                f"{n} client(s): call p50 / p99; broker CPU per call (broker CPU share);"
-                " client CPU per call",
-                f"{run['call_p50_ms']} / {run['call_p99_ms']} ms;"
-                f" {run['broker_cpu_ms_per_call']} ms ({run['broker_cpu_share']} cores);"
-                f" {run['client_cpu_ms_per_call']} ms",
+                f"{_count(n, 'client')}: tool call latency p50 / p99",
+                f"{run['call_p50_ms']} / {run['call_p99_ms']} ms",
                 "(reported)",
             )
         )
+    cpu = results.get("server_cpu")
+    if cpu:
+        for label, run in cpu.items():
+            rows.append(
+                (
+                    f"broker CPU per tool call, {label} (client CPU per call)",
+                    f"{run['broker_ms_per_call']} ms, broker at {run['broker_cores']} cores"
+                    f" ({run['client_ms_per_call']} ms)",
+                    "(reported)",
+                )
+            )
     dlv = results.get("delivery")
     if dlv:
-        rows.append(
+        rows += [
             (
                 f"`send` -> claim at a delivery address, p50 / p90 / p99 ({dlv['sends']} sends)",
                 f"{dlv['arrival_p50_ms']} / {dlv['arrival_p90_ms']} / {dlv['arrival_p99_ms']} ms"
                 f" ({_mark(dlv['arrival_p50_ms'], TARGETS['delivery_p50_ms'])})",
                 "p50 <= 10 ms",
-            )
-        )
+            ),
+            (
+                "`send` to a delivery address returns (after the inbox answered), p50",
+                f"{dlv['send_return_p50_ms']} ms ("
+                + ", ".join(f"wake {wake} x{n}" for wake, n in sorted(dlv["wakes"].items()))
+                + ")",
+                "(reported)",
+            ),
+        ]
     scale = results.get("scale")
     if scale:
         what = (
@@ -1025,9 +1088,18 @@ def main() -> int:
     parser.add_argument(
         "--duration", type=float, default=None, help="seconds per concurrent run (default 10)"
     )
-    parser.add_argument("--scale-identities", type=int, default=100_000)
-    parser.add_argument("--scale-messages", type=int, default=1_000_000)
-    parser.add_argument("--scale-inbox", type=int, default=10_000)
+    parser.add_argument(
+        "--scale-identities", type=int, default=100_000, help="identities (default 100,000)"
+    )
+    parser.add_argument(
+        "--scale-messages",
+        type=int,
+        default=1_000_000,
+        help="settled messages (default 1,000,000; ~30 s to build)",
+    )
+    parser.add_argument(
+        "--scale-inbox", type=int, default=10_000, help="waiting messages in one inbox (10,000)"
+    )
     args = parser.parse_args()
     figures = [f for f in args.figures.split(",") if f]
     unknown = set(figures) - set(FIGURES)
@@ -1048,6 +1120,7 @@ def main() -> int:
             ]
         if "delivery" in figures:
             results["delivery"] = figure_delivery(brokers, max(20, round(200 * factor)))
+        results["server_cpu"] = figure_server_cpu(results)
         if "scale" in figures:
             results["scale"] = figure_scale(
                 brokers,
