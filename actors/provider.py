@@ -10,14 +10,16 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
 import trio
 
 from actors._runtime import Actor, ActorError, Reply
 from actors.identity import Deliver, Pushed
 from pager.wire import message_json
+
+if TYPE_CHECKING:
+    import httpx2
 
 log = logging.getLogger("pager.provider")
 
@@ -59,6 +61,12 @@ def parse_answer(
     return accepted, refused
 
 
+def _http_error() -> type[Exception]:
+    import httpx2
+
+    return httpx2.HTTPError
+
+
 class DeliveryProvider(Actor[Deliver]):
     mailbox_size = 1024
 
@@ -68,6 +76,8 @@ class DeliveryProvider(Actor[Deliver]):
         self._clients: dict[str | None, httpx2.AsyncClient] = {}
 
     def _client(self, uds: str | None) -> httpx2.AsyncClient:
+        import httpx2  # on the first delivery: an idle broker need not load it
+
         client = self._clients.get(uds)
         if client is None:
             transport = httpx2.AsyncHTTPTransport(uds=uds, trust_env=False)
@@ -94,7 +104,7 @@ class DeliveryProvider(Actor[Deliver]):
                 response = await client.post(url, json=notification(deliver))
                 raw = await response.aread()
             accepted, refused = parse_answer(tokens, response.status_code, raw)
-        except (httpx2.HTTPError, OSError, trio.TooSlowError) as exc:
+        except (_http_error(), OSError, trio.TooSlowError) as exc:
             log.info("delivery to %s failed: %r; will retry on the schedule", delivery.target, exc)
         if refused:
             log.info("delivery address %s refused %d claim(s)", delivery.target, len(refused))

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from quart import Blueprint, Response, jsonify
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from pager.web.dispatch import McpDispatcher
 from pager.web.guard import ASGIApp, EdgeGuard, allowed_hosts
-
-if TYPE_CHECKING:
-    from pager.web.mcp import McpEndpoint
 
 
 def create_quart_app(health: dict[str, Any], blueprints: Sequence[Blueprint] = ()) -> QuartTrio:
@@ -42,12 +38,9 @@ def create_app(
     host: str,
     port: int,
     request_cap: int,
-    mcp: McpEndpoint | None = None,
     blueprints: Sequence[Blueprint] = (),
 ) -> ASGIApp:
-    """The whole ASGI application: the edge guard in front of every route, and with `mcp`
-    the dispatcher behind it sending authenticated `/mcp` requests to the MCP endpoint."""
+    """The whole ASGI application: the edge guard in front of every route (the web server
+    puts the `/mcp` dispatcher behind it when it serves MCP)."""
     app = cast(ASGIApp, create_quart_app(health, blueprints))
-    if mcp is not None:
-        app = McpDispatcher(web=app, mcp=mcp.app, api=mcp.api)
     return EdgeGuard(app, hosts=allowed_hosts(host, port), request_cap=request_cap)

@@ -7,7 +7,6 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,9 @@ from hypercorn.trio import serve
 from quart import Blueprint
 
 from pager.web.app import create_app
+from pager.web.dispatch import McpDispatcher
+from pager.web.guard import EdgeGuard
+from pager.web.mcp_lazy import LazyMcp
 
 if TYPE_CHECKING:
     from pager.domain.api import MessagingApi
@@ -81,24 +83,30 @@ async def run_web_server(
     """Serve until `shutdown_trigger` returns (a graceful stop: returns normally).
     With `api`, `/mcp` is served too, its tools calling `api`."""
     port = sock.getsockname()[1]
-    mcp: McpEndpoint | None = None
+    app = create_app(health, host=host, port=port, request_cap=request_cap, blueprints=blueprints)
+    lazy: LazyMcp | None = None
     if api is not None:
-        from pager.web.mcp import create_mcp  # the MCP SDK, only where it is served
-
-        mcp = create_mcp(
-            api, host=host, port=port, request_cap=request_cap, display_cap=display_cap
-        )
-    app = create_app(
-        health, host=host, port=port, request_cap=request_cap, mcp=mcp, blueprints=blueprints
-    )
+        lazy = LazyMcp(partial(_build_mcp, api, host, port, request_cap, display_cap))
+        # The edge guard stays outermost; the dispatcher authenticates /mcp behind it.
+        assert isinstance(app, EdgeGuard)
+        app.app = McpDispatcher(web=app.app, mcp=lazy.app, api=api)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = hypercorn_config(sock)
-    async with AsyncExitStack() as stack:
-        if mcp is not None:
-            # Entered before serving and left after Hypercorn's graceful stop: in-flight MCP
-            # requests finish first, then the SDK's task group is cancelled.
-            await stack.enter_async_context(mcp.run())
+    async with trio.open_nursery() as outer:
+        if lazy is not None:
+            await outer.start(lazy.run)
         async with trio.open_nursery() as nursery:
             await nursery.start(partial(serve, app, config, shutdown_trigger=shutdown_trigger))  # type: ignore[arg-type]
             log.info("listening on %s", url)
             task_status.started(url)
+        # Hypercorn stopped gracefully (in-flight MCP requests finished): now the SDK's
+        # session manager may go.
+        outer.cancel_scope.cancel()
+
+
+def _build_mcp(
+    api: MessagingApi, host: str, port: int, request_cap: int, display_cap: int
+) -> McpEndpoint:
+    from pager.web.mcp import create_mcp  # the MCP SDK: imported on first use, in a thread
+
+    return create_mcp(api, host=host, port=port, request_cap=request_cap, display_cap=display_cap)
