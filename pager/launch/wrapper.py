@@ -176,9 +176,12 @@ async def _run_harness(command: list[str], env: dict[str, str], url: str, token:
                     with contextlib.suppress(ProcessLookupError):
                         process.send_signal(signum)
 
-            nursery.start_soon(forward)
-            with _ignoring(signal.SIGINT):  # the terminal delivers it to the harness itself
-                status = await process.wait()
+            # The forwarder must end before the signal receiver closes.
+            async with trio.open_nursery() as forwarding:
+                forwarding.start_soon(forward)
+                with _ignoring(signal.SIGINT):  # the terminal delivers it to the harness itself
+                    status = await process.wait()
+                forwarding.cancel_scope.cancel()
         nursery.cancel_scope.cancel()
     return 128 - status if status < 0 else status
 

@@ -177,3 +177,39 @@ async def test_wrapper_sigkill_leaves_mail_waiting(
     )
     assert status_code == 409  # still attached until its lease lapses
     assert answer["error"]["code"] == "alias_conflict"
+
+
+@pytest.mark.parametrize(("script", "status"), [("exit 0", 0), ("exit 3", 3)])
+async def test_shell_runs_any_program_with_pager_environment(
+    broker: Broker, tmp_path: Path, script: str, status: int
+) -> None:
+    """`pager shell -- PROGRAM` gives the program PAGER_* and exits with its status."""
+    out = tmp_path / "env.txt"
+    command = f'echo "$PAGER_ADDRESS $PAGER_AGENT_ID $PAGER_URL" > {out}; {script}'
+    done = await trio.to_thread.run_sync(
+        lambda: subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pager",
+                "shell",
+                "--session-name",
+                "job",
+                "--",
+                "sh",
+                "-c",
+                command,
+            ],
+            env=broker.home.env,
+            cwd=broker.workspace,
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_BOUND,
+            check=False,
+        )  # fmt: skip
+    )
+    assert done.returncode == status, done.stderr
+    address, agent_id, url = out.read_text().split()
+    assert address.startswith("job@")
+    assert agent_id.startswith("agt_")
+    assert url == broker.url

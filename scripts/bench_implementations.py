@@ -1,0 +1,149 @@
+"""Figures of the implementations issue (4), on real processes against a real broker.
+
+- `pager hook` with nothing waiting against a bare interpreter that imports json and
+  http.client (`.venv/bin/python -I -c 'import json, http.client'`), alternating: ratio <= 1.0x.
+- `pager hook` with 5 messages waiting (claim, print, ack) against the same baseline: <= 1.3x.
+- Wrapped launch overhead: `pager shell -- true` against `true`, broker running: <= 400 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+VENV_BIN = Path(sys.executable).parent
+PAGER = str(VENV_BIN / "pager")
+BARE = [str(VENV_BIN / "python"), "-I", "-c", "import json, http.client"]
+
+
+def progress(text: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{text:<60}", file=sys.stderr, end="", flush=True)
+
+
+def timed(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, input=stdin, capture_output=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:  # a failing command would measure the failure, not the work
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()}")
+    return elapsed
+
+
+def register(url: str, secret: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = httpx2.post(
+        f"{url}/v1/register", json=body, headers={"Authorization": f"Bearer {secret}"}
+    )
+    response.raise_for_status()
+    result: dict[str, Any] = response.json()
+    return result
+
+
+async def send_many(url: str, token: str, to: str, count: int) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http), cache=None) as client,
+    ):
+        for n in range(count):
+            await client.call_tool("send", {"to": to, "body": f"benchmark message {n}"})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15, help="runs per figure (default 15)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    runs = max(args.runs, 3)
+    with tempfile.TemporaryDirectory(prefix="pager-bench-impl-") as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PAGER_")}
+        env["PAGER_HOME"] = str(Path(tmp) / "home")
+        workspace = Path(tmp) / "repo"
+        workspace.mkdir()
+        started = subprocess.run(
+            [PAGER, "start", "--json"], env=env, capture_output=True, check=True
+        )
+        url = json.loads(started.stdout)["url"]
+        secret = (Path(env["PAGER_HOME"]) / "secret").read_text().strip()
+        try:
+            here = {"workspace": str(workspace)}
+            alice = register(
+                url, secret, {**here, "implementation": "shell", "session_name": "alice"}
+            )
+            bob = {
+                "implementation": "claude",
+                "session_name": "bob",
+                "conversation_key": "bench-bob",
+            }
+            register(url, secret, {**here, **bob})
+            payload = json.dumps({"session_id": "bench-bob", "hook_event_name": "UserPromptSubmit",
+                                  "cwd": str(workspace), "prompt": "hi"}).encode()  # fmt: skip
+            hook = [PAGER, "hook", "--implementation", "claude", "UserPromptSubmit"]
+            idle: list[float] = []
+            bare: list[float] = []
+            for run in range(runs * 2):
+                idle.append(timed(hook, env, payload))
+                bare.append(timed(BARE, env))
+                progress(f"hook, nothing waiting {run + 1}/{runs * 2}")
+            busy: list[float] = []
+            bare_busy: list[float] = []
+            for run in range(runs):
+                trio.run(send_many, url, alice["token"], "bob", 5)
+                busy.append(timed(hook, env, payload))
+                bare_busy.append(timed(BARE, env))
+                progress(f"hook, 5 waiting {run + 1}/{runs}")
+            true = shutil.which("true") or "/bin/true"
+            wrapped: list[float] = []
+            plain: list[float] = []
+            for run in range(runs):
+                wrapped.append(timed([PAGER, "shell", "--", true], {**env, "PWD": str(workspace)}))
+                plain.append(timed([true], env))
+                progress(f"wrapped launch {run + 1}/{runs}")
+        finally:
+            subprocess.run([PAGER, "exit"], env=env, capture_output=True, check=False)
+            progress("")
+    med = statistics.median
+    results = {
+        "hook_idle_ms": round(med(idle) * 1000, 1),
+        "bare_ms": round(med(bare) * 1000, 1),
+        "hook_idle_ratio": round(med(idle) / med(bare), 2),
+        "hook_5_waiting_ms": round(med(busy) * 1000, 1),
+        "hook_5_waiting_ratio": round(med(busy) / med(bare_busy), 2),
+        "wrapped_launch_overhead_ms": round((med(wrapped) - med(plain)) * 1000, 1),
+    }
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    rows = [
+        ("`pager hook`, nothing waiting / bare interpreter, medians",
+         f"{results['hook_idle_ms']} ms / {results['bare_ms']} ms = {results['hook_idle_ratio']}x",
+         "<= 1.0x"),
+        ("`pager hook`, 5 waiting (claim, print, ack) / bare, medians",
+         f"{results['hook_5_waiting_ms']} ms = {results['hook_5_waiting_ratio']}x", "<= 1.3x"),
+        ("wrapped launch overhead, `pager shell -- true` minus `true`, medians",
+         f"{results['wrapped_launch_overhead_ms']} ms", "<= 400 ms"),
+    ]  # fmt: skip
+    print(f"{runs} runs per figure")
+    print("| figure | result | target |")
+    print("|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
