@@ -41,6 +41,18 @@ def _records(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
+def _run(broker: Broker, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        env=broker.home.env,
+        cwd=broker.workspace,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_BOUND,
+        check=False,
+    )
+
+
 def _run_claude(broker: Broker, args: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pager", "claude", *args],
@@ -186,28 +198,8 @@ async def test_shell_runs_any_program_with_pager_environment(
     """`pager shell -- PROGRAM` gives the program PAGER_* and exits with its status."""
     out = tmp_path / "env.txt"
     command = f'echo "$PAGER_ADDRESS $PAGER_AGENT_ID $PAGER_URL" > {out}; {script}'
-    done = await trio.to_thread.run_sync(
-        lambda: subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pager",
-                "shell",
-                "--session-name",
-                "job",
-                "--",
-                "sh",
-                "-c",
-                command,
-            ],
-            env=broker.home.env,
-            cwd=broker.workspace,
-            capture_output=True,
-            text=True,
-            timeout=PROCESS_BOUND,
-            check=False,
-        )  # fmt: skip
-    )
+    argv = [sys.executable, "-m", "pager", "shell", "--session-name", "job", "--", "sh", "-c"]
+    done = await trio.to_thread.run_sync(_run, broker, [*argv, command])
     assert done.returncode == status, done.stderr
     address, agent_id, url = out.read_text().split()
     assert address.startswith("job@")
