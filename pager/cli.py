@@ -72,6 +72,30 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the implementations Pager knows (built-in, user manifests, entry "
         "points), where each manifest came from, and the manifests that could not be read.",
     ).add_argument("--json", action="store_true", help="print the listing as JSON")
+    mcp = commands.add_parser(
+        "mcp",
+        help="a stdio MCP server that registers this session and forwards to the broker",
+        description="A stdio MCP server for harnesses configured with a command: registers the "
+        "calling session and forwards Pager's tools to the broker. See docs/mcp-stdio.md.",
+    )
+    mcp.add_argument("--implementation", help="implementation id (env PAGER_IMPLEMENTATION; mcp)")
+    mcp.add_argument("--session-name", help="the alias to register (env PAGER_SESSION_NAME)")
+    mcp.add_argument("--conversation-key", help="rejoin key (env PAGER_CONVERSATION_KEY)")
+    mcp.add_argument("--conversation-key-env", metavar="VAR", help="read the key from env VAR")
+    mcp.add_argument("--workspace", help="workspace directory (env PAGER_WORKSPACE; the cwd)")
+    mcp.add_argument("--no-hold-lease", action="store_true", help="let an idle session lapse")
+    mcp.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    # Parsed by pager.install.cli (main dispatches there first); listed here for --help.
+    commands.add_parser(
+        "skill",
+        help="install the Pager skill: `pager skill install [args…]` (see `pager skill -h`)",
+        add_help=False,
+    )
+    commands.add_parser(
+        "plugin",
+        help="install a harness's plugin: `pager plugin install HARNESS` (see `pager plugin -h`)",
+        add_help=False,
+    )
     return parser
 
 
@@ -81,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pager.hook import main as hook_main
 
         return hook_main(arguments[1:])
+    if arguments[:1] in (["skill"], ["plugin"]):  # own parsers: skill passes unknown args on
+        from pager.install.cli import main as install_main
+
+        return install_main(arguments)
     parser = build_parser()
     first = arguments[0] if arguments else ""
     if first and not first.startswith("-") and first not in _subcommands(parser):
@@ -97,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "exit": cmd_exit,
         "restart": cmd_restart,
         "implementations": cmd_implementations,
+        "mcp": cmd_mcp,
     }
     if args.command is None:
         parser.print_help()
@@ -243,6 +272,12 @@ def cmd_restart(args: argparse.Namespace) -> int:
     if found.broker is not None:
         stop_broker(paths, found.broker)
     return cmd_start(args)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from pager.mcp_stdio import main as mcp_main  # the MCP SDK: only for this command
+
+    return mcp_main(args)
 
 
 def cmd_implementations(args: argparse.Namespace) -> int:

@@ -1,0 +1,120 @@
+"""OpenCode: one JavaScript plugin file, which OpenCode loads from its plugins directory.
+
+    ~/.config/opencode/plugins/pager.js   ($XDG_CONFIG_HOME/opencode/plugins when that is set)
+
+The plugin adds the MCP server `pager mcp` through OpenCode's `config` plugin hook (the user's
+opencode.json is never edited) and, when a session goes idle, runs `pager hook` for it and adds
+any waiting mail to the session with `noReply` (context, no turn). It does nothing in sessions
+started with `pager opencode` (`PAGER_TOKEN` set), which the wrapper wires itself.
+Unverified against a real OpenCode: see docs/skill-and-plugins.md.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pager.implementations.manifest import Manifest
+from pager.install.files import Planned
+from pager.install.plugin import PluginContext, PluginPlan
+
+EVENT = "session.idle"
+
+TEMPLATE = """\
+// Pager plugin for OpenCode, written by `pager plugin install opencode` (Pager @VERSION@).
+// `pager plugin install opencode --uninstall` removes it (a copy you changed is kept).
+//
+// In sessions started without `pager opencode` it
+//   1. adds the MCP server "pager" (the local command `pager mcp`) to the configuration,
+//      unless the configuration already has a server of that name, and
+//   2. when a session goes idle, runs `pager hook` for it and, if mail was waiting, adds the
+//      mail to that session with noReply: no turn starts; the model sees it on the next one.
+// Sessions started with `pager opencode` (PAGER_TOKEN is set) are wired by the wrapper: the
+// plugin does nothing there. Unverified against a real OpenCode: docs/skill-and-plugins.md.
+
+import { spawn } from "node:child_process";
+
+const PAGER = @PAGER@;
+const MCP_ARGS = @MCP_ARGS@;
+const HOOK_ARGS = @HOOK_ARGS@;
+
+function waitingMail(sessionID, cwd) {
+  return new Promise((resolve) => {
+    let out = "";
+    let child;
+    try {
+      child = spawn(PAGER[0], [...PAGER.slice(1), ...HOOK_ARGS], {
+        cwd,
+        stdio: ["pipe", "pipe", "ignore"],
+      });
+    } catch {
+      resolve("");
+      return;
+    }
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+    });
+    child.on("error", () => resolve(""));
+    child.on("close", () => resolve(out.trim()));
+    child.stdin.on("error", () => {});
+    child.stdin.end(JSON.stringify({ session_id: sessionID, cwd, hook_event_name: "@EVENT@" }));
+  });
+}
+
+export const PagerPlugin = async ({ client, directory }) => {
+  if (process.env.PAGER_TOKEN) return {};
+  return {
+    config: async (config) => {
+      config.mcp = config.mcp ?? {};
+      if (!config.mcp.pager) {
+        config.mcp.pager = { type: "local", command: [...PAGER, ...MCP_ARGS], enabled: true };
+      }
+    },
+    event: async ({ event }) => {
+      if (event.type !== "@EVENT@") return;
+      const sessionID = event.properties?.sessionID;
+      if (!sessionID) return;
+      const text = await waitingMail(sessionID, directory);
+      if (!text) return;
+      try {
+        await client.session.prompt({
+          path: { id: sessionID },
+          body: { noReply: true, parts: [{ type: "text", text }] },
+        });
+      } catch {
+        // `pager hook` acknowledged the mail once it printed it; it shows in `history`.
+      }
+    },
+  };
+};
+"""
+
+
+def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
+    path = context.config_home / "opencode" / "plugins" / "pager.js"
+    hook = [
+        "hook",
+        "--implementation",
+        manifest.id,
+        "--format",
+        "text",
+        "--max-chars",
+        str(manifest.hooks.max_chars),
+        EVENT,
+    ]
+    values = {
+        "@VERSION@": context.version,
+        "@PAGER@": json.dumps(list(context.pager)),
+        "@MCP_ARGS@": json.dumps(["mcp", "--implementation", manifest.id]),
+        "@HOOK_ARGS@": json.dumps(hook),
+        "@EVENT@": EVENT,
+    }
+    text = TEMPLATE
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return PluginPlan(
+        location=path,
+        files=(Planned(path, text.encode()),),
+        next_steps=("Restart OpenCode; it loads plugins from that directory at start.",),
+        uninstall_steps=("Restart OpenCode afterwards.",),
+        notes=("Unverified against a real OpenCode: see docs/skill-and-plugins.md.",),
+    )
