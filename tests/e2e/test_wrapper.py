@@ -205,3 +205,31 @@ async def test_shell_runs_any_program_with_pager_environment(
     assert address.startswith("job@")
     assert agent_id.startswith("agt_")
     assert url == broker.url
+
+
+async def test_user_manifest_is_listed_and_launched(broker: Broker, tmp_path: Path) -> None:
+    """A manifest dropped in the user's implementations folder appears in `pager
+    implementations` and `pager <id>` launches it with its templates filled in."""
+    config_home = tmp_path / "config"
+    folder = config_home / "pager" / "implementations"
+    folder.mkdir(parents=True)
+    out = tmp_path / "mytool.txt"
+    (folder / "mytool.toml").write_text(
+        'id = "mytool"\nname = "My tool"\nexecutable = "sh"\n'
+        "[launch]\n"
+        f'args = ["-c", "echo $MYTOOL_ADDRESS {{alias}} > {out}", "mytool"]\n'
+        'env = { MYTOOL_ADDRESS = "{address}" }\n'
+    )
+    broker.home.env["XDG_CONFIG_HOME"] = str(config_home)
+    listed = await trio.to_thread.run_sync(
+        _run, broker, [sys.executable, "-m", "pager", "implementations", "--json"]
+    )
+    [mine] = [i for i in json.loads(listed.stdout)["implementations"] if i["id"] == "mytool"]
+    assert str(folder / "mytool.toml") in json.dumps(mine)
+    launched = await trio.to_thread.run_sync(
+        _run, broker, [sys.executable, "-m", "pager", "mytool", "--session-name", "tool"]
+    )
+    assert launched.returncode == 0, launched.stderr
+    address, alias = out.read_text().split()
+    assert address.startswith("tool@")
+    assert alias == "tool"
