@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -233,6 +234,14 @@ class BrokerLink:
         self._changed = trio.Event()  # set (and replaced) whenever the session changes
         self._http = httpx2.AsyncClient(timeout=TIMEOUT)
         self._detached = False
+        # Inside `pager <implementation>` the wrapper already registered this session, holds
+        # its lease and detaches it: use that session rather than register a second one.
+        token, agent_id = os.environ.get("PAGER_TOKEN"), os.environ.get("PAGER_AGENT_ID")
+        self._adopted: dict[str, Any] | None = (
+            {"token": token, "agent_id": agent_id, "address": os.environ.get("PAGER_ADDRESS")}
+            if token and agent_id
+            else None
+        )
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -243,7 +252,7 @@ class BrokerLink:
                 self._nursery = nursery
                 task_status.started()
                 nursery.start_soon(self._start)
-                if self.options.hold_lease:
+                if self.options.hold_lease and self._adopted is None:
                     nursery.start_soon(self._hold_lease)
                 await trio.sleep_forever()
         finally:
@@ -264,6 +273,8 @@ class BrokerLink:
         session, url = self._session, self._url
         if self._detached or session is None or url is None or self._ended is not None:
             return
+        if self._adopted is not None and session.get("token") == self._adopted["token"]:
+            return  # the wrapper's session: the wrapper detaches it
         self._detached = True
         with trio.move_on_after(DETACH_TIMEOUT), contextlib.suppress(httpx2.HTTPError):
             await self._http.post(
@@ -448,6 +459,13 @@ class BrokerLink:
             raise ToolFailure.of(
                 "internal", f"`pager mcp` cannot read the local secret {exc.filename}: {exc}"
             ) from None
+        if not rejoin and self._adopted is not None:
+            self._session = dict(self._adopted)
+            self._retire()
+            self._changed.set()
+            self._changed = trio.Event()
+            log.info("using the session of the wrapped launch (%s)", self._adopted["address"])
+            return
         body = self.options.register_body()
         resume = self._session.get("resume_token") if rejoin and self._session else None
         if resume:

@@ -308,3 +308,21 @@ async def test_restarts_a_vanished_broker_and_retries(broker: Broker) -> None:
             again = await server.whoami()
             assert again["agent_id"] == me["agent_id"]
             assert broker.home.broker_pids(), "the server started a new broker"
+
+
+async def test_inside_a_wrapped_launch_uses_the_wrappers_session(broker: Broker) -> None:
+    """With the wrapper's PAGER_TOKEN in its environment, `pager mcp` registers nothing: it
+    acts as the wrapped session, and leaves that session attached when it exits."""
+    wrapped = await broker.register("wrapped")
+    env = {"PAGER_TOKEN": wrapped["token"], "PAGER_AGENT_ID": wrapped["agent_id"],
+           "PAGER_ADDRESS": wrapped["address"], "PAGER_URL": broker.url}  # fmt: skip
+    sessions = "SELECT COUNT(*) FROM sessions"
+    before = broker.db_rows(sessions)
+    with trio.fail_after(60):
+        async with stdio_server(broker, **env) as server:
+            me = await server.whoami()
+            assert me["agent_id"] == wrapped["agent_id"]
+    assert broker.db_rows(sessions) == before
+    assert broker.db_rows("SELECT state FROM sessions WHERE id = ?", wrapped["session_id"]) == [
+        ("attached",)
+    ]
