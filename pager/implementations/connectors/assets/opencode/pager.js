@@ -1,0 +1,175 @@
+// Pager plugin for OpenCode (1.x plugin API), loaded for one launch by `pager opencode`, which
+// names this file in OPENCODE_CONFIG_CONTENT ("plugin": ["file://…/pager.js"]) and puts the
+// session's PAGER_URL and PAGER_TOKEN in OpenCode's environment. Outside such a launch
+// (no PAGER_TOKEN) it does nothing.
+//
+// It delivers mail: while OpenCode has a session, it long-polls the broker's MCP tool `fetch`
+// and, when messages arrive, adds them to that session with client.session.prompt — without
+// `noReply` when the session is idle (this starts a turn: an idle session wakes up), with
+// `noReply: true` while it is busy (the model sees the mail at its next step) — and then
+// acknowledges them. The MCP tools themselves come from the "pager" remote MCP server of the
+// same configuration. Not tested against a real OpenCode: see docs/implementations/opencode.md.
+//
+// Only one export: OpenCode 1.x calls every exported function of a plugin module.
+
+const POLL_WAIT_S = 25; // the broker's long-poll bound is 60 s
+const RETRY_MAX_MS = 30_000;
+const PROMPT_GRACE_MS = 3_000; // how long a blocking prompt() may take to fail before we ack
+
+export const PagerPlugin = async ({ client }) => {
+  const base = process.env.PAGER_URL;
+  const token = process.env.PAGER_TOKEN;
+  if (!base || !token || !client?.session) return {};
+
+  const state = { session: null, busy: false, children: new Set(), stopped: false };
+  let nudge = () => {};
+  let requestId = 0;
+
+  async function callTool(name, args) {
+    const response = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: {
+        Authorization: `Bearer ${token}`,
+        "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream",
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: ++requestId,
+        method: "tools/call",
+        params: { name, arguments: args },
+      }),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`Pager answered HTTP ${response.status}`);
+    const message = parseRpc(text, response.headers.get("content-type") ?? "");
+    if (message.error) throw new Error(message.error.message ?? "MCP error");
+    return message.result ?? {};
+  }
+
+  async function deliver(result) {
+    const claims = result.structuredContent?.claims ?? [];
+    if (claims.length === 0) return;
+    const text = mailText(result, claims);
+    const body = { parts: [{ type: "text", text }] };
+    if (state.busy) body.noReply = true;
+    const args = { path: { id: state.session }, body };
+    if (typeof client.session.promptAsync === "function") {
+      await client.session.promptAsync(args);
+    } else {
+      // prompt() answers when the turn it starts has finished: wait only long enough to see
+      // it refused, so the acknowledgement is not held for a whole turn.
+      const sent = client.session.prompt(args);
+      sent.catch(() => {});
+      await Promise.race([sent, sleep(PROMPT_GRACE_MS)]);
+    }
+    await callTool("ack", { tokens: claims.map((claim) => claim.token) });
+  }
+
+  async function loop() {
+    let delay = 1000;
+    while (!state.stopped) {
+      if (!state.session) {
+        await new Promise((resolve) => {
+          nudge = resolve;
+        });
+        continue;
+      }
+      try {
+        const result = await callTool("fetch", { limit: 10, wait_s: POLL_WAIT_S });
+        if (result.isError) {
+          if (isFinal(result)) return; // the session was ended or its token is no longer valid
+          throw new Error("fetch refused");
+        }
+        if (state.session) await deliver(result);
+        delay = 1000;
+      } catch {
+        await sleep(delay);
+        delay = Math.min(delay * 2, RETRY_MAX_MS);
+      }
+    }
+  }
+
+  loop();
+
+  const isRoot = (id) => Boolean(id) && !state.children.has(id);
+  const select = (id) => {
+    state.session = id;
+    nudge();
+  };
+
+  return {
+    event: async ({ event }) => {
+      const props = event?.properties ?? {};
+      switch (event?.type) {
+        case "session.created":
+        case "session.updated": {
+          const info = props.info ?? {};
+          if (info.parentID) state.children.add(info.id);
+          else if (info.id && (event.type === "session.created" || !state.session)) select(info.id);
+          break;
+        }
+        case "session.status":
+          if (isRoot(props.sessionID)) {
+            if (props.sessionID !== state.session) select(props.sessionID);
+            state.busy = props.status?.type !== "idle";
+          }
+          break;
+        case "session.idle":
+          if (isRoot(props.sessionID)) {
+            if (props.sessionID !== state.session) select(props.sessionID);
+            state.busy = false;
+          }
+          break;
+        case "session.deleted":
+          if (props.info?.id === state.session) state.session = null;
+          break;
+        default:
+          break;
+      }
+    },
+  };
+};
+
+function parseRpc(text, contentType) {
+  if (contentType.includes("text/event-stream")) {
+    const data = text
+      .split("\n")
+      .filter((line) => line.startsWith("data:"))
+      .map((line) => line.slice(5).trim());
+    return JSON.parse(data[data.length - 1] ?? "{}");
+  }
+  return JSON.parse(text);
+}
+
+function mailText(result, claims) {
+  // The rendered fetch result is the broker's envelope text; drop its header and the claim
+  // tokens (this plugin acknowledges the messages itself).
+  const tokens = new Set(claims.map((claim) => `token: ${claim.token}`));
+  const rendered = (result.content ?? [])
+    .filter((item) => item.type === "text")
+    .map((item) => item.text)
+    .join("\n")
+    .split("\n")
+    .slice(1)
+    .filter((line) => !tokens.has(line))
+    .join("\n");
+  return (
+    `Pager delivered ${claims.length} message(s) from other agents (already acknowledged; ` +
+    "answer with the pager MCP tool `send` if a reply is needed).\n" +
+    rendered
+  );
+}
+
+function isFinal(result) {
+  try {
+    const error = JSON.parse(result.content?.[0]?.text ?? "{}");
+    return error.code === "ended" || error.code === "unauthenticated";
+  } catch {
+    return false;
+  }
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

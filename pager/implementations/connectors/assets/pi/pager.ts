@@ -1,0 +1,159 @@
+// Pager extension for Pi, loaded for one launch by `pager pi` (`pi -e PATH`), which puts the
+// session's PAGER_URL and PAGER_TOKEN in Pi's environment. Outside such a launch (no
+// PAGER_TOKEN) it does nothing.
+//
+// Pi has no MCP client, so this extension
+//   - registers Pager's tools (`pager_send`, `pager_fetch`, `pager_ack`, …): it lists them from
+//     the broker's MCP endpoint and forwards each call there over HTTP with the session token;
+//   - delivers mail: it long-polls the MCP tool `fetch` and hands what arrives to the session
+//     with pi.sendMessage(…, { deliverAs: "followUp", triggerTurn: true }), which starts a turn
+//     when the agent is idle (and queues after the current one otherwise), then acknowledges it.
+//
+// Not tested against a real Pi: see docs/implementations/pi.md. Written without type
+// annotations or imports, so it is plain JavaScript as well as TypeScript.
+
+const PREFIX = "pager_";
+const POLL_WAIT_S = 25; // the broker's long-poll bound is 60 s
+const RETRY_MAX_MS = 30_000;
+
+export default function pagerExtension(pi) {
+  const base = process.env.PAGER_URL;
+  const token = process.env.PAGER_TOKEN;
+  if (!base || !token) return;
+
+  let requestId = 0;
+  let poller = null;
+
+  async function rpc(method, params, signal) {
+    const response = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: {
+        Authorization: `Bearer ${token}`,
+        "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: ++requestId, method, params }),
+      signal,
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`Pager answered HTTP ${response.status}: ${text.slice(0, 200)}`);
+    const message = parseRpc(text, response.headers.get("content-type") ?? "");
+    if (message.error) throw new Error(message.error.message ?? "MCP error");
+    return message.result ?? {};
+  }
+
+  const callTool = (name, args, signal) => rpc("tools/call", { name, arguments: args }, signal);
+
+  async function registerTools() {
+    const listed = await rpc("tools/list", {});
+    for (const tool of listed.tools ?? []) {
+      pi.registerTool({
+        name: PREFIX + tool.name,
+        label: `Pager ${tool.name}`,
+        description: `${tool.description ?? ""} (Pager: messages between coding-agent sessions)`,
+        parameters: tool.inputSchema ?? { type: "object", properties: {} },
+        async execute(_toolCallId, params, signal) {
+          const result = await callTool(tool.name, params ?? {}, signal);
+          const text = textOf(result);
+          if (result.isError) throw new Error(text);
+          return { content: [{ type: "text", text }], details: result.structuredContent ?? {} };
+        },
+      });
+    }
+  }
+
+  async function poll(signal) {
+    let delay = 1000;
+    while (!signal.aborted) {
+      try {
+        const result = await callTool("fetch", { limit: 10, wait_s: POLL_WAIT_S }, signal);
+        if (result.isError) {
+          if (isFinal(result)) return; // the session was ended or its token is no longer valid
+          throw new Error("fetch refused");
+        }
+        const claims = result.structuredContent?.claims ?? [];
+        if (claims.length > 0) {
+          pi.sendMessage(
+            {
+              customType: "pager",
+              content: mailText(result, claims),
+              display: true,
+              details: { messages: claims.map((claim) => claim.message?.id) },
+            },
+            { deliverAs: "followUp", triggerTurn: true },
+          );
+          await callTool("ack", { tokens: claims.map((claim) => claim.token) }, signal);
+        }
+        delay = 1000;
+      } catch {
+        if (signal.aborted) return;
+        await sleep(delay);
+        delay = Math.min(delay * 2, RETRY_MAX_MS);
+      }
+    }
+  }
+
+  const tools = registerTools().catch(() => {
+    // The broker did not answer: the session runs without Pager's tools.
+  });
+
+  pi.on("session_start", async () => {
+    await tools;
+    if (poller) return;
+    const controller = new AbortController();
+    poller = controller;
+    poll(controller.signal);
+  });
+
+  pi.on("session_shutdown", async () => {
+    poller?.abort();
+    poller = null;
+  });
+}
+
+function parseRpc(text, contentType) {
+  if (contentType.includes("text/event-stream")) {
+    const data = text
+      .split("\n")
+      .filter((line) => line.startsWith("data:"))
+      .map((line) => line.slice(5).trim());
+    return JSON.parse(data[data.length - 1] ?? "{}");
+  }
+  return JSON.parse(text);
+}
+
+function textOf(result) {
+  return (result.content ?? [])
+    .filter((item) => item.type === "text")
+    .map((item) => item.text)
+    .join("\n");
+}
+
+function mailText(result, claims) {
+  // The rendered fetch result is the broker's envelope text; drop its header and the claim
+  // tokens (this extension acknowledges the messages itself).
+  const tokens = new Set(claims.map((claim) => `token: ${claim.token}`));
+  const rendered = textOf(result)
+    .split("\n")
+    .slice(1)
+    .filter((line) => !tokens.has(line))
+    .join("\n");
+  return (
+    `Pager delivered ${claims.length} message(s) from other agents (already acknowledged; ` +
+    `answer with ${PREFIX}send if a reply is needed).\n` +
+    rendered
+  );
+}
+
+function isFinal(result) {
+  try {
+    const error = JSON.parse(textOf(result) || "{}");
+    return error.code === "ended" || error.code === "unauthenticated";
+  } catch {
+    return false;
+  }
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

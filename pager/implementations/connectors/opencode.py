@@ -1,0 +1,72 @@
+"""OpenCode: the inline configuration `OPENCODE_CONFIG_CONTENT` (docs/implementations/opencode.md).
+
+`{config_content}` is the JSON OpenCode layers over its own configuration files for this launch:
+
+- `mcp.pager`: the broker's MCP endpoint as a remote server, its `Authorization` header read from
+  `PAGER_TOKEN` by OpenCode's `{env:…}` substitution (so the token is in no file and no argument),
+  and `oauth: false` (no OAuth discovery for a server that has a static credential);
+- `plugin`: Pager's plugin (a copy of `assets/opencode/pager.js` in the launch's private
+  directory, as a `file://` URL), which pushes mail into the session and wakes it when idle.
+
+Written for OpenCode 1.x's configuration and plugin API. A configuration already in the user's
+`OPENCODE_CONFIG_CONTENT` is kept: Pager's entries are added to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pager.implementations.manifest import Manifest
+from pager.launch.wrapper import LaunchContext
+
+PLUGIN_ASSET = ("assets", "opencode", "pager.js")
+SCHEMA = "https://opencode.ai/config.json"
+
+
+def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
+    plugin = _copy_asset(context.directory, "pager-opencode.js")
+    config = _existing_config(os.environ.get("OPENCODE_CONFIG_CONTENT"))
+    config.setdefault("$schema", SCHEMA)
+    servers = config.get("mcp")
+    if not isinstance(servers, dict):
+        servers = config["mcp"] = {}
+    servers["pager"] = {
+        "type": "remote",
+        "url": context.values["mcp_url"],
+        "headers": {"Authorization": "Bearer {env:PAGER_TOKEN}"},
+        "oauth": False,
+        "enabled": True,
+    }
+    plugins = config.get("plugin")
+    kept = [p for p in plugins if not _is_pagers(p)] if isinstance(plugins, list) else []
+    config["plugin"] = [*kept, Path(plugin).as_uri()]
+    return {"config_content": json.dumps(config, separators=(",", ":"))}
+
+
+def _existing_config(text: str | None) -> dict[str, Any]:
+    """The user's own inline configuration, if any and if it is a JSON object."""
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _is_pagers(entry: object) -> bool:
+    """A plugin entry of an enclosing `pager opencode` launch."""
+    return isinstance(entry, str) and entry.endswith("/pager-opencode.js")
+
+
+def _copy_asset(directory: str, name: str) -> str:
+    source = resources.files("pager.implementations.connectors").joinpath(*PLUGIN_ASSET)
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(source.read_bytes())
+    return path

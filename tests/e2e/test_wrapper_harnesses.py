@@ -1,0 +1,351 @@
+"""`pager codex|gemini|opencode|pi` with FAKE harnesses on PATH against a real broker.
+
+The fakes (tests/fakes/fake_harness_generic.py) record their argv, environment and the files
+they were pointed at, and act like the harness: call the MCP endpoint the way it would, run
+its configured hook, or run Pager's OpenCode plugin / Pi extension under Node with a fake host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.e2e.conftest import Broker, mcp_session, structured
+from tests.launch.conftest import PROCESS_BOUND, wait_for
+
+KINDS = ("codex", "gemini", "opencode", "pi")
+ROOT = Path(__file__).parents[2]
+ASSETS = ROOT / "pager" / "implementations" / "connectors" / "assets"
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="needs node on PATH")
+
+
+@pytest.fixture
+def fakes(tmp_path: Path, broker: Broker) -> Path:
+    """Puts FAKE `codex`, `gemini`, `opencode` and `pi` first on PATH; yields their log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for kind in KINDS:
+        shim = bin_dir / kind
+        shim.write_text(
+            f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m"
+            f' tests.fakes.fake_harness_generic {kind} "$@"\n'
+        )
+        shim.chmod(0o755)
+    log = tmp_path / "harness.log"
+    env = broker.home.env
+    env["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
+    env["FAKE_HARNESS_LOG"] = str(log)
+    # Hermetic: no administrator settings, inline OpenCode config or user manifests of this host.
+    env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = str(tmp_path / "no-system-settings.json")
+    env.pop("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", None)
+    env.pop("OPENCODE_CONFIG_CONTENT", None)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    return log
+
+
+def records(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def record(log: Path, key: str) -> Any:
+    found = [r[key] for r in records(log) if key in r]
+    assert found, f"the fake logged no {key!r}: {records(log)}"
+    return found[-1]
+
+
+def launch(
+    broker: Broker, kind: str, steps: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pager", kind, *args],
+        env={**broker.home.env, "FAKE_HARNESS_STEPS": steps, **(env or {})},
+        cwd=broker.workspace,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def finish(wrapper: subprocess.Popen[str]) -> tuple[int, str]:
+    try:
+        _, err = await trio.to_thread.run_sync(wrapper.communicate, None, PROCESS_BOUND)
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()
+    return wrapper.returncode, err
+
+
+async def send(broker: Broker, to: str, body: str) -> tuple[dict[str, Any], str]:
+    """Sends `body` from a new agent `alice`; returns alice's registration and the message id."""
+    alice = await broker.register("alice")
+    async with mcp_session(broker.url, alice["token"]) as a:
+        sent = structured(await a.call_tool("send", {"to": to, "body": body}))
+    return alice, str(sent["message_id"])
+
+
+async def state_of(broker: Broker, alice: dict[str, Any], message_id: str) -> str:
+    async with mcp_session(broker.url, alice["token"]) as a:
+        status = structured(await a.call_tool("message_status", {"message_id": message_id}))
+    return str(status["state"])
+
+
+# -- per-launch wiring, exit status, detach ---------------------------------------------------
+
+USER_ARGS = {
+    "codex": ("--model", "o4"),
+    "gemini": ("--model", "flash"),
+    "opencode": ("--model", "m"),
+    "pi": ("--model", "m"),
+}
+STATUS = {"codex": 3, "gemini": 0, "opencode": 5, "pi": 7}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_wrapped_launch_wires_the_harness_per_launch(
+    broker: Broker, fakes: Path, kind: str
+) -> None:
+    """`pager <kind> --session-name x -- ARGS` starts the fake with the manifest's per-launch
+    wiring (token only in the environment or a private 0600 file), the fake's MCP call
+    authenticates as `x`, the wrapper exits with the fake's status, and `x` is detached."""
+    wrapper = launch(broker, kind, f"mcp,exit:{STATUS[kind]}", "--session-name", "x", "--",
+                     *USER_ARGS[kind])  # fmt: skip
+    status, err = await finish(wrapper)
+    assert status == STATUS[kind], err
+    [start] = [r for r in records(fakes) if "argv" in r]
+    token = start["env"]["PAGER_TOKEN"]
+    assert token
+    assert not any(token in arg for arg in start["argv"]), "the token is on the command line"
+    assert start["env"]["PAGER_URL"] == broker.url
+    assert start["argv"][-2:] == list(USER_ARGS[kind])
+    assert Path(start["cwd"]) == broker.workspace
+    for path, file in start["files"].items():
+        assert file["exists"], f"{path} was missing while the harness ran"
+        assert file["mode"] == 0o600, f"{path} mode {file['mode']:o}"
+        assert not Path(path).exists(), f"{path} outlived the launch"  # noqa: ASYNC240
+    who = record(fakes, "mcp")
+    assert (who["alias"], who["implementation"]) == ("x", kind)
+    CHECKS[kind](start, broker)
+    again = await broker.register("x")  # detached: the name is free to rejoin
+    assert again["epoch"] == 2
+
+
+def check_codex(start: dict[str, Any], broker: Broker) -> None:
+    argv = start["argv"]
+    assert argv[:4] == [
+        "-c",
+        f'mcp_servers.pager.url="{broker.url}/mcp"',
+        "-c",
+        'mcp_servers.pager.bearer_token_env_var="PAGER_TOKEN"',
+    ]
+    assert start["files"] == {}
+
+
+def check_gemini(start: dict[str, Any], broker: Broker) -> None:
+    settings_path = start["env"]["GEMINI_CLI_SYSTEM_SETTINGS_PATH"]
+    settings = json.loads(start["files"][settings_path]["content"])
+    server = settings["mcpServers"]["pager"]
+    assert server["httpUrl"] == f"{broker.url}/mcp"
+    assert server["headers"] == {"Authorization": f"Bearer {start['env']['PAGER_TOKEN']}"}
+    assert "trust" not in server  # Pager never pre-approves its tools (SPEC §10)
+    for event in ("SessionStart", "BeforeAgent"):
+        [group] = settings["hooks"][event]
+        command = group["hooks"][0]["command"]
+        assert f"hook --implementation gemini --format gemini --max-chars 9000 {event}" in command
+    # A new session: the wrapper chose its id, so hooks can find it by the payload's session_id.
+    assert start["argv"][0] == "--session-id"
+    uuid.UUID(start["argv"][1])
+
+
+def check_opencode(start: dict[str, Any], broker: Broker) -> None:
+    config = json.loads(start["env"]["OPENCODE_CONFIG_CONTENT"])
+    assert config["mcp"]["pager"] == {
+        "type": "remote",
+        "url": f"{broker.url}/mcp",
+        "headers": {"Authorization": "Bearer {env:PAGER_TOKEN}"},
+        "oauth": False,
+        "enabled": True,
+    }
+    [plugin] = config["plugin"]
+    assert plugin.startswith("file:///")
+    [(path, file)] = start["files"].items()
+    assert plugin.endswith(path)
+    assert file["content"] == (ASSETS / "opencode" / "pager.js").read_text()
+
+
+def check_pi(start: dict[str, Any], broker: Broker) -> None:
+    assert start["argv"][0] == "-e"
+    path = start["argv"][1]
+    assert path.endswith(".ts")
+    assert start["files"][path]["content"] == (ASSETS / "pi" / "pager.ts").read_text()
+
+
+CHECKS = {"codex": check_codex, "gemini": check_gemini, "opencode": check_opencode, "pi": check_pi}
+
+
+# -- Gemini: hooks -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "event"),
+    [((), "BeforeAgent"), (("--resume", "0c8a6e2e-7c53-4a45-9a0b-5f1a1c5c2d11"), "SessionStart")],
+    ids=["new-session", "resumed-session"],
+)
+async def test_gemini_hook_injects_mail_as_additional_context(
+    broker: Broker, fakes: Path, tmp_path: Path, args: tuple[str, ...], event: str
+) -> None:
+    """The configured hook, run by the fake with a realistic payload and a stripped environment,
+    prints the waiting message as `hookSpecificOutput.additionalContext` JSON (and nothing else)
+    inside the envelope; the message is acknowledged after that."""
+    go = tmp_path / "go"
+    wrapper = launch(broker, "gemini", f"wait:{go},hook:{event},exit:0", "--session-name", "x",
+                     "--", *args)  # fmt: skip
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        alice, message_id = await send(broker, "x", "mail for gemini")
+        go.touch()
+    finally:
+        status, err = await finish(wrapper)
+    assert status == 0, err
+    hook = record(fakes, "hook")
+    assert hook["status"] == 0, hook["stderr"]
+    output = json.loads(hook["stdout"])  # stdout is JSON only, as Gemini CLI requires
+    assert output["hookSpecificOutput"]["hookEventName"] == event
+    context = output["hookSpecificOutput"]["additionalContext"]
+    assert "mail for gemini" in context
+    assert alice["address"] in context
+    assert await state_of(broker, alice, message_id) == "acknowledged"
+    [start] = [r for r in records(fakes) if "argv" in r]
+    if args:
+        assert "--session-id" not in start["argv"]  # resuming: the wrapper chooses nothing
+
+
+async def test_gemini_keeps_the_administrators_system_settings(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """The per-launch file replaces the system settings Gemini CLI would have read: the connector
+    starts from them (comments allowed) and copies the system defaults beside its file."""
+    admin = tmp_path / "etc-gemini"
+    admin.mkdir()
+    (admin / "settings.json").write_text(
+        '{\n  // set by the administrator\n  "ui": {"theme": "corp"},\n'
+        '  "mcpServers": {"corp": {"httpUrl": "https://corp.example/mcp"}},\n'
+        '  "hooks": {"BeforeAgent": [{"hooks": [{"type": "command", "command": "audit"}]}]}\n}\n'
+    )
+    (admin / "system-defaults.json").write_text('{"general": {"vimMode": true}}')
+    env = {"GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(admin / "settings.json")}
+    wrapper = launch(broker, "gemini", "exit:0", "--session-name", "x", env=env)
+    status, err = await finish(wrapper)
+    assert status == 0, err
+    [start] = [r for r in records(fakes) if "argv" in r]
+    ours = start["env"]["GEMINI_CLI_SYSTEM_SETTINGS_PATH"]
+    assert ours != str(admin / "settings.json")
+    settings = json.loads(start["files"][ours]["content"])
+    assert settings["ui"] == {"theme": "corp"}
+    assert set(settings["mcpServers"]) == {"corp", "pager"}
+    commands = [g["hooks"][0]["command"] for g in settings["hooks"]["BeforeAgent"]]
+    assert commands[0] == "audit"
+    assert "/pager hook --implementation gemini" in commands[1]
+    defaults = os.path.join(os.path.dirname(ours), "system-defaults.json")
+    assert start["files"][defaults]["content"] == '{"general": {"vimMode": true}}'
+    assert start["files"][defaults]["mode"] == 0o600
+
+
+# -- Codex: hooks through a `-c` override (not in the built-in manifest) ---------------------
+
+
+async def test_codex_hooks_override_parses_and_runs_pager_hook(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """A user manifest that adds `-c {config_content}` gives Codex Pager's hooks as one TOML
+    override; the hook runs and fails open (Codex's thread id is unknown to Pager)."""
+    builtin = (ROOT / "pager" / "implementations" / "builtin" / "codex.toml").read_text()
+    marker = '"-c", \'mcp_servers.pager.bearer_token_env_var="PAGER_TOKEN"\',\n'
+    assert marker in builtin
+    user_dir = tmp_path / "xdg" / "pager" / "implementations"  # the fixture's XDG_CONFIG_HOME
+    user_dir.mkdir(parents=True)
+    (user_dir / "codex.toml").write_text(
+        builtin.replace(marker, marker + '    "-c", "{config_content}",\n')
+    )
+    wrapper = launch(broker, "codex", "hook:UserPromptSubmit,exit:0", "--session-name", "x")
+    status, err = await finish(wrapper)
+    assert status == 0, err
+    [start] = [r for r in records(fakes) if "argv" in r]
+    assert start["argv"][4] == "-c"
+    assert start["argv"][5].startswith("hooks={SessionStart=[{hooks=[{type=")
+    hook = record(fakes, "hook")
+    assert hook["command"].endswith(" --format codex --max-chars 9000 UserPromptSubmit")
+    assert " hook --implementation codex " in hook["command"]
+    assert (hook["status"], hook["stdout"]) == (0, "")
+
+
+# -- OpenCode plugin and Pi extension, run under Node with a fake host -----------------------
+
+
+@needs_node
+async def test_opencode_plugin_wakes_the_idle_session_with_mail(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """Pager's OpenCode plugin (the file the launch names) long-polls the broker with the
+    session's token and prompts the idle root session with the mail (no `noReply`: a wake),
+    then acknowledges it."""
+    go = tmp_path / "go"
+    wrapper = launch(broker, "opencode", f"wait:{go},plugin,exit:0", "--session-name", "x")
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        alice, message_id = await send(broker, "x", "mail for opencode")
+        go.touch()
+    finally:
+        status, err = await finish(wrapper)
+    assert status == 0, err
+    plugin = record(fakes, "plugin")
+    assert "error" not in plugin, plugin
+    assert plugin["exported"] == [["PagerPlugin", "function"]]  # OpenCode calls every export
+    assert plugin["hooks"] == ["event"]
+    [prompt] = plugin["prompts"]
+    assert prompt["path"] == {"id": "ses_root"}  # the root session, not the child
+    assert "noReply" not in prompt["body"]
+    text = prompt["body"]["parts"][0]["text"]
+    assert "mail for opencode" in text
+    assert alice["address"] in text
+    assert "token:" not in text
+    assert await state_of(broker, alice, message_id) == "acknowledged"
+
+
+@needs_node
+async def test_pi_extension_registers_tools_and_delivers_mail(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """Pager's Pi extension (the file passed with `-e`) registers the broker's tools as
+    `pager_*` (calls go to the MCP endpoint as this session) and hands mail to the session with
+    `sendMessage(…, {deliverAs: "followUp", triggerTurn: true})`, then acknowledges it."""
+    go = tmp_path / "go"
+    wrapper = launch(broker, "pi", f"wait:{go},plugin,exit:0", "--session-name", "x")
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        alice, message_id = await send(broker, "x", "mail for pi")
+        go.touch()
+    finally:
+        status, err = await finish(wrapper)
+    assert status == 0, err
+    plugin = record(fakes, "plugin")
+    assert "error" not in plugin, plugin
+    assert {"pager_whoami", "pager_send", "pager_fetch", "pager_ack"} <= set(plugin["tools"])
+    assert plugin["schemas"]["pager_send"]["required"] == ["to", "body"]
+    assert plugin["whoami"]["details"]["alias"] == "x"
+    [sent] = plugin["sent"]
+    assert sent["options"] == {"deliverAs": "followUp", "triggerTurn": True}
+    assert sent["message"]["customType"] == "pager"
+    assert "mail for pi" in sent["message"]["content"]
+    assert alice["address"] in sent["message"]["content"]
+    assert await state_of(broker, alice, message_id) == "acknowledged"

@@ -1,0 +1,326 @@
+"""FAKE `codex`, `gemini`, `opencode` and `pi` for wrapper tests: `python -m
+tests.fakes.fake_harness_generic KIND [harness args…]` (the tests put a shim of each name on PATH).
+
+It records how it was launched — argv, the Pager-relevant environment, and every file the
+launch pointed it at (content and mode, read while it runs) — and then acts like the harness,
+step by step, as FAKE_HARNESS_STEPS says (comma-separated):
+
+- `mcp`: calls the MCP tool `whoami` the way the harness would, from its wiring: Codex from the
+  `-c mcp_servers.pager.*` overrides (token from the variable they name), Gemini from the
+  settings file's `mcpServers.pager`, OpenCode from `OPENCODE_CONFIG_CONTENT`'s `mcp.pager`
+  (with `{env:…}` substitution), Pi as Pager's extension does (`PAGER_URL`, `PAGER_TOKEN`);
+- `hook:EVENT`: runs the hook command configured for EVENT with a realistic payload (Gemini:
+  from the settings file, with the sanitized environment Gemini CLI's redaction leaves; Codex:
+  from the `-c hooks=…` override), recording its exit status and output;
+- `plugin`: runs Pager's OpenCode plugin or Pi extension under Node with a fake host (needs
+  `node`), and records what it did: tools registered, messages pushed into the session;
+- `wait:PATH`, `exit:N`, `signal:NAME` as in tests/fakes/fake_harness.py.
+
+Everything goes to FAKE_HARNESS_LOG as JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+ENV_KEYS = (
+    "OPENCODE_CONFIG_CONTENT",
+    "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+    "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+)
+
+
+def log(record: dict[str, Any]) -> None:
+    with open(os.environ["FAKE_HARNESS_LOG"], "a", encoding="utf-8") as file:
+        file.write(json.dumps(record) + "\n")
+
+
+def option(argv: list[str], name: str) -> str | None:
+    for index, arg in enumerate(argv):
+        if arg == name and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def file_record(path: str) -> dict[str, Any]:
+    try:
+        return {
+            "exists": True,
+            "mode": os.stat(path).st_mode & 0o777,
+            "content": Path(path).read_text(encoding="utf-8"),
+        }
+    except OSError:
+        return {"exists": False}
+
+
+# -- each harness's wiring ---------------------------------------------------------------------
+
+
+def codex_overrides(argv: list[str]) -> dict[str, Any]:
+    """The `-c key=value` overrides as one nested table; values parse as TOML, as in Codex."""
+    table: dict[str, Any] = {}
+    for index, arg in enumerate(argv):
+        if arg not in ("-c", "--config") or index + 1 >= len(argv):
+            continue
+        key, _, raw = argv[index + 1].partition("=")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        node = table
+        *parents, last = key.strip().split(".")
+        for part in parents:
+            node = node.setdefault(part.strip('"'), {})
+        node[last.strip('"')] = value
+    return table
+
+
+def opencode_config() -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(os.environ.get("OPENCODE_CONFIG_CONTENT") or "{}")
+    return config
+
+
+def gemini_settings() -> dict[str, Any]:
+    path = os.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH")
+    if not path:
+        return {}
+    settings: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return settings
+
+
+def pointed_files(kind: str, argv: list[str]) -> list[str]:
+    """The files this launch named for the harness to read."""
+    if kind == "gemini":
+        settings = os.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH")
+        if not settings:
+            return []
+        defaults = os.path.join(os.path.dirname(settings), "system-defaults.json")
+        return [settings, defaults] if os.path.exists(defaults) else [settings]
+    if kind == "opencode":
+        plugins = opencode_config().get("plugin", [])
+        return [url2pathname(urlparse(p).path) for p in plugins if p.startswith("file://")]
+    if kind == "pi":
+        extension = option(argv, "-e")
+        return [extension] if extension else []
+    return []
+
+
+def mcp_endpoint(kind: str, argv: list[str]) -> tuple[str, dict[str, str]]:
+    """The MCP URL and headers the harness would use."""
+    if kind == "codex":
+        server = codex_overrides(argv)["mcp_servers"]["pager"]
+        token = os.environ[server["bearer_token_env_var"]]
+        return server["url"], {"Authorization": f"Bearer {token}"}
+    if kind == "gemini":
+        server = gemini_settings()["mcpServers"]["pager"]
+        headers = {key: expand_dollar(value) for key, value in server["headers"].items()}
+        return server["httpUrl"], headers
+    if kind == "opencode":
+        server = opencode_config()["mcp"]["pager"]
+        assert server["type"] == "remote"
+        headers = {key: expand_braces(value) for key, value in server["headers"].items()}
+        return server["url"], headers
+    token = os.environ["PAGER_TOKEN"]
+    return os.environ["PAGER_URL"] + "/mcp", {"Authorization": f"Bearer {token}"}
+
+
+def expand_dollar(text: str) -> str:
+    """Gemini CLI's `$VAR` / `${VAR}` expansion in settings strings."""
+    return re.sub(
+        r"\$\{(\w+)\}|\$(\w+)", lambda m: os.environ.get(m.group(1) or m.group(2), ""), text
+    )
+
+
+def expand_braces(text: str) -> str:
+    """OpenCode's `{env:VAR}` substitution."""
+    return re.sub(r"\{env:(\w+)\}", lambda m: os.environ.get(m.group(1), ""), text)
+
+
+def call_tool(url: str, headers: dict[str, str], name: str, arguments: dict[str, Any]) -> Any:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name,
+            "arguments": arguments}}  # fmt: skip
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={
+            **headers,
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer = json.loads(response.read())
+    return answer["result"]["structuredContent"]
+
+
+# -- hooks -------------------------------------------------------------------------------------
+
+
+def hook_command(kind: str, argv: list[str], event: str) -> str:
+    if kind == "gemini":
+        groups = gemini_settings()["hooks"][event]
+    elif kind == "codex":
+        groups = codex_overrides(argv)["hooks"][event]
+    else:
+        raise AssertionError(f"{kind} has no hooks")
+    commands = [h["command"] for g in groups for h in g["hooks"] if "pager" in h["command"]]
+    return str(commands[-1])
+
+
+def run_hook(kind: str, argv: list[str], event: str, session: str) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": f"/tmp/fake-{kind}/{session}.json",
+        "cwd": os.getcwd(),
+        "hook_event_name": event,
+        "timestamp": datetime.now(UTC).isoformat(),
+    }
+    if event in ("BeforeAgent", "UserPromptSubmit"):
+        payload["prompt"] = "hello"
+    if event == "SessionStart":
+        payload["source"] = "startup"
+    env = dict(os.environ)
+    if kind == "gemini":
+        # Gemini CLI's strict environment redaction keeps little more than PATH and HOME.
+        env = {key: os.environ[key] for key in ("PATH", "HOME") if key in os.environ}
+        env |= {"GEMINI_SESSION_ID": session, "GEMINI_PROJECT_DIR": os.getcwd()}
+    command = hook_command(kind, argv, event)
+    done = subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    return {"event": event, "command": command, "status": done.returncode,
+            "stdout": done.stdout, "stderr": done.stderr, "session_id": session}  # fmt: skip
+
+
+# -- plugins under Node ------------------------------------------------------------------------
+
+OPENCODE_DRIVER = r"""
+const [plugin, timeoutMs] = [process.argv[2], Number(process.argv[3])];
+const prompts = [];
+const client = { session: { promptAsync: async (args) => { prompts.push(args); return {}; } } };
+const mod = await import(plugin);
+const exported = Object.entries(mod).map(([name, value]) => [name, typeof value]);
+const hooks = await mod.PagerPlugin({ client, directory: process.cwd() });
+await hooks.event({ event: { type: "session.created", properties: { info: { id: "ses_root" } } } });
+await hooks.event({ event: { type: "session.created",
+  properties: { info: { id: "ses_child", parentID: "ses_root" } } } });
+await hooks.event({ event: { type: "session.idle", properties: { sessionID: "ses_child" } } });
+await hooks.event({ event: { type: "session.idle", properties: { sessionID: "ses_root" } } });
+const deadline = Date.now() + timeoutMs;
+while (prompts.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+await new Promise((r) => setTimeout(r, 500)); // let the acknowledgement go out
+console.log(JSON.stringify({ exported, hooks: Object.keys(hooks), prompts }));
+process.exit(0);
+"""
+
+PI_DRIVER = r"""
+const [extension, timeoutMs] = [process.argv[2], Number(process.argv[3])];
+const tools = new Map();
+const handlers = {};
+const sent = [];
+const pi = {
+  registerTool: (tool) => tools.set(tool.name, tool),
+  on: (event, handler) => { handlers[event] = handler; },
+  sendMessage: (message, options) => sent.push({ message, options }),
+};
+const mod = await import(extension);
+mod.default(pi);
+const ctx = { cwd: process.cwd() };
+await handlers.session_start({ reason: "startup" }, ctx);
+const whoami = await tools.get("pager_whoami").execute("call-1", {}, undefined, undefined, ctx);
+const deadline = Date.now() + timeoutMs;
+while (sent.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+await new Promise((r) => setTimeout(r, 500)); // let the acknowledgement go out
+await handlers.session_shutdown({}, ctx);
+const schemas = Object.fromEntries([...tools].map(([name, tool]) => [name, tool.parameters]));
+console.log(JSON.stringify({ tools: [...tools.keys()], schemas, whoami, sent }));
+process.exit(0);
+"""
+
+
+def run_plugin(kind: str, argv: list[str]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as scratch:
+        # As an .mjs copy: Node runs it as an ES module (Bun and Pi's jiti need no hint), and
+        # the Pi extension as plain JavaScript (it has no type annotations).
+        module = os.path.join(scratch, "module.mjs")
+        Path(module).write_bytes(Path(pointed_files(kind, argv)[0]).read_bytes())
+        driver = OPENCODE_DRIVER if kind == "opencode" else PI_DRIVER
+        script = os.path.join(scratch, "driver.mjs")
+        Path(script).write_text(driver, encoding="utf-8")
+        done = subprocess.run(
+            ["node", script, Path(module).as_uri(), os.environ.get("FAKE_PLUGIN_WAIT_MS", "20000")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    if done.returncode != 0:
+        return {"error": done.stderr}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    kind, argv = sys.argv[1], sys.argv[2:]
+    log(
+        {
+            "kind": kind,
+            "argv": argv,
+            "cwd": os.getcwd(),
+            "env": {
+                key: value
+                for key, value in os.environ.items()
+                if key.startswith("PAGER_") or key in ENV_KEYS
+            },
+            "files": {path: file_record(path) for path in pointed_files(kind, argv)},
+        }
+    )
+    session = option(argv, "--session-id") or option(argv, "--resume") or "thread-unknown"
+    for step in filter(None, os.environ.get("FAKE_HARNESS_STEPS", "").split(",")):
+        name, _, arg = step.partition(":")
+        if name == "mcp":
+            url, headers = mcp_endpoint(kind, argv)
+            log({"mcp": call_tool(url, headers, "whoami", {})})
+        elif name == "hook":
+            log({"hook": run_hook(kind, argv, arg, session)})
+        elif name == "plugin":
+            log({"plugin": run_plugin(kind, argv)})
+        elif name == "wait":
+            while not os.path.exists(arg):
+                time.sleep(0.02)
+        elif name == "exit":
+            return int(arg)
+        elif name == "signal":
+            os.kill(os.getpid(), getattr(signal, arg))
+            time.sleep(5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
