@@ -5,7 +5,12 @@ the harness's hook payload on stdin, finds the session by its conversation key, 
 is waiting, prints it in the harness's output format inside the envelope, and acknowledges only
 after the write. It fails open: on any error it prints nothing, exits 0 and logs one line.
 
-    pager hook [--implementation ID] [--format claude|codex|gemini|text] [--max-chars N] [EVENT]
+    pager hook [--implementation ID] [--format claude|codex|gemini|text] [--max-chars N]
+               [--wait [--wait-max SECONDS]] [EVENT]
+
+`--wait` is for a harness's background "wake" hook (Claude Code's `asyncRewake`): it waits
+until mail arrives for the session, writes it to stderr and exits 2, which wakes an idle
+session; it exits 0 with nothing when `--wait-max` passes first.
 """
 
 from __future__ import annotations
@@ -15,6 +20,11 @@ import os
 import sys
 import time
 from typing import Any
+
+#: One long poll of `--wait` (the broker allows up to 60 s).
+WAIT_SLICE = 50.0
+#: Exit status that makes Claude Code wake the session and show stderr (asyncRewake).
+WAKE_STATUS = 2
 
 #: Hook payloads are small JSON objects; anything larger is not one.
 MAX_PAYLOAD = 1024 * 1024
@@ -29,7 +39,7 @@ class HookSkipped(Exception):
 def main(argv: list[str]) -> int:
     try:
         options = _parse(argv)
-        _run(options)
+        return _run(options)
     except HookSkipped as why:
         _log(f"skipped: {why}")
     except BaseException as exc:  # fail open, whatever happened
@@ -45,14 +55,19 @@ def _parse(argv: list[str]) -> dict[str, Any]:
         "format": None,
         "max_chars": 9000,
         "event": None,
+        "wait": False,
+        "wait_max": 3600.0,
     }
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.partition("=")
-        if name in ("--implementation", "--format", "--max-chars"):
+        if name in ("--implementation", "--format", "--max-chars", "--wait-max"):
             value = value if eq else next(args, "")
             key = name[2:].replace("-", "_")
-            options[key] = int(value) if key == "max_chars" else value
+            converters = {"max_chars": int, "wait_max": float}
+            options[key] = converters[key](value) if key in converters else value
+        elif arg == "--wait":
+            options["wait"] = True
         elif arg.startswith("-"):
             raise HookSkipped(f"unknown option {arg!r}")
         else:
@@ -63,7 +78,7 @@ def _parse(argv: list[str]) -> dict[str, Any]:
     return options
 
 
-def _run(options: dict[str, Any]) -> None:
+def _run(options: dict[str, Any]) -> int:
     raw = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
     if len(raw) > MAX_PAYLOAD:
         raise HookSkipped("payload larger than 1 MiB")
@@ -85,25 +100,35 @@ def _run(options: dict[str, Any]) -> None:
     secret = _read(os.path.join(home, "secret")).strip()
     host, _, port = str(broker["url"]).removeprefix("http://").rpartition(":")
     host = host.strip("[]")
-    status, answer = post_json(
-        host,
-        int(port),
-        "/v1/hook/claim",
-        {
-            "implementation": options["implementation"],
-            "conversation_key": key,
-            "max_chars": options["max_chars"],
-        },
-        token=secret,
-        timeout=TIMEOUT,
-    )
-    if status != 200 or not isinstance(answer, dict):
-        raise HookSkipped(f"broker answered {status}: {answer}")
-    text, tokens = answer.get("text") or "", answer.get("tokens") or []
-    if not text or not tokens:
-        return
-    sys.stdout.write(_format(options["format"], str(event), text))
-    sys.stdout.flush()  # written: only now may the messages count as received
+    claim = {
+        "implementation": options["implementation"],
+        "conversation_key": key,
+        "max_chars": options["max_chars"],
+    }
+    deadline = time.monotonic() + options["wait_max"]
+    while True:
+        wait_s = min(WAIT_SLICE, max(0.0, deadline - time.monotonic())) if options["wait"] else 0
+        status, answer = post_json(
+            host,
+            int(port),
+            "/v1/hook/claim",
+            {**claim, "wait_s": wait_s},
+            token=secret,
+            timeout=TIMEOUT + wait_s,
+        )
+        if status != 200 or not isinstance(answer, dict):
+            raise HookSkipped(f"broker answered {status}: {answer}")
+        text, tokens = answer.get("text") or "", answer.get("tokens") or []
+        if text and tokens:
+            break
+        if not options["wait"] or time.monotonic() >= deadline:
+            return 0
+    if options["wait"]:
+        sys.stderr.write(text + "\n")  # shown to the woken session
+        sys.stderr.flush()
+    else:
+        sys.stdout.write(_format(options["format"], str(event), text))
+        sys.stdout.flush()  # written: only now may the messages count as received
     post_json(
         host,
         int(port),
@@ -112,6 +137,7 @@ def _run(options: dict[str, Any]) -> None:
         token=secret,
         timeout=TIMEOUT,
     )
+    return WAKE_STATUS if options["wait"] else 0
 
 
 def _format(kind: str, event: str, text: str) -> str:

@@ -274,19 +274,21 @@ class BrokerService:
     # -- hooks -----------------------------------------------------------------------------
 
     async def hook_claim(
-        self, *, implementation: str, conversation_key: str, max_chars: int
+        self, *, implementation: str, conversation_key: str, max_chars: int, wait_s: float = 0.0
     ) -> JSON:
         """Claim waiting mail for the session of a conversation and render what fits in
         `max_chars` inside the envelope; claims that do not fit are handed back unclaimed."""
         if not 200 <= max_chars <= 1_000_000:
             raise PagerError(ErrorCode.VALIDATION_FAILED, "max_chars must be 200-1000000")
+        if not 0 <= wait_s <= MAX_WAIT_S:
+            raise PagerError(ErrorCode.VALIDATION_FAILED, f"wait_s must be 0-{MAX_WAIT_S:g}")
         agent_id = await self.checkpoint.read(
             lambda conn: ms.identity_of_conversation(conn, implementation, conversation_key)
         )
         if agent_id is None:
             return {"agent_id": None, "text": "", "tokens": []}
         claims: list[ClaimView] = await self._call_identity(
-            agent_id, Fetch(None, HOOK_BATCH, 0.0, via="hook")
+            agent_id, Fetch(None, HOOK_BATCH, wait_s, via="hook"), timeout=wait_s + 30.0
         )
         if not claims:
             return {"agent_id": agent_id, "text": "", "tokens": []}

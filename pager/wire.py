@@ -42,6 +42,7 @@ class HookClaimRequest:
     implementation: str
     conversation_key: str
     max_chars: int = 9000
+    wait_s: float = 0.0  # long poll: answer as soon as mail waits, or after this long
 
 
 @attrs.frozen
@@ -64,6 +65,12 @@ def _make_converter() -> cattrs.Converter:
 
         return hook
 
+    def number(value: object, _: type[Any]) -> float:
+        if type(value) not in (int, float):
+            raise TypeError(f"expected a number, got {type(value).__name__}")
+        return float(value)  # type: ignore[arg-type]
+
+    converter.register_structure_hook(float, number)
     for kind in (str, bool, int):
         converter.register_structure_hook(kind, strict(kind))
     for cls in (DeliveryRequest, RegisterRequest, HookClaimRequest, HookAckRequest):

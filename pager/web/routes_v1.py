@@ -90,6 +90,7 @@ def v1_blueprint(
             implementation=body.implementation,
             conversation_key=body.conversation_key,
             max_chars=body.max_chars,
+            wait_s=body.wait_s,
         )
         return Response(json.dumps(result), mimetype="application/json")
 

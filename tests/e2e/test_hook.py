@@ -115,3 +115,31 @@ async def test_hook_unknown_session_and_stopped_broker_fail_open(broker: Broker)
     stopped = await trio.to_thread.run_sync(_hook, broker, _payload("conv-bob"))
     assert (stopped.returncode, stopped.stdout) == (0, b"")
     assert "skipped" in (broker.home.root / "logs" / "hook.log").read_text()
+
+
+async def test_hook_wait_wakes_with_mail_on_stderr_and_exit_2(broker: Broker) -> None:
+    """`--wait` blocks until mail arrives, then writes it to stderr, acks, and exits 2 (the
+    asyncRewake signal); with nothing arriving it ends quietly at --wait-max."""
+    alice = await broker.register("alice")
+    await broker.register("bob", implementation="claude", conversation_key="conv-bob")
+    with trio.fail_after(60):
+        quiet = await trio.to_thread.run_sync(
+            _hook, broker, _payload("conv-bob", "Stop"), "--wait", "--wait-max", "0.5"
+        )
+        assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, b"", b"")
+        results: list[subprocess.CompletedProcess[bytes]] = []
+
+        args = ("--implementation", "claude", "--wait", "--wait-max", "30")
+
+        async def wait() -> None:
+            payload = _payload("conv-bob", "Stop")
+            results.append(await trio.to_thread.run_sync(_hook, broker, payload, *args))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            [message_id] = await _send(broker, alice["token"], "wake up, bob")
+        [woken] = results
+        assert woken.returncode == 2
+        assert woken.stdout == b""
+        assert b"wake up, bob" in woken.stderr
+        assert (await _status(broker, alice["token"], message_id))["state"] == "acknowledged"

@@ -10,6 +10,9 @@ from typing import Any
 from pager.implementations.manifest import Manifest
 from pager.launch.wrapper import LaunchContext
 
+#: Seconds a background wake hook waits for mail before it ends quietly.
+WAIT_MAX = 3600
+
 
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     values = context.values
@@ -27,12 +30,22 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
         f"{values['hook_command']} --format {manifest.hooks.output}"
         f" --max-chars {manifest.hooks.max_chars}"
     )
-    settings: dict[str, Any] = {
-        "hooks": {
-            event: [{"hooks": [{"type": "command", "command": f"{hook} {event}"}]}]
-            for event in manifest.hooks.events
-        }
+    hooks: dict[str, list[dict[str, Any]]] = {
+        event: [{"hooks": [{"type": "command", "command": f"{hook} {event}"}]}]
+        for event in manifest.hooks.events
     }
+    # Idle wake: a background hook waits for mail once a turn ends (and from the start);
+    # exiting 2 makes Claude Code wake the session with the hook's stderr (`asyncRewake`).
+    for event in ("SessionStart", "Stop"):
+        waiter = {
+            "type": "command",
+            "command": f"{hook} --wait --wait-max {WAIT_MAX} {event}",
+            "async": True,
+            "asyncRewake": True,
+            "timeout": WAIT_MAX + 60,
+        }
+        hooks.setdefault(event, []).append({"hooks": [waiter]})
+    settings: dict[str, Any] = {"hooks": hooks}
     return {
         "mcp_config_file": _write(context.directory, "mcp.json", mcp),
         "settings_file": _write(context.directory, "settings.json", settings),
