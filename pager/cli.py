@@ -176,6 +176,7 @@ def cmd_launch(implementation: str, argv: list[str]) -> int:
         resume_flags=manifest.resume.flags,
         continue_flags=manifest.resume.continue_flags + manifest.resume.picker_flags,
         choose_flag=manifest.resume.choose_flag,
+        resume_subcommand=manifest.resume.subcommand,
         prepare=lambda context: connector.prepare(manifest, context),
     )
     try:

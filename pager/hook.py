@@ -105,6 +105,8 @@ def _run(options: dict[str, Any]) -> int:
         "conversation_key": key,
         "max_chars": options["max_chars"],
     }
+    if os.environ.get("PAGER_TOKEN"):  # inside `pager <implementation>`: binds a new id
+        claim["session_token"] = os.environ["PAGER_TOKEN"]
     deadline = time.monotonic() + options["wait_max"]
     while True:
         wait_s = min(WAIT_SLICE, max(0.0, deadline - time.monotonic())) if options["wait"] else 0

@@ -274,7 +274,13 @@ class BrokerService:
     # -- hooks -----------------------------------------------------------------------------
 
     async def hook_claim(
-        self, *, implementation: str, conversation_key: str, max_chars: int, wait_s: float = 0.0
+        self,
+        *,
+        implementation: str,
+        conversation_key: str,
+        max_chars: int,
+        wait_s: float = 0.0,
+        session_token: str | None = None,
     ) -> JSON:
         """Claim waiting mail for the session of a conversation and render what fits in
         `max_chars` inside the envelope; claims that do not fit are handed back unclaimed."""
@@ -285,6 +291,14 @@ class BrokerService:
         agent_id = await self.checkpoint.read(
             lambda conn: ms.identity_of_conversation(conn, implementation, conversation_key)
         )
+        if agent_id is None and session_token is not None:
+            caller = await self.authenticate(session_token)
+            agent_id = caller.agent_id
+            await self.checkpoint.write(
+                lambda conn: ms.bind_conversation(
+                    conn, implementation, conversation_key, caller.agent_id
+                )
+            )
         if agent_id is None:
             return {"agent_id": None, "text": "", "tokens": []}
         claims: list[ClaimView] = await self._call_identity(

@@ -43,6 +43,9 @@ class HookClaimRequest:
     conversation_key: str
     max_chars: int = 9000
     wait_s: float = 0.0  # long poll: answer as soon as mail waits, or after this long
+    # The wrapper's session token from the hook's environment: binds a conversation the
+    # broker does not know yet (a harness whose ids the wrapper cannot choose) to its session.
+    session_token: str | None = None
 
 
 @attrs.frozen

@@ -47,6 +47,7 @@ class LaunchSpec:
     resume_flags: tuple[str, ...] = ()
     continue_flags: tuple[str, ...] = ()
     choose_flag: str | None = None
+    resume_subcommand: str | None = None
     prepare: Any = None  # Callable[[LaunchContext], dict[str, str]]: per-launch files
 
 
@@ -66,6 +67,7 @@ def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int
         resume_flags=spec.resume_flags,
         continue_flags=spec.continue_flags,
         choose_flag=spec.choose_flag,
+        subcommand=spec.resume_subcommand,
     )
     args = list(conversation.args)
     executable = spec.executable

@@ -67,10 +67,15 @@ def find_conversation(
     resume_flags: Sequence[str],
     continue_flags: Sequence[str],
     choose_flag: str | None,
+    subcommand: str | None = None,
 ) -> Conversation:
-    """The conversation the arguments resume (`--resume X` or `--resume=X`); else, when the
-    harness lets the wrapper choose the id, a fresh one passed with `choose_flag`, so that a
-    later resume of it always rejoins the same identity."""
+    """The conversation the arguments resume (`--resume X`, `--resume=X`, or a resume
+    subcommand such as `codex resume X`); else, when the harness lets the wrapper choose the
+    id, a fresh one passed with `choose_flag`, so that a later resume always rejoins."""
+    if subcommand is not None and list(args[:1]) == [subcommand]:
+        target = args[1] if len(args) > 1 else ""
+        known = target and not target.startswith("-")
+        return Conversation(target if known else None, tuple(args), chosen=False)
     for index, arg in enumerate(args):
         if arg == "--":
             break

@@ -91,6 +91,7 @@ def v1_blueprint(
             conversation_key=body.conversation_key,
             max_chars=body.max_chars,
             wait_s=body.wait_s,
+            session_token=body.session_token,
         )
         return Response(json.dumps(result), mimetype="application/json")
 

@@ -143,3 +143,23 @@ async def test_hook_wait_wakes_with_mail_on_stderr_and_exit_2(broker: Broker) ->
         assert woken.stdout == b""
         assert b"wake up, bob" in woken.stderr
         assert (await _status(broker, alice["token"], message_id))["state"] == "acknowledged"
+
+
+async def test_hook_binds_a_new_conversation_to_the_wrapped_session(broker: Broker) -> None:
+    """Inside a wrapped launch (PAGER_TOKEN set), a hook naming a conversation the broker does
+    not know binds it to that session, so a harness whose ids the wrapper cannot choose still
+    gets its mail."""
+    alice = await broker.register("alice")
+    bob = await broker.register("bob", implementation="codex")
+    await _send(broker, alice["token"], "for the codex thread")
+    broker.home.env["PAGER_TOKEN"] = bob["token"]
+    done = await trio.to_thread.run_sync(
+        _hook, broker, _payload("thread-abc"), "--implementation", "codex"
+    )
+    del broker.home.env["PAGER_TOKEN"]
+    assert done.returncode == 0
+    assert b"for the codex thread" in done.stdout
+    again = await trio.to_thread.run_sync(
+        _hook, broker, _payload("thread-abc"), "--implementation", "codex"
+    )
+    assert again.stdout == b""  # bound, and nothing more waits

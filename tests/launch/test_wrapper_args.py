@@ -81,3 +81,18 @@ def test_find_conversation_harness_without_selectors() -> None:
     """A harness with no resume selectors runs without a conversation key."""
     conversation = find_conversation(["x"], resume_flags=(), continue_flags=(), choose_flag=None)
     assert (conversation.key, conversation.args) == (None, ("x",))
+
+
+def test_find_conversation_resume_subcommand() -> None:
+    """`codex resume X` names X; `codex resume --last` names none; other commands are new."""
+
+    def codex(args: list[str]) -> Conversation:
+        return find_conversation(
+            args, resume_flags=(), continue_flags=("--last",), choose_flag=None,
+            subcommand="resume",
+        )  # fmt: skip
+
+    assert codex(["resume", "thread-1", "--model", "o"]).key == "thread-1"
+    assert codex(["resume", "--last"]).key is None
+    assert codex(["resume"]).key is None
+    assert codex(["exec", "resume"]).key is None
