@@ -183,8 +183,9 @@ class DirectoryActor(Actor[DirectoryMessage]):
             ref = await self._activate(agent_id)
             live = self.by_identity.get(agent_id)
             if live is not None:
-                delivery, kind = live.session.delivery, kinds.get(agent_id, "")
-                await ref.call(Attach(live.session.id, delivery, kind))
+                session = live.session
+                kind = kinds.get(agent_id, "")
+                await ref.call(Attach(session.id, session.delivery, kind, session.conversation_key))
         self._arm_lease_timer()
 
     # -- dispatch --------------------------------------------------------------------------
@@ -357,7 +358,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         for session, implementation in outcome.started:
             lease = session.lease_expires_at
             self._track(_Live(session, lease, lease))
-            attach = Attach(session.id, session.delivery, implementation)
+            attach = Attach(session.id, session.delivery, implementation, session.conversation_key)
             await self._tell(session.identity_id, attach)
         return outcome.registered
 

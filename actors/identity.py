@@ -7,6 +7,7 @@ actor rebuilds its timers from the store when it starts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -30,6 +31,8 @@ log = logging.getLogger("pager.identity")
 PUSH_BATCH = 20
 #: A push not answered by its provider within this long is treated as refused.
 PUSH_TIMEOUT = 10.0
+#: Wake helpers run at most this often per identity (a burst of mail is one wake).
+WAKE_EVERY = 2.0
 #: An identity with nothing pending stops after this long without messages.
 IDLE_AFTER = 300.0
 
@@ -68,6 +71,7 @@ class Attach:
     session_id: str
     delivery: Delivery | None
     implementation: str = ""
+    conversation_key: str | None = None
 
 
 @attrs.frozen
@@ -126,6 +130,16 @@ class Deliver:
     claims: tuple[ClaimView, ...]
 
 
+@attrs.frozen
+class WakeSession:
+    """Asks a provider to run its implementation's wake helper for an attached session."""
+
+    values: dict[str, str]  # placeholders: agent_id, session_id, conversation_key
+
+
+ProviderMessage = Deliver | WakeSession
+
+
 @attrs.define
 class IdentityDeps:
     """What every identity actor shares."""
@@ -134,14 +148,14 @@ class IdentityDeps:
     timers: TimerService
     clock: WallClock
     windows: Windows
-    providers: Callable[[str], Awaitable[ActorRef[Deliver] | None]]  # by implementation
+    providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]]  # by implementation
     on_passivate: Callable[[str], None]
 
 
 @attrs.define
 class _Poll:
     reply: Reply[Any]
-    session_id: str
+    session_id: str | None  # None: a hook waiting on the identity's behalf
     limit: int
     deadline: float  # trio time
 
@@ -160,6 +174,8 @@ class IdentityActor(Actor[IdentityMessage]):
         self.session_id: str | None = None
         self.delivery: Delivery | None = None
         self.implementation = ""
+        self.conversation_key: str | None = None
+        self.last_wake = -WAKE_EVERY  # trio time of the last wake helper request
         self.push_deadline: float | None = None  # trio time: an unanswered push counts as refused
         self.polls: list[_Poll] = []
         self.push_id = 0
@@ -198,9 +214,14 @@ class IdentityActor(Actor[IdentityMessage]):
                 _answer(reply, released)
                 await self._serve_polls()
                 await self._push()
-            case Attach(session_id=session_id, delivery=delivery, implementation=implementation):
+            case Attach(
+                session_id=session_id,
+                delivery=delivery,
+                implementation=implementation,
+                conversation_key=conversation_key,
+            ):
                 self.session_id, self.delivery = session_id, delivery
-                self.implementation = implementation
+                self.implementation, self.conversation_key = implementation, conversation_key
                 _answer(reply, None)
                 await self._push()
             case Detach(session_id=session_id):
@@ -311,10 +332,11 @@ class IdentityActor(Actor[IdentityMessage]):
             return
         _answer(reply, Sent(message, False, "queued" if self.session_id else "no_session"))
         await self._push()
+        await self._wake()
 
     async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
         claims = await self._write(self._claim_op(request.limit, request.session_id, request.via))
-        if claims or request.wait_s <= 0 or reply is None or request.session_id is None:
+        if claims or request.wait_s <= 0 or reply is None:
             _answer(reply, claims)
             return
         deadline = trio.current_time() + request.wait_s
@@ -328,7 +350,8 @@ class IdentityActor(Actor[IdentityMessage]):
             if poll.reply.caller_gone:
                 self.polls.pop(0)
                 continue
-            claims = await self._write(self._claim_op(poll.limit, poll.session_id, "fetch"))
+            via = "fetch" if poll.session_id is not None else "hook"
+            claims = await self._write(self._claim_op(poll.limit, poll.session_id, via))
             if not claims:
                 break
             self.polls.pop(0)
@@ -380,6 +403,26 @@ class IdentityActor(Actor[IdentityMessage]):
         except ActorError as exc:
             log.warning("provider unavailable for %s: %s", self.identity_id, exc)
             await self._pushed(Pushed(self.push_id, (), tuple(c.claim.token for c in claims)))
+
+    async def _wake(self) -> None:
+        """A session without a delivery address may still be told that mail waits, by its
+        implementation's wake helper (if it has one); at most once every WAKE_EVERY."""
+        if self.session_id is None or self.delivery is not None:
+            return
+        now = trio.current_time()
+        if now - self.last_wake < WAKE_EVERY:
+            return
+        provider = await self.deps.providers(self.implementation)
+        if provider is None:
+            return
+        self.last_wake = now
+        values = {
+            "agent_id": self.identity_id,
+            "session_id": self.session_id,
+            "conversation_key": self.conversation_key or "",
+        }
+        with contextlib.suppress(ActorError):
+            provider.try_cast(WakeSession(values))
 
     async def _pushed(self, outcome: Pushed) -> None:
         if outcome.push_id != self.push_id or not self.push_in_flight:

@@ -14,19 +14,20 @@ import trio
 from actors._runtime import ActorRef, start_actor
 from actors.checkpoint import Checkpoint
 from actors.directory import DirectoryActor, DirectoryDeps
-from actors.identity import Deliver, IdentityDeps
+from actors.identity import IdentityDeps, ProviderMessage
 from actors.provider import DeliveryProvider
 from actors.timers import TimerService
 from pager.config import Config
 from pager.domain.clock import WallClock
 from pager.domain.workspace import Workspace
+from pager.implementations.manifest import Wake
 from pager.service import BrokerService
 
 
 async def run_messaging(
     *,
     checkpoint: Callable[[], Checkpoint],
-    providers: Callable[[str], Awaitable[ActorRef[Deliver] | None]],
+    providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]],
     config: Config,
     clock: WallClock,
     resolve: Callable[[str], Awaitable[Workspace]] | None = None,
@@ -50,15 +51,27 @@ async def run_messaging(
         task_status.started(BrokerService(directory, store, config, clock, resolve=resolve))
 
 
+def _wake_of(implementation: str) -> Wake | None:
+    """The wake helper its manifest declares, if any (read when its provider first starts)."""
+    from pager.implementations import UnknownImplementation, discover
+
+    try:
+        return discover().get(implementation).manifest.wake
+    except UnknownImplementation:
+        return None
+
+
 def delivery_provider(implementation: str) -> Callable[..., Awaitable[None]]:
     """The start function of an implementation's provider: writes claims to `http`/`unix`
     delivery addresses (wake helpers per implementation come with their connectors)."""
 
+    wake = _wake_of(implementation)
+
     async def run(
-        *, task_status: trio.TaskStatus[ActorRef[Deliver]] = trio.TASK_STATUS_IGNORED
+        *, task_status: trio.TaskStatus[ActorRef[ProviderMessage]] = trio.TASK_STATUS_IGNORED
     ) -> None:
         async with trio.open_nursery() as nursery:
-            actor = DeliveryProvider(nursery)
+            actor = DeliveryProvider(nursery, wake=wake)
             ref = await start_actor(nursery, actor, name=f"provider:{implementation}")
             task_status.started(ref)
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors._runtime import Actor, ActorError, Reply
-from actors.identity import Deliver, Pushed
+from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
+from pager.implementations.manifest import Wake
 from pager.wire import message_json
 
 if TYPE_CHECKING:
@@ -67,12 +68,15 @@ def _http_error() -> type[Exception]:
     return httpx2.HTTPError
 
 
-class DeliveryProvider(Actor[Deliver]):
+class DeliveryProvider(Actor[ProviderMessage]):
     mailbox_size = 1024
 
-    def __init__(self, nursery: trio.Nursery, *, timeout: float = DELIVERY_TIMEOUT) -> None:
+    def __init__(
+        self, nursery: trio.Nursery, *, timeout: float = DELIVERY_TIMEOUT, wake: Wake | None = None
+    ) -> None:
         self._nursery = nursery
         self._timeout = timeout
+        self._wake = wake
         self._clients: dict[str | None, httpx2.AsyncClient] = {}
 
     def _client(self, uds: str | None) -> httpx2.AsyncClient:
@@ -85,10 +89,41 @@ class DeliveryProvider(Actor[Deliver]):
             self._clients[uds] = client
         return client
 
-    async def handle(self, message: Deliver, reply: Reply[Any] | None) -> None:
-        self._nursery.start_soon(self._post, message)
+    async def handle(self, message: ProviderMessage, reply: Reply[Any] | None) -> None:
+        match message:
+            case Deliver():
+                self._nursery.start_soon(self._post, message)
+            case WakeSession(values=values):
+                if self._wake is not None and self._wake.command:
+                    self._nursery.start_soon(self._run_wake, self._wake, values)
+            case _:
+                self.unhandled(message)
         if reply is not None:
             reply.send(None)
+
+    async def _run_wake(self, wake: Wake, values: dict[str, str]) -> None:
+        """The implementation's wake helper, as a subprocess with a timeout; failures are
+        logged, never raised (the mail keeps waiting for the next hook or fetch)."""
+        try:
+            command = [part.format_map(values) for part in wake.command]
+        except (KeyError, ValueError) as exc:
+            log.warning("wake helper %r: cannot fill %s", wake.command, exc)
+            return
+        try:
+            with trio.fail_after(wake.timeout):
+                done = await trio.run_process(
+                    command, capture_stdout=True, capture_stderr=True, check=False
+                )
+        except (OSError, trio.TooSlowError) as exc:
+            log.warning("wake helper %s failed: %r", command[0], exc)
+            return
+        if done.returncode != 0:
+            log.warning(
+                "wake helper %s exited %d: %s",
+                command[0],
+                done.returncode,
+                done.stderr.decode(errors="replace").strip()[-200:],
+            )
 
     async def _post(self, deliver: Deliver) -> None:
         tokens = [view.claim.token for view in deliver.claims]

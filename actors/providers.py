@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from actors._runtime import ActorRef
-from actors.identity import Deliver
+from actors.identity import ProviderMessage
 from supervisors import ChildSpec, Restart, Strategy, Supervisor, SupervisorGaveUp
 
 log = logging.getLogger("pager.providers")
@@ -49,7 +49,7 @@ class ProviderHub:
         self.disabled: dict[str, str] = {}  # implementation -> why
         self._lock = trio.Lock()
 
-    async def get(self, implementation: str) -> ActorRef[Deliver] | None:
+    async def get(self, implementation: str) -> ActorRef[ProviderMessage] | None:
         """The running provider of `implementation`, or None while it is disabled."""
         if implementation in self.disabled:
             return None

@@ -27,6 +27,7 @@ from pager.implementations.manifest import (
     Resume,
     Skill,
     Source,
+    Wake,
     freeze,
 )
 from pager.implementations.templates import EXECUTABLE_FROM_ARGS, TemplateError, placeholders
@@ -86,6 +87,7 @@ _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "hooks": ("events", "output", "max_chars"),
         "skill": ("dirs",),
         "plugin": ("supported",),
+        "wake": ("command", "timeout"),
     }
 )
 
@@ -147,6 +149,7 @@ class _Validator:
         hooks = self._hooks(sections["hooks"])
         skill = Skill(tuple(self.strings(sections["skill"], "skill", "dirs")))
         plugin = Plugin(self.boolean(sections["plugin"], "plugin", "supported", default=False))
+        wake = self._wake(sections["wake"])
         if self.errors:
             raise ManifestInvalid(self.errors)
         assert ident is not None
@@ -164,6 +167,7 @@ class _Validator:
             hooks=hooks,
             skill=skill,
             plugin=plugin,
+            wake=wake,
             extra=freeze(extra),
             warnings=tuple(self.warnings),
         )
@@ -317,6 +321,22 @@ class _Validator:
                 self.template(where, value)
                 env[name] = value
         return Launch(tuple(args), MappingProxyType(env))
+
+    def _wake(self, table: Mapping[str, Any]) -> Wake:
+        command = self.strings(table, "wake", "command")
+        for index, arg in enumerate(command):
+            self.template(f"wake.command[{index}]", arg)
+        timeout = table.get("timeout", 10.0)
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= 300
+        ):
+            self.fail(
+                "wake.timeout", f"expected seconds between 0 and 300, got {_type_name(timeout)}"
+            )
+            timeout = 10.0
+        return Wake(tuple(command), float(timeout))
 
     def _flags(self, table: Mapping[str, Any], key: str) -> list[str]:
         flags = self.strings(table, "resume", key)

@@ -197,6 +197,15 @@ class Plugin:
 
 
 @attrs.frozen
+class Wake:
+    """A helper command the provider runs (with a timeout) to tell an attached session that
+    mail waits, for harnesses with a queue/knock command. Empty: no wake helper."""
+
+    command: tuple[str, ...] = ()
+    timeout: float = 10.0
+
+
+@attrs.frozen
 class Manifest:
     """A validated manifest. `extra` holds every key Pager does not know, in place."""
 
@@ -211,6 +220,7 @@ class Manifest:
     hooks: Hooks = attrs.Factory(Hooks)
     skill: Skill = attrs.Factory(Skill)
     plugin: Plugin = attrs.Factory(Plugin)
+    wake: Wake = attrs.Factory(Wake)
     extra: Mapping[str, Any] = attrs.field(factory=_empty)
     #: Unknown keys that look like typos of known ones (kept in `extra` all the same).
     warnings: tuple[str, ...] = ()

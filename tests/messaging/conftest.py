@@ -15,7 +15,7 @@ import trio
 
 from actors._runtime import Actor, ActorRef, Reply, start_actor
 from actors.checkpoint import Checkpoint, CheckpointActor
-from actors.identity import Deliver, Pushed
+from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
 from actors.messaging import run_messaging
 from pager.config import Config, Windows
 from pager.domain.api import Caller
@@ -33,14 +33,18 @@ WINDOWS = Windows(
 )
 
 
-class FakeInbox(Actor[Deliver]):
-    """FAKE provider: records each push and answers with `self.answer(tokens)`."""
+class FakeInbox(Actor[ProviderMessage]):
+    """FAKE provider: records each push (answered with `self.answer(tokens)`) and wake."""
 
     def __init__(self) -> None:
         self.pushes: list[Deliver] = []
+        self.wakes: list[WakeSession] = []
         self.answer: Callable[[list[str]], tuple[list[str], list[str]]] = lambda t: (t, [])
 
-    async def handle(self, message: Deliver, reply: Reply[Any] | None) -> None:
+    async def handle(self, message: ProviderMessage, reply: Reply[Any] | None) -> None:
+        if isinstance(message, WakeSession):
+            self.wakes.append(message)
+            return
         self.pushes.append(message)
         tokens = [view.claim.token for view in message.claims]
         accepted, refused = self.answer(tokens)
@@ -82,10 +86,10 @@ async def open_harness(
         store = CheckpointActor(tmp_path / "pager.db", None, lambda: "now", inline=True)
         store_ref = await start_actor(nursery, store, name="store")
         inbox = FakeInbox()
-        inbox_ref: ActorRef[Deliver] = await start_actor(nursery, inbox, name="fake-inbox")
+        inbox_ref: ActorRef[ProviderMessage] = await start_actor(nursery, inbox, name="fake-inbox")
         checkpoint = Checkpoint(store_ref)
 
-        async def providers(implementation: str) -> ActorRef[Deliver] | None:
+        async def providers(implementation: str) -> ActorRef[ProviderMessage] | None:
             return inbox_ref
 
         service: BrokerService = await nursery.start(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import trio
-from trio.testing import MockClock
+from trio.testing import MockClock, wait_all_tasks_blocked
 
 from pager.domain.errors import ErrorCode, PagerError
 from tests.messaging.conftest import Harness, http_delivery
@@ -208,3 +208,22 @@ async def test_unknown_recipient_and_oversized_body(
         with pytest.raises(PagerError) as big:
             await harness.service.send(alice, to="alice", body="x" * (32 * 1024 + 1))
         assert big.value.code is ErrorCode.OVERSIZED_CONTENT
+
+
+async def test_attached_session_without_address_gets_a_debounced_wake(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """New mail for an attached session with no delivery address asks its provider to run
+    the wake helper, at most once per WAKE_EVERY for a burst."""
+    with trio.fail_after(60):
+        _, alice = await harness.register("alice")
+        await harness.register("bob", conversation_key="conv-b")
+        for n in range(3):
+            await harness.service.send(alice, to="bob", body=f"burst {n}")
+        await wait_all_tasks_blocked()  # the wake is asked for after the send is answered
+        [wake] = harness.inbox.wakes
+        assert wake.values["conversation_key"] == "conv-b"
+        await trio.sleep(3)
+        await harness.service.send(alice, to="bob", body="later")
+        await wait_all_tasks_blocked()
+        assert len(harness.inbox.wakes) == 2

@@ -14,7 +14,7 @@ from trio.testing import MockClock
 
 from actors._runtime import Actor, Reply, run_actor, start_actor
 from actors.checkpoint import Checkpoint, CheckpointActor
-from actors.identity import Deliver
+from actors.identity import ProviderMessage
 from actors.messaging import run_messaging
 from actors.providers import ProviderHub
 from pager.config import Config
@@ -24,10 +24,10 @@ from supervisors import Supervisor
 from tests.messaging.conftest import WINDOWS, FakeInbox, Harness, _resolve_inline, http_delivery
 
 
-class CrashingProvider(Actor[Deliver]):
+class CrashingProvider(Actor[ProviderMessage]):
     """FAKE provider that raises on every wake."""
 
-    async def handle(self, message: Deliver, reply: Reply[Any] | None) -> None:
+    async def handle(self, message: ProviderMessage, reply: Reply[Any] | None) -> None:
         raise RuntimeError("provider exploded")
 
 
@@ -40,7 +40,7 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
     inbox = FakeInbox()
 
     def factory(implementation: str) -> Callable[..., Awaitable[None]]:
-        actor_class: Callable[[], Actor[Deliver]] = (
+        actor_class: Callable[[], Actor[ProviderMessage]] = (
             CrashingProvider if implementation == "crashy" else (lambda: inbox)
         )
 
