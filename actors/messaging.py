@@ -65,11 +65,10 @@ def delivery_provider(implementation: str) -> Callable[..., Awaitable[None]]:
     """The start function of an implementation's provider: writes claims to `http`/`unix`
     delivery addresses (wake helpers per implementation come with their connectors)."""
 
-    wake = _wake_of(implementation)
-
     async def run(
         *, task_status: trio.TaskStatus[ActorRef[ProviderMessage]] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        wake = await trio.to_thread.run_sync(_wake_of, implementation)  # reads manifest files
         async with trio.open_nursery() as nursery:
             actor = DeliveryProvider(nursery, wake=wake)
             ref = await start_actor(nursery, actor, name=f"provider:{implementation}")
