@@ -210,10 +210,12 @@ async def _hold_lease(url: str, token: str) -> None:
             stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
             async with stream:
                 await stream.send_all(request)
+                seen = b""  # the tail of what arrived: an event may span two reads
                 while data := await stream.receive_some(65536):
                     delay = 0.5
-                    if b"event: ended" in data:
-                        _notice(data)
+                    seen = seen[-4096:] + data
+                    if b"event: ended" in seen and b"\n\n" in seen.split(b"event: ended", 1)[1]:
+                        _notice(seen.split(b"event: ended", 1)[1])
                         return
         except OSError:
             pass

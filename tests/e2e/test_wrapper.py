@@ -233,3 +233,25 @@ async def test_user_manifest_is_listed_and_launched(broker: Broker, tmp_path: Pa
     address, alias = out.read_text().split()
     assert address.startswith("tool@")
     assert alias == "tool"
+
+
+async def test_wrapper_says_when_its_session_is_taken_over(
+    broker: Broker, fake_claude: Path, tmp_path: Path
+) -> None:
+    """A forced takeover of the name reaches the wrapper through its event stream: it tells
+    the user on stderr, and the harness keeps running."""
+    go = tmp_path / "go"
+    wrapper = _launch(broker, f"whoami,wait:{go},exit:0", "--session-name", "api")
+    try:
+        wait_for(lambda: any("whoami" in r for r in _records(fake_claude)), "the fake's whoami")
+        await broker.register("api", force=True)
+        assert wrapper.stderr is not None
+        with trio.fail_after(PROCESS_BOUND):
+            notice = await trio.to_thread.run_sync(wrapper.stderr.readline)
+        assert "this session was ended" in notice
+        go.touch()  # the harness was still running all along
+        await trio.to_thread.run_sync(wrapper.communicate, None, PROCESS_BOUND)
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()
+    assert wrapper.returncode == 0
