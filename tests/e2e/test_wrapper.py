@@ -247,7 +247,7 @@ async def test_wrapper_says_when_its_session_is_taken_over(
         await broker.register("api", force=True)
         assert wrapper.stderr is not None
         with trio.fail_after(PROCESS_BOUND):
-            notice = await trio.to_thread.run_sync(wrapper.stderr.readline)
+            notice = await trio.to_thread.run_sync(wrapper.stderr.readline, abandon_on_cancel=True)
         assert "this session was ended" in notice
         go.touch()  # the harness was still running all along
         await trio.to_thread.run_sync(wrapper.communicate, None, PROCESS_BOUND)
