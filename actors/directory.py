@@ -19,38 +19,27 @@ import trio
 from actors._runtime import Actor, ActorError, ActorRef, Reply, run_actor
 from actors.checkpoint import Checkpoint
 from actors.identity import Attach, Detach, IdentityActor, IdentityDeps, IdentityMessage
+from actors.registration import (
+    RegisterCommand,
+    Registered,
+    RegisterPlan,
+    claim_alias,
+    identity_of,
+    not_attached,
+    unknown_token,
+)
 from actors.timers import TimerService
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.api import Caller
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.names import alias_key, format_address, generate_handle, validate_alias
-from pager.domain.records import Delivery, Identity, Session, SessionState
+from pager.domain.names import alias_key, format_address, validate_alias
+from pager.domain.records import Session, SessionState
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 
 log = logging.getLogger("pager.directory")
-
-
-@attrs.frozen
-class RegisterCommand:
-    workspace: Workspace
-    implementation: str
-    session_name: str | None
-    conversation_key: str | None
-    delivery: Delivery | None
-    force: bool
-    resume_token: str | None = None
-
-
-@attrs.frozen
-class Registered:
-    identity: Identity
-    slug: str
-    session: Session
-    token: str
-    resume_token: str
 
 
 @attrs.frozen
@@ -111,6 +100,39 @@ class ActiveIds:
     """Which identities have a running actor now (diagnostics)."""
 
 
+@attrs.frozen
+class SweepIdentities:
+    """The sweeper's turn: archive and reap every detached identity a window has passed.
+
+    Decided here, in one transaction, because only the directory knows which identities are
+    attached (those are never touched by a window). Answers `SweepOutcome`."""
+
+    limit: int = 500
+
+
+@attrs.frozen
+class SweepOutcome:
+    applied: list[ms.Applied]
+    next_due: float | None  # wall clock: the next window that ends, if any
+    more: bool  # the batch limit was reached; sweep again at once
+
+
+@attrs.frozen
+class ArchiveIdentity:
+    """Archive now (operator action): its sessions end (`ended`, "archived"), mail waits."""
+
+    agent_id: str
+    reason: str
+
+
+@attrs.frozen
+class ReapIdentity:
+    """Reap now (operator purge): sessions end, unsettled mail is dead-lettered, it is gone."""
+
+    agent_id: str
+    reason: str
+
+
 DirectoryMessage = (
     RegisterCommand
     | Authenticate
@@ -124,6 +146,9 @@ DirectoryMessage = (
     | Passivated
     | AttachedIds
     | ActiveIds
+    | SweepIdentities
+    | ArchiveIdentity
+    | ReapIdentity
 )
 
 
@@ -213,7 +238,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
                     await self._end(live, SessionState.DETACHED, "detached")
                 return None
             case IdentityRefFor(agent_id=agent_id):
-                return await self._activate(agent_id)
+                return await self._activate_existing(agent_id)
             case Rename():
                 return await self._rename(message)
             case Move():
@@ -244,8 +269,64 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 if ref is not None and not ref.alive:
                     del self.actors[agent_id]
                 return None
+            case SweepIdentities(limit=limit):
+                return await self._sweep(limit)
+            case ArchiveIdentity(agent_id=agent_id, reason=reason):
+                return await self._retire(agent_id, ms.Action.ARCHIVE, reason)
+            case ReapIdentity(agent_id=agent_id, reason=reason):
+                return await self._retire(agent_id, ms.Action.REAP, reason)
             case _:
                 self.unhandled(message)
+
+    # -- retention (SPEC §9) ---------------------------------------------------------------
+
+    async def _sweep(self, limit: int) -> SweepOutcome:
+        now = self.deps.clock.now()
+        windows = self.deps.windows
+        attached = frozenset(self.by_identity)
+
+        def op(conn: sqlite3.Connection) -> tuple[list[ms.Applied], float | None, bool]:
+            plan = ms.plan_sweep(conn, now, windows, attached, limit=limit)
+            return ms.apply_plan(conn, plan, now), plan.next_due, plan.more
+
+        applied, next_due, more = await self.deps.checkpoint.write(op)
+        for done in applied:
+            log.info("identity %s: %s (%s)", done.agent_id, done.action.value, done.reason)
+            if done.action is ms.Action.REAP:
+                self._forget(done.agent_id)
+        return SweepOutcome(applied, next_due, more)
+
+    async def _retire(self, agent_id: str, action: ms.Action, reason: str) -> ms.Applied:
+        """Archive or reap one identity now, attached or not; its live session ends first."""
+        now = self.deps.clock.now()
+
+        def op(conn: sqlite3.Connection) -> ms.Applied | None:
+            if action is ms.Action.ARCHIVE:
+                return ms.archive_identity(conn, agent_id, now=now, at=now, reason=reason)
+            return ms.reap_identity(conn, agent_id, now=now, reason=reason)
+
+        done = await self.deps.checkpoint.write(op)
+        if done is None:
+            raise PagerError(
+                ErrorCode.NOT_FOUND,
+                f"no identity {agent_id!r} to {action.value} (or it already is)",
+            )
+        live = self.by_identity.get(agent_id)
+        if live is not None:  # the commit already ended it in the store
+            self._untrack(live)
+            ref = self.actors.get(agent_id)
+            if ref is not None and ref.alive:  # answers its session's long polls
+                with contextlib.suppress(ActorError):
+                    await ref.call(Detach(live.session.id))
+        if action is ms.Action.REAP:
+            self._forget(agent_id)
+        return done
+
+    def _forget(self, agent_id: str) -> None:
+        """A reaped identity's actor stops; callers holding its ref retry and find it gone."""
+        ref = self.actors.pop(agent_id, None)
+        if ref is not None:
+            ref.stop()
 
     # -- identity actors -------------------------------------------------------------------
 
@@ -259,6 +340,16 @@ class DirectoryActor(Actor[DirectoryMessage]):
         )
         self.actors[agent_id] = started
         return started
+
+    async def _activate_existing(self, agent_id: str) -> ActorRef[IdentityMessage]:
+        """`_activate` for callers from outside: a reaped identity is not brought back."""
+        ref = self.actors.get(agent_id)
+        if ref is not None and ref.alive:
+            return ref
+        exists = await self.deps.checkpoint.read(lambda c: ms.get_identity(c, agent_id))
+        if exists is None:
+            raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
+        return await self._activate(agent_id)
 
     def _passivated(self, agent_id: str) -> None:
         with contextlib.suppress(ActorError):  # the directory is stopping too
@@ -287,7 +378,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
 
     async def _authenticate(self, token: str) -> Caller:
         if not ids.looks_like(ids.Kind.SESSION_TOKEN, token):
-            raise _unknown_token()
+            raise unknown_token()
         token_hash = ids.hash_token(token)
         live = self.by_token.get(token_hash)
         now = self.deps.clock.now()
@@ -296,7 +387,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
             live = None
         if live is None:
             session = await self.deps.checkpoint.read(lambda c: ms.session_by_token(c, token_hash))
-            raise _not_attached(session)
+            raise not_attached(session)
         ttl = self.deps.windows.lease_ttl
         live.lease_deadline = now + ttl
         if live.lease_deadline - live.persisted_lease > ttl / 2:
@@ -348,7 +439,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         attached = {agent_id: live.session for agent_id, live in self.by_identity.items()}
         token = ids.new_token(ids.Kind.SESSION_TOKEN)
         resume = ids.new_token(ids.Kind.RESUME_TOKEN)
-        plan = _RegisterPlan(command, attached, now, self.deps.windows.lease_ttl, token, resume)
+        plan = RegisterPlan(command, attached, now, self.deps.windows.lease_ttl, token, resume)
         outcome = await self.deps.checkpoint.write(plan.apply)
         for ended in outcome.ended:
             live = self.by_session.get(ended.id)
@@ -370,8 +461,8 @@ class DirectoryActor(Actor[DirectoryMessage]):
         attached = set(self.by_identity)
 
         def op(conn: sqlite3.Connection) -> dict[str, str]:
-            me = _identity(conn, agent_id)
-            _claim_alias(conn, me.workspace_key, alias, me.id, attached, force=command.force)
+            me = identity_of(conn, agent_id)
+            claim_alias(conn, me.workspace_key, alias, me.id, attached, force=command.force)
             ms.set_alias(conn, me.id, me.workspace_key, alias, alias_key(alias), durable=True)
             slug = ms.workspace_slug(conn, me.workspace_key)
             return {"agent_id": me.id, "alias": alias, "address": format_address(alias, slug)}
@@ -384,10 +475,10 @@ class DirectoryActor(Actor[DirectoryMessage]):
         now = self.deps.clock.now()
 
         def op(conn: sqlite3.Connection) -> dict[str, str]:
-            me = _identity(conn, agent_id)
+            me = identity_of(conn, agent_id)
             ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
             if me.workspace_key != workspace.key:
-                _claim_alias(conn, workspace.key, me.alias, me.id, attached, force=False)
+                claim_alias(conn, workspace.key, me.alias, me.id, attached, force=False)
                 ms.set_alias(
                     conn, me.id, workspace.key, me.alias, alias_key(me.alias), durable=me.durable
                 )
@@ -410,239 +501,3 @@ async def _run_identity(
         await run_actor(actor, name=f"identity:{actor.identity_id}", task_status=task_status)
     except Exception:
         log.exception("identity actor %s crashed; it restarts on next use", actor.identity_id)
-
-
-# -- the rules of SPEC §7, as one transaction ----------------------------------------------
-
-
-def _unknown_token() -> PagerError:
-    return PagerError(
-        ErrorCode.UNAUTHENTICATED,
-        "unknown session token; register with POST /v1/register to get one",
-    )
-
-
-def _not_attached(session: Session | None) -> PagerError:
-    if session is None:
-        return _unknown_token()
-    if session.state is SessionState.EXPIRED:
-        return PagerError(
-            ErrorCode.EXPIRED,
-            "this session's lease lapsed; register again (with your conversation key to rejoin)",
-            session_id=session.id,
-        )
-    return PagerError(
-        ErrorCode.ENDED,
-        f"this session has ended ({session.end_reason or session.state.value}); do not retry",
-        session_id=session.id,
-        reason=session.end_reason or session.state.value,
-    )
-
-
-def _identity(conn: sqlite3.Connection, agent_id: str) -> Identity:
-    identity = ms.get_identity(conn, agent_id)
-    if identity is None:
-        raise PagerError(ErrorCode.ENDED, "this identity no longer exists; register again")
-    return identity
-
-
-def _holder_details(conn: sqlite3.Connection, identity: Identity) -> dict[str, Any]:
-    slug = ms.workspace_slug(conn, identity.workspace_key)
-    return {
-        "holder": {
-            "agent_id": identity.id,
-            "alias": identity.alias,
-            "address": format_address(identity.alias, slug),
-            "implementation": identity.implementation,
-        }
-    }
-
-
-def _claim_alias(
-    conn: sqlite3.Connection,
-    workspace_key: str,
-    alias: str,
-    agent_id: str,
-    attached: set[str],
-    *,
-    force: bool,
-) -> None:
-    """Make `alias` free for `agent_id` in the workspace, or raise alias_conflict."""
-    key = alias_key(alias)
-    holder = ms.identity_by_alias(conn, workspace_key, key)
-    if holder is not None and holder.id != agent_id:
-        if not force:
-            state = "attached" if holder.id in attached else "not attached"
-            raise PagerError(
-                ErrorCode.ALIAS_CONFLICT,
-                f"the alias {alias!r} belongs to {holder.id} ({state}); choose another alias,"
-                " or pass force to take it",
-                **_holder_details(conn, holder),
-            )
-        # Forced: the holder keeps its identity and inbox under a fresh handle.
-        handle = generate_handle(lambda h: ms.alias_reserved_by(conn, workspace_key, h) is not None)
-        ms.set_alias(conn, holder.id, workspace_key, handle, handle, durable=holder.durable)
-    reserved = ms.alias_reserved_by(conn, workspace_key, key)
-    if reserved is not None and reserved != agent_id:
-        if not force:
-            owner = ms.get_identity(conn, reserved)
-            details = _holder_details(conn, owner) if owner is not None else {}
-            raise PagerError(
-                ErrorCode.ALIAS_CONFLICT,
-                f"the alias {alias!r} is reserved: {reserved} held it before; choose another",
-                **details,
-            )
-        conn.execute(
-            "UPDATE alias_reservations SET identity_id = ? WHERE workspace_key = ?"
-            " AND alias_key = ?",
-            (agent_id, workspace_key, key),
-        )
-
-
-@attrs.frozen
-class _Outcome:
-    registered: Registered
-    ended: list[Session]
-    started: list[tuple[Session, str]]  # with the identity's implementation
-
-
-@attrs.frozen
-class _RegisterPlan:
-    """Decides create / rejoin / refuse for one registration, inside the commit."""
-
-    command: RegisterCommand
-    attached: dict[str, Session]
-    now: float
-    lease_ttl: float
-    token: str
-    resume_token: str
-
-    def apply(self, conn: sqlite3.Connection) -> _Outcome:
-        command, ws = self.command, self.command.workspace
-        ms.ensure_workspace(conn, ws.key, ws.slug, ws.path, self.now)
-        ended: list[Session] = []
-        started: list[tuple[Session, str]] = []
-        target: Identity | None = None
-        reason = "replaced by a newer attachment"
-        if command.resume_token is not None:
-            resumed = ms.session_by_resume(conn, ids.hash_token(command.resume_token))
-            target = None if resumed is None else ms.get_identity(conn, resumed.identity_id)
-            if target is None:
-                raise PagerError(
-                    ErrorCode.UNAUTHENTICATED,
-                    "unknown resume token (or its identity was purged); register without it",
-                )
-        if target is None and command.conversation_key is not None:
-            known = ms.identity_of_conversation(
-                conn, command.implementation, command.conversation_key
-            )
-            target = None if known is None else ms.get_identity(conn, known)
-        if target is None and command.session_name is not None:
-            target = self._by_name(conn, command.session_name)
-            if target is not None and target.id in self.attached:
-                if not command.force:
-                    raise PagerError(
-                        ErrorCode.ALIAS_CONFLICT,
-                        f"{command.session_name!r} is attached to another session; choose"
-                        " another name, or force a takeover",
-                        **_holder_details(conn, target),
-                    )
-                reason = "taken over by a forced registration"
-                handed = self._hand_over(conn, self.attached[target.id])
-                started.append((handed, command.implementation))
-        if target is None:
-            target = self._create(conn)
-        previous = self.attached.get(target.id)
-        if previous is not None:
-            ms.end_session(conn, previous.id, SessionState.ENDED, reason, self.now)
-            ended.append(previous)
-        if command.conversation_key is not None:
-            ms.bind_conversation(conn, command.implementation, command.conversation_key, target.id)
-        latest = ms.latest_session(conn, target.id)
-        session = Session(
-            id=ids.new_session_id(),
-            identity_id=target.id,
-            epoch=(latest.epoch + 1) if latest is not None else 1,
-            token_hash=ids.hash_token(self.token),
-            resume_hash=ids.hash_token(self.resume_token),
-            state=SessionState.ATTACHED,
-            created_at=self.now,
-            lease_expires_at=self.now + self.lease_ttl,
-            conversation_key=command.conversation_key,
-            delivery=command.delivery,
-        )
-        ms.insert_session(conn, session)
-        ms.touch_identity(conn, target.id, self.now, attached=True)
-        identity = ms.get_identity(conn, target.id)
-        assert identity is not None
-        started.append((session, identity.implementation))
-        registered = Registered(
-            identity,
-            ms.workspace_slug(conn, identity.workspace_key),
-            session,
-            self.token,
-            self.resume_token,
-        )
-        return _Outcome(registered, ended, started)
-
-    def _by_name(self, conn: sqlite3.Connection, name: str) -> Identity | None:
-        ws = self.command.workspace
-        key = alias_key(name)
-        holder = ms.identity_by_alias(conn, ws.key, key)
-        if holder is not None:
-            return holder
-        reserved = ms.alias_reserved_by(conn, ws.key, key)
-        if reserved is not None:
-            owner = ms.get_identity(conn, reserved)
-            raise PagerError(
-                ErrorCode.ALIAS_CONFLICT,
-                f"{name!r} is reserved for {reserved}, which held it before; choose another name",
-                **(_holder_details(conn, owner) if owner is not None else {}),
-            )
-        return None
-
-    def _create(self, conn: sqlite3.Connection) -> Identity:
-        ws, name = self.command.workspace, self.command.session_name
-        alias = name or generate_handle(lambda h: ms.alias_reserved_by(conn, ws.key, h) is not None)
-        identity = Identity(
-            id=ids.new_agent_id(),
-            workspace_key=ws.key,
-            alias=alias,
-            durable=name is not None,
-            implementation=self.command.implementation,
-            created_at=self.now,
-            last_seen=self.now,
-        )
-        ms.insert_identity(conn, identity, alias_key(alias))
-        return identity
-
-    def _hand_over(self, conn: sqlite3.Connection, holder: Session) -> Session:
-        """Forced takeover: the holder's token now runs as a fresh unnamed agent (SPEC §7)."""
-        ws = self.command.workspace
-        handle = generate_handle(lambda h: ms.alias_reserved_by(conn, ws.key, h) is not None)
-        fresh = Identity(
-            id=ids.new_agent_id(),
-            workspace_key=ws.key,
-            alias=handle,
-            durable=False,
-            implementation=self.command.implementation,
-            created_at=self.now,
-            last_seen=self.now,
-        )
-        ms.insert_identity(conn, fresh, handle)
-        conn.execute(
-            "UPDATE sessions SET token_hash = 'replaced:' || token_hash WHERE id = ?",
-            (holder.id,),
-        )
-        session = attrs.evolve(
-            holder,
-            id=ids.new_session_id(),
-            identity_id=fresh.id,
-            epoch=1,
-            resume_hash=ids.hash_token(ids.new_token(ids.Kind.RESUME_TOKEN)),
-            created_at=self.now,
-            lease_expires_at=self.now + self.lease_ttl,
-            conversation_key=None,
-        )
-        ms.insert_session(conn, session)
-        return session

@@ -22,6 +22,7 @@ from actors.timers import TimerService
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.clock import WallClock, trio_deadline
+from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, Delivery, Message
 from pager.store import messaging as ms
 
@@ -298,6 +299,11 @@ class IdentityActor(Actor[IdentityMessage]):
         recipient = self.identity_id
 
         def op(conn: sqlite3.Connection) -> tuple[Message, bool]:
+            # Checked in the same transaction: a reap that committed just before must win.
+            if ms.get_identity(conn, recipient) is None:
+                raise PagerError(
+                    ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped; see `roster`"
+                )
             key = request.idempotency_key
             if key is not None:
                 original = ms.idempotent_original(conn, request.sender_id, key, since)
@@ -318,7 +324,12 @@ class IdentityActor(Actor[IdentityMessage]):
             ms.mark_exchanged(conn, {request.sender_id, recipient})
             return message, False
 
-        message, duplicate = await self._write(op)
+        try:
+            message, duplicate = await self._write(op)
+        except PagerError as exc:
+            if reply is not None:
+                reply.fail(exc)
+            return
         if duplicate:
             _answer(reply, Sent(message, True, "queued"))
             return

@@ -1,4 +1,5 @@
-"""The messaging subtree's body: the timer service, the directory and its identity actors.
+"""The messaging subtree's body: the timer service, the directory and its identity actors, and
+the sweeper that applies the retention windows.
 
 Started as one child of the broker tree; its started value is the `BrokerService` the web
 edge calls. A crash anywhere in here fails the child as a whole, and the supervisor restarts
@@ -16,6 +17,7 @@ from actors.checkpoint import Checkpoint
 from actors.directory import DirectoryActor, DirectoryDeps
 from actors.identity import IdentityDeps, ProviderMessage
 from actors.provider import DeliveryProvider
+from actors.sweeper import SweeperActor, SweeperDeps
 from actors.timers import TimerService
 from pager.config import Config
 from pager.domain.clock import WallClock
@@ -48,6 +50,9 @@ async def run_messaging(
         directory = await start_actor(
             nursery, DirectoryActor(nursery, directory_deps), name="directory"
         )
+        sweeper_deps = SweeperDeps(directory, store, timers, clock, config.windows)
+        # Its first sweep runs before the service is handed out.
+        await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
         task_status.started(BrokerService(directory, store, config, clock, resolve=resolve))
 
 

@@ -21,13 +21,12 @@ from actors.directory import (
     DirectoryMessage,
     IdentityRefFor,
     Move,
-    RegisterCommand,
-    Registered,
     Rename,
     StreamClosed,
     StreamOpened,
 )
 from actors.identity import Ack, ClaimView, Enqueue, Fetch, IdentityMessage, Release, Sent
+from actors.registration import RegisterCommand, Registered
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso

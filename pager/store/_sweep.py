@@ -1,0 +1,261 @@
+"""Retention (SPEC §9): which identities a window has passed, archiving, reaping, and the
+pruning of idempotency keys and operator events. Sync functions on a connection.
+
+Callers run them inside one checkpoint transaction each; none of them commits. The directory
+decides which identities are attached (it owns the leases) and passes that set in: an attached
+identity is never archived or reaped by a window.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sqlite3
+from collections.abc import Collection
+
+import attrs
+
+from pager.config import Windows
+from pager.domain.clock import iso
+
+
+class Action(enum.StrEnum):
+    ARCHIVE = "archive"
+    REAP = "reap"
+
+
+@attrs.frozen
+class Due:
+    """One identity whose window has passed: what to do, why, and when it became due."""
+
+    agent_id: str
+    action: Action
+    reason: str
+    due_at: float
+
+
+@attrs.frozen
+class Plan:
+    """What one sweep does to identities, and when the next not-yet-passed window ends."""
+
+    due: list[Due]
+    next_due: float | None  # wall clock; None when no window is pending
+    more: bool  # the batch limit cut the list; sweep again at once
+
+
+@attrs.frozen
+class Applied:
+    agent_id: str
+    action: Action
+    reason: str
+    dead_lettered: int
+
+
+@attrs.frozen
+class _Row:
+    agent_id: str
+    durable: bool
+    created_at: float
+    detached_at: float | None
+    archived_at: float | None
+    first_archived_at: float | None
+    exchanged: bool
+    resumable: bool  # a conversation key is bound to it
+
+
+def _rows(conn: sqlite3.Connection) -> list[_Row]:
+    rows = conn.execute(
+        "SELECT i.id, i.durable, i.created_at, i.detached_at, i.archived_at,"
+        " i.first_archived_at, i.exchanged,"
+        " EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id)"
+        " FROM identities i"
+    )
+    return [
+        _Row(
+            agent_id=str(row[0]),
+            durable=bool(row[1]),
+            created_at=float(row[2]),
+            detached_at=None if row[3] is None else float(row[3]),
+            archived_at=None if row[4] is None else float(row[4]),
+            first_archived_at=None if row[5] is None else float(row[5]),
+            exchanged=bool(row[6]),
+            resumable=bool(row[7]),
+        )
+        for row in rows
+    ]
+
+
+def _windows_of(row: _Row, windows: Windows) -> list[Due]:
+    """The identity's next steps in order, each with the wall time it becomes due.
+
+    A detached identity counts from `detached_at`; one that is not attached and was never
+    detached (its registration lapsed without a session, or the broker stopped while it was
+    attached and it never came back) counts from `created_at + lease_ttl`.
+    """
+    since = row.detached_at if row.detached_at is not None else row.created_at + windows.lease_ttl
+    if not row.durable:
+        if not row.resumable:
+            reason = "lease lapsed" if row.detached_at is not None else "registration lapsed"
+            return [Due(row.agent_id, Action.REAP, reason, since)]
+        if row.exchanged:
+            return [
+                Due(
+                    row.agent_id,
+                    Action.REAP,
+                    "resumable_retention",
+                    since + windows.resumable_retention,
+                )
+            ]
+        return [Due(row.agent_id, Action.REAP, "unused", since + windows.unused)]
+    steps = []
+    if row.archived_at is None:
+        archive_at = since + windows.named_archive
+        steps.append(Due(row.agent_id, Action.ARCHIVE, "named_archive", archive_at))
+        first = row.first_archived_at if row.first_archived_at is not None else archive_at
+    else:
+        first = row.first_archived_at if row.first_archived_at is not None else row.archived_at
+    steps.append(
+        Due(row.agent_id, Action.REAP, "archive_retention", first + windows.archive_retention)
+    )
+    return steps
+
+
+def plan_sweep(
+    conn: sqlite3.Connection,
+    now: float,
+    windows: Windows,
+    attached: Collection[str],
+    *,
+    limit: int = 500,
+) -> Plan:
+    """Every window passed by `now` for identities not in `attached`, in order per identity.
+
+    A window that passed while the broker was down is applied at once, and a named identity
+    whose archive and archive retention both passed is archived and reaped in one sweep.
+    """
+    due: list[Due] = []
+    upcoming: list[float] = []
+    identities = 0
+    more = False
+    for row in _rows(conn):
+        if row.agent_id in attached:
+            continue
+        steps = _windows_of(row, windows)
+        passed = [step for step in steps if step.due_at <= now]
+        pending = [step.due_at for step in steps if step.due_at > now]
+        if passed:
+            if identities >= limit:
+                more = True
+                continue
+            identities += 1
+            # An archive is superseded by a reap in the same sweep (the reap is what lasts),
+            # but the archive still happens first so its event is recorded.
+            due.extend(passed)
+        if pending:
+            upcoming.append(min(pending))
+    return Plan(due, min(upcoming) if upcoming else None, more)
+
+
+def _event(conn: sqlite3.Connection, now: float, kind: str, data: dict[str, object]) -> None:
+    conn.execute(
+        "INSERT INTO events (at, type, data) VALUES (?, ?, ?)",
+        (iso(now), kind, json.dumps(data, sort_keys=True)),
+    )
+
+
+def _describe(conn: sqlite3.Connection, agent_id: str) -> dict[str, object] | None:
+    row = conn.execute(
+        "SELECT alias, workspace_key FROM identities WHERE id = ?", (agent_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    return {"agent_id": agent_id, "alias": str(row[0]), "workspace": str(row[1])}
+
+
+def archive_identity(
+    conn: sqlite3.Connection, agent_id: str, *, now: float, at: float, reason: str
+) -> Applied | None:
+    """Archive: hide it, keep its mail waiting, end its sessions (`ended`, "archived").
+
+    `at` is when the archive counts from (the first archive starts the archive retention);
+    None when the identity does not exist or is already archived.
+    """
+    described = _describe(conn, agent_id)
+    if described is None:
+        return None
+    cursor = conn.execute(
+        "UPDATE identities SET archived_at = ?, first_archived_at = COALESCE(first_archived_at, ?)"
+        " WHERE id = ? AND archived_at IS NULL",
+        (at, at, agent_id),
+    )
+    if cursor.rowcount == 0:
+        return None
+    # Attached sessions end; lapsed ones too, so their token answers `ended (archived)`.
+    conn.execute(
+        "UPDATE sessions SET state = 'ended', end_reason = 'archived', ended_at = ?"
+        " WHERE identity_id = ? AND state IN ('attached', 'expired')",
+        (now, agent_id),
+    )
+    conn.execute(
+        "UPDATE identities SET detached_at = COALESCE(detached_at, ?) WHERE id = ?",
+        (now, agent_id),
+    )
+    _event(conn, now, "agent.archived", {**described, "reason": reason, "dead_lettered": 0})
+    return Applied(agent_id, Action.ARCHIVE, reason, 0)
+
+
+def reap_identity(
+    conn: sqlite3.Connection, agent_id: str, *, now: float, reason: str
+) -> Applied | None:
+    """Reap: dead-letter its unsettled mail (`reaped`), expire its open claims, delete it.
+
+    Its sessions, alias reservations and conversation keys go with it (ON DELETE CASCADE);
+    messages it exchanged stay (they have no foreign key), so survivors keep their history.
+    """
+    described = _describe(conn, agent_id)
+    if described is None:
+        return None
+    conn.execute(
+        "UPDATE claims SET state = 'expired' WHERE identity_id = ? AND state = 'open'",
+        (agent_id,),
+    )
+    cursor = conn.execute(
+        "UPDATE messages SET state = 'dead', dead_reason = 'reaped', settled_at = ?"
+        " WHERE recipient_id = ? AND state IN ('queued', 'claimed', 'delivered')",
+        (now, agent_id),
+    )
+    dead = cursor.rowcount
+    conn.execute("DELETE FROM identities WHERE id = ?", (agent_id,))
+    _event(conn, now, "agent.reaped", {**described, "reason": reason, "dead_lettered": dead})
+    return Applied(agent_id, Action.REAP, reason, dead)
+
+
+def apply_plan(conn: sqlite3.Connection, plan: Plan, now: float) -> list[Applied]:
+    applied = []
+    for step in plan.due:
+        if step.action is Action.ARCHIVE:
+            done = archive_identity(
+                conn, step.agent_id, now=now, at=step.due_at, reason=step.reason
+            )
+        else:
+            done = reap_identity(conn, step.agent_id, now=now, reason=step.reason)
+        if done is not None:
+            applied.append(done)
+    return applied
+
+
+@attrs.frozen
+class Pruned:
+    idempotency: int
+    events: int
+
+
+def prune(conn: sqlite3.Connection, now: float, windows: Windows) -> Pruned:
+    """Forget idempotency keys past `idempotency` and operator events past `event_retention`."""
+    keys = conn.execute(
+        "DELETE FROM idempotency WHERE created_at <= ?", (now - windows.idempotency,)
+    ).rowcount
+    # `at` is ISO 8601 UTC with a fixed width, so text order is time order.
+    cutoff = iso(now - windows.event_retention)
+    events = conn.execute("DELETE FROM events WHERE at <= ?", (cutoff,)).rowcount
+    return Pruned(keys, events)
