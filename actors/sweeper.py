@@ -2,8 +2,8 @@
 
 Identities are archived and reaped by the directory (`SweepIdentities`), which alone knows who
 is attached and alone may end sessions; the sweeper asks for that, then prunes idempotency keys
-and operator events itself. It sweeps once as it starts, so the first sweep after an upgrade or
-a restart applies every window that passed while the broker was down, and then again when the
+and operator events itself. It sweeps right after it starts, so the first sweep after an
+upgrade or a restart applies every window that passed while the broker was down, then when the
 next known window ends, or after `period` at the latest (detaches since the last sweep start
 new windows it has not seen yet).
 """
@@ -75,7 +75,9 @@ class SweeperActor(Actor[SweeperMessage]):
         self.sweeps = 0
 
     async def on_start(self) -> None:
-        await self._sweep(None)  # before the broker answers: windows that passed while down
+        # The first sweep (windows that passed while the broker was down) runs as soon as the
+        # actor does, not before: at 100,000 identities its scan would delay readiness ~0.5 s.
+        self.deps.timers.schedule(("sweeper",), trio.current_time(), self.ref, SweepNow())
 
     async def on_stop(self) -> None:
         self.deps.timers.cancel(("sweeper",))

@@ -122,6 +122,8 @@ def _v3_messaging(conn: sqlite3.Connection) -> None:
         )
         """
     )
+    # Lookups by identity (the sweeper's "has a conversation", cascading deletes).
+    conn.execute("CREATE INDEX conversations_identity ON conversations (identity_id)")
     conn.execute(
         """
         CREATE TABLE sessions (

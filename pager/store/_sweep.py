@@ -63,12 +63,45 @@ class _Row:
     resumable: bool  # a conversation key is bound to it
 
 
-def _rows(conn: sqlite3.Connection) -> list[_Row]:
+# Each identity's first window as SQL (the same rules as `_windows_of`), so that a sweep
+# builds Python objects only for identities with something due, not for every identity.
+_FIRST_DUE = """
+WITH r AS (
+  SELECT i.id, i.durable, i.created_at, i.detached_at, i.archived_at, i.first_archived_at,
+         i.exchanged,
+         EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id) AS resumable,
+         COALESCE(i.detached_at, i.created_at + :lease_ttl) AS since
+  FROM identities i
+), d AS (
+  SELECT r.*, CASE
+      WHEN durable = 0 AND resumable = 0 THEN since
+      WHEN durable = 0 AND exchanged = 1 THEN since + :resumable_retention
+      WHEN durable = 0 THEN since + :unused
+      WHEN archived_at IS NULL THEN since + :named_archive
+      ELSE COALESCE(first_archived_at, archived_at) + :archive_retention
+    END AS first_due
+  FROM r
+)
+"""
+
+
+def _window_params(now: float, windows: Windows) -> dict[str, float]:
+    return {
+        "now": now,
+        "lease_ttl": windows.lease_ttl,
+        "resumable_retention": windows.resumable_retention,
+        "unused": windows.unused,
+        "named_archive": windows.named_archive,
+        "archive_retention": windows.archive_retention,
+    }
+
+
+def _rows(conn: sqlite3.Connection, now: float, windows: Windows) -> list[_Row]:
+    """Identities whose first window passed by `now`."""
     rows = conn.execute(
-        "SELECT i.id, i.durable, i.created_at, i.detached_at, i.archived_at,"
-        " i.first_archived_at, i.exchanged,"
-        " EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id)"
-        " FROM identities i"
+        _FIRST_DUE + "SELECT id, durable, created_at, detached_at, archived_at,"
+        " first_archived_at, exchanged, resumable FROM d WHERE first_due <= :now",
+        _window_params(now, windows),
     )
     return [
         _Row(
@@ -83,6 +116,21 @@ def _rows(conn: sqlite3.Connection) -> list[_Row]:
         )
         for row in rows
     ]
+
+
+def _next_first_due(
+    conn: sqlite3.Connection, now: float, windows: Windows, attached: Collection[str]
+) -> float | None:
+    """The earliest first window still ahead, among identities not attached."""
+    found = None
+    for agent_id, first_due in conn.execute(
+        _FIRST_DUE + "SELECT id, first_due FROM d WHERE first_due > :now ORDER BY first_due",
+        _window_params(now, windows),
+    ):
+        if agent_id not in attached:
+            found = float(first_due)
+            break
+    return found
 
 
 def _windows_of(row: _Row, windows: Windows) -> list[Due]:
@@ -137,7 +185,7 @@ def plan_sweep(
     upcoming: list[float] = []
     identities = 0
     more = False
-    for row in _rows(conn):
+    for row in _rows(conn, now, windows):
         if row.agent_id in attached:
             continue
         steps = _windows_of(row, windows)
@@ -153,6 +201,9 @@ def plan_sweep(
             due.extend(passed)
         if pending:
             upcoming.append(min(pending))
+    later = _next_first_due(conn, now, windows, attached)
+    if later is not None:
+        upcoming.append(later)
     return Plan(due, min(upcoming) if upcoming else None, more)
 
 
