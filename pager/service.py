@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 from actors._runtime import ActorRef, ActorStopped
@@ -32,7 +33,7 @@ from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.names import alias_key, format_address, parse_address
+from pager.domain.names import Address, alias_key, format_address, parse_address
 from pager.domain.records import Delivery, Identity
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.store import messaging as ms
@@ -357,12 +358,10 @@ async def _resolve_in_thread(path: str) -> Workspace:
     return await trio.to_thread.run_sync(resolve_workspace, path)
 
 
+@attrs.frozen
 class _Resolved:
-    __slots__ = ("address", "id")
-
-    def __init__(self, identity_id: str, address: str) -> None:
-        self.id = identity_id
-        self.address = address
+    id: str
+    address: str
 
 
 def _me(conn: sqlite3.Connection, caller: Caller) -> Identity:
@@ -373,7 +372,12 @@ def _me(conn: sqlite3.Connection, caller: Caller) -> Identity:
 
 
 def _resolve(
-    conn: sqlite3.Connection, caller: Caller, address: Any, text: str, *, history: bool = False
+    conn: sqlite3.Connection,
+    caller: Caller,
+    address: Address,
+    text: str,
+    *,
+    history: bool = False,
 ) -> _Resolved:
     """An address → the identity it names now, or unknown_recipient / recipient_alias_changed."""
     if address.agent_id is not None:
@@ -389,6 +393,7 @@ def _resolve(
         workspace_key = found[0]
     else:
         workspace_key = _me(conn, caller).workspace_key
+    assert address.alias is not None  # parse_address: an agent id or an alias
     key = alias_key(address.alias)
     identity = ms.identity_by_alias(conn, workspace_key, key)
     if identity is not None:
