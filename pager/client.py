@@ -1,15 +1,23 @@
-"""A light stdlib-only HTTP client for the CLI and hooks (no server stack imported)."""
+"""The one HTTP client of the CLI, the hook and the launcher: JSON over HTTP/1.1 on a raw socket.
+
+`http.client` pulls in `email` and costs ~15 ms to import; `pager hook` runs on every prompt and
+`pager status` is measured against a bare interpreter, so this speaks just enough HTTP to the
+broker itself: one request per connection, a JSON body in, a JSON body out (Content-Length or
+chunked).
+"""
 
 from __future__ import annotations
 
-import http.client
 import json
-from typing import Any
-from urllib.parse import urlsplit
+import socket
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds here
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class BrokerUnreachable(Exception):
-    """No HTTP answer from the broker's address."""
+    """No (readable) HTTP answer from the broker's address."""
 
 
 def request_json(
@@ -21,27 +29,67 @@ def request_json(
     body: dict[str, Any] | None = None,
     timeout: float = 2.0,
 ) -> tuple[int, Any]:
-    """One request to the broker at `url`; returns (status, decoded JSON body or None)."""
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname or parts.port is None:
-        raise BrokerUnreachable(f"{url!r} is not a broker address (http://HOST:PORT)")
-    headers = {"Accept": "application/json"}
+    """One request to the broker at `url` (`http://HOST:PORT`); (status, JSON body or None)."""
+    host, port = _address(url)
+    headers = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close"]
+    headers.append("Accept: application/json")
     if token:
-        headers["Authorization"] = f"Bearer {token}"
-    payload = None
+        headers.append(f"Authorization: Bearer {token}")
+    payload = b""
     if body is not None:
         payload = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        headers += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    request = ("\r\n".join(headers) + "\r\n\r\n").encode() + payload
     try:
-        connection.request(method, path, body=payload, headers=headers)
-        response = connection.getresponse()
-        raw = response.read()
-    except (OSError, http.client.HTTPException) as exc:
+        with socket.create_connection((host.strip("[]"), port), timeout=timeout) as sock:
+            sock.sendall(request)
+            data = b""
+            while not _complete(data):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as exc:
         raise BrokerUnreachable(f"{url}: {exc}") from exc
-    finally:
-        connection.close()
+    head, sep, raw = data.partition(b"\r\n\r\n")
+    if not sep:
+        raise BrokerUnreachable(f"{url}: the connection closed without an answer")
     try:
-        return response.status, json.loads(raw) if raw else None
+        status = int(head.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        raise BrokerUnreachable(f"{url}: not an HTTP answer") from None
+    if b"transfer-encoding: chunked" in head.lower():
+        raw = _dechunk(raw)
+    try:
+        return status, json.loads(raw) if raw else None
     except ValueError:
-        return response.status, None
+        return status, None
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, sep, port = url.removeprefix("http://").rstrip("/").rpartition(":")
+    if not url.startswith("http://") or not sep or not host or not port.isdigit():
+        raise BrokerUnreachable(f"{url!r} is not a broker address (http://HOST:PORT)")
+    return host, int(port)
+
+
+def _complete(data: bytes) -> bool:
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(body) >= int(value)
+    return body.endswith(b"0\r\n\r\n")  # chunked; otherwise read until the server closes
+
+
+def _dechunk(raw: bytes) -> bytes:
+    out = b""
+    while raw:
+        size_line, _, rest = raw.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out, raw = out + rest[:size], rest[size + 2 :]
+    return out

@@ -93,13 +93,12 @@ def _run(options: dict[str, Any]) -> int:
         raise HookSkipped("payload names no session_id")
     event = options["event"] or payload.get("hook_event_name") or "UserPromptSubmit"
 
-    from pager.rawhttp import post_json  # stdlib socket + json
+    from pager.client import request_json  # stdlib socket + json
 
     home = _state_dir()
     broker = json.loads(_read(os.path.join(home, "broker.json")))
     secret = _read(os.path.join(home, "secret")).strip()
-    host, _, port = str(broker["url"]).removeprefix("http://").rpartition(":")
-    host = host.strip("[]")
+    url = str(broker["url"])
     claim = {
         "implementation": options["implementation"],
         "conversation_key": key,
@@ -110,11 +109,11 @@ def _run(options: dict[str, Any]) -> int:
     deadline = time.monotonic() + options["wait_max"]
     while True:
         wait_s = min(WAIT_SLICE, max(0.0, deadline - time.monotonic())) if options["wait"] else 0
-        status, answer = post_json(
-            host,
-            int(port),
+        status, answer = request_json(
+            url,
+            "POST",
             "/v1/hook/claim",
-            {**claim, "wait_s": wait_s},
+            body={**claim, "wait_s": wait_s},
             token=secret,
             timeout=TIMEOUT + wait_s,
         )
@@ -131,11 +130,11 @@ def _run(options: dict[str, Any]) -> int:
     else:
         sys.stdout.write(_format(options["format"], str(event), text))
         sys.stdout.flush()  # written: only now may the messages count as received
-    post_json(
-        host,
-        int(port),
+    request_json(
+        url,
+        "POST",
         "/v1/hook/ack",
-        {"agent_id": answer["agent_id"], "tokens": tokens},
+        body={"agent_id": answer["agent_id"], "tokens": tokens},
         token=secret,
         timeout=TIMEOUT,
     )
