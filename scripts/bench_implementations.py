@@ -22,17 +22,13 @@ from typing import Any
 
 import httpx2
 import trio
+from benchlib import print_table, progress  # scripts/benchlib.py, beside this file
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 VENV_BIN = Path(sys.executable).parent
 PAGER = str(VENV_BIN / "pager")
 BARE = [str(VENV_BIN / "python"), "-I", "-c", "import json, http.client"]
-
-
-def progress(text: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r{text:<60}", file=sys.stderr, end="", flush=True)
 
 
 def timed(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> float:
@@ -138,10 +134,7 @@ def main() -> int:
          f"{results['wrapped_launch_overhead_ms']} ms", "<= 400 ms"),
     ]  # fmt: skip
     print(f"{runs} runs per figure")
-    print("| figure | result | target |")
-    print("|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print_table(rows)
     return 0
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import machine, print_table, progress  # scripts/benchlib.py, beside this file
 
 VENV_BIN = Path(sys.executable).parent
 PAGER = str(VENV_BIN / "pager")
@@ -31,29 +32,10 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def progress(text: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r{text:<60}", file=sys.stderr, end="", flush=True)
-
-
 def status_json(env: dict[str, str]) -> dict[str, object]:
     out = subprocess.run([PAGER, "status", "--json"], env=env, capture_output=True, check=False)
     report: dict[str, object] = json.loads(out.stdout)
     return report
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, {platform.system()}"
-    )
 
 
 def main() -> int:
@@ -131,10 +113,7 @@ def main() -> int:
         ),
         ("idle broker resident memory", f"{r['idle_rss_mb']} MB", "<= 80 MB"),
     ]
-    print("| figure | result | target |")
-    print("|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print_table(rows)
     return 0
 
 

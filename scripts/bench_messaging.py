@@ -35,7 +35,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import random
 import signal
 import sqlite3
@@ -48,6 +47,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+from benchlib import machine, progress  # scripts/benchlib.py, beside this file
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -73,25 +74,6 @@ TARGETS = {
     "scale_rss_mb": 200.0,
     "scale_fetch_p50_ms": 10.0,
 }
-
-
-def progress(text: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r{text:<72}", file=sys.stderr, end="", flush=True)
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, {platform.system()}"
-    )
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -1,0 +1,38 @@
+"""What the bench scripts share: the machine line, progress on a terminal, the results table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def machine() -> str:
+    """Cores, CPU model, Python and OS: the line every result is recorded with."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, {platform.system()}"
+    )
+
+
+def progress(text: str) -> None:
+    """One overwritten status line on stderr, only when a person is watching."""
+    if sys.stderr.isatty():
+        print(f"\r{text:<72}", file=sys.stderr, end="", flush=True)
+
+
+def print_table(rows: Iterable[tuple[str, str, str]]) -> None:
+    """The markdown table docs/benchmarks.md records: figure, result, target."""
+    print("| figure | result | target |")
+    print("|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
