@@ -9,7 +9,6 @@ identity is never archived or reaped by a window.
 from __future__ import annotations
 
 import enum
-import json
 import sqlite3
 from collections.abc import Collection
 
@@ -17,6 +16,7 @@ import attrs
 
 from pager.config import Windows
 from pager.domain.clock import iso
+from pager.store._events import record_event
 
 
 class Action(enum.StrEnum):
@@ -207,13 +207,6 @@ def plan_sweep(
     return Plan(due, min(upcoming) if upcoming else None, more)
 
 
-def _event(conn: sqlite3.Connection, now: float, kind: str, data: dict[str, object]) -> None:
-    conn.execute(
-        "INSERT INTO events (at, type, data) VALUES (?, ?, ?)",
-        (iso(now), kind, json.dumps(data, sort_keys=True)),
-    )
-
-
 def _describe(conn: sqlite3.Connection, agent_id: str) -> dict[str, object] | None:
     row = conn.execute(
         "SELECT alias, workspace_key FROM identities WHERE id = ?", (agent_id,)
@@ -251,7 +244,7 @@ def archive_identity(
         "UPDATE identities SET detached_at = COALESCE(detached_at, ?) WHERE id = ?",
         (now, agent_id),
     )
-    _event(conn, now, "agent.archived", {**described, "reason": reason, "dead_lettered": 0})
+    record_event(conn, now, "agent.archived", {**described, "reason": reason, "dead_lettered": 0})
     return Applied(agent_id, Action.ARCHIVE, reason, 0)
 
 
@@ -277,7 +270,7 @@ def reap_identity(
     )
     dead = cursor.rowcount
     conn.execute("DELETE FROM identities WHERE id = ?", (agent_id,))
-    _event(conn, now, "agent.reaped", {**described, "reason": reason, "dead_lettered": dead})
+    record_event(conn, now, "agent.reaped", {**described, "reason": reason, "dead_lettered": dead})
     return Applied(agent_id, Action.REAP, reason, dead)
 
 

@@ -1,5 +1,6 @@
 """The messaging part of the store, as one namespace: `from pager.store import messaging as ms`."""
 
+from pager.store._events import Event, events_after, latest_event_seq, record_event
 from pager.store._identities import (
     addresses,
     alias_reserved_by,
@@ -63,6 +64,7 @@ __all__ = [
     "Applied",
     "ClaimPolicy",
     "Due",
+    "Event",
     "Plan",
     "Pruned",
     "acknowledge",
@@ -76,6 +78,7 @@ __all__ = [
     "dead_letter_expired",
     "end_session",
     "ensure_workspace",
+    "events_after",
     "expire_claims",
     "get_identity",
     "get_message",
@@ -87,6 +90,7 @@ __all__ = [
     "insert_identity",
     "insert_message",
     "insert_session",
+    "latest_event_seq",
     "latest_session",
     "list_identities",
     "mark_exchanged",
@@ -95,6 +99,7 @@ __all__ = [
     "prune",
     "reap_identity",
     "recipients_with_unsettled",
+    "record_event",
     "refuse_claims",
     "release_claims",
     "remember_idempotency",

@@ -1,0 +1,48 @@
+"""The operator event log (SPEC §6 operator stream): durable, monotonic `seq` from 1.
+
+Events are written by the same transaction as the state change they describe, so a replay
+never shows a change that was rolled back, and never misses one that committed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import attrs
+
+from pager.domain.clock import iso
+
+
+@attrs.frozen
+class Event:
+    seq: int
+    at: str
+    type: str
+    data: dict[str, object]
+
+    def to_json(self) -> dict[str, object]:
+        return {"seq": self.seq, "at": self.at, "type": self.type, "data": self.data}
+
+
+def record_event(conn: sqlite3.Connection, now: float, kind: str, data: dict[str, object]) -> None:
+    """Append one event; it becomes visible to readers when the caller's transaction commits."""
+    conn.execute(
+        "INSERT INTO events (at, type, data) VALUES (?, ?, ?)",
+        (iso(now), kind, json.dumps(data, sort_keys=True)),
+    )
+
+
+def events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[Event]:
+    """Retained events with a seq greater than `seq`, oldest first, at most `limit`."""
+    rows = conn.execute(
+        "SELECT seq, at, type, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+        (seq, limit),
+    ).fetchall()
+    return [Event(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3])) for r in rows]
+
+
+def latest_event_seq(conn: sqlite3.Connection) -> int:
+    """The highest seq ever assigned (0 when none): AUTOINCREMENT remembers deleted ones."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+    return int(row[0]) if row is not None else 0
