@@ -127,7 +127,24 @@ class ArchiveIdentity:
 
 @attrs.frozen
 class ReapIdentity:
-    """Reap now (operator purge): sessions end, unsettled mail is dead-lettered, it is gone."""
+    """Reap now: sessions end, unsettled mail is dead-lettered (`reaped`), it is gone."""
+
+    agent_id: str
+    reason: str
+
+
+@attrs.frozen
+class UnarchiveIdentity:
+    """Show an archived identity again (operator action); its mail kept waiting."""
+
+    agent_id: str
+    reason: str
+
+
+@attrs.frozen
+class PurgeIdentity:
+    """Purge now (operator action): a reap whose dead letters say `purged`, and whose session
+    tokens answer `ended` (purged) from then on."""
 
     agent_id: str
     reason: str
@@ -149,6 +166,8 @@ DirectoryMessage = (
     | SweepIdentities
     | ArchiveIdentity
     | ReapIdentity
+    | UnarchiveIdentity
+    | PurgeIdentity
 )
 
 
@@ -275,6 +294,10 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 return await self._retire(agent_id, ms.Action.ARCHIVE, reason)
             case ReapIdentity(agent_id=agent_id, reason=reason):
                 return await self._retire(agent_id, ms.Action.REAP, reason)
+            case UnarchiveIdentity(agent_id=agent_id, reason=reason):
+                return await self._retire(agent_id, ms.Action.UNARCHIVE, reason)
+            case PurgeIdentity(agent_id=agent_id, reason=reason):
+                return await self._retire(agent_id, ms.Action.PURGE, reason)
             case _:
                 self.unhandled(message)
 
@@ -297,28 +320,47 @@ class DirectoryActor(Actor[DirectoryMessage]):
         return SweepOutcome(applied, next_due, more)
 
     async def _retire(self, agent_id: str, action: ms.Action, reason: str) -> ms.Applied:
-        """Archive or reap one identity now, attached or not; its live session ends first."""
+        """Archive, unarchive, reap or purge one identity now, attached or not; its live
+        session ends first. `not_found` for an unknown identity, `conflict` for archiving an
+        archived one or unarchiving one that is not."""
         now = self.deps.clock.now()
 
-        def op(conn: sqlite3.Connection) -> ms.Applied | None:
+        def op(conn: sqlite3.Connection) -> ms.Applied:
+            identity = ms.get_identity(conn, agent_id)
+            if identity is None:
+                raise PagerError(
+                    ErrorCode.NOT_FOUND,
+                    f"no identity {agent_id!r} to {action.value}",
+                    agent_id=agent_id,
+                )
             if action is ms.Action.ARCHIVE:
-                return ms.archive_identity(conn, agent_id, now=now, at=now, reason=reason)
-            return ms.reap_identity(conn, agent_id, now=now, reason=reason)
+                done = ms.archive_identity(conn, agent_id, now=now, at=now, reason=reason)
+            elif action is ms.Action.UNARCHIVE:
+                done = ms.unarchive_identity(conn, agent_id, now=now, reason=reason)
+            elif action is ms.Action.PURGE:
+                done = ms.purge_identity(conn, agent_id, now=now, reason=reason)
+            else:
+                done = ms.reap_identity(conn, agent_id, now=now, reason=reason)
+            if done is None:
+                state = "already archived" if action is ms.Action.ARCHIVE else "not archived"
+                raise PagerError(
+                    ErrorCode.CONFLICT,
+                    f"{identity.alias} ({agent_id}) is {state}; nothing to {action.value}",
+                    agent_id=agent_id,
+                    archived=identity.archived_at is not None,
+                )
+            return done
 
         done = await self.deps.checkpoint.write(op)
-        if done is None:
-            raise PagerError(
-                ErrorCode.NOT_FOUND,
-                f"no identity {agent_id!r} to {action.value} (or it already is)",
-            )
         live = self.by_identity.get(agent_id)
-        if live is not None:  # the commit already ended it in the store
+        if live is not None and action is not ms.Action.UNARCHIVE:
+            # The commit already ended it in the store.
             self._untrack(live)
             ref = self.actors.get(agent_id)
             if ref is not None and ref.alive:  # answers its session's long polls
                 with contextlib.suppress(ActorError):
                     await ref.call(Detach(live.session.id))
-        if action is ms.Action.REAP:
+        if action in (ms.Action.REAP, ms.Action.PURGE):
             self._forget(agent_id)
         return done
 
@@ -386,7 +428,17 @@ class DirectoryActor(Actor[DirectoryMessage]):
             await self._end(live, SessionState.EXPIRED, "lease lapsed")
             live = None
         if live is None:
-            session = await self.deps.checkpoint.read(lambda c: ms.session_by_token(c, token_hash))
+            session, purged = await self.deps.checkpoint.read(
+                lambda c: (ms.session_by_token(c, token_hash), ms.purged_session(c, token_hash))
+            )
+            if session is None and purged is not None:
+                raise PagerError(
+                    ErrorCode.ENDED,
+                    "this session has ended (its identity was purged by the operator);"
+                    " do not retry",
+                    session_id=purged,
+                    reason="purged",
+                )
             raise not_attached(session)
         ttl = self.deps.windows.lease_ttl
         live.lease_deadline = now + ttl

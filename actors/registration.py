@@ -196,6 +196,8 @@ class RegisterPlan:
             delivery=command.delivery,
         )
         ms.insert_session(conn, session)
+        if target.archived_at is not None:  # attaching again un-archives it (SPEC §9)
+            ms.record_agent_event(conn, self.now, "agent.unarchived", target.id, reason="attached")
         ms.touch_identity(conn, target.id, self.now, attached=True)
         identity = ms.get_identity(conn, target.id)
         assert identity is not None

@@ -98,6 +98,11 @@ def structure(data: object, cls: type[T]) -> T:
         raise PagerError(ErrorCode.VALIDATION_FAILED, f"invalid request: {problems}") from None
 
 
+def unstructure(value: object) -> Any:
+    """Outbound attrs objects (e.g. `pager.domain.views`) → JSON-ready dicts and lists."""
+    return CONVERTER.unstructure(value)
+
+
 def _describe(exc: BaseException, path: str = "") -> list[str]:
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
         return [f"unknown field {path}{key!r}" for key in sorted(exc.extra_fields)]

@@ -212,11 +212,31 @@ def _v3_messaging(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX claims_by_message ON claims (message_id, attempt)")
 
 
+def _v4_operator_views(conn: sqlite3.Connection) -> None:
+    # Dead letters are kept as history and pile up; the snapshot counts them per recipient
+    # and the messages view lists them, which without this index scans every message ever sent.
+    conn.execute("CREATE INDEX messages_dead ON messages (recipient_id, seq) WHERE state = 'dead'")
+    # A purge deletes the identity and, by cascade, its sessions; their tokens are kept here so
+    # a connector presenting one learns that it `ended` (purged), not that it is unknown.
+    conn.execute(
+        """
+        CREATE TABLE purged_sessions (
+            token_hash TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            agent_id TEXT NOT NULL,
+            purged_at REAL NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX purged_sessions_at ON purged_sessions (purged_at)")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
     Migration(2, "clean-stop bookkeeping and operator events", _v2_clean_stop_and_events),
     Migration(3, "identities, sessions, messages and claims", _v3_messaging),
+    Migration(4, "dead-letter index and purged session tokens", _v4_operator_views),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -16,12 +16,15 @@ import attrs
 
 from pager.config import Windows
 from pager.domain.clock import iso
+from pager.domain.names import format_address
 from pager.store._events import record_event
 
 
 class Action(enum.StrEnum):
     ARCHIVE = "archive"
     REAP = "reap"
+    UNARCHIVE = "unarchive"  # operator actions only: never planned by a sweep
+    PURGE = "purge"
 
 
 @attrs.frozen
@@ -49,6 +52,9 @@ class Applied:
     action: Action
     reason: str
     dead_lettered: int
+    ended_sessions: int = 0  # sessions that were attached
+    alias: str = ""
+    address: str = ""
 
 
 @attrs.frozen
@@ -207,13 +213,52 @@ def plan_sweep(
     return Plan(due, min(upcoming) if upcoming else None, more)
 
 
-def _describe(conn: sqlite3.Connection, agent_id: str) -> dict[str, object] | None:
+def describe_identity(conn: sqlite3.Connection, agent_id: str) -> dict[str, object] | None:
+    """The identity as operator events name it: id, alias, address and workspace slug."""
     row = conn.execute(
-        "SELECT alias, workspace_key FROM identities WHERE id = ?", (agent_id,)
+        "SELECT i.alias, w.slug FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
+        " WHERE i.id = ?",
+        (agent_id,),
     ).fetchone()
     if row is None:
         return None
-    return {"agent_id": agent_id, "alias": str(row[0]), "workspace": str(row[1])}
+    alias, slug = str(row[0]), str(row[1])
+    return {
+        "agent_id": agent_id,
+        "alias": alias,
+        "address": format_address(alias, slug),
+        "workspace": slug,
+    }
+
+
+def record_agent_event(
+    conn: sqlite3.Connection, now: float, kind: str, agent_id: str, **data: object
+) -> None:
+    """An `agent.*` operator event: the identity as `describe_identity` names it, and `data`."""
+    described = describe_identity(conn, agent_id)
+    if described is not None:
+        record_event(conn, now, kind, {**described, **data})
+
+
+def _applied(
+    described: dict[str, object], action: Action, reason: str, *, dead: int, ended: int
+) -> Applied:
+    return Applied(
+        str(described["agent_id"]),
+        action,
+        reason,
+        dead,
+        ended_sessions=ended,
+        alias=str(described["alias"]),
+        address=str(described["address"]),
+    )
+
+
+def _attached_count(conn: sqlite3.Connection, agent_id: str) -> int:
+    (count,) = conn.execute(
+        "SELECT COUNT(*) FROM sessions WHERE identity_id = ? AND state = 'attached'", (agent_id,)
+    ).fetchone()
+    return int(count)
 
 
 def archive_identity(
@@ -222,9 +267,10 @@ def archive_identity(
     """Archive: hide it, keep its mail waiting, end its sessions (`ended`, "archived").
 
     `at` is when the archive counts from (the first archive starts the archive retention);
-    None when the identity does not exist or is already archived.
+    None when the identity does not exist or is already archived. `ended_sessions` counts the
+    sessions that were attached.
     """
-    described = _describe(conn, agent_id)
+    described = describe_identity(conn, agent_id)
     if described is None:
         return None
     cursor = conn.execute(
@@ -234,6 +280,7 @@ def archive_identity(
     )
     if cursor.rowcount == 0:
         return None
+    ended = _attached_count(conn, agent_id)
     # Attached sessions end; lapsed ones too, so their token answers `ended (archived)`.
     conn.execute(
         "UPDATE sessions SET state = 'ended', end_reason = 'archived', ended_at = ?"
@@ -244,34 +291,102 @@ def archive_identity(
         "UPDATE identities SET detached_at = COALESCE(detached_at, ?) WHERE id = ?",
         (now, agent_id),
     )
-    record_event(conn, now, "agent.archived", {**described, "reason": reason, "dead_lettered": 0})
-    return Applied(agent_id, Action.ARCHIVE, reason, 0)
+    record_event(
+        conn,
+        now,
+        "agent.archived",
+        {**described, "reason": reason, "dead_lettered": 0, "ended_sessions": ended},
+    )
+    return _applied(described, Action.ARCHIVE, reason, dead=0, ended=ended)
+
+
+def unarchive_identity(
+    conn: sqlite3.Connection, agent_id: str, *, now: float, reason: str
+) -> Applied | None:
+    """Show an archived identity again; None when it does not exist or is not archived.
+
+    Its detach clock restarts (`detached_at = now`), so the next sweep does not archive it
+    again at once; `first_archived_at` stays, as when attaching un-archives it.
+    """
+    cursor = conn.execute(
+        "UPDATE identities SET archived_at = NULL, detached_at = ?"
+        " WHERE id = ? AND archived_at IS NOT NULL",
+        (now, agent_id),
+    )
+    if cursor.rowcount == 0:
+        return None
+    described = describe_identity(conn, agent_id)
+    assert described is not None
+    record_event(conn, now, "agent.unarchived", {**described, "reason": reason})
+    return _applied(described, Action.UNARCHIVE, reason, dead=0, ended=0)
 
 
 def reap_identity(
-    conn: sqlite3.Connection, agent_id: str, *, now: float, reason: str
+    conn: sqlite3.Connection,
+    agent_id: str,
+    *,
+    now: float,
+    reason: str,
+    dead_reason: str = "reaped",
+    event: str = "agent.reaped",
+    action: Action = Action.REAP,
 ) -> Applied | None:
-    """Reap: dead-letter its unsettled mail (`reaped`), expire its open claims, delete it.
+    """Reap: dead-letter its unsettled mail (`dead_reason`), expire its open claims, delete it.
 
     Its sessions, alias reservations and conversation keys go with it (ON DELETE CASCADE);
     messages it exchanged stay (they have no foreign key), so survivors keep their history.
     """
-    described = _describe(conn, agent_id)
+    described = describe_identity(conn, agent_id)
     if described is None:
         return None
+    ended = _attached_count(conn, agent_id)
     conn.execute(
         "UPDATE claims SET state = 'expired' WHERE identity_id = ? AND state = 'open'",
         (agent_id,),
     )
     cursor = conn.execute(
-        "UPDATE messages SET state = 'dead', dead_reason = 'reaped', settled_at = ?"
+        "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ?"
         " WHERE recipient_id = ? AND state IN ('queued', 'claimed', 'delivered')",
-        (now, agent_id),
+        (dead_reason, now, agent_id),
     )
     dead = cursor.rowcount
     conn.execute("DELETE FROM identities WHERE id = ?", (agent_id,))
-    record_event(conn, now, "agent.reaped", {**described, "reason": reason, "dead_lettered": dead})
-    return Applied(agent_id, Action.REAP, reason, dead)
+    record_event(
+        conn,
+        now,
+        event,
+        {**described, "reason": reason, "dead_lettered": dead, "ended_sessions": ended},
+    )
+    return _applied(described, action, reason, dead=dead, ended=ended)
+
+
+def purge_identity(
+    conn: sqlite3.Connection, agent_id: str, *, now: float, reason: str
+) -> Applied | None:
+    """Purge (operator): a reap whose dead letters say `purged` and whose sessions' tokens
+    keep answering `ended` (purged) instead of becoming unknown."""
+    conn.execute(
+        "INSERT OR REPLACE INTO purged_sessions (token_hash, session_id, agent_id, purged_at)"
+        " SELECT token_hash, id, identity_id, ? FROM sessions WHERE identity_id = ?",
+        (now, agent_id),
+    )
+    return reap_identity(
+        conn,
+        agent_id,
+        now=now,
+        reason=reason,
+        dead_reason="purged",
+        event="agent.purged",
+        action=Action.PURGE,
+    )
+
+
+def purged_session(conn: sqlite3.Connection, token_hash: str) -> str | None:
+    """The session id a token had, if its identity was purged (within event retention)."""
+    row = conn.execute(
+        "SELECT session_id FROM purged_sessions WHERE token_hash = ?", (token_hash,)
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def apply_plan(conn: sqlite3.Connection, plan: Plan, now: float) -> list[Applied]:
@@ -281,8 +396,10 @@ def apply_plan(conn: sqlite3.Connection, plan: Plan, now: float) -> list[Applied
             done = archive_identity(
                 conn, step.agent_id, now=now, at=step.due_at, reason=step.reason
             )
-        else:
+        elif step.action is Action.REAP:
             done = reap_identity(conn, step.agent_id, now=now, reason=step.reason)
+        else:
+            raise ValueError(f"a sweep plans archives and reaps only, not {step.action}")
         if done is not None:
             applied.append(done)
     return applied
@@ -292,14 +409,19 @@ def apply_plan(conn: sqlite3.Connection, plan: Plan, now: float) -> list[Applied
 class Pruned:
     idempotency: int
     events: int
+    purged_sessions: int = 0
 
 
 def prune(conn: sqlite3.Connection, now: float, windows: Windows) -> Pruned:
-    """Forget idempotency keys past `idempotency` and operator events past `event_retention`."""
+    """Forget idempotency keys past `idempotency`, and operator events and purged sessions'
+    tokens past `event_retention` (such a token then answers as unknown)."""
     keys = conn.execute(
         "DELETE FROM idempotency WHERE created_at <= ?", (now - windows.idempotency,)
     ).rowcount
     # `at` is ISO 8601 UTC with a fixed width, so text order is time order.
     cutoff = iso(now - windows.event_retention)
     events = conn.execute("DELETE FROM events WHERE at <= ?", (cutoff,)).rowcount
-    return Pruned(keys, events)
+    tombstones = conn.execute(
+        "DELETE FROM purged_sessions WHERE purged_at <= ?", (now - windows.event_retention,)
+    ).rowcount
+    return Pruned(keys, events, tombstones)

@@ -1,0 +1,309 @@
+"""The operator's read views (SPEC §6): snapshot, agents, one agent, an agent's messages.
+
+Sync, read-only functions on a connection. The operator runs them on its own read-only
+connection inside one read transaction per request, so a snapshot is consistent (counts,
+sessions and the event seq from one instant) and never waits for, or holds up, the writer.
+
+Counts are aggregates over the partial indexes of the unsettled states and of dead letters
+(`messages_unsettled`, `messages_retry`, `messages_dead`): each is a covering index scan that
+never touches the table, however much acknowledged history there is. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pager.domain.clock import iso
+from pager.domain.names import format_address
+from pager.domain.records import MessageState
+from pager.domain.views import (
+    AgentView,
+    Correspondent,
+    InboxCounts,
+    MessageView,
+    SessionView,
+    Snapshot,
+    Totals,
+    WorkspaceView,
+)
+from pager.store._events import latest_event_seq
+
+_AGENT_COLUMNS = (
+    "i.id, i.alias, w.slug, i.implementation, i.durable, i.archived_at, i.last_seen,"
+    " i.created_at, w.path"
+)
+_AGENT_FROM = "FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
+_MESSAGE_COLUMNS = (
+    "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
+    " dead_reason, settled_at"
+)
+#: IN lists are cut into chunks this long (SQLite limits bound parameters per statement).
+_CHUNK = 500
+#: Larger than any seq: "before the end".
+_END = 2**63 - 1
+
+# A partial index serves a query only when SQLite can see that the query's condition implies
+# the index's, which it cannot for bound parameters: states are spelled out literally.
+_UNSETTLED = "state IN ('queued', 'claimed', 'delivered')"
+_STATE_TERMS = {
+    MessageState.QUEUED: f"{_UNSETTLED} AND state = 'queued'",
+    MessageState.CLAIMED: f"{_UNSETTLED} AND state = 'claimed'",
+    MessageState.DELIVERED: f"{_UNSETTLED} AND state = 'delivered'",
+    MessageState.ACKNOWLEDGED: "state = 'acknowledged'",
+    MessageState.DEAD: "state = 'dead'",
+}
+
+
+def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(ids), _CHUNK):
+        yield ids[start : start + _CHUNK]
+
+
+def _marks(ids: Sequence[str]) -> str:
+    return ", ".join("?" for _ in ids)
+
+
+def _counts_by_recipient(
+    conn: sqlite3.Connection, condition: str, ids: Sequence[str] | None
+) -> dict[str, int]:
+    """COUNT(*) per recipient of the messages matching `condition` (literal SQL)."""
+    sql = f"SELECT recipient_id, COUNT(*) FROM messages WHERE {condition}"
+    if ids is None:
+        rows: list[Any] = conn.execute(sql + " GROUP BY recipient_id").fetchall()
+    else:
+        rows = []
+        for chunk in _chunks(ids):
+            rows += conn.execute(
+                sql + f" AND recipient_id IN ({_marks(chunk)}) GROUP BY recipient_id", chunk
+            ).fetchall()
+    return {str(recipient): int(count) for recipient, count in rows}
+
+
+def inbox_counts(conn: sqlite3.Connection, ids: Sequence[str] | None) -> dict[str, InboxCounts]:
+    """Queued / claimed (claimed + delivered) / dead per identity (`None`: every recipient).
+
+    Three covering index scans: unsettled (`messages_unsettled`), queued (`messages_retry`),
+    dead (`messages_dead`); claimed is unsettled minus queued."""
+    unsettled = _counts_by_recipient(conn, _UNSETTLED, ids)
+    queued = _counts_by_recipient(conn, "state = 'queued'", ids)
+    dead = _counts_by_recipient(conn, "state = 'dead'", ids)
+    return {
+        agent_id: InboxCounts(
+            queued=queued.get(agent_id, 0),
+            claimed=unsettled.get(agent_id, 0) - queued.get(agent_id, 0),
+            dead=dead.get(agent_id, 0),
+        )
+        for agent_id in {*unsettled, *dead}
+    }
+
+
+def live_sessions(
+    conn: sqlite3.Connection, ids: Sequence[str] | None
+) -> dict[str, list[SessionView]]:
+    """The attached sessions (the store's `state = 'attached'`) per identity, oldest first."""
+    sql = (
+        "SELECT identity_id, id, epoch, created_at, lease_expires_at FROM sessions"
+        " WHERE state = 'attached'"
+    )
+    if ids is None:
+        rows: list[Any] = conn.execute(sql).fetchall()
+    else:
+        rows = []
+        for chunk in _chunks(ids):
+            rows += conn.execute(sql + f" AND identity_id IN ({_marks(chunk)})", chunk).fetchall()
+    found: dict[str, list[SessionView]] = {}
+    for identity_id, session_id, epoch, created_at, lease in sorted(rows, key=lambda r: r[2]):
+        found.setdefault(str(identity_id), []).append(
+            SessionView(str(session_id), int(epoch), _iso(created_at), _iso(lease))
+        )
+    return found
+
+
+def _iso(seconds: float) -> str:
+    text = iso(float(seconds))
+    assert text is not None
+    return text
+
+
+def _agents(
+    conn: sqlite3.Connection, rows: Sequence[Any], *, everyone: bool = False
+) -> list[tuple[AgentView, str]]:
+    """AgentViews of identity rows (`_AGENT_COLUMNS`), each with its workspace path.
+
+    `everyone`: the rows are every identity, so counts and sessions are read for all at once
+    (whole-index aggregates) instead of per id."""
+    ids = None if everyone else [str(row[0]) for row in rows]
+    counts = inbox_counts(conn, ids)
+    sessions = live_sessions(conn, ids)
+    empty = InboxCounts()
+    views = []
+    for (
+        agent_id,
+        alias,
+        slug,
+        implementation,
+        durable,
+        archived_at,
+        last_seen,
+        created,
+        path,
+    ) in rows:
+        live = sessions.get(agent_id, [])
+        views.append(
+            (
+                AgentView(
+                    agent_id=agent_id,
+                    alias=alias,
+                    address=format_address(alias, slug),
+                    workspace=slug,
+                    implementation=implementation,
+                    durable=bool(durable),
+                    archived=archived_at is not None,
+                    attached=bool(live),
+                    sessions=tuple(live),
+                    inbox=counts.get(agent_id, empty),
+                    last_seen=_iso(last_seen),
+                    created_at=_iso(created),
+                    archived_at=iso(archived_at),
+                ),
+                str(path),
+            )
+        )
+    return views
+
+
+def snapshot(conn: sqlite3.Connection, broker: dict[str, Any]) -> Snapshot:
+    """Every workspace that has agents (archived ones included) with its agents by alias,
+    the totals over them, and the latest event seq: run it inside one read transaction."""
+    rows = conn.execute(
+        f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} ORDER BY w.slug, i.alias_key, i.id"
+    ).fetchall()
+    seq = latest_event_seq(conn)
+    grouped: dict[str, tuple[str, list[AgentView]]] = {}
+    for view, path in _agents(conn, rows, everyone=True):
+        grouped.setdefault(view.workspace, (path, []))[1].append(view)
+    workspaces = tuple(
+        WorkspaceView(slug, path, tuple(agents)) for slug, (path, agents) in grouped.items()
+    )
+    every = [agent for workspace in workspaces for agent in workspace.agents]
+    totals = Totals(
+        workspaces=len(workspaces),
+        agents=len(every),
+        attached=sum(agent.attached for agent in every),
+        archived=sum(agent.archived for agent in every),
+        queued=sum(agent.inbox.queued for agent in every),
+        claimed=sum(agent.inbox.claimed for agent in every),
+        dead=sum(agent.inbox.dead for agent in every),
+    )
+    return Snapshot(broker=broker, workspaces=workspaces, totals=totals, seq=seq)
+
+
+def list_agents(
+    conn: sqlite3.Connection,
+    *,
+    workspace: str | None,
+    archived: bool | None,
+    limit: int,
+    after: str | None,
+) -> tuple[list[AgentView], str | None]:
+    """One page of agents in agent-id order (stable: renames and moves never reorder it),
+    and the last id shown when there are more."""
+    clauses = ["i.id > ?"]
+    params: list[object] = [after or ""]
+    if workspace is not None:
+        clauses.append("w.slug = ?")
+        params.append(workspace)
+    if archived is not None:
+        clauses.append("i.archived_at IS NOT NULL" if archived else "i.archived_at IS NULL")
+    rows = conn.execute(
+        f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} WHERE {' AND '.join(clauses)}"
+        " ORDER BY i.id LIMIT ?",
+        [*params, limit + 1],
+    ).fetchall()
+    more = len(rows) > limit
+    views = [view for view, _ in _agents(conn, rows[:limit])]
+    return views, (views[-1].agent_id if more else None)
+
+
+def get_agent(conn: sqlite3.Connection, agent_id: str) -> AgentView | None:
+    rows = conn.execute(f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} WHERE i.id = ?", (agent_id,))
+    found = _agents(conn, rows.fetchall())
+    return found[0][0] if found else None
+
+
+def correspondents(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Correspondent]:
+    """Each id as a correspondent; ids of identities that no longer exist get no alias/address."""
+    wanted = sorted(set(ids))
+    found = {agent_id: Correspondent(agent_id, None, None) for agent_id in wanted}
+    for chunk in _chunks(wanted):
+        for agent_id, alias, slug in conn.execute(
+            f"SELECT i.id, i.alias, w.slug {_AGENT_FROM} WHERE i.id IN ({_marks(chunk)})", chunk
+        ):
+            found[agent_id] = Correspondent(agent_id, alias, format_address(alias, slug))
+    return found
+
+
+def agent_messages(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    *,
+    state: MessageState | None,
+    direction: str,
+    limit: int,
+    before: int | None,
+) -> tuple[list[MessageView], int | None]:
+    """One page of the agent's messages, newest first (`direction`: in, out or both), and
+    the last seq shown when there are more. Each side is an index walk in seq order that
+    stops at the limit; both sides are merged."""
+    condition = "" if state is None else f" AND {_STATE_TERMS[state]}"
+    sides = {"in": ["recipient_id"], "out": ["sender_id"], "both": ["recipient_id", "sender_id"]}
+    rows: dict[int, Any] = {}
+    for column in sides[direction]:
+        for row in conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {column} = ?{condition}"
+            " AND seq < ? ORDER BY seq DESC LIMIT ?",
+            (agent_id, _END if before is None else before, limit + 1),
+        ):
+            rows[int(row[0])] = row
+    page = [rows[seq] for seq in sorted(rows, reverse=True)[: limit + 1]]
+    more = len(page) > limit
+    page = page[:limit]
+    people = correspondents(conn, [row[2] for row in page] + [row[3] for row in page])
+    views = [
+        MessageView(
+            message_id=str(message_id),
+            direction="out" if sender == agent_id else "in",
+            sender=people[sender],
+            recipient=people[recipient],
+            body=str(body),
+            thread=thread,
+            reply_to=reply_to,
+            sent_at=_iso(sent_at),
+            state=str(message_state),
+            attempts=int(attempts),
+            dead_reason=dead_reason,
+            settled_at=iso(settled_at),
+        )
+        for (
+            _seq,
+            message_id,
+            sender,
+            recipient,
+            body,
+            thread,
+            reply_to,
+            sent_at,
+            message_state,
+            attempts,
+            dead_reason,
+            settled_at,
+        ) in page
+    ]
+    return views, (int(page[-1][0]) if more else None)
+
+
+def identity_exists(conn: sqlite3.Connection, agent_id: str) -> bool:
+    row = conn.execute("SELECT 1 FROM identities WHERE id = ?", (agent_id,)).fetchone()
+    return row is not None
