@@ -213,9 +213,14 @@ def _v3_messaging(conn: sqlite3.Connection) -> None:
 
 
 def _v4_operator_views(conn: sqlite3.Connection) -> None:
-    # Dead letters are kept as history and pile up; the snapshot counts them per recipient
-    # and the messages view lists them, which without this index scans every message ever sent.
-    conn.execute("CREATE INDEX messages_dead ON messages (recipient_id, seq) WHERE state = 'dead'")
+    # The snapshot's inbox counts: one covering scan gives every identity's queued, claimed,
+    # delivered and dead counts without touching the table (rowid = seq ends each entry, so it
+    # also lists one state of one inbox in seq order). Acknowledged mail, the bulk of history,
+    # is left out; dead letters are kept forever and need it most.
+    conn.execute(
+        "CREATE INDEX messages_inbox ON messages (recipient_id, state)"
+        " WHERE state IN ('queued', 'claimed', 'delivered', 'dead')"
+    )
     # A purge deletes the identity and, by cascade, its sessions; their tokens are kept here so
     # a connector presenting one learns that it `ended` (purged), not that it is unknown.
     conn.execute(
@@ -236,7 +241,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
     Migration(2, "clean-stop bookkeeping and operator events", _v2_clean_stop_and_events),
     Migration(3, "identities, sessions, messages and claims", _v3_messaging),
-    Migration(4, "dead-letter index and purged session tokens", _v4_operator_views),
+    Migration(4, "inbox count index and purged session tokens", _v4_operator_views),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

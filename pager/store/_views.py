@@ -4,9 +4,9 @@ Sync, read-only functions on a connection. The operator runs them on its own rea
 connection inside one read transaction per request, so a snapshot is consistent (counts,
 sessions and the event seq from one instant) and never waits for, or holds up, the writer.
 
-Counts are aggregates over the partial indexes of the unsettled states and of dead letters
-(`messages_unsettled`, `messages_retry`, `messages_dead`): each is a covering index scan that
-never touches the table, however much acknowledged history there is. Nothing here writes.
+Counts are one aggregate over the partial index `messages_inbox` (queued, claimed, delivered
+and dead mail): a covering index scan that never touches the table, however much acknowledged
+history there is. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ _END = 2**63 - 1
 
 # A partial index serves a query only when SQLite can see that the query's condition implies
 # the index's, which it cannot for bound parameters: states are spelled out literally.
-_UNSETTLED = "state IN ('queued', 'claimed', 'delivered')"
+_COUNTED = "state IN ('queued', 'claimed', 'delivered', 'dead')"  # = messages_inbox's
 _STATE_TERMS = {
-    MessageState.QUEUED: f"{_UNSETTLED} AND state = 'queued'",
-    MessageState.CLAIMED: f"{_UNSETTLED} AND state = 'claimed'",
-    MessageState.DELIVERED: f"{_UNSETTLED} AND state = 'delivered'",
+    MessageState.QUEUED: f"{_COUNTED} AND state = 'queued'",
+    MessageState.CLAIMED: f"{_COUNTED} AND state = 'claimed'",
+    MessageState.DELIVERED: f"{_COUNTED} AND state = 'delivered'",
     MessageState.ACKNOWLEDGED: "state = 'acknowledged'",
-    MessageState.DEAD: "state = 'dead'",
+    MessageState.DEAD: f"{_COUNTED} AND state = 'dead'",
 }
 
 
@@ -65,37 +65,29 @@ def _marks(ids: Sequence[str]) -> str:
     return ", ".join("?" for _ in ids)
 
 
-def _counts_by_recipient(
-    conn: sqlite3.Connection, condition: str, ids: Sequence[str] | None
-) -> dict[str, int]:
-    """COUNT(*) per recipient of the messages matching `condition` (literal SQL)."""
-    sql = f"SELECT recipient_id, COUNT(*) FROM messages WHERE {condition}"
+def inbox_counts(conn: sqlite3.Connection, ids: Sequence[str] | None) -> dict[str, InboxCounts]:
+    """Queued / claimed (claimed + delivered) / dead per identity (`None`: every recipient),
+    from one covering scan of `messages_inbox` (per-id searches of it for a list of ids)."""
+    sql = f"SELECT recipient_id, state, COUNT(*) FROM messages WHERE {_COUNTED}"
     if ids is None:
-        rows: list[Any] = conn.execute(sql + " GROUP BY recipient_id").fetchall()
+        rows: list[Any] = conn.execute(sql + " GROUP BY recipient_id, state").fetchall()
     else:
         rows = []
         for chunk in _chunks(ids):
             rows += conn.execute(
-                sql + f" AND recipient_id IN ({_marks(chunk)}) GROUP BY recipient_id", chunk
+                sql + f" AND recipient_id IN ({_marks(chunk)}) GROUP BY recipient_id, state",
+                chunk,
             ).fetchall()
-    return {str(recipient): int(count) for recipient, count in rows}
-
-
-def inbox_counts(conn: sqlite3.Connection, ids: Sequence[str] | None) -> dict[str, InboxCounts]:
-    """Queued / claimed (claimed + delivered) / dead per identity (`None`: every recipient).
-
-    Three covering index scans: unsettled (`messages_unsettled`), queued (`messages_retry`),
-    dead (`messages_dead`); claimed is unsettled minus queued."""
-    unsettled = _counts_by_recipient(conn, _UNSETTLED, ids)
-    queued = _counts_by_recipient(conn, "state = 'queued'", ids)
-    dead = _counts_by_recipient(conn, "state = 'dead'", ids)
+    counts: dict[str, dict[str, int]] = {}
+    for recipient, state, count in rows:
+        counts.setdefault(str(recipient), {})[str(state)] = int(count)
     return {
         agent_id: InboxCounts(
-            queued=queued.get(agent_id, 0),
-            claimed=unsettled.get(agent_id, 0) - queued.get(agent_id, 0),
-            dead=dead.get(agent_id, 0),
+            queued=found.get("queued", 0),
+            claimed=found.get("claimed", 0) + found.get("delivered", 0),
+            dead=found.get("dead", 0),
         )
-        for agent_id in {*unsettled, *dead}
+        for agent_id, found in counts.items()
     }
 
 

@@ -167,6 +167,44 @@ def test_open_database_upgrades_v1_keeping_every_row(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".*partial"))
 
 
+def test_open_database_upgrades_v3_adding_operator_views(tmp_path: Path) -> None:
+    """A v3 database (messaging) gains the inbox count index and the purged sessions table
+    (v4), keeping its messages; its backup is pager.db.bak-3."""
+    path = tmp_path / "pager.db"
+    conn = open_database(path, migrations=MIGRATIONS[:3])
+    conn.execute("INSERT INTO workspaces VALUES ('/w', 'w-0a1b2c', '/w', 1.0)")
+    conn.execute(
+        "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
+        " created_at, last_seen) VALUES ('agt_a', '/w', 'a', 'a', 1, 'shell', 1.0, 1.0)"
+    )
+    rows = [
+        (f"msg_{n}", "agt_a", "agt_a", "hi", 1.0, state, 1.0)
+        for n, state in enumerate(("queued", "dead", "acknowledged"))
+    ]
+    conn.executemany(
+        "INSERT INTO messages (id, sender_id, recipient_id, body, sent_at, state,"
+        " available_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    close_database(conn)
+
+    conn = open_database(path)
+    try:
+        assert read_schema_version(conn) == CURRENT_SCHEMA_VERSION
+        assert "purged_sessions" in _tables(conn)
+        indexes = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "messages_inbox" in indexes
+        counted = conn.execute(
+            "SELECT state, COUNT(*) FROM messages WHERE"
+            " state IN ('queued', 'claimed', 'delivered', 'dead') GROUP BY state"
+        ).fetchall()
+        assert sorted(counted) == [("dead", 1), ("queued", 1)]
+        assert conn.execute("SELECT COUNT(*) FROM messages").fetchone() == (3,)
+    finally:
+        close_database(conn)
+    assert (tmp_path / "pager.db.bak-3").exists()
+
+
 def test_open_database_upgrade_keeps_an_existing_backup(tmp_path: Path) -> None:
     """An existing pager.db.bak-1 is never overwritten; the new copy goes to .bak-1.1."""
     path = tmp_path / "pager.db"
