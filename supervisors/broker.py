@@ -61,16 +61,21 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         await run_actor(actor, name="store", task_status=task_status)
 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        from pager.web.routes_v1 import v1_blueprint  # the server stack, lazily
+        from pager.operator import OperatorService, ReadViews  # the server stack, lazily
+        from pager.web.openapi import openapi_blueprint
+        from pager.web.routes_operator import operator_blueprint
+        from pager.web.routes_v1 import v1_blueprint
         from pager.web.server import bind_listener, run_web_server
 
         kept = await store().read(lambda conn: db.get_meta(conn, "port"))
         sock = bind_listener(ctx.config.host, ctx.config.port, int(kept) if kept else None)
+        reads = ReadViews(ctx.paths.database)  # the operator's read-only connection
         try:
             port = str(sock.getsockname()[1])
             if port != kept:  # the port is kept across restarts so URLs handed out stay valid
                 await store().write(lambda conn: db.set_meta(conn, "port", port))
             service: BrokerService = root.started_value("messaging")  # type: ignore[assignment]
+            operator = OperatorService(service.directory, reads, ctx.health)
             await run_web_server(
                 host=ctx.config.host,
                 sock=sock,
@@ -78,12 +83,18 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 request_cap=ctx.config.limits.request_cap,
                 shutdown_trigger=ctx.shutdown.wait,
                 api=service,
-                blueprints=[v1_blueprint(service, ctx.secret, ctx.shutdown.wait)],
+                blueprints=[
+                    v1_blueprint(service, ctx.secret, ctx.shutdown.wait),
+                    operator_blueprint(operator, ctx.secret),
+                    openapi_blueprint(),
+                ],
                 display_cap=ctx.config.limits.display_cap,
                 task_status=task_status,
             )
         finally:
             sock.close()
+            with trio.CancelScope(shield=True):
+                await reads.aclose()
             ctx.web_stopped.set()
 
     providers = Supervisor("providers", [], strategy=Strategy.ONE_FOR_ONE)

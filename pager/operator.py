@@ -1,0 +1,188 @@
+"""The operator service behind `/v1` snapshot, agents, messages and actions (SPEC §6).
+
+Reads go through `ReadViews`: one read-only SQLite connection of its own (WAL lets it read
+while the checkpoint actor writes, and a long read never delays a commit), used by one
+request at a time in a worker thread, each request inside one read transaction. Actions go to
+the directory actor, which alone ends sessions and commits identity changes.
+
+`attached` in the views is the store's session state. The directory owns leases in memory and
+writes a lapse when its lease timer fires, so a lease that has just lapsed can still show as
+attached for that instant; `lease_expires_at` is the lease as last persisted (the directory
+persists renewals every half lease, so the live lease may run up to `lease_ttl / 2` later).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from actors._runtime import ActorRef
+from actors.directory import (
+    ArchiveIdentity,
+    DirectoryMessage,
+    PurgeIdentity,
+    UnarchiveIdentity,
+)
+from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.records import MessageState
+from pager.domain.views import (
+    AgentPage,
+    AgentView,
+    Archived,
+    MessagePage,
+    Purged,
+    Snapshot,
+    Unarchived,
+    decode_cursor,
+    encode_cursor,
+)
+from pager.store import messaging as ms
+from pager.store import views
+
+T = TypeVar("T")
+
+#: The `reason` operator actions record in their events.
+OPERATOR_REASON = "operator"
+
+
+class ReadViews:
+    """The operator's read-only connection: opened on first use, one user at a time."""
+
+    def __init__(self, database: Path) -> None:
+        self._database = database
+        self._conn: sqlite3.Connection | None = None
+        self._lock = trio.Lock()
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(conn)` in a worker thread, inside one read transaction (a consistent view)."""
+        async with self._lock:
+            return await trio.to_thread.run_sync(self._run, fn)
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None:
+            self._conn = _connect(self._database)
+        conn = self._conn
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")  # a read transaction: nothing to commit, the snapshot ends
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+
+def _connect(database: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        f"{database.absolute().as_uri()}?mode=ro",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,  # handed to one worker thread at a time, under the lock
+    )
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA busy_timeout = 5000")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _not_found(agent_id: str) -> PagerError:
+    return PagerError(
+        ErrorCode.NOT_FOUND,
+        f"no agent {agent_id!r} (it never existed, or was purged or reaped);"
+        " GET /v1/agents lists the agents there are",
+        agent_id=agent_id,
+    )
+
+
+class OperatorService:
+    def __init__(
+        self, directory: ActorRef[DirectoryMessage], reads: ReadViews, health: dict[str, Any]
+    ) -> None:
+        self.directory = directory
+        self.reads = reads
+        self.broker = {"ok": True, **health}
+
+    # -- read views ------------------------------------------------------------------------
+
+    async def snapshot(self) -> Snapshot:
+        broker = dict(self.broker)
+        return await self.reads.read(lambda conn: views.snapshot(conn, broker))
+
+    async def agents(
+        self,
+        *,
+        workspace: str | None = None,
+        archived: bool | None = None,
+        limit: int,
+        cursor: str | None = None,
+    ) -> AgentPage:
+        after = None if cursor is None else decode_cursor("agents", cursor, str)
+
+        def read(conn: sqlite3.Connection) -> AgentPage:
+            found, last = views.list_agents(
+                conn, workspace=workspace, archived=archived, limit=limit, after=after
+            )
+            return AgentPage(tuple(found), None if last is None else encode_cursor("agents", last))
+
+        return await self.reads.read(read)
+
+    async def agent(self, agent_id: str) -> AgentView:
+        found = await self.reads.read(lambda conn: views.get_agent(conn, agent_id))
+        if found is None:
+            raise _not_found(agent_id)
+        return found
+
+    async def messages(
+        self,
+        agent_id: str,
+        *,
+        state: MessageState | None = None,
+        direction: str = "both",
+        limit: int,
+        cursor: str | None = None,
+    ) -> MessagePage:
+        before = None if cursor is None else decode_cursor("messages", cursor, int)
+
+        def read(conn: sqlite3.Connection) -> MessagePage | None:
+            if not views.identity_exists(conn, agent_id):
+                return None
+            found, last = views.agent_messages(
+                conn, agent_id, state=state, direction=direction, limit=limit, before=before
+            )
+            next_cursor = None if last is None else encode_cursor("messages", last)
+            return MessagePage(tuple(found), next_cursor)
+
+        page = await self.reads.read(read)
+        if page is None:
+            raise _not_found(agent_id)
+        return page
+
+    # -- actions ---------------------------------------------------------------------------
+
+    async def archive(self, agent_id: str) -> Archived:
+        done = await self._act(ArchiveIdentity(agent_id, OPERATOR_REASON))
+        return Archived(await self.agent(agent_id), done.ended_sessions)
+
+    async def unarchive(self, agent_id: str) -> Unarchived:
+        await self._act(UnarchiveIdentity(agent_id, OPERATOR_REASON))
+        return Unarchived(await self.agent(agent_id))
+
+    async def purge(self, agent_id: str) -> Purged:
+        done = await self._act(PurgeIdentity(agent_id, OPERATOR_REASON))
+        return Purged(
+            done.agent_id, done.alias, done.address, done.ended_sessions, done.dead_lettered
+        )
+
+    async def _act(self, message: DirectoryMessage) -> ms.Applied:
+        done: ms.Applied = await self.directory.call(message)
+        return done

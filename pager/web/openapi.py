@@ -1,0 +1,562 @@
+"""The OpenAPI 3.1 description of every `/v1` route (SPEC §6), served at `GET /v1/openapi.json`.
+
+One table, `ROUTES`, describes each route: method, path, credential, parameters, request body
+and responses, with JSON Schemas (2020-12, the dialect of OpenAPI 3.1) written by hand in
+`SCHEMAS`. A test compares the table with the routes the Quart app serves, so a route added
+without a description (or a description without a route) fails the build.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+from quart import Blueprint, Response
+
+from pager.domain.errors import ErrorCode
+from pager.domain.records import MessageState
+from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
+from pager.versions import VERSION
+
+Schema = dict[str, Any]
+
+SECRET = "localSecret"
+SESSION = "sessionToken"
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
+    return {
+        "type": "object",
+        "properties": {**required, **(optional or {})},
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+STRING: Schema = {"type": "string"}
+NULLABLE_STRING: Schema = {"type": ["string", "null"]}
+TIME: Schema = {"type": "string", "format": "date-time"}
+NULLABLE_TIME: Schema = {"type": ["string", "null"], "format": "date-time"}
+COUNT: Schema = {"type": "integer", "minimum": 0}
+BOOLEAN: Schema = {"type": "boolean"}
+
+SCHEMAS: dict[str, Schema] = {
+    "Error": {
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": STRING,
+                    "message": STRING,
+                },
+                "required": ["code", "message"],
+                "additionalProperties": True,  # details, e.g. `parameter`, `holder`
+            }
+        },
+        "required": ["error"],
+        "additionalProperties": False,
+    },
+    "Broker": {
+        "type": "object",
+        "properties": {
+            "ok": {"const": True},
+            "instance_id": STRING,
+            "pid": {"type": "integer"},
+            "version": STRING,
+            "schema_version": {"type": "integer"},
+            "started_at": STRING,
+        },
+        "required": ["ok", "instance_id", "pid", "version", "schema_version", "started_at"],
+        "additionalProperties": False,
+    },
+    "Session": _object(
+        {
+            "session_id": STRING,
+            "epoch": {"type": "integer", "minimum": 1},
+            "created_at": TIME,
+            "lease_expires_at": TIME,
+        }
+    ),
+    "Inbox": _object({"queued": COUNT, "claimed": COUNT, "dead": COUNT}),
+    "Agent": _object(
+        {
+            "agent_id": STRING,
+            "alias": STRING,
+            "address": STRING,
+            "workspace": STRING,
+            "implementation": STRING,
+            "durable": BOOLEAN,
+            "archived": BOOLEAN,
+            "attached": BOOLEAN,
+            "sessions": {"type": "array", "items": _ref("Session")},
+            "inbox": _ref("Inbox"),
+            "last_seen": TIME,
+            "created_at": TIME,
+            "archived_at": NULLABLE_TIME,
+        }
+    ),
+    "Workspace": _object(
+        {"slug": STRING, "path": STRING, "agents": {"type": "array", "items": _ref("Agent")}}
+    ),
+    "Totals": _object(
+        {
+            name: COUNT
+            for name in (
+                "workspaces",
+                "agents",
+                "attached",
+                "archived",
+                "queued",
+                "claimed",
+                "dead",
+            )
+        }
+    ),
+    "Snapshot": _object(
+        {
+            "broker": _ref("Broker"),
+            "workspaces": {"type": "array", "items": _ref("Workspace")},
+            "totals": _ref("Totals"),
+            "seq": COUNT,
+        }
+    ),
+    "AgentPage": _object(
+        {"agents": {"type": "array", "items": _ref("Agent")}, "next_cursor": NULLABLE_STRING}
+    ),
+    "Correspondent": _object(
+        {"agent_id": STRING, "alias": NULLABLE_STRING, "address": NULLABLE_STRING}
+    ),
+    "Message": _object(
+        {
+            "message_id": STRING,
+            "direction": {"enum": ["in", "out"]},
+            "sender": _ref("Correspondent"),
+            "recipient": _ref("Correspondent"),
+            "body": STRING,
+            "thread": NULLABLE_STRING,
+            "reply_to": NULLABLE_STRING,
+            "sent_at": TIME,
+            "state": {"enum": [state.value for state in MessageState]},
+            "attempts": COUNT,
+            "dead_reason": NULLABLE_STRING,
+            "settled_at": NULLABLE_TIME,
+        }
+    ),
+    "MessagePage": _object(
+        {"messages": {"type": "array", "items": _ref("Message")}, "next_cursor": NULLABLE_STRING}
+    ),
+    "Archived": _object({"agent": _ref("Agent"), "ended_sessions": COUNT}),
+    "Unarchived": _object({"agent": _ref("Agent")}),
+    "Purged": _object(
+        {
+            "agent_id": STRING,
+            "alias": STRING,
+            "address": STRING,
+            "ended_sessions": COUNT,
+            "dead_lettered": COUNT,
+        }
+    ),
+    "NoArguments": {"type": "object", "maxProperties": 0},
+    "Delivery": _object(
+        {"kind": {"enum": ["http", "unix"]}},
+        {"url": NULLABLE_STRING, "path": NULLABLE_STRING},
+    ),
+    "RegisterRequest": _object(
+        {"workspace": STRING, "implementation": STRING},
+        {
+            "session_name": NULLABLE_STRING,
+            "conversation_key": NULLABLE_STRING,
+            "delivery": {"anyOf": [_ref("Delivery"), {"type": "null"}]},
+            "force": BOOLEAN,
+            "resume_token": NULLABLE_STRING,
+        },
+    ),
+    "Registered": _object(
+        {
+            "agent_id": STRING,
+            "alias": STRING,
+            "address": STRING,
+            "durable": BOOLEAN,
+            "session_id": STRING,
+            "epoch": {"type": "integer", "minimum": 1},
+            "token": STRING,
+            "resume_token": STRING,
+            "lease_ttl_s": {"type": "number"},
+        }
+    ),
+    "Detached": _object({"detached": {"const": True}, "session_id": STRING}),
+    "HookClaimRequest": _object(
+        {"implementation": STRING, "conversation_key": STRING},
+        {
+            "max_chars": {"type": "integer", "default": 9000},
+            "wait_s": {"type": "number", "default": 0},
+            "session_token": NULLABLE_STRING,
+        },
+    ),
+    "HookClaimed": _object(
+        {
+            "agent_id": NULLABLE_STRING,
+            "text": STRING,
+            "tokens": {"type": "array", "items": STRING},
+        }
+    ),
+    "HookAckRequest": _object({"agent_id": STRING, "tokens": {"type": "array", "items": STRING}}),
+    "AckResult": _object(
+        {
+            "applied": {"type": "array", "items": STRING},
+            "not_applied": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "token": STRING,
+                        "reason": {
+                            "enum": [
+                                "unknown_token",
+                                "expired",
+                                "superseded",
+                                "already_acknowledged",
+                                "not_yours",
+                            ]
+                        },
+                    }
+                ),
+            },
+        }
+    ),
+}
+
+#: Why each error status is answered (the `code` in the body is one of `ErrorCode`).
+ERRORS: dict[int, str] = {
+    400: "invalid input (`validation_failed`), naming what is wrong; nothing changed",
+    401: "missing or wrong credential (`unauthenticated`); a session token may also answer"
+    " `expired` or `ended`",
+    403: "a cross-origin request (an `Origin` that is not the broker's)",
+    404: "no such agent (`not_found`)",
+    409: "the request conflicts with the current state (`conflict`, `alias_conflict`)",
+    413: "the body is over the request cap (`oversized_content`)",
+    421: "the `Host` is not the broker's loopback address",
+}
+#: Statuses every route may answer: the edge guard's refusals.
+EDGE = (403, 421)
+
+
+@attrs.frozen
+class Route:
+    """One `/v1` route as the document describes it."""
+
+    method: str
+    path: str  # OpenAPI template: `{agent_id}`
+    operation_id: str
+    summary: str
+    credential: str | None  # SECRET, SESSION or None
+    ok: tuple[int, str, Schema | None]  # status, description, JSON schema (None: see `media`)
+    errors: tuple[int, ...] = ()
+    parameters: tuple[Schema, ...] = ()
+    body: Schema | None = None
+    body_required: bool = True
+    media: str = "application/json"
+
+
+def _agent_id() -> Schema:
+    return {
+        "name": "agent_id",
+        "in": "path",
+        "required": True,
+        "description": "the agent's id (`agt_…`)",
+        "schema": STRING,
+    }
+
+
+LIMIT = {
+    "name": "limit",
+    "in": "query",
+    "required": False,
+    "description": f"page size, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})",
+    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+}
+CURSOR = {
+    "name": "cursor",
+    "in": "query",
+    "required": False,
+    "description": "`next_cursor` of the previous page, unchanged (opaque)",
+    "schema": {"type": "string", "minLength": 1},
+}
+
+ACTION_BODY = _ref("NoArguments")
+
+
+def _action(name: str, summary: str, result: str, *, conflict: bool) -> Route:
+    return Route(
+        "post",
+        f"/v1/agents/{{agent_id}}/{name}",
+        f"{name}Agent",
+        summary,
+        SECRET,
+        (200, f"the agent was {name}d", _ref(result)),
+        errors=(400, 401, 404, *((409,) if conflict else ()), 413),
+        parameters=(_agent_id(),),
+        body=ACTION_BODY,
+        body_required=False,
+    )
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "post",
+        "/v1/register",
+        "register",
+        "Create or rejoin an identity and open a session (SPEC §7 decides which)",
+        SECRET,
+        (201, "a session of the identity", _ref("Registered")),
+        errors=(400, 401, 409, 413),
+        body=_ref("RegisterRequest"),
+    ),
+    Route(
+        "post",
+        "/v1/sessions/current/detach",
+        "detach",
+        "End the calling session gracefully (its identity and mail stay)",
+        SESSION,
+        (200, "the session is detached", _ref("Detached")),
+        errors=(401, 413),
+    ),
+    Route(
+        "get",
+        "/v1/sessions/current/events",
+        "sessionEvents",
+        "The session's event stream (SSE): holds the lease while open; `ready`, `ended`,"
+        " `closing` events and heartbeat comments",
+        SESSION,
+        (200, "an open text/event-stream", None),
+        errors=(401,),
+        media="text/event-stream",
+    ),
+    Route(
+        "post",
+        "/v1/hook/claim",
+        "hookClaim",
+        "Claim waiting mail of a conversation's identity, rendered for a harness hook",
+        SECRET,
+        (200, "the rendered mail and the claim tokens to acknowledge", _ref("HookClaimed")),
+        errors=(400, 401, 404, 413),
+        body=_ref("HookClaimRequest"),
+    ),
+    Route(
+        "post",
+        "/v1/hook/ack",
+        "hookAck",
+        "Acknowledge claims a hook handed to its harness",
+        SECRET,
+        (200, "which tokens were applied", _ref("AckResult")),
+        errors=(400, 401, 404, 413),
+        body=_ref("HookAckRequest"),
+    ),
+    Route(
+        "get",
+        "/v1/snapshot",
+        "snapshot",
+        "The whole broker state: workspaces, agents (archived ones too), totals, latest event"
+        " seq. Reading never changes delivery state",
+        SECRET,
+        (200, "the snapshot", _ref("Snapshot")),
+        errors=(400, 401),
+    ),
+    Route(
+        "get",
+        "/v1/agents",
+        "listAgents",
+        "Agents in agent-id order, a page at a time",
+        SECRET,
+        (200, "one page of agents", _ref("AgentPage")),
+        errors=(400, 401),
+        parameters=(
+            {
+                "name": "workspace",
+                "in": "query",
+                "required": False,
+                "description": "only agents of the workspace with this slug",
+                "schema": {"type": "string", "minLength": 1},
+            },
+            {
+                "name": "archived",
+                "in": "query",
+                "required": False,
+                "description": "only archived (`true`) or only visible (`false`) agents",
+                "schema": {"enum": ["true", "false"]},
+            },
+            LIMIT,
+            CURSOR,
+        ),
+    ),
+    Route(
+        "get",
+        "/v1/agents/{agent_id}",
+        "getAgent",
+        "One agent",
+        SECRET,
+        (200, "the agent", _ref("Agent")),
+        errors=(400, 401, 404),
+        parameters=(_agent_id(),),
+    ),
+    Route(
+        "get",
+        "/v1/agents/{agent_id}/messages",
+        "agentMessages",
+        "An agent's messages, newest first, a page at a time (read-only)",
+        SECRET,
+        (200, "one page of messages", _ref("MessagePage")),
+        errors=(400, 401, 404),
+        parameters=(
+            _agent_id(),
+            {
+                "name": "state",
+                "in": "query",
+                "required": False,
+                "description": "only messages in this delivery state",
+                "schema": {"enum": [state.value for state in MessageState]},
+            },
+            {
+                "name": "direction",
+                "in": "query",
+                "required": False,
+                "description": "received (`in`), sent (`out`) or both (default)",
+                "schema": {"enum": ["in", "out", "both"], "default": "both"},
+            },
+            LIMIT,
+            CURSOR,
+        ),
+    ),
+    _action(
+        "archive",
+        "Archive an agent: its sessions end (`ended`), it is hidden, its mail waits",
+        "Archived",
+        conflict=True,
+    ),
+    _action(
+        "unarchive",
+        "Show an archived agent again",
+        "Unarchived",
+        conflict=True,
+    ),
+    _action(
+        "purge",
+        "Delete an agent: its sessions end (`ended`, purged), its waiting mail is dead-lettered"
+        " (`purged`); survivors keep their history",
+        "Purged",
+        conflict=False,
+    ),
+    Route(
+        "get",
+        "/v1/events",
+        "operatorEvents",
+        "The operator stream (SSE): events `{seq, at, type, data}`; with `Last-Event-ID: N`"
+        " every retained event after N first (`0`: from the oldest), then live ones",
+        SECRET,
+        (200, "an open text/event-stream", None),
+        errors=(400, 401),
+        parameters=(
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "required": False,
+                "description": "resume after this event seq (a non-negative integer; `0`"
+                " replays every retained event)",
+                "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"},
+            },
+            {
+                "name": "last_event_id",
+                "in": "query",
+                "required": False,
+                "description": "the same, for clients that cannot set headers (the header"
+                " wins when both are sent)",
+                "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"},
+            },
+        ),
+        media="text/event-stream",
+    ),
+    Route(
+        "get",
+        "/v1/openapi.json",
+        "openapi",
+        "This document",
+        None,
+        (200, "the OpenAPI 3.1 document", {"type": "object"}),
+    ),
+)
+
+
+def _operation(route: Route) -> Schema:
+    status, description, schema = route.ok
+    content: Schema = {route.media: {"schema": schema} if schema is not None else {}}
+    if route.media == "text/event-stream":
+        content = {route.media: {"schema": {"type": "string"}}}
+    responses: dict[str, Schema] = {str(status): {"description": description, "content": content}}
+    for code in sorted({*route.errors, *EDGE}):
+        responses[str(code)] = {
+            "description": ERRORS[code],
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
+    operation: Schema = {
+        "operationId": route.operation_id,
+        "summary": route.summary,
+        "responses": responses,
+        "security": [] if route.credential is None else [{route.credential: []}],
+    }
+    if route.parameters:
+        operation["parameters"] = list(route.parameters)
+    if route.body is not None:
+        operation["requestBody"] = {
+            "required": route.body_required,
+            "content": {"application/json": {"schema": route.body}},
+        }
+    return operation
+
+
+def build_document() -> Schema:
+    paths: dict[str, Schema] = {}
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method] = _operation(route)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Pager broker",
+            "version": VERSION,
+            "description": "The `/v1` HTTP API of the Pager broker (loopback only). Errors are"
+            " `{error: {code, message, …}}`; codes: "
+            + ", ".join(f"`{code.value}`" for code in ErrorCode)
+            + ". See docs/http-api.md.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                SECRET: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "the contents of `secret` in the state directory",
+                },
+                SESSION: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a session token from POST /v1/register",
+                },
+            },
+        },
+    }
+
+
+def openapi_blueprint() -> Blueprint:
+    bp = Blueprint("v1_openapi", __name__, url_prefix="/v1")
+    document = json.dumps(build_document())
+
+    @bp.get("/openapi.json")
+    async def openapi() -> Response:
+        return Response(document, mimetype="application/json")
+
+    return bp
