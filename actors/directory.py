@@ -511,11 +511,16 @@ class DirectoryActor(Actor[DirectoryMessage]):
         alias = validate_alias(command.alias)
         agent_id = command.caller.agent_id
         attached = set(self.by_identity)
+        now = self.deps.clock.now()
 
         def op(conn: sqlite3.Connection) -> dict[str, str]:
             me = identity_of(conn, agent_id)
-            claim_alias(conn, me.workspace_key, alias, me.id, attached, force=command.force)
-            ms.set_alias(conn, me.id, me.workspace_key, alias, alias_key(alias), durable=True)
+            claim_alias(
+                conn, me.workspace_key, alias, me.id, attached, force=command.force, now=now
+            )
+            ms.set_alias(
+                conn, me.id, me.workspace_key, alias, alias_key(alias), durable=True, now=now
+            )
             slug = ms.workspace_slug(conn, me.workspace_key)
             return {"agent_id": me.id, "alias": alias, "address": format_address(alias, slug)}
 
@@ -530,9 +535,15 @@ class DirectoryActor(Actor[DirectoryMessage]):
             me = identity_of(conn, agent_id)
             ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
             if me.workspace_key != workspace.key:
-                claim_alias(conn, workspace.key, me.alias, me.id, attached, force=False)
+                claim_alias(conn, workspace.key, me.alias, me.id, attached, force=False, now=now)
                 ms.set_alias(
-                    conn, me.id, workspace.key, me.alias, alias_key(me.alias), durable=me.durable
+                    conn,
+                    me.id,
+                    workspace.key,
+                    me.alias,
+                    alias_key(me.alias),
+                    durable=me.durable,
+                    now=now,
                 )
             return {
                 "agent_id": me.id,

@@ -209,8 +209,9 @@ class IdentityActor(Actor[IdentityMessage]):
                 _answer(reply, result)
             case Release(tokens=tokens):
                 hashes = [ids.hash_token(token) for token in tokens]
+                now = self.deps.clock.now()
                 released = await self._write(
-                    lambda conn: ms.release_claims(conn, self.identity_id, hashes)
+                    lambda conn: ms.release_claims(conn, self.identity_id, hashes, now)
                 )
                 _answer(reply, released)
                 await self._serve_polls()

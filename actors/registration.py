@@ -90,6 +90,7 @@ def claim_alias(
     attached: set[str],
     *,
     force: bool,
+    now: float,
 ) -> None:
     """Make `alias` free for `agent_id` in the workspace, or raise alias_conflict."""
     key = alias_key(alias)
@@ -105,7 +106,16 @@ def claim_alias(
             )
         # Forced: the holder keeps its identity and inbox under a fresh handle.
         handle = generate_handle(lambda h: ms.alias_reserved_by(conn, workspace_key, h) is not None)
-        ms.set_alias(conn, holder.id, workspace_key, handle, handle, durable=holder.durable)
+        ms.set_alias(
+            conn,
+            holder.id,
+            workspace_key,
+            handle,
+            handle,
+            durable=holder.durable,
+            now=now,
+            reason="alias_taken",
+        )
     reserved = ms.alias_reserved_by(conn, workspace_key, key)
     if reserved is not None and reserved != agent_id:
         if not force:
@@ -147,7 +157,7 @@ class RegisterPlan:
         ended: list[Session] = []
         started: list[tuple[Session, str]] = []
         target: Identity | None = None
-        reason = "replaced by a newer attachment"
+        reason, cause = "replaced by a newer attachment", "replaced"
         if command.resume_token is not None:
             resumed = ms.session_by_resume(conn, ids.hash_token(command.resume_token))
             target = None if resumed is None else ms.get_identity(conn, resumed.identity_id)
@@ -171,14 +181,14 @@ class RegisterPlan:
                         " another name, or force a takeover",
                         **holder_details(conn, target),
                     )
-                reason = "taken over by a forced registration"
+                reason, cause = "taken over by a forced registration", "taken_over"
                 handed = self._hand_over(conn, self.attached[target.id])
                 started.append((handed, command.implementation))
         if target is None:
             target = self._create(conn)
         previous = self.attached.get(target.id)
         if previous is not None:
-            ms.end_session(conn, previous.id, SessionState.ENDED, reason, self.now)
+            ms.end_session(conn, previous.id, SessionState.ENDED, reason, self.now, cause=cause)
             ended.append(previous)
         if command.conversation_key is not None:
             ms.bind_conversation(conn, command.implementation, command.conversation_key, target.id)

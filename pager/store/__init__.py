@@ -4,7 +4,13 @@ Everything here is blocking stdlib `sqlite3` code; the broker calls it from one 
 (e.g. through `trio.to_thread.run_sync`). Only stdlib and attrs are imported.
 """
 
-from pager.store._database import CheckpointResult, checkpoint, close_database, open_database
+from pager.store._database import (
+    CheckpointResult,
+    checkpoint,
+    close_database,
+    open_database,
+    open_read_only,
+)
 from pager.store._errors import (
     MigrationFailed,
     StoreCorrupt,
@@ -50,6 +56,7 @@ __all__ = [
     "list_broker_runs",
     "migrate_to",
     "open_database",
+    "open_read_only",
     "read_schema_version",
     "record_broker_start",
     "record_broker_stop",

@@ -52,6 +52,29 @@ class _Found:
     has_schema: bool
 
 
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to an open Pager database, for readers beside the one writer.
+
+    In WAL mode it reads the last committed state without ever blocking or being blocked by
+    the writer. Autocommit (each query its own read transaction), `query_only`, and handed to
+    one worker thread at a time (`check_same_thread=False`). The writer must have opened the
+    database first (it creates the WAL's shared-memory file).
+    """
+    conn = sqlite3.connect(
+        f"{Path(path).absolute().as_uri()}?mode=ro",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def open_database(
     path: Path,
     *,

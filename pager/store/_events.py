@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 
 import attrs
 
@@ -33,6 +34,17 @@ def record_event(conn: sqlite3.Connection, now: float, kind: str, data: dict[str
     )
 
 
+def record_events(
+    conn: sqlite3.Connection, now: float, events: Iterable[tuple[str, dict[str, object]]]
+) -> None:
+    """Append several events at once (a bulk change records one event per item)."""
+    at = iso(now)
+    conn.executemany(
+        "INSERT INTO events (at, type, data) VALUES (?, ?, ?)",
+        [(at, kind, json.dumps(data, sort_keys=True)) for kind, data in events],
+    )
+
+
 def events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[Event]:
     """Retained events with a seq greater than `seq`, oldest first, at most `limit`."""
     rows = conn.execute(
@@ -46,3 +58,25 @@ def latest_event_seq(conn: sqlite3.Connection) -> int:
     """The highest seq ever assigned (0 when none): AUTOINCREMENT remembers deleted ones."""
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
     return int(row[0]) if row is not None else 0
+
+
+def event_rows_after(
+    conn: sqlite3.Connection, seq: int, limit: int
+) -> list[tuple[int, str, str, str]]:
+    """`events_after` as stored, `data` still JSON text: (seq, at, type, data), oldest first.
+
+    The stream renders frames straight from this without decoding and re-encoding the data.
+    """
+    return [
+        (int(r[0]), str(r[1]), str(r[2]), str(r[3]))
+        for r in conn.execute(
+            "SELECT seq, at, type, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, limit),
+        )
+    ]
+
+
+def oldest_event_seq(conn: sqlite3.Connection) -> int | None:
+    """The lowest retained seq (None when the log is empty: nothing recorded, or all pruned)."""
+    row = conn.execute("SELECT MIN(seq) FROM events").fetchone()
+    return None if row is None or row[0] is None else int(row[0])

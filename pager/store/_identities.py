@@ -1,6 +1,8 @@
 """Workspaces, identities, aliases, conversations and sessions: sync functions on a connection.
 
-Callers run them inside one checkpoint transaction each; none of them commits.
+Callers run them inside one checkpoint transaction each; none of them commits. The changes an
+operator sees (an identity created, renamed or moved; a session attached or ended) record their
+`agent.*` event here, in the same transaction, so no caller can forget one.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from pager.domain.names import format_address
 from pager.domain.records import Delivery, Identity, Session, SessionState
+from pager.store._events import record_event
 
 _IDENTITY_COLUMNS = (
     "id, workspace_key, alias, durable, implementation, created_at, last_seen, detached_at,"
@@ -133,6 +137,14 @@ def insert_identity(conn: sqlite3.Connection, identity: Identity, alias_key: str
         ),
     )
     reserve_alias(conn, identity.workspace_key, alias_key, identity.id)
+    record_agent_event(
+        conn,
+        identity.created_at,
+        "agent.created",
+        identity.id,
+        durable=identity.durable,
+        implementation=identity.implementation,
+    )
 
 
 def reserve_alias(
@@ -153,13 +165,45 @@ def set_alias(
     alias_key: str,
     *,
     durable: bool,
+    now: float,
+    reason: str | None = None,
 ) -> None:
+    """Give the identity this alias in this workspace: `agent.moved` when the workspace
+    changes, `agent.renamed` when only the alias (or durability) does, nothing otherwise."""
+    before = describe_identity(conn, identity_id)
+    old = conn.execute(
+        "SELECT workspace_key, alias, durable FROM identities WHERE id = ?", (identity_id,)
+    ).fetchone()
     conn.execute(
         "UPDATE identities SET workspace_key = ?, alias = ?, alias_key = ?, durable = ?"
         " WHERE id = ?",
         (workspace_key, alias, alias_key, int(durable), identity_id),
     )
     reserve_alias(conn, workspace_key, alias_key, identity_id)
+    if old is None or before is None:
+        return
+    extra: dict[str, object] = {} if reason is None else {"reason": reason}
+    if str(old[0]) != workspace_key:
+        record_agent_event(
+            conn,
+            now,
+            "agent.moved",
+            identity_id,
+            old_workspace=before["workspace"],
+            old_address=before["address"],
+            **extra,
+        )
+    elif str(old[1]) != alias or bool(old[2]) != durable:
+        record_agent_event(
+            conn,
+            now,
+            "agent.renamed",
+            identity_id,
+            old_alias=before["alias"],
+            old_address=before["address"],
+            durable=durable,
+            **extra,
+        )
 
 
 def touch_identity(
@@ -249,6 +293,14 @@ def insert_session(conn: sqlite3.Connection, session: Session) -> None:
             session.end_reason,
         ),
     )
+    record_agent_event(
+        conn,
+        session.created_at,
+        "agent.attached",
+        session.identity_id,
+        session_id=session.id,
+        epoch=session.epoch,
+    )
 
 
 def session_by_token(conn: sqlite3.Connection, token_hash: str) -> Session | None:
@@ -280,12 +332,36 @@ def attached_sessions(conn: sqlite3.Connection) -> list[Session]:
 
 
 def end_session(
-    conn: sqlite3.Connection, session_id: str, state: SessionState, reason: str, now: float
+    conn: sqlite3.Connection,
+    session_id: str,
+    state: SessionState,
+    reason: str,
+    now: float,
+    *,
+    cause: str | None = None,
 ) -> None:
-    conn.execute(
+    """End an attached session (`reason` is what its token answers from then on).
+
+    Records `agent.detached` with the new state and `cause` (a short code: `replaced`,
+    `taken_over`…; the state's name when not given: `detached`, `expired`). A session that was
+    not attached any more changes nothing and records nothing.
+    """
+    cursor = conn.execute(
         "UPDATE sessions SET state = ?, end_reason = ?, ended_at = ? WHERE id = ?"
-        " AND state = 'attached'",
+        " AND state = 'attached' RETURNING identity_id",
         (state.value, reason, now, session_id),
+    )
+    row = cursor.fetchone()
+    if row is None:
+        return
+    record_agent_event(
+        conn,
+        now,
+        "agent.detached",
+        str(row[0]),
+        session_id=session_id,
+        state=state.value,
+        reason=cause or state.value,
     )
 
 
@@ -308,3 +384,34 @@ def addresses(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> dict[str
         wanted,
     )
     return {str(row[0]): f"{row[1]}@{row[2]}" for row in rows}
+
+
+# -- operator events -------------------------------------------------------------------------
+
+
+def describe_identity(conn: sqlite3.Connection, identity_id: str) -> dict[str, object] | None:
+    """The identity as operator events name it: id, alias, address and workspace slug."""
+    row = conn.execute(
+        "SELECT i.alias, w.slug FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
+        " WHERE i.id = ?",
+        (identity_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    alias, slug = str(row[0]), str(row[1])
+    return {
+        "agent_id": identity_id,
+        "alias": alias,
+        "address": format_address(alias, slug),
+        "workspace": slug,
+    }
+
+
+def record_agent_event(
+    conn: sqlite3.Connection, now: float, kind: str, identity_id: str, **data: object
+) -> None:
+    """An `agent.*` operator event: the identity as `describe_identity` names it, and `data`
+    (nothing when the identity does not exist)."""
+    fields = describe_identity(conn, identity_id)
+    if fields is not None:
+        record_event(conn, now, kind, {**fields, **data})

@@ -1,7 +1,8 @@
 """Messages, claims and idempotency keys: sync functions on a connection.
 
 Callers run them inside one checkpoint transaction each; none of them commits. Every state
-change of a message happens here, so the rules of SPEC §8 read in one place.
+change of a message happens here, so the rules of SPEC §8 read in one place, and each one
+records its `message.*` operator event in the same transaction (one per message, also in bulk).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 import attrs
 
+from pager.domain.clock import iso
 from pager.domain.records import Claim, ClaimState, Message, MessageState
+from pager.store._events import record_event, record_events
 
 _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
@@ -54,9 +57,16 @@ def insert_message(
         " state, attempts, available_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?)",
         (message_id, sender_id, recipient_id, body, thread, reply_to, now, now),
     )
-    assert cursor.lastrowid is not None
+    seq = cursor.lastrowid
+    assert seq is not None
+    record_event(
+        conn,
+        now,
+        "message.queued",
+        {"message_id": message_id, "sender_id": sender_id, "recipient_id": recipient_id},
+    )
     return Message(
-        seq=cursor.lastrowid,
+        seq=seq,
         id=message_id,
         sender_id=sender_id,
         recipient_id=recipient_id,
@@ -138,6 +148,7 @@ def claim_waiting(
     ).fetchall()
     state = MessageState.DELIVERED if via == "delivery" else MessageState.CLAIMED
     claims: list[Claim] = []
+    events: list[tuple[str, dict[str, object]]] = []
     for row in rows:
         message = _message(row)
         attempt = message.attempts + 1
@@ -169,6 +180,14 @@ def claim_waiting(
                 expires_at=expires_at,
             )
         )
+        events.append(
+            (
+                f"message.{state.value}",
+                _fields(message.id, message.sender_id, recipient_id, attempt=attempt, via=via),
+            )
+        )
+    if events:
+        record_events(conn, now, events)
     return claims
 
 
@@ -180,14 +199,14 @@ def dead_letter_expired(
     # the query's condition implies the index's, which it cannot for bound values.
     cutoff = now - message_expiry
     expired = [
-        str(row[0])
+        (str(row[0]), str(row[1]), int(row[2]))
         for row in conn.execute(
-            "SELECT id FROM messages WHERE recipient_id = ?"
+            "SELECT id, sender_id, attempts FROM messages WHERE recipient_id = ?"
             " AND state IN ('queued', 'claimed', 'delivered') AND sent_at <= ?",
             (recipient_id, cutoff),
         )
     ]
-    for message_id in expired:
+    for message_id, _sender, _attempts in expired:
         conn.execute(
             "UPDATE claims SET state = 'expired' WHERE message_id = ? AND state = 'open'",
             (message_id,),
@@ -197,20 +216,90 @@ def dead_letter_expired(
             " WHERE id = ?",
             (now, message_id),
         )
+    if expired:
+        record_events(
+            conn,
+            now,
+            [
+                (
+                    "message.dead",
+                    _fields(m, sender, recipient_id, attempt=attempts, reason="expired"),
+                )
+                for m, sender, attempts in expired
+            ],
+        )
     return len(expired)
 
 
-def _return_to_queue(
-    conn: sqlite3.Connection, message_id: str, available_at: float, now: float, max_attempts: int
-) -> None:
-    """A claim that lapsed or was refused: queue the message again, or let it die."""
+def dead_letter_inbox(conn: sqlite3.Connection, recipient_id: str, now: float, reason: str) -> int:
+    """Every unsettled message of the inbox becomes a dead letter with `reason` (`reaped`,
+    `purged`), its open claims expire, and each records `message.dead`. The count."""
     conn.execute(
+        "UPDATE claims SET state = 'expired' WHERE identity_id = ? AND state = 'open'",
+        (recipient_id,),
+    )
+    dead = conn.execute(
+        "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ?"
+        " WHERE recipient_id = ? AND state IN ('queued', 'claimed', 'delivered')"
+        " RETURNING id, sender_id, attempts",
+        (reason, now, recipient_id),
+    ).fetchall()
+    if dead:
+        record_events(
+            conn,
+            now,
+            [
+                (
+                    "message.dead",
+                    _fields(str(m), str(sender), recipient_id, attempt=int(n), reason=reason),
+                )
+                for m, sender, n in dead
+            ],
+        )
+    return len(dead)
+
+
+def _fields(
+    message_id: str, sender_id: str, recipient_id: str, **extra: object
+) -> dict[str, object]:
+    """How `message.*` events name a message (small and flat)."""
+    return {
+        "message_id": message_id,
+        "sender_id": sender_id,
+        "recipient_id": recipient_id,
+        **extra,
+    }
+
+
+def _return_to_queue(
+    conn: sqlite3.Connection,
+    message_id: str,
+    available_at: float,
+    now: float,
+    max_attempts: int,
+    *,
+    event: str,
+    **data: object,
+) -> tuple[str, dict[str, object]] | None:
+    """A claim that lapsed or was refused: queue the message again, or let it die.
+
+    The event to record: `event` with `data` when it waits again, `message.dead`
+    (max_attempts) when that was its last attempt; None when it was not out on a claim."""
+    row = conn.execute(
         "UPDATE messages SET state = CASE WHEN attempts >= ? THEN 'dead' ELSE 'queued' END,"
         " dead_reason = CASE WHEN attempts >= ? THEN 'max_attempts' ELSE NULL END,"
         " settled_at = CASE WHEN attempts >= ? THEN ? ELSE NULL END,"
-        " available_at = ? WHERE id = ? AND state IN ('claimed', 'delivered')",
+        " available_at = ? WHERE id = ? AND state IN ('claimed', 'delivered')"
+        " RETURNING state, sender_id, recipient_id, attempts",
         (max_attempts, max_attempts, max_attempts, now, available_at, message_id),
-    )
+    ).fetchone()
+    if row is None:
+        return None
+    state, sender, recipient, attempts = str(row[0]), str(row[1]), str(row[2]), int(row[3])
+    if state == MessageState.DEAD:
+        fields = _fields(message_id, sender, recipient, attempt=attempts, reason="max_attempts")
+        return "message.dead", fields
+    return event, _fields(message_id, sender, recipient, attempt=attempts, **data)
 
 
 def expire_claims(
@@ -222,9 +311,22 @@ def expire_claims(
         " AND expires_at <= ?",
         (recipient_id, now),
     ).fetchall()
+    events = []
     for token_hash, message_id in rows:
         conn.execute("UPDATE claims SET state = 'expired' WHERE token_hash = ?", (token_hash,))
-        _return_to_queue(conn, str(message_id), now, now, max_attempts)
+        event = _return_to_queue(
+            conn,
+            str(message_id),
+            now,
+            now,
+            max_attempts,
+            event="message.requeued",
+            reason="ack_wait",
+        )
+        if event is not None:
+            events.append(event)
+    if events:
+        record_events(conn, now, events)
     return len(rows)
 
 
@@ -238,6 +340,7 @@ def refuse_claims(
 ) -> int:
     """Claims the delivery address refused (or could not take): retry on the schedule."""
     refused = 0
+    events = []
     for token_hash in token_hashes:
         row = conn.execute(
             "SELECT message_id, attempt FROM claims WHERE token_hash = ? AND state = 'open'",
@@ -246,14 +349,30 @@ def refuse_claims(
         if row is None:
             continue
         conn.execute("UPDATE claims SET state = 'refused' WHERE token_hash = ?", (token_hash,))
-        _return_to_queue(conn, str(row[0]), now + retry_delay(int(row[1])), now, max_attempts)
+        retry_at = now + retry_delay(int(row[1]))
+        event = _return_to_queue(
+            conn,
+            str(row[0]),
+            retry_at,
+            now,
+            max_attempts,
+            event="message.refused",
+            retry_at=iso(retry_at),
+        )
+        if event is not None:
+            events.append(event)
         refused += 1
+    if events:
+        record_events(conn, now, events)
     return refused
 
 
-def release_claims(conn: sqlite3.Connection, identity_id: str, token_hashes: Sequence[str]) -> int:
+def release_claims(
+    conn: sqlite3.Connection, identity_id: str, token_hashes: Sequence[str], now: float
+) -> int:
     """Open claims handed back unshown: the message is waiting again as if never claimed."""
     released = 0
+    events = []
     for token_hash in token_hashes:
         row = conn.execute(
             "SELECT message_id FROM claims WHERE token_hash = ? AND identity_id = ?"
@@ -263,12 +382,17 @@ def release_claims(conn: sqlite3.Connection, identity_id: str, token_hashes: Seq
         if row is None:
             continue
         conn.execute("UPDATE claims SET state = 'released' WHERE token_hash = ?", (token_hash,))
-        conn.execute(
+        back = conn.execute(
             "UPDATE messages SET state = 'queued', attempts = attempts - 1 WHERE id = ?"
-            " AND state IN ('claimed', 'delivered')",
+            " AND state IN ('claimed', 'delivered') RETURNING sender_id",
             (row[0],),
-        )
+        ).fetchone()
+        if back is not None:
+            fields = _fields(str(row[0]), str(back[0]), identity_id, reason="released")
+            events.append(("message.requeued", fields))
         released += 1
+    if events:
+        record_events(conn, now, events)
     return released
 
 
@@ -289,16 +413,18 @@ def acknowledge(
     """Apply each token at most once; say why each other token was not applied."""
     applied: list[str] = []
     not_applied: list[tuple[str, str]] = []
+    events: list[tuple[str, dict[str, object]]] = []
     for token in tokens:
         row = conn.execute(
-            "SELECT c.message_id, c.identity_id, c.state, c.attempt, m.attempts, m.state"
-            " FROM claims c JOIN messages m ON m.id = c.message_id WHERE c.token_hash = ?",
+            "SELECT c.message_id, c.identity_id, c.state, c.attempt, m.attempts, m.state,"
+            " m.sender_id FROM claims c JOIN messages m ON m.id = c.message_id"
+            " WHERE c.token_hash = ?",
             (hash_token(token),),
         ).fetchone()
         if row is None:
             not_applied.append((token, "unknown_token"))
             continue
-        message_id, owner, claim_state, attempt, attempts, message_state = row
+        message_id, owner, claim_state, attempt, attempts, message_state, sender = row
         if owner != identity_id:
             not_applied.append((token, "not_yours"))
         elif claim_state == ClaimState.ACKNOWLEDGED:
@@ -316,6 +442,14 @@ def acknowledge(
                 (now, message_id),
             )
             applied.append(token)
+            events.append(
+                (
+                    "message.acknowledged",
+                    _fields(str(message_id), str(sender), identity_id, attempt=int(attempt)),
+                )
+            )
+    if events:
+        record_events(conn, now, events)
     return AckResult(applied, not_applied)
 
 

@@ -16,8 +16,9 @@ import attrs
 
 from pager.config import Windows
 from pager.domain.clock import iso
-from pager.domain.names import format_address
 from pager.store._events import record_event
+from pager.store._identities import describe_identity
+from pager.store._messages import dead_letter_inbox
 
 
 class Action(enum.StrEnum):
@@ -213,33 +214,6 @@ def plan_sweep(
     return Plan(due, min(upcoming) if upcoming else None, more)
 
 
-def describe_identity(conn: sqlite3.Connection, agent_id: str) -> dict[str, object] | None:
-    """The identity as operator events name it: id, alias, address and workspace slug."""
-    row = conn.execute(
-        "SELECT i.alias, w.slug FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
-        " WHERE i.id = ?",
-        (agent_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    alias, slug = str(row[0]), str(row[1])
-    return {
-        "agent_id": agent_id,
-        "alias": alias,
-        "address": format_address(alias, slug),
-        "workspace": slug,
-    }
-
-
-def record_agent_event(
-    conn: sqlite3.Connection, now: float, kind: str, agent_id: str, **data: object
-) -> None:
-    """An `agent.*` operator event: the identity as `describe_identity` names it, and `data`."""
-    described = describe_identity(conn, agent_id)
-    if described is not None:
-        record_event(conn, now, kind, {**described, **data})
-
-
 def _applied(
     described: dict[str, object], action: Action, reason: str, *, dead: int, ended: int
 ) -> Applied:
@@ -340,16 +314,7 @@ def reap_identity(
     if described is None:
         return None
     ended = _attached_count(conn, agent_id)
-    conn.execute(
-        "UPDATE claims SET state = 'expired' WHERE identity_id = ? AND state = 'open'",
-        (agent_id,),
-    )
-    cursor = conn.execute(
-        "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ?"
-        " WHERE recipient_id = ? AND state IN ('queued', 'claimed', 'delivered')",
-        (dead_reason, now, agent_id),
-    )
-    dead = cursor.rowcount
+    dead = dead_letter_inbox(conn, agent_id, now, dead_reason)  # one message.dead each
     conn.execute("DELETE FROM identities WHERE id = ?", (agent_id,))
     record_event(
         conn,
