@@ -79,10 +79,14 @@ class CheckpointActor(Actor[CheckpointMessage]):
         utc_now: Callable[[], str],
         *,
         inline: bool = False,
+        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self._database = database
         self._run = run
         self._utc_now = utc_now
+        # Told after each committed write batch (the operator event feed reads on from there);
+        # called on the event loop, so it must be quick and must not touch the database.
+        self._on_commit = on_commit
         # Inline runs queries on the event loop: only for tests on trio's mock clock, where a
         # worker thread would let the clock jump while the query runs.
         self._inline = inline
@@ -170,6 +174,8 @@ class CheckpointActor(Actor[CheckpointMessage]):
                 if reply is not None:
                     reply.fail(exc)
             return
+        if self._on_commit is not None and any(ok for ok, _ in outcomes):
+            self._on_commit()
         for reply, (ok, value) in zip(replies, outcomes, strict=True):
             if reply is None:
                 continue

@@ -8,7 +8,6 @@ implementation's provider and the rest of the broker keep working.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -91,6 +90,6 @@ class ProviderHub:
         return run
 
 
-def disabled_event(implementation: str, reason: str) -> tuple[str, str]:
-    """The operator event recorded when a provider is disabled: (type, JSON data)."""
-    return "provider.disabled", json.dumps({"implementation": implementation, "reason": reason})
+def disabled_event(implementation: str, reason: str) -> tuple[str, dict[str, object]]:
+    """The operator event recorded when a provider is disabled: (type, data)."""
+    return "provider.disabled", {"implementation": implementation, "reason": reason}

@@ -86,6 +86,7 @@ class Windows:
     archive_retention: float = 30 * 86400.0
     idempotency: float = 86400.0
     event_retention: float = 7 * 86400.0
+    event_heartbeat: float = 15.0  # a comment line on an idle operator stream
 
     def redelivery_delay(self, attempt: int) -> float:
         """Delay before attempt `attempt + 1`, given that `attempt` (≥ 1) attempts were made."""
@@ -94,11 +95,12 @@ class Windows:
 
 @attrs.frozen
 class Limits:
-    """Size limits of SPEC §9, in bytes."""
+    """Size limits of SPEC §9, in bytes; and the operator stream's buffer, in events."""
 
     body_cap: int = 32 * 1024
     display_cap: int = 4 * 1024
     request_cap: int = 1024 * 1024
+    event_buffer: int = 1024  # a count of events, not bytes: see _limit_value
 
 
 @attrs.frozen
@@ -124,6 +126,13 @@ def _window_value(name: str, raw: object, source: str) -> object:
     if name == "redelivery":
         return parse_schedule(raw, source=source)
     return parse_duration(raw, source=source)
+
+
+def _limit_value(name: str, raw: object, source: str) -> int:
+    # An operator stream may fall this many events behind before it is cut off: a count.
+    if name == "event_buffer":
+        return parse_count(raw, source=source)
+    return parse_size(raw, source=source)
 
 
 def _port(raw: object, source: str) -> int:
@@ -180,7 +189,7 @@ def load_config(
         windows[key] = _window_value(key, raw, f"{path} [windows] {key}")
     limits: dict[str, object] = {}
     for key, raw in _table(data, "limits", _LIMIT_FIELDS, path).items():
-        limits[key] = parse_size(raw, source=f"{path} [limits] {key}")
+        limits[key] = _limit_value(key, raw, f"{path} [limits] {key}")
 
     for var, raw in env.items():
         for prefix, fields, target in (
@@ -194,7 +203,7 @@ def load_config(
                 known = ", ".join(prefix + field.upper() for field in sorted(fields))
                 raise ConfigError(f"{var}: unknown setting; known: {known}")
             target[name] = (
-                _window_value(name, raw, var) if target is windows else parse_size(raw, source=var)
+                _window_value(name, raw, var) if target is windows else _limit_value(name, raw, var)
             )
 
     chosen_host = host or env.get("PAGER_HOST") or data.get("host") or DEFAULT_HOST

@@ -1,15 +1,16 @@
 """The broker's supervision tree (ARCHITECTURE.md, Supervisors).
 
 root (rest_for_one): store → providers (one_for_one: the delivery provider; later one per
-implementation in use) → messaging (timers, directory, identity actors) → web. A child that
-fails restarts with everything started after it, so every later child sees the current store
-and service.
+implementation in use) → messaging (timers, directory, identity actors) → events (the operator
+event feed, told of each commit by the store) → web. A child that fails restarts with
+everything started after it, so every later child sees the current store and service.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import attrs
@@ -17,6 +18,7 @@ import trio
 
 from actors._runtime import ActorRef, run_actor
 from actors.checkpoint import BrokerRunInfo, Checkpoint, CheckpointActor, CheckpointMessage
+from actors.events import CommitSignal, EventFeed
 from actors.messaging import delivery_provider, run_messaging
 from actors.providers import ProviderHub, disabled_event
 from pager import store as db
@@ -24,6 +26,7 @@ from pager.config import Config
 from pager.domain.clock import SystemClock, WallClock
 from pager.launch.paths import StatePaths
 from pager.service import BrokerService
+from pager.store.events import open_read_only, record_event
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
 
 log = logging.getLogger("pager.broker")
@@ -56,13 +59,24 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         ref: ActorRef[CheckpointMessage] = root.started_value("store")  # type: ignore[assignment]
         return Checkpoint(ref)
 
+    commits = CommitSignal()  # the store tells it each commit; the event feed reads on
+
     async def start_store(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        actor = CheckpointActor(ctx.paths.database, ctx.run, ctx.utc_now)
+        actor = CheckpointActor(ctx.paths.database, ctx.run, ctx.utc_now, on_commit=commits.notify)
         await run_actor(actor, name="store", task_status=task_status)
+
+    async def start_events(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        feed = EventFeed(
+            partial(open_read_only, ctx.paths.database),
+            commits,
+            buffer=ctx.config.limits.event_buffer,
+        )
+        await feed.run(shutdown=ctx.shutdown.wait, task_status=task_status)
 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService, ReadViews  # the server stack, lazily
         from pager.web.openapi import openapi_blueprint
+        from pager.web.routes_events import events_blueprint
         from pager.web.routes_operator import operator_blueprint
         from pager.web.routes_v1 import v1_blueprint
         from pager.web.server import bind_listener, run_web_server
@@ -75,6 +89,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             if port != kept:  # the port is kept across restarts so URLs handed out stay valid
                 await store().write(lambda conn: db.set_meta(conn, "port", port))
             service: BrokerService = root.started_value("messaging")  # type: ignore[assignment]
+            feed: EventFeed = root.started_value("events")  # type: ignore[assignment]
             operator = OperatorService(service.directory, reads, ctx.health)
             await run_web_server(
                 host=ctx.config.host,
@@ -87,6 +102,9 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                     v1_blueprint(service, ctx.secret, ctx.shutdown.wait),
                     operator_blueprint(operator, ctx.secret),
                     openapi_blueprint(),
+                    events_blueprint(
+                        feed, ctx.secret, heartbeat=ctx.config.windows.event_heartbeat
+                    ),
                 ],
                 display_cap=ctx.config.limits.display_cap,
                 task_status=task_status,
@@ -101,12 +119,8 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
     async def provider_disabled(implementation: str, reason: str) -> None:
         kind, data = disabled_event(implementation, reason)
-        at = ctx.utc_now()
-        await store().write(
-            lambda conn: conn.execute(
-                "INSERT INTO events (at, type, data) VALUES (?, ?, ?)", (at, kind, data)
-            )
-        )
+        now = ctx.clock.now()
+        await store().write(lambda conn: record_event(conn, now, kind, data))
 
     hub = ProviderHub(providers, delivery_provider, on_disabled=provider_disabled)
 
@@ -128,6 +142,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             *extra_children,
             ChildSpec("providers", providers.run),
             ChildSpec("messaging", start_messaging),
+            ChildSpec("events", start_events),
             ChildSpec("web", start_web, restart=Restart.TRANSIENT),
         ],
         strategy=Strategy.REST_FOR_ONE,
