@@ -127,10 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "implementations": cmd_implementations,
         "mcp": cmd_mcp,
     }
-    if args.command is None:
-        parser.print_help()
-        return EXIT_OK
     try:
+        if args.command is None:
+            return cmd_tui()
         return handlers[args.command](args)
     except CommandError as exc:
         print(f"pager: {exc}", file=sys.stderr)
@@ -232,6 +231,22 @@ def _ensure_running() -> Any:
         return paths, ensure_broker(paths)
     except (ConfigError, LifecycleError, StateDirError) as exc:
         raise CommandError(str(exc)) from None
+
+
+def cmd_tui() -> int:
+    """`pager` alone: the operator TUI (SPEC §11), after starting or adopting the broker."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(
+            "pager: the operator TUI needs a terminal; from a script use `pager status`, "
+            "`pager --help` for the commands, or the HTTP API (GET /v1/snapshot with the local "
+            "secret)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    paths, broker = _ensure_running()
+    from pager.tui.main import run_tui  # Textual: only when the TUI opens
+
+    return run_tui(paths, broker.url)
 
 
 def cmd_start(args: argparse.Namespace) -> int:

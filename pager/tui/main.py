@@ -1,0 +1,21 @@
+"""`pager` with no arguments: the TUI against the broker of this state directory."""
+
+from __future__ import annotations
+
+from pager.launch.paths import StatePaths
+from pager.tui.app import PagerApp
+from pager.tui.errors import Unreachable
+from pager.tui.source import HttpSource, state_dir_locator
+
+
+def run_tui(paths: StatePaths, url: str) -> int:
+    """Run the app until the operator quits; 1 when the local secret cannot be read."""
+    try:
+        source = HttpSource(state_dir_locator(paths.broker_json, paths.secret, url))
+    except Unreachable as exc:
+        import sys
+
+        print(f"pager: {exc}", file=sys.stderr)
+        return 1
+    PagerApp(source).run()
+    return 0

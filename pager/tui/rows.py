@@ -1,0 +1,94 @@
+"""The agents table as rows: per workspace a heading, its agents, then its archive section.
+
+Pure (rich `Text` for styling, no widgets), so the layout is testable and the app only diffs
+rows against what it already shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from rich.text import Text
+
+from pager.tui.model import Agent, Snapshot, Workspace, ago
+
+#: (key, label) of each column, in order.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("mark", " "),
+    ("alias", "alias"),
+    ("implementation", "implementation"),
+    ("attached", "attached"),
+    ("waiting", "waiting"),
+    ("claimed", "claimed"),
+    ("dead", "dead"),
+    ("last_seen", "last seen"),
+    ("address", "address"),
+)
+MARK = "●"
+
+Cell = str | Text
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str  # the agent id for agent rows; `ws:<slug>` / `archive:<slug>` for headings
+    cells: tuple[Cell, ...]
+    agent_id: str | None = None
+
+
+def table_rows(snapshot: Snapshot, now: datetime, marked: set[str]) -> list[Row]:
+    rows: list[Row] = []
+    for workspace in snapshot.workspaces:
+        rows.append(_heading(workspace))
+        rows += [_agent_row(agent, now, agent.agent_id in marked) for agent in workspace.active]
+        if not workspace.agents:
+            rows.append(Row(f"empty:{workspace.slug}", _blank(Text("  (no agents)", "dim"))))
+        archived = workspace.archive
+        if archived:
+            label = Text(f"  archive ({len(archived)})", "italic dim")
+            rows.append(Row(f"archive:{workspace.slug}", _blank(label)))
+            rows += [_agent_row(agent, now, agent.agent_id in marked) for agent in archived]
+    return rows
+
+
+def _blank(label: Text) -> tuple[Cell, ...]:
+    return ("", label, *("" for _ in COLUMNS[2:]))
+
+
+def _heading(workspace: Workspace) -> Row:
+    active = workspace.active
+    attached = sum(1 for agent in active if agent.attached)
+    cells: tuple[Cell, ...] = (
+        "",
+        Text(workspace.slug or "(no workspace)", "bold"),
+        Text(f"{len(active)} agent{'' if len(active) == 1 else 's'}", "bold"),
+        Text(f"{attached} on", "bold"),
+        Text(str(sum(agent.inbox.queued for agent in active)), "bold"),
+        Text(str(sum(agent.inbox.claimed for agent in active)), "bold"),
+        Text(str(sum(agent.inbox.dead for agent in active)), "bold"),
+        "",
+        Text(workspace.path, "dim"),
+    )
+    return Row(f"ws:{workspace.slug}", cells)
+
+
+def _agent_row(agent: Agent, now: datetime, marked: bool) -> Row:
+    dim = "dim" if agent.archived else ""
+    alias = agent.alias or agent.agent_id
+    if not agent.durable:
+        alias += " (ephemeral)"
+    attached = Text("yes", "green") if agent.attached else Text("no", "dim")
+    dead = Text(str(agent.inbox.dead), "red" if agent.inbox.dead else dim)
+    cells: tuple[Cell, ...] = (
+        Text(MARK, "bold yellow") if marked else "",
+        Text(f"  {alias}", dim),
+        Text(agent.implementation, dim),
+        attached,
+        Text(str(agent.inbox.queued), "bold" if agent.inbox.queued else dim),
+        Text(str(agent.inbox.claimed), dim),
+        dead,
+        Text(ago(agent.last_seen, now), dim),
+        Text(agent.address, dim),
+    )
+    return Row(agent.agent_id, cells, agent.agent_id)

@@ -1,0 +1,126 @@
+"""Where the TUI's data comes from: the broker's `/v1` API (`HttpSource`), or a stand-in.
+
+The JSON calls are blocking (`pager.client.request_json`, one request per connection) and run
+in worker threads; the event stream is an asyncio stream (`sse.stream_events`). The broker's
+address and the local secret are looked up again before every reconnection, so a broker that
+restarts elsewhere, or with a new secret, is found again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import quote, urlencode
+
+from pager.client import BrokerUnreachable, request_json
+from pager.tui.errors import ApiError, Unreachable
+from pager.tui.model import MessagePage, Snapshot, parse_messages, parse_snapshot
+from pager.tui.sse import SseEvent, stream_events
+
+ACTIONS = ("archive", "unarchive", "purge")
+REQUEST_TIMEOUT = 10.0  # a snapshot of thousands of agents on a loaded machine
+
+#: Returns the broker's URL and the local secret.
+Locator = Callable[[], tuple[str, str]]
+
+
+class OperatorSource(Protocol):
+    """What the app needs. Blocking methods run in threads; `events` on the event loop."""
+
+    @property
+    def where(self) -> str: ...
+
+    def relocate(self) -> None:
+        """Look the broker up again (before a reconnection attempt)."""
+
+    def snapshot(self) -> Snapshot: ...
+
+    def messages(
+        self, agent_id: str, *, direction: str, state: str, limit: int, cursor: str | None
+    ) -> MessagePage: ...
+
+    def act(self, agent_id: str, action: str) -> None:
+        """`archive`, `unarchive` or `purge` one agent; `ApiError` when refused."""
+
+    def events(self, last_id: int) -> AsyncIterator[SseEvent]: ...
+
+
+class HttpSource:
+    """The broker's `/v1` API with the local secret as the bearer token."""
+
+    def __init__(self, locate: Locator) -> None:
+        self._locate = locate
+        self._url, self._token = locate()
+
+    @classmethod
+    def fixed(cls, url: str, token: str) -> HttpSource:
+        return cls(lambda: (url, token))
+
+    @property
+    def where(self) -> str:
+        return self._url
+
+    def relocate(self) -> None:
+        self._url, self._token = self._locate()
+
+    def snapshot(self) -> Snapshot:
+        return parse_snapshot(self._get("/v1/snapshot"))
+
+    def messages(
+        self, agent_id: str, *, direction: str, state: str, limit: int, cursor: str | None
+    ) -> MessagePage:
+        query: dict[str, str | int] = {"direction": direction, "limit": limit}
+        if state:
+            query["state"] = state
+        if cursor:
+            query["cursor"] = cursor
+        path = f"/v1/agents/{quote(agent_id, safe='')}/messages?{urlencode(query)}"
+        return parse_messages(self._get(path))
+
+    def act(self, agent_id: str, action: str) -> None:
+        if action not in ACTIONS:
+            raise ValueError(f"unknown operator action {action!r}")
+        self._call("POST", f"/v1/agents/{quote(agent_id, safe='')}/{action}", {})
+
+    def events(self, last_id: int) -> AsyncIterator[SseEvent]:
+        return stream_events(self._url, "/v1/events", token=self._token, last_event_id=last_id)
+
+    def _get(self, path: str) -> dict[str, Any]:
+        return self._call("GET", path, None)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        try:
+            status, answer = request_json(
+                self._url, method, path, token=self._token, body=body, timeout=REQUEST_TIMEOUT
+            )
+        except BrokerUnreachable as exc:
+            raise Unreachable(str(exc)) from exc
+        if 200 <= status < 300:
+            return answer if isinstance(answer, dict) else {}
+        error = answer.get("error") if isinstance(answer, dict) else None
+        error = error if isinstance(error, dict) else {}
+        code = str(error.get("code") or "http_error")
+        message = str(error.get("message") or f"{method} {path.split('?')[0]} answered {status}")
+        if status >= 500 and status != 501:
+            raise Unreachable(message)
+        raise ApiError(status, code, message)
+
+
+def state_dir_locator(broker_json: Path, secret: Path, url: str) -> Locator:
+    """The URL from `broker.json` when it names one (else the last known), and the secret."""
+    from pager.launch.files import read_json
+
+    last = [url]
+
+    def locate() -> tuple[str, str]:
+        info = read_json(broker_json)
+        if info is not None and isinstance(info.get("url"), str):
+            last[0] = info["url"]
+        try:
+            token = secret.read_text().strip()
+        except OSError as exc:
+            raise Unreachable(f"cannot read the local secret {secret}: {exc}") from exc
+        return last[0], token
+
+    return locate

@@ -1,0 +1,121 @@
+"""Parsing the `/v1` JSON leniently, "3m ago", and the table's rows and sections."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from pager.tui.model import ago, parse_messages, parse_snapshot
+from pager.tui.rows import MARK, table_rows
+
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _agent(alias: str, **fields: object) -> dict[str, object]:
+    return {
+        "agent_id": f"agt_{alias}",
+        "alias": alias,
+        "address": f"{alias}@ws",
+        "implementation": "shell",
+        "durable": True,
+        "archived": False,
+        "attached": False,
+        "inbox": {"queued": 0, "claimed": 0, "dead": 0},
+        "last_seen": (NOW - timedelta(minutes=3)).isoformat(),
+        **fields,
+    }
+
+
+def test_parse_snapshot_orders_workspaces_and_agents_and_ignores_unknown_fields() -> None:
+    """Workspaces by slug, agents by alias; extra fields and missing optional ones are fine."""
+    snapshot = parse_snapshot(
+        {
+            "broker": {"pid": 7, "version": "1.2", "future": True},
+            "workspaces": [
+                {"slug": "web-2", "path": "/w", "agents": [_agent("zed"), _agent("amy")]},
+                {"slug": "api-1", "path": "/a", "agents": []},
+            ],
+            "totals": {"agents": 2},
+            "seq": 41,
+            "something_new": [],
+        }
+    )
+    assert [ws.slug for ws in snapshot.workspaces] == ["api-1", "web-2"]
+    assert [agent.alias for agent in snapshot.workspaces[1].agents] == ["amy", "zed"]
+    assert snapshot.workspaces[1].agents[0].workspace == "web-2"
+    assert snapshot.seq == 41
+    assert snapshot.broker.pid == 7
+
+
+def test_parse_messages_reads_parties_states_and_cursor() -> None:
+    """The peer of an incoming message is its sender; of an outgoing one, its recipient."""
+    page = parse_messages(
+        {
+            "messages": [
+                {
+                    "message_id": "msg_1",
+                    "direction": "in",
+                    "sender": {"agent_id": "agt_a", "alias": "a", "address": "a@ws"},
+                    "recipient": {"agent_id": "agt_b", "alias": "b", "address": "b@ws"},
+                    "body": "hi",
+                    "state": "dead",
+                    "attempts": 3,
+                    "dead_reason": "expired",
+                }
+            ],
+            "next_cursor": "c2",
+        }
+    )
+    [message] = page.messages
+    assert message.peer.label == "a@ws"
+    assert (message.state, message.attempts, message.dead_reason) == ("dead", 3, "expired")
+    assert page.next_cursor == "c2"
+
+
+def test_ago_formats_seconds_minutes_hours_days() -> None:
+    """The largest whole unit; `just now` under two seconds; `-` when unknown or unreadable."""
+    assert ago(None, NOW) == "-"
+    assert ago("not a time", NOW) == "-"
+    assert ago((NOW - timedelta(seconds=1)).isoformat(), NOW) == "just now"
+    assert ago((NOW - timedelta(seconds=42)).isoformat(), NOW) == "42s ago"
+    assert ago((NOW - timedelta(minutes=3, seconds=59)).isoformat(), NOW) == "3m ago"
+    assert ago((NOW - timedelta(hours=5)).isoformat(), NOW) == "5h ago"
+    assert ago((NOW - timedelta(days=9)).isoformat(), NOW) == "9d ago"
+    assert ago("2026-05-01T11:59:00Z", NOW) == "1m ago"
+
+
+def test_table_rows_put_archived_agents_in_a_section_per_workspace() -> None:
+    """Heading, active agents, then `archive (n)` and the archived agents, per workspace."""
+    snapshot = parse_snapshot(
+        {
+            "workspaces": [
+                {
+                    "slug": "api-1",
+                    "path": "/a",
+                    "agents": [
+                        _agent("old", archived=True),
+                        _agent("bob", inbox={"queued": 2, "claimed": 1, "dead": 1}),
+                        _agent("amy", attached=True, durable=False),
+                    ],
+                },
+                {"slug": "web-2", "path": "/w", "agents": []},
+            ]
+        }
+    )
+    rows = table_rows(snapshot, NOW, {"agt_bob"})
+    assert [row.key for row in rows] == [
+        "ws:api-1",
+        "agt_amy",
+        "agt_bob",
+        "archive:api-1",
+        "agt_old",
+        "ws:web-2",
+        "empty:web-2",
+    ]
+    heading = [str(cell) for cell in rows[0].cells]
+    assert heading[1:7] == ["api-1", "2 agents", "1 on", "2", "1", "1"]
+    amy, bob = ([str(cell) for cell in row.cells] for row in rows[1:3])
+    assert amy[:4] == ["", "  amy (ephemeral)", "shell", "yes"]
+    assert bob[0] == MARK
+    assert bob[4:8] == ["2", "1", "1", "3m ago"]
+    assert rows[3].agent_id is None
+    assert rows[4].agent_id == "agt_old"
