@@ -39,8 +39,17 @@ SWEEP_TIMEOUT = 120.0
 
 def sweep_period(windows: Windows) -> float:
     """The longest wait between sweeps: half a lease (ephemeral identities are reaped when it
-    lapses), at most a minute, never a busy loop."""
-    return max(min(windows.lease_ttl / 2, MAX_PERIOD), MIN_PERIOD)
+    lapses) or the shortest retention window if that is shorter (an identity that detaches
+    after a sweep is not known to the timer until the next one), at most a minute, never a
+    busy loop."""
+    shortest = min(
+        windows.lease_ttl / 2,
+        windows.unused,
+        windows.resumable_retention,
+        windows.named_archive,
+        windows.archive_retention,
+    )
+    return max(min(shortest, MAX_PERIOD), MIN_PERIOD)
 
 
 @attrs.frozen

@@ -67,10 +67,13 @@ async def _keep_alive(
 
 
 def test_sweep_period_is_bounded() -> None:
-    """The sweep runs every half lease, at most every minute, and never in a busy loop."""
+    """The sweep runs every half lease or shortest retention window, at most every minute,
+    and never in a busy loop."""
     assert sweep_period(Windows()) == 45.0
     assert sweep_period(Windows(lease_ttl=3600.0)) == 60.0
     assert sweep_period(Windows(lease_ttl=0.0)) == MIN_PERIOD
+    assert sweep_period(Windows(named_archive=0.4)) == 0.4
+    assert sweep_period(Windows(archive_retention=5.0, unused=7.0)) == 5.0
 
 
 async def test_ephemeral_reaped_when_its_lease_lapses(
