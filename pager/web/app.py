@@ -24,10 +24,12 @@ def create_quart_app(health: dict[str, Any], blueprints: Sequence[Blueprint] = (
         return jsonify({"ok": True, **health})
 
     @app.errorhandler(HTTPException)
-    async def http_error(error: HTTPException) -> tuple[Response, int]:
+    async def http_error(error: HTTPException) -> tuple[Response, int, dict[str, str]]:
         code = error.code or 500
         name = (error.name or "error").lower().replace(" ", "_")
-        return jsonify({"error": {"code": name, "message": error.description}}), code
+        # A 405 names the methods the route takes (RFC 9110 §15.5.6).
+        allow = {k: v for k, v in error.get_headers() if k.lower() == "allow"}
+        return jsonify({"error": {"code": name, "message": error.description}}), code, allow
 
     return app
 

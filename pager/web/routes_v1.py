@@ -59,11 +59,15 @@ async def session_caller(service: BrokerService, headers: Any) -> Caller:
 async def json_body() -> object:
     raw = await request.get_data(as_text=False)
     try:
-        return json.loads(raw or b"null")
-    except ValueError as exc:
+        data = json.loads(raw or b"null")
+        # JSON may escape a lone UTF-16 surrogate ("\ud800"), which is no Unicode text: refuse
+        # it here rather than fail when the store encodes it.
+        json.dumps(data, ensure_ascii=False).encode()
+    except ValueError as exc:  # UnicodeEncodeError is a ValueError too
         raise PagerError(
-            ErrorCode.VALIDATION_FAILED, f"the body is not valid JSON: {exc}"
+            ErrorCode.VALIDATION_FAILED, f"the body is not valid JSON text: {exc}"
         ) from None
+    return data
 
 
 def v1_blueprint(

@@ -207,3 +207,19 @@ async def test_detach_keeps_mail_and_name_rejoins(broker: Broker) -> None:
         async with mcp_session(broker.url, again["token"]) as b:
             [claim] = structured(await b.call_tool("fetch", {}))["claims"]
             assert claim["message"]["body"] == "while you were out"
+
+
+async def test_v1_refuses_lone_surrogates_and_names_allowed_methods(broker: Broker) -> None:
+    """A JSON body escaping a lone UTF-16 surrogate is 400 (not a 500 when the store meets
+    it); a wrong method is 405 with an `Allow` header."""
+    body = b'{"implementation": "shell", "conversation_key": "\\ud800"}'
+    headers = {"Authorization": f"Bearer {broker.secret}"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for path in ("/v1/hook/claim", "/v1/register"):
+            response = await http.post(broker.url + path, content=body, headers=headers)
+            assert response.status_code == 400, (path, response.text)
+            assert response.json()["error"]["code"] == "validation_failed"
+        response = await http.delete(broker.url + "/v1/snapshot", headers=headers)
+    assert response.status_code == 405
+    assert "GET" in response.headers["allow"]
+    assert broker.db_rows(COUNTS) == [(0, 0, 0)]

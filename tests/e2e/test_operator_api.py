@@ -87,9 +87,9 @@ async def _wait_for_rows(
 
 
 async def test_snapshot_counts_agents_in_two_workspaces(op: Broker, tmp_path: Path) -> None:
-    """alice, bob (api) and carol, dave (web): the snapshot's inbox counts per state, live
-    sessions and totals match what was sent, fetched, acknowledged and refused, and its seq is
-    the store's latest event."""
+    """alice, bob (api) and carol, dave, eve (web, eve archived): the snapshot's inbox counts
+    per state, live sessions and totals match what was sent, fetched, acknowledged and
+    refused, and its seq is the store's latest event."""
     web = tmp_path / "web"
     web.mkdir()
     alice = await op.register("alice")
@@ -122,6 +122,10 @@ async def test_snapshot_counts_agents_in_two_workspaces(op: Broker, tmp_path: Pa
             dave["agent_id"],
         )
 
+    eve = await op.register("eve", workspace=str(web))
+    status, _ = await _call(op, "POST", f"/v1/agents/{eve['agent_id']}/archive")
+    assert status == 200
+
     snap = await _get(op, "/v1/snapshot")
 
     assert snap["broker"]["ok"] is True
@@ -131,7 +135,8 @@ async def test_snapshot_counts_agents_in_two_workspaces(op: Broker, tmp_path: Pa
     slugs = {alice["address"].split("@")[1], carol["address"].split("@")[1]}
     assert {w["slug"] for w in snap["workspaces"]} == slugs
     agents = {a["alias"]: a for w in snap["workspaces"] for a in w["agents"]}
-    assert set(agents) == {"alice", "bob", "carol", "dave"}
+    assert set(agents) == {"alice", "bob", "carol", "dave", "eve"}
+    assert (agents["eve"]["archived"], agents["eve"]["attached"]) == (True, False)
     assert agents["bob"]["inbox"] == {"queued": 2, "claimed": 1, "dead": 0}
     assert agents["alice"]["inbox"] == {"queued": 0, "claimed": 0, "dead": 0}
     assert agents["carol"]["inbox"] == {"queued": 1, "claimed": 0, "dead": 0}
@@ -147,9 +152,9 @@ async def test_snapshot_counts_agents_in_two_workspaces(op: Broker, tmp_path: Pa
         assert agent["archived_at"] is None
     assert snap["totals"] == {
         "workspaces": 2,
-        "agents": 4,
+        "agents": 5,
         "attached": 4,
-        "archived": 0,
+        "archived": 1,
         "queued": 3,
         "claimed": 1,
         "dead": 1,
