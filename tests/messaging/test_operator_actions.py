@@ -1,0 +1,78 @@
+"""Operator actions through the directory, in process (real SQLite, queries inline):
+unarchive, purge, and the conflicts and events around them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+import pytest
+import trio
+
+from actors.directory import ArchiveIdentity, AttachedIds, PurgeIdentity, UnarchiveIdentity
+from pager.domain.errors import ErrorCode, PagerError
+from pager.store import messaging as ms
+from tests.messaging.conftest import Harness
+
+
+async def _events(h: Harness, kind: str) -> list[dict[str, Any]]:
+    def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        rows = conn.execute("SELECT data FROM events WHERE type = ? ORDER BY seq", (kind,))
+        return [json.loads(str(row[0])) for row in rows]
+
+    return await h.checkpoint.read(read)
+
+
+async def _refused(h: Harness, message: object) -> ErrorCode:
+    with pytest.raises(PagerError) as caught:
+        await h.service.directory.call(message)  # type: ignore[arg-type]
+    return caught.value.code
+
+
+async def test_directory_unarchive_and_conflicts(harness: Harness) -> None:
+    """Archive then unarchive an identity; archiving it twice or unarchiving a visible one is
+    a conflict, an unknown one is not found; re-registering an archived name records
+    `agent.unarchived` with reason `attached`."""
+    h = harness
+    with trio.fail_after(30):
+        api, _ = await h.register("api")
+        agent_id = api["agent_id"]
+        directory = h.service.directory
+        assert await _refused(h, UnarchiveIdentity(agent_id, "operator")) is ErrorCode.CONFLICT
+        await directory.call(ArchiveIdentity(agent_id, "operator"))
+        assert await _refused(h, ArchiveIdentity(agent_id, "operator")) is ErrorCode.CONFLICT
+        done: ms.Applied = await directory.call(UnarchiveIdentity(agent_id, "operator"))
+        assert done.action is ms.Action.UNARCHIVE
+        identity = await h.checkpoint.read(lambda c: ms.get_identity(c, agent_id))
+        assert identity is not None
+        assert identity.archived_at is None
+        missing = UnarchiveIdentity("agt_0000000000000000", "operator")
+        assert await _refused(h, missing) is ErrorCode.NOT_FOUND
+        await directory.call(ArchiveIdentity(agent_id, "operator"))
+        again, _ = await h.register("api")
+        assert again["agent_id"] == agent_id
+        reasons = [event["reason"] for event in await _events(h, "agent.unarchived")]
+        assert reasons == ["operator", "attached"]
+
+
+async def test_directory_purge_ends_the_session_for_good(harness: Harness) -> None:
+    """A purged identity's session token answers `ended` (purged), it is no longer attached,
+    and its waiting mail is dead-lettered `purged` as its sender sees."""
+    h = harness
+    with trio.fail_after(30):
+        _, alice = await h.register("alice")
+        bob, _ = await h.register("bob")
+        sent = await h.service.send(alice, to="bob", body="pending")
+        directory = h.service.directory
+        done: ms.Applied = await directory.call(PurgeIdentity(bob["agent_id"], "operator"))
+        assert (done.ended_sessions, done.dead_lettered, done.alias) == (1, 1, "bob")
+        with pytest.raises(PagerError) as caught:
+            await h.service.authenticate(bob["token"])
+        assert caught.value.code is ErrorCode.ENDED
+        assert caught.value.details["reason"] == "purged"
+        assert bob["agent_id"] not in await directory.call(AttachedIds())
+        status = await h.service.message_status(alice, message_id=sent["message_id"])
+        assert (status["state"], status["dead_reason"]) == ("dead", "purged")
+        again = PurgeIdentity(bob["agent_id"], "operator")
+        assert await _refused(h, again) is ErrorCode.NOT_FOUND
