@@ -335,7 +335,30 @@ def _status_report(paths: Any, broker: Any, reason: str) -> dict[str, Any]:
         started_at=broker.started_at,
         uptime_s=round((datetime.now(UTC) - started).total_seconds(), 3),
     )
+    report.update(_counts(paths, broker.url))
     return report
+
+
+def _counts(paths: Any, url: str) -> dict[str, Any]:
+    """`counts` from the snapshot's totals (aggregates only), or `counts_error` saying why not:
+    the broker's identity above is worth reporting even when this part fails."""
+    from pager.client import BrokerUnreachable, request_json
+
+    try:
+        secret = paths.secret.read_text().strip()
+        status, answer = request_json(
+            url, "GET", "/v1/snapshot?agents=false", token=secret, timeout=5.0
+        )
+    except (OSError, BrokerUnreachable) as exc:
+        return {"counts_error": f"could not read the counts: {exc}"}
+    if status != 200 or not isinstance(answer, dict) or "totals" not in answer:
+        return {"counts_error": f"the broker answered {status} to GET /v1/snapshot"}
+    totals = answer["totals"]
+    return {"counts": {key: totals.get(key) for key in _COUNT_KEYS}}
+
+
+#: What `pager status` shows of the snapshot's totals (SPEC §6 names them).
+_COUNT_KEYS = ("workspaces", "agents", "attached", "archived", "queued", "claimed", "dead")
 
 
 def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
@@ -353,6 +376,18 @@ def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
     print(f"  MCP endpoint  {report['mcp_url']}")
     print(f"  database      {report['database']} (schema {report['schema_version']})")
     print(f"  version       broker {report['broker_version']}, installed {VERSION}")
+    counts = report.get("counts")
+    if counts is not None:
+        print(
+            f"  agents        {counts['agents']} in {counts['workspaces']} workspaces,"
+            f" {counts['attached']} attached, {counts['archived']} archived"
+        )
+        print(
+            f"  mail          {counts['queued']} waiting, {counts['claimed']} claimed,"
+            f" {counts['dead']} dead"
+        )
+    else:
+        print(f"  counts        unavailable ({report.get('counts_error', 'unknown')})")
 
 
 def _duration(seconds: float) -> str:

@@ -114,9 +114,11 @@ class OperatorService:
 
     # -- read views ------------------------------------------------------------------------
 
-    async def snapshot(self) -> Snapshot:
+    async def snapshot(self, *, agents: bool = True) -> Snapshot:
+        """The whole state; without `agents`, only the totals and the event seq."""
         broker = dict(self.broker)
-        return await self.reads.read(lambda conn: views.snapshot(conn, broker))
+        build = views.snapshot if agents else views.totals_snapshot
+        return await self.reads.read(lambda conn: build(conn, broker))
 
     async def agents(
         self,

@@ -192,6 +192,38 @@ def snapshot(conn: sqlite3.Connection, broker: dict[str, Any]) -> Snapshot:
     return Snapshot(broker=broker, workspaces=workspaces, totals=totals, seq=seq)
 
 
+def totals(conn: sqlite3.Connection) -> Totals:
+    """The snapshot's totals without building any agent: aggregates only (what `pager status`
+    asks for on every run, whatever the size of the store)."""
+    workspaces, agents, archived = conn.execute(
+        "SELECT COUNT(DISTINCT workspace_key), COUNT(*), COUNT(archived_at) FROM identities"
+    ).fetchone()
+    (attached,) = conn.execute(
+        "SELECT COUNT(DISTINCT identity_id) FROM sessions WHERE state = 'attached'"
+    ).fetchone()
+    # Mail of identities that are gone (purged, reaped) is not counted, as in the snapshot.
+    by_state = dict(
+        conn.execute(
+            f"SELECT state, COUNT(*) FROM messages WHERE {_COUNTED}"
+            " AND recipient_id IN (SELECT id FROM identities) GROUP BY state"
+        ).fetchall()
+    )
+    return Totals(
+        workspaces=int(workspaces),
+        agents=int(agents),
+        attached=int(attached),
+        archived=int(archived),
+        queued=int(by_state.get("queued", 0)),
+        claimed=int(by_state.get("claimed", 0)) + int(by_state.get("delivered", 0)),
+        dead=int(by_state.get("dead", 0)),
+    )
+
+
+def totals_snapshot(conn: sqlite3.Connection, broker: dict[str, Any]) -> Snapshot:
+    """A snapshot with its totals and seq but no workspaces (`?agents=false`)."""
+    return Snapshot(broker=broker, workspaces=(), totals=totals(conn), seq=latest_event_seq(conn))
+
+
 def list_agents(
     conn: sqlite3.Connection,
     *,

@@ -9,6 +9,8 @@ from pager.store._views import (
     list_agents,
     live_sessions,
     snapshot,
+    totals,
+    totals_snapshot,
 )
 
 __all__ = [
@@ -20,4 +22,6 @@ __all__ = [
     "list_agents",
     "live_sessions",
     "snapshot",
+    "totals",
+    "totals_snapshot",
 ]

@@ -366,6 +366,16 @@ ROUTES: tuple[Route, ...] = (
         SECRET,
         (200, "the snapshot", _ref("Snapshot")),
         errors=(400, 401),
+        parameters=(
+            {
+                "name": "agents",
+                "in": "query",
+                "required": False,
+                "description": "`false`: only the totals and seq, `workspaces` left empty"
+                " (cheap whatever the size of the store)",
+                "schema": {"enum": ["true", "false"]},
+            },
+        ),
     ),
     Route(
         "get",

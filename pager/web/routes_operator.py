@@ -94,8 +94,8 @@ def operator_blueprint(operator: OperatorService, secret: str) -> Blueprint:
     @bp.get("/snapshot")
     async def snapshot() -> Response:
         require_secret(secret, request.headers)
-        query(())
-        return _json(await operator.snapshot())
+        agents = parse_choice(query(("agents",)), "agents", ("true", "false"))
+        return _json(await operator.snapshot(agents=agents != "false"))
 
     @bp.get("/agents")
     async def agents() -> Response:

@@ -439,6 +439,7 @@ async def test_operator_routes_refuse_bad_query_naming_the_parameter(op: Broker)
         ("/v1/agents?color=blue", "color"),
         ("/v1/agents?limit=1&limit=2", "limit"),
         ("/v1/snapshot?full=1", "full"),
+        ("/v1/snapshot?agents=no", "agents"),
         (f"{messages}?state=lost", "state"),
         (f"{messages}?direction=up", "direction"),
         (f"{messages}?limit=1000", "limit"),

@@ -152,6 +152,9 @@ def test_views_snapshot_groups_agents_by_workspace_with_counts(conn: sqlite3.Con
     totals = snap.totals
     assert (totals.workspaces, totals.agents, totals.attached, totals.archived) == (2, 4, 1, 1)
     assert (totals.queued, totals.claimed, totals.dead) == (4, 3, 3)
+    assert views.totals(conn) == totals
+    cheap = views.totals_snapshot(conn, {"ok": True})
+    assert (cheap.workspaces, cheap.totals, cheap.seq) == ((), totals, seq)
 
 
 def test_views_snapshot_leaves_out_workspaces_without_agents(conn: sqlite3.Connection) -> None:
@@ -167,6 +170,7 @@ def test_views_snapshot_leaves_out_workspaces_without_agents(conn: sqlite3.Conne
     assert [w.slug for w in snap.workspaces] == ["keep-0a1b2c"]
     assert snap.totals.dead == 0
     assert snap.totals.agents == 1
+    assert views.totals(conn) == snap.totals
 
 
 def test_views_list_agents_pages_in_id_order_with_filters(conn: sqlite3.Connection) -> None:
