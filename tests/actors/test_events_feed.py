@@ -98,7 +98,8 @@ def event_ids(chunks: list[bytes]) -> list[int]:
 
 
 async def settle() -> None:
-    await trio.testing.wait_all_tasks_blocked()
+    """Let the feed read and hand out what was committed (virtual time: the mock clock)."""
+    await trio.sleep(1)
 
 
 # -- the feed ----------------------------------------------------------------------------------
@@ -234,6 +235,24 @@ async def test_feed_shutdown_trigger_closes_streams(
             assert await sub.next_batch() == []
         assert sub.closed == "closing"
         nursery.cancel_scope.cancel()
+
+
+async def test_feed_paces_batches_by_subscriber_count(
+    database: tuple[Path, sqlite3.Connection], autojump_clock: trio.testing.MockClock
+) -> None:
+    """An event after a quiet spell goes out at once; events committed while the feed waits
+    out its pace (per subscriber) go out together, in one batch."""
+    async with running_feed(database) as (feed, log):
+        subs = [await feed.subscribe() for _ in range(10)]
+        log.commit()
+        start = trio.current_time()
+        assert seqs(await subs[0].next_batch()) == [1]
+        assert trio.current_time() == start  # at once
+        for _ in range(3):
+            log.commit()
+            await trio.testing.wait_all_tasks_blocked()  # the feed may run, time stands still
+        assert seqs(await subs[0].next_batch()) == [2, 3, 4]
+        assert trio.current_time() - start == pytest.approx(10 * 0.001)
 
 
 # -- the stream --------------------------------------------------------------------------------
