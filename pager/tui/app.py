@@ -10,6 +10,7 @@ up again each time. JSON calls are blocking and run in threads (`asyncio.to_thre
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,10 +28,10 @@ from pager.tui.install_menu import InstallMenu, Runner
 from pager.tui.live import Backoff, RefreshGate
 from pager.tui.messages import MessagesScreen
 from pager.tui.model import Agent, Snapshot
-from pager.tui.rows import COLUMNS, Row, table_rows
+from pager.tui.rows import AUTO_WIDTH, COLUMNS, Row, table_rows
 from pager.tui.source import OperatorSource
 
-AGE_REFRESH = 10.0  # re-render "3m ago" this often, without asking the broker
+AGE_REFRESH = 15.0  # re-render "3m ago" this often, without asking the broker
 #: Stream frames that change nothing shown.
 CONTROL_FRAMES = frozenset({"ready"})
 #: Frames after which the snapshot is read again and the stream reopened from its seq: `reset`
@@ -138,8 +139,8 @@ class PagerApp(App[None]):
 
     def on_mount(self) -> None:
         table = self.table
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
+        for key, label, width in COLUMNS:
+            table.add_column(label, key=key, width=width)
         table.focus()
         self._show_status()
         self.run_worker(self._follow(), group="follow", exclusive=True)
@@ -228,6 +229,8 @@ class PagerApp(App[None]):
         self.marked &= set(snapshot.agents())
         self.snapshots_applied += 1
         self._render()
+        if self.snapshots_applied == 1:
+            self.call_after_refresh(_settle_heap)
         if isinstance(self.screen, MessagesScreen):
             self.screen.reload()
 
@@ -242,6 +245,12 @@ class PagerApp(App[None]):
         table = self.table
         if keys == self._shown_keys:
             self._update_cells(table, rows)
+        elif _only_removed(self._shown_keys, keys):  # purges and reaps: no rebuild
+            for key in set(self._shown_keys) - set(keys):
+                table.remove_row(key)
+                del self._shown[key]
+            self._shown_keys = keys
+            self._update_cells(table, rows)
         else:
             self._rebuild(table, rows, keys)
         self._show_status()
@@ -252,11 +261,11 @@ class PagerApp(App[None]):
             before = self._shown.get(row.key)
             if before == signature:
                 continue
-            for (column, _), cell, old, new in zip(
+            for (column, _, _), cell, old, new in zip(
                 COLUMNS, row.cells, before or (), signature, strict=False
             ):
                 if old != new:
-                    table.update_cell(row.key, column, cell, update_width=True)
+                    table.update_cell(row.key, column, cell, update_width=column in AUTO_WIDTH)
             self._shown[row.key] = signature
 
     def _rebuild(self, table: DataTable[str | Text], rows: list[Row], keys: list[str]) -> None:
@@ -398,6 +407,24 @@ class PagerApp(App[None]):
         for agent, reason in report.failed:
             self.notify(f"{verb} {agent.label}: {reason}", severity="error", markup=False)
         self._changed()
+
+
+def _only_removed(before: list[str], after: list[str]) -> bool:
+    """Whether `after` is `before` with some rows taken out (order otherwise kept)."""
+    if len(after) >= len(before):
+        return False
+    remaining = iter(before)
+    return all(key in remaining for key in after)
+
+
+def _settle_heap() -> None:
+    """Once the first snapshot is on screen: collect, then freeze what is alive (the widget
+    tree, Textual's caches) out of the garbage collector's view. With a thousand agents, a
+    full collection otherwise scans all of it and stalls a key press for 100-200 ms (measured
+    with scripts/bench_tui.py); later snapshots are still collected (by reference counting,
+    and by the collector for what is allocated after this)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _signature(row: Row) -> tuple[tuple[str, str], ...]:

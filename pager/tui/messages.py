@@ -106,10 +106,11 @@ class MessagesScreen(Screen[None]):
                 cursor=self.cursors[-1],
             )
         except (Unreachable, ApiError) as exc:
-            self.error = str(exc)
-            self._show_title()
+            if request > self._applied:
+                self.error = str(exc)
+                self._show_title()
             return
-        if request < self._applied:
+        if request <= self._applied:
             return  # a later request already answered
         self._applied = request
         self.error = None

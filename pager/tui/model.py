@@ -235,17 +235,18 @@ def parse_time(text: str | None) -> datetime | None:
 
 
 def ago(text: str | None, now: datetime) -> str:
-    """`12s ago`, `3m ago`, `2h ago`, `4d ago`; `just now` under 2 s; `-` when unknown."""
+    """`3m ago`, `2h ago`, `4d ago`; `just now` under a minute; `-` when unknown.
+
+    Minutes at the finest: a column of second counts would change on every row at every
+    refresh, and "seen 12 s ago" tells an operator nothing "just now" does not."""
     moment = parse_time(text)
     if moment is None:
         return "-"
     seconds = int((now - moment).total_seconds())
-    if seconds < 2:
-        return "just now"
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
+    return "just now"
 
 
 def local_time(text: str | None) -> str:

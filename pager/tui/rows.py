@@ -13,18 +13,22 @@ from rich.text import Text
 
 from pager.tui.model import Agent, Snapshot, Workspace, ago
 
-#: (key, label) of each column, in order.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("mark", " "),
-    ("alias", "alias"),
-    ("implementation", "implementation"),
-    ("attached", "attached"),
-    ("waiting", "waiting"),
-    ("claimed", "claimed"),
-    ("dead", "dead"),
-    ("last_seen", "last seen"),
-    ("address", "address"),
+#: (key, label, width) of each column, in order; None: as wide as its widest cell. Columns
+#: whose cells change in place (counts, ages) have a fixed width, so an update never makes
+#: the table re-measure a whole column.
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("mark", " ", 1),
+    ("alias", "alias", None),
+    ("implementation", "implementation", None),
+    ("attached", "attached", 8),
+    ("waiting", "waiting", 7),
+    ("claimed", "claimed", 7),
+    ("dead", "dead", 5),
+    ("last_seen", "last seen", 9),
+    ("address", "address", None),
 )
+#: The columns sized to their content.
+AUTO_WIDTH = frozenset(key for key, _, width in COLUMNS if width is None)
 MARK = "●"
 
 Cell = str | Text

@@ -71,12 +71,13 @@ def test_parse_messages_reads_parties_states_and_cursor() -> None:
     assert page.next_cursor == "c2"
 
 
-def test_ago_formats_seconds_minutes_hours_days() -> None:
-    """The largest whole unit; `just now` under two seconds; `-` when unknown or unreadable."""
+def test_ago_formats_minutes_hours_days() -> None:
+    """The largest whole unit; `just now` under a minute; `-` when unknown or unreadable."""
     assert ago(None, NOW) == "-"
     assert ago("not a time", NOW) == "-"
     assert ago((NOW - timedelta(seconds=1)).isoformat(), NOW) == "just now"
-    assert ago((NOW - timedelta(seconds=42)).isoformat(), NOW) == "42s ago"
+    assert ago((NOW - timedelta(seconds=59)).isoformat(), NOW) == "just now"
+    assert ago((NOW + timedelta(seconds=3)).isoformat(), NOW) == "just now"  # clock skew
     assert ago((NOW - timedelta(minutes=3, seconds=59)).isoformat(), NOW) == "3m ago"
     assert ago((NOW - timedelta(hours=5)).isoformat(), NOW) == "5h ago"
     assert ago((NOW - timedelta(days=9)).isoformat(), NOW) == "9d ago"
@@ -119,3 +120,14 @@ def test_table_rows_put_archived_agents_in_a_section_per_workspace() -> None:
     assert bob[4:8] == ["2", "1", "1", "3m ago"]
     assert rows[3].agent_id is None
     assert rows[4].agent_id == "agt_old"
+
+
+def test_only_removed_detects_pure_removals() -> None:
+    """Rows only taken out (order kept) are removed in place; anything else is a rebuild."""
+    from pager.tui.app import _only_removed
+
+    before = ["ws:a", "agt_1", "agt_2", "ws:b", "agt_3"]
+    assert _only_removed(before, ["ws:a", "agt_2", "ws:b"])
+    assert not _only_removed(before, before)
+    assert not _only_removed(before, ["ws:a", "agt_2", "agt_1"])  # reordered
+    assert not _only_removed(before, ["ws:a", "agt_9"])  # a new row
