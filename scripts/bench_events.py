@@ -11,11 +11,12 @@ processes).
   time and waits for its `message.queued` frame. Reported: frame arrival - `send` return
   (0 when the frame came first), and frame arrival - `send` start, p50/p90/p99.
 - load: 8 clients send in a loop (each to a partner that never fetches) through alternating
-  windows with 0 and with 50 stream clients open (quiet, streams, quiet, streams), on one
-  broker: sends/s per window, and the ratio of the stream windows' rate to the quiet ones'
-  (measured within one run, since absolute rates drift on a shared machine). Stream clients
-  connect before a window starts and must receive every event (none may be cut off); the
-  broker's CPU (utime+stime from /proc) is sampled at each window's edges.
+  windows with 0 and with 50 stream clients open (quiet, streams, quiet, streams, quiet), on
+  one broker: sends/s per window, and the ratio of each stream window's rate to the mean of the
+  quiet windows on either side (measured within one run, and so that a drift of the shared
+  machine over the run cancels out). Stream clients connect before a window starts and must
+  receive every event (none may be cut off); the CPU of the broker (utime+stime from /proc),
+  of the senders and of the stream clients is taken at each window's edges.
 
 `--runs` scales the sample sizes (15, the default, gives 300 latency sends and 6 s windows).
 Progress goes to stderr only when it is a terminal.
@@ -371,9 +372,11 @@ def figure_latency(brokers: Brokers, count: int) -> dict[str, Any]:
     }
 
 
-def figure_load(brokers: Brokers, window: float) -> dict[str, Any]:
-    """8 senders through quiet/streams/quiet/streams windows of `window` seconds."""
-    plan = ["quiet", "streams", "quiet", "streams"]
+def figure_load(brokers: Brokers, window: float, pairs: int = 2) -> dict[str, Any]:
+    """8 senders through quiet and stream windows of `window` seconds, alternating."""
+    # Quiet windows on both sides of each stream window: each stream window is compared with
+    # the mean of its neighbours, which cancels a drift of the whole machine over the run.
+    plan = ["quiet", "streams"] * pairs + ["quiet"]
     windows = []
     offset = GAP
     for _ in plan:
@@ -437,6 +440,7 @@ def figure_load(brokers: Brokers, window: float) -> dict[str, Any]:
     rates = [round(n / window, 1) for n in sends]
     quiet = [rates[w] for w, kind in enumerate(plan) if kind == "quiet"]
     loud = [rates[w] for w, kind in enumerate(plan) if kind == "streams"]
+    ratios = [rates[w] / ((rates[w - 1] + rates[w + 1]) / 2) for w in streams_in]
     cores = []
     for w in range(len(plan)):
         (t0, c0), (t1, c1) = cpu_marks[2 * w], cpu_marks[2 * w + 1]
@@ -450,7 +454,7 @@ def figure_load(brokers: Brokers, window: float) -> dict[str, Any]:
         for w, used in zip(streams_in, r["cpu_per_window"], strict=True):
             stream_cores[w] += used / window
     stream_cores = [round(c, 2) for c in stream_cores]
-    ratio = (sum(loud) / len(loud)) / (sum(quiet) / len(quiet))
+    ratio = sum(ratios) / len(ratios)
     return {
         "senders": SENDERS,
         "streams": STREAMS,
@@ -460,6 +464,7 @@ def figure_load(brokers: Brokers, window: float) -> dict[str, Any]:
         "quiet_per_s": round(sum(quiet) / len(quiet), 1),
         "streams_per_s": round(sum(loud) / len(loud), 1),
         "ratio": round(ratio, 3),
+        "ratios": [round(r, 3) for r in ratios],
         "drop_pct": round((1 - ratio) * 100, 1),
         "broker_cores": cores,
         "sender_cores": sender_cores,
@@ -519,9 +524,9 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             (
                 f"{load['senders']} clients sending: sends/s with 0 vs {load['streams']} stream"
                 f" clients, same broker, alternating {load['window_s']:.0f} s windows"
-                " (ratio)",
+                " (ratio of each stream window to its quiet neighbours)",
                 f"{load['quiet_per_s']}/s vs {load['streams_per_s']}/s (x{load['ratio']},"
-                f" -{load['drop_pct']}%)"
+                f" -{load['drop_pct']}%; " + ", ".join(f"x{r}" for r in load["ratios"]) + ")"
                 f" ({_mark(load['ratio'] >= TARGETS['stream_load_ratio'])})",
                 "drop <= 20%",
             ),
@@ -583,6 +588,12 @@ def main() -> int:
         default=",".join(FIGURES),
         help=f"comma-separated subset of {','.join(FIGURES)} (default: all)",
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=2,
+        help="load: (quiet, streams) window pairs, alternating on one broker (default 2)",
+    )
     args = parser.parse_args()
     figures = [f for f in args.figures.split(",") if f]
     unknown = set(figures) - set(FIGURES)
@@ -594,7 +605,7 @@ def main() -> int:
         if "latency" in figures:
             results["latency"] = figure_latency(brokers, max(50, round(300 * factor)))
         if "load" in figures:
-            results["load"] = figure_load(brokers, max(2.0, round(6 * factor, 1)))
+            results["load"] = figure_load(brokers, max(2.0, round(6 * factor, 1)), args.pairs)
     progress("")
     if sys.stderr.isatty():
         print(file=sys.stderr)
