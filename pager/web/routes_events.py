@@ -99,7 +99,10 @@ async def stream(
     """Replay (when resuming), `ready`, then live events until the feed lets go."""
     last = sub.start  # the newest seq this client has been sent (or skipped as live-only)
     try:
-        if after is not None and sub.closed is None:
+        if sub.closed is not None:  # the broker began stopping before this stream did
+            yield _farewell(sub, last if after is None else after)
+            return
+        if after is not None:
             last = after
             async with feed.reader() as reader:
                 oldest = await reader.oldest()

@@ -403,6 +403,21 @@ async def test_stream_ends_with_closing_at_shutdown(
     assert json.loads(frames[-1][2])["last_event_id"] == 1
 
 
+async def test_stream_opened_during_shutdown_only_says_closing(
+    database: tuple[Path, sqlite3.Connection], autojump_clock: trio.testing.MockClock
+) -> None:
+    """A stream opened after the broker began stopping sends `closing` (naming the id it was
+    asked to resume from) and nothing else: no `ready` that would claim events it never sent."""
+    async with running_feed(database) as (feed, log):
+        log.commit(5)
+        feed.close_all("closing")
+        _sub, chunks = await open_stream(feed, after=2)
+        got = [chunk async for chunk in chunks]
+    [(frame_id, event, data)] = parse(got)
+    assert (frame_id, event) == (None, "closing")
+    assert json.loads(data)["last_event_id"] == 2
+
+
 async def test_stream_sends_heartbeat_when_idle(
     database: tuple[Path, sqlite3.Connection], autojump_clock: trio.testing.MockClock
 ) -> None:
