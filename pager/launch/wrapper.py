@@ -25,7 +25,12 @@ import trio
 from pager.client import BrokerUnreachable, request_json
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 from pager.launch.paths import StatePaths
-from pager.launch.wrapper_args import find_conversation, parse_wrapper_args
+from pager.launch.wrapper_args import (
+    Conversation,
+    WrapperArgs,
+    find_conversation,
+    parse_wrapper_args,
+)
 
 #: Signals sent to the wrapper itself that the harness must get too. SIGINT is not among
 #: them: a terminal sends it to the whole foreground group, the harness included.
@@ -57,10 +62,57 @@ class LaunchContext:
 
     directory: str  # private (0700), removed after the launch
     values: Mapping[str, str]
+    #: The environment the harness inherits (the user's HOME, their own harness variables).
+    environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+
+
+@attrs.frozen
+class LaunchPlan:
+    """What the user's arguments ask for, before the broker is involved."""
+
+    wrapper: WrapperArgs
+    conversation: Conversation
+    executable: str  # the program to look up on PATH (or a path)
+    args: tuple[str, ...]  # the harness's own arguments, the wrapper's choices included
+
+
+@attrs.frozen
+class HarnessCommand:
+    """What `pager <implementation>` runs: the harness's argv and whole environment."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
 
 
 def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int:
     """The whole wrapped launch; returns the exit status to exit with."""
+    plan = plan_launch(spec, argv)
+    program = shutil.which(plan.executable)
+    if program is None:
+        raise LaunchError(f"{plan.executable!r} is not on PATH; install it or fix PATH")
+    try:
+        broker = ensure_broker(paths)
+    except LifecycleError as exc:
+        raise LaunchError(str(exc)) from None
+    secret = paths.secret.read_text().strip()
+    session = register(broker.url, secret, registration(spec, plan, os.getcwd()))
+    try:
+        values = launch_values(broker.url, broker.mcp_url, session, paths, plan, spec)
+        with private_directory() as directory:
+            harness = harness_command(spec, program, plan, values, directory)
+            return trio.run(
+                _run_harness, list(harness.argv), dict(harness.env), broker.url, session["token"]
+            )
+    finally:
+        with contextlib.suppress(BrokerUnreachable):
+            request_json(
+                broker.url, "POST", "/v1/sessions/current/detach", token=session["token"], body={}
+            )
+
+
+def plan_launch(spec: LaunchSpec, argv: Sequence[str]) -> LaunchPlan:
+    """The wrapper's options, the conversation, the program and its arguments of `argv` (the
+    arguments after `pager <implementation>`). Raises WrapperUsageError, LaunchError."""
     wrapper = parse_wrapper_args(argv)
     conversation = find_conversation(
         wrapper.harness_args,
@@ -75,58 +127,77 @@ def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int
         if not args:
             raise LaunchError(f"give the program to run: pager {spec.implementation} -- PROGRAM …")
         executable = args.pop(0)
-    program = shutil.which(executable)
-    if program is None:
-        raise LaunchError(f"{executable!r} is not on PATH; install it or fix PATH")
-    try:
-        broker = ensure_broker(paths)
-    except LifecycleError as exc:
-        raise LaunchError(str(exc)) from None
-    secret = paths.secret.read_text().strip()
-    body: dict[str, Any] = {"workspace": os.getcwd(), "implementation": spec.implementation}
-    if wrapper.session_name is not None:
-        body["session_name"] = wrapper.session_name
-    if conversation.key is not None:
-        body["conversation_key"] = conversation.key
-    if wrapper.force:
+    return LaunchPlan(wrapper, conversation, executable, tuple(args))
+
+
+def registration(spec: LaunchSpec, plan: LaunchPlan, workspace: str) -> dict[str, Any]:
+    """The body of the launch's `POST /v1/register`."""
+    body: dict[str, Any] = {"workspace": workspace, "implementation": spec.implementation}
+    if plan.wrapper.session_name is not None:
+        body["session_name"] = plan.wrapper.session_name
+    if plan.conversation.key is not None:
+        body["conversation_key"] = plan.conversation.key
+    if plan.wrapper.force:
         body["force"] = True
-    session = _register(broker.url, secret, body)
-    try:
-        values = {
-            "url": broker.url,
-            "mcp_url": broker.mcp_url,
-            "token": session["token"],
-            "agent_id": session["agent_id"],
-            "address": session["address"],
-            "alias": session["alias"],
-            "session_id": session["session_id"],
-            "state_dir": str(paths.root),
-            "conversation_key": conversation.key or "",
-            "python": sys.executable,
-            "hook_command": _hook_command(spec.implementation),
-        }
-        with _private_directory() as directory:
-            if spec.prepare is not None:
-                values.update(spec.prepare(LaunchContext(directory, dict(values))))
-            command = [program, *(_render(t, values) for t in spec.args), *args]
-            env = {
-                **os.environ,
-                "PAGER_URL": broker.url,
-                "PAGER_TOKEN": session["token"],
-                "PAGER_AGENT_ID": session["agent_id"],
-                "PAGER_ADDRESS": session["address"],
-                "PAGER_IMPLEMENTATION": spec.implementation,
-                **{key: _render(value, values) for key, value in spec.env.items()},
-            }
-            return trio.run(_run_harness, command, env, broker.url, session["token"])
-    finally:
-        with contextlib.suppress(BrokerUnreachable):
-            request_json(
-                broker.url, "POST", "/v1/sessions/current/detach", token=session["token"], body={}
-            )
+    return body
 
 
-def _register(url: str, secret: str, body: dict[str, Any]) -> dict[str, Any]:
+def launch_values(
+    url: str,
+    mcp_url: str,
+    session: Mapping[str, Any],
+    paths: StatePaths,
+    plan: LaunchPlan,
+    spec: LaunchSpec,
+) -> dict[str, str]:
+    """The placeholders' values known before the connector runs (SPEC §10)."""
+    return {
+        "url": url,
+        "mcp_url": mcp_url,
+        "token": session["token"],
+        "agent_id": session["agent_id"],
+        "address": session["address"],
+        "alias": session["alias"],
+        "session_id": session["session_id"],
+        "state_dir": str(paths.root),
+        "conversation_key": plan.conversation.key or "",
+        "python": sys.executable,
+        "hook_command": _hook_command(spec.implementation),
+    }
+
+
+def harness_command(
+    spec: LaunchSpec,
+    program: str,
+    plan: LaunchPlan,
+    values: Mapping[str, str],
+    directory: str,
+    environ: Mapping[str, str] | None = None,
+) -> HarnessCommand:
+    """The harness's command line and environment for one launch, without running it.
+
+    Runs the connector, which writes its per-launch files into `directory` (private; the caller
+    removes it after the harness ended), then fills the manifest's templates. `environ` is the
+    environment the harness inherits (default: this process's)."""
+    inherited = dict(os.environ if environ is None else environ)
+    filled = dict(values)
+    if spec.prepare is not None:
+        filled.update(spec.prepare(LaunchContext(directory, dict(values), inherited)))
+    argv = (program, *(_render(t, filled) for t in spec.args), *plan.args)
+    env = {
+        **inherited,
+        "PAGER_URL": filled["url"],
+        "PAGER_TOKEN": filled["token"],
+        "PAGER_AGENT_ID": filled["agent_id"],
+        "PAGER_ADDRESS": filled["address"],
+        "PAGER_IMPLEMENTATION": spec.implementation,
+        **{key: _render(value, filled) for key, value in spec.env.items()},
+    }
+    return HarnessCommand(argv, env)
+
+
+def register(url: str, secret: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Register a session with the broker at `url`; its answer (token, agent id, …)."""
     try:
         status, answer = request_json(url, "POST", "/v1/register", token=secret, body=body)
     except BrokerUnreachable as exc:
@@ -158,7 +229,8 @@ def _hook_command(implementation: str) -> str:
 
 
 @contextlib.contextmanager
-def _private_directory() -> Iterator[str]:
+def private_directory() -> Iterator[str]:
+    """A private (0700) directory for one launch's files, removed afterwards."""
     directory = tempfile.mkdtemp(prefix="pager-launch-")  # 0700
     try:
         yield directory
@@ -169,7 +241,7 @@ def _private_directory() -> Iterator[str]:
 async def _run_harness(command: list[str], env: dict[str, str], url: str, token: str) -> int:
     """The launch's small tree: the harness (stdio inherited) and the lease holder."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_hold_lease, url, token)
+        nursery.start_soon(hold_lease, url, token)
         with trio.open_signal_receiver(*FORWARDED) as signals:
             process = await trio.lowlevel.open_process(command, env=env)
 
@@ -197,7 +269,7 @@ def _ignoring(signum: int) -> Iterator[None]:
         signal.signal(signum, previous)
 
 
-async def _hold_lease(url: str, token: str) -> None:
+async def hold_lease(url: str, token: str) -> None:
     """Keep the session's event stream open (it holds the lease); reconnect if it drops."""
     host, _, port = url.removeprefix("http://").rpartition(":")
     request = (

@@ -29,7 +29,7 @@ SCHEMA = "https://opencode.ai/config.json"
 
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     plugin = _copy_asset(context.directory, "pager-opencode.js")
-    config = _existing_config(os.environ.get("OPENCODE_CONFIG_CONTENT"))
+    config = _existing_config(context.environ.get("OPENCODE_CONFIG_CONTENT"))
     config.setdefault("$schema", SCHEMA)
     servers = config.get("mcp")
     if not isinstance(servers, dict):

@@ -1,0 +1,29 @@
+"""A manifest as the wrapper's `LaunchSpec`: what `pager <implementation>` launches.
+
+`pager.cli` builds the same spec for a real launch; `scripts/verify_harnesses.py` uses this one
+to build a harness's per-launch command (`pager.launch.wrapper.harness_command`) without
+running it.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from pager.implementations.manifest import Manifest
+from pager.launch.wrapper import LaunchSpec
+
+
+def launch_spec(manifest: Manifest) -> LaunchSpec:
+    """The wrapper's spec of `manifest`; imports its connector (ImportError if missing)."""
+    connector = importlib.import_module(manifest.connector)
+    return LaunchSpec(
+        implementation=manifest.id,
+        executable=None if manifest.executable_from_args else manifest.executable,
+        args=manifest.launch.args,
+        env=manifest.launch.env,
+        resume_flags=manifest.resume.flags,
+        continue_flags=manifest.resume.continue_flags + manifest.resume.picker_flags,
+        choose_flag=manifest.resume.choose_flag,
+        resume_subcommand=manifest.resume.subcommand,
+        prepare=lambda context: connector.prepare(manifest, context),
+    )
