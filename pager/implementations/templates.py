@@ -29,6 +29,8 @@ PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
         "written by the connector",
         "settings_file": "a private (0600) settings file for the harness (hooks, MCP, …), "
         "written by the connector",
+        "config_dir": "a private (0700) directory the connector fills with the harness's "
+        "per-launch configuration (e.g. the home Gemini CLI is given as GEMINI_CLI_HOME)",
         "config_content": "inline configuration text built by the connector "
         "(e.g. OpenCode's JSON for OPENCODE_CONFIG_CONTENT)",
         "extension_path": "the path of the extension or plugin Pager ships for this "

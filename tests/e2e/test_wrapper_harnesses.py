@@ -44,10 +44,12 @@ def fakes(tmp_path: Path, broker: Broker) -> Path:
     env = broker.home.env
     env["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
     env["FAKE_HARNESS_LOG"] = str(log)
-    # Hermetic: no administrator settings, inline OpenCode config or user manifests of this host.
-    env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = str(tmp_path / "no-system-settings.json")
-    env.pop("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", None)
-    env.pop("OPENCODE_CONFIG_CONTENT", None)
+    # Hermetic: a home of its own (the Gemini connector links and creates entries of the
+    # user's ~/.gemini), no inline OpenCode config or user manifests of this host.
+    env["HOME"] = str(tmp_path / "user-home")
+    (tmp_path / "user-home").mkdir()
+    for name in ("GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "OPENCODE_CONFIG_CONTENT"):
+        env.pop(name, None)
     env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
     return log
 
@@ -152,14 +154,18 @@ def check_codex(start: dict[str, Any], broker: Broker) -> None:
 
 
 def check_gemini(start: dict[str, Any], broker: Broker) -> None:
-    settings_path = start["env"]["GEMINI_CLI_SYSTEM_SETTINGS_PATH"]
-    settings = json.loads(start["files"][settings_path]["content"])
-    server = settings["mcpServers"]["pager"]
+    # Not a system settings file: Gemini CLI ignores one that root does not own.
+    assert "GEMINI_CLI_SYSTEM_SETTINGS_PATH" not in start["env"]
+    extension = Path(start["env"]["GEMINI_CLI_HOME"], ".gemini", "extensions", "pager-launch")
+    config = json.loads(start["files"][str(extension / "gemini-extension.json")]["content"])
+    assert config["name"] == "pager-launch"  # Gemini CLI wants the directory's name
+    server = config["mcpServers"]["pager"]
     assert server["httpUrl"] == f"{broker.url}/mcp"
     assert server["headers"] == {"Authorization": f"Bearer {start['env']['PAGER_TOKEN']}"}
     assert "trust" not in server  # Pager never pre-approves its tools (SPEC §10)
+    hooks = json.loads(start["files"][str(extension / "hooks" / "hooks.json")]["content"])
     for event in ("SessionStart", "BeforeAgent"):
-        [group] = settings["hooks"][event]
+        [group] = hooks["hooks"][event]
         command = group["hooks"][0]["command"]
         assert f"hook --implementation gemini --format gemini --max-chars 9000 {event}" in command
     # A new session: the wrapper chose its id, so hooks can find it by the payload's session_id.
@@ -230,35 +236,43 @@ async def test_gemini_hook_injects_mail_as_additional_context(
         assert "--session-id" not in start["argv"]  # resuming: the wrapper chooses nothing
 
 
-async def test_gemini_keeps_the_administrators_system_settings(
+async def test_gemini_home_links_the_users_own_gemini_directory(
     broker: Broker, fakes: Path, tmp_path: Path
 ) -> None:
-    """The per-launch file replaces the system settings Gemini CLI would have read: the connector
-    starts from them (comments allowed) and copies the system defaults beside its file."""
-    admin = tmp_path / "etc-gemini"
-    admin.mkdir()
-    (admin / "settings.json").write_text(
-        '{\n  // set by the administrator\n  "ui": {"theme": "corp"},\n'
-        '  "mcpServers": {"corp": {"httpUrl": "https://corp.example/mcp"}},\n'
-        '  "hooks": {"BeforeAgent": [{"hooks": [{"type": "command", "command": "audit"}]}]}\n}\n'
+    """The per-launch GEMINI_CLI_HOME links every entry of the user's ~/.gemini (settings,
+    credentials, sessions) and extensions, links the files Gemini CLI writes in place even
+    before they exist, creates the session directories in the user's own, and replaces Pager's
+    installed extension by the launch's; the user's files are untouched."""
+    own = tmp_path / "user-home" / ".gemini"
+    (own / "extensions" / "other").mkdir(parents=True)
+    (own / "extensions" / "other" / "gemini-extension.json").write_text('{"name": "other"}')
+    (own / "extensions" / "pager").mkdir()  # `pager plugin install gemini`
+    (own / "extensions" / "pager" / "gemini-extension.json").write_text(
+        '{"name": "pager", "mcpServers": {"pager": {"command": "pager", "args": ["mcp"]}}}'
     )
-    (admin / "system-defaults.json").write_text('{"general": {"vimMode": true}}')
-    env = {"GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(admin / "settings.json")}
-    wrapper = launch(broker, "gemini", "exit:0", "--session-name", "x", env=env)
+    settings = '{\n  // the user\'s own\n  "ui": {"theme": "mine"}\n}\n'
+    (own / "settings.json").write_text(settings)
+    (own / "oauth_creds.json").write_text("{}")
+    (tmp_path / "user-home" / ".agents").mkdir()
+    wrapper = launch(broker, "gemini", "mcp,exit:0", "--session-name", "x")
     status, err = await finish(wrapper)
     assert status == 0, err
     [start] = [r for r in records(fakes) if "argv" in r]
-    ours = start["env"]["GEMINI_CLI_SYSTEM_SETTINGS_PATH"]
-    assert ours != str(admin / "settings.json")
-    settings = json.loads(start["files"][ours]["content"])
-    assert settings["ui"] == {"theme": "corp"}
-    assert set(settings["mcpServers"]) == {"corp", "pager"}
-    commands = [g["hooks"][0]["command"] for g in settings["hooks"]["BeforeAgent"]]
-    assert commands[0] == "audit"
-    assert "/pager hook --implementation gemini" in commands[1]
-    defaults = os.path.join(os.path.dirname(ours), "system-defaults.json")
-    assert start["files"][defaults]["content"] == '{"general": {"vimMode": true}}'
-    assert start["files"][defaults]["mode"] == 0o600
+    home = start["gemini_home"]
+    assert home[".gemini/settings.json"] == f"link:{own / 'settings.json'}"
+    assert home[".gemini/oauth_creds.json"] == f"link:{own / 'oauth_creds.json'}"
+    assert home[".gemini/google_accounts.json"] == f"link:{own / 'google_accounts.json'}"
+    assert home[".gemini/tmp"] == f"link:{own / 'tmp'}"
+    assert (own / "tmp").is_dir()
+    assert (own / "history").is_dir()
+    assert home[".gemini/extensions/other"] == f"link:{own / 'extensions' / 'other'}"
+    assert home[".gemini/extensions/pager-launch"] == "dir"
+    assert ".gemini/extensions/pager" not in home  # the launch's extension replaces it
+    assert home[".agents"] == f"link:{tmp_path / 'user-home' / '.agents'}"
+    assert (own / "settings.json").read_text() == settings
+    assert sorted(os.listdir(own / "extensions")) == ["other", "pager"]
+    who = record(fakes, "mcp")  # through the launch's extension, not the installed one
+    assert (who["alias"], who["implementation"]) == ("x", "gemini")
 
 
 # -- Codex: hooks through a `-c` override (not in the built-in manifest) ---------------------

@@ -7,11 +7,15 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
 
 - `mcp`: calls the MCP tool `whoami` the way the harness would, from its wiring: Codex from the
   `-c mcp_servers.pager.*` overrides (token from the variable they name), Gemini from the
-  settings file's `mcpServers.pager`, OpenCode from `OPENCODE_CONFIG_CONTENT`'s `mcp.pager`
-  (with `{env:…}` substitution), Pi as Pager's extension does (`PAGER_URL`, `PAGER_TOKEN`);
+  `mcpServers.pager` of its home (`$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`): the user
+  settings, else an extension under `extensions/` (as Gemini CLI 0.61 does; a system settings
+  file is read only when root owns it and every directory above it), OpenCode from
+  `OPENCODE_CONFIG_CONTENT`'s `mcp.pager` (with `{env:…}` substitution), Pi as Pager's extension
+  does (`PAGER_URL`, `PAGER_TOKEN`);
 - `hook:EVENT`: runs the hook command configured for EVENT with a realistic payload (Gemini:
-  from the settings file, with the sanitized environment Gemini CLI's redaction leaves; Codex:
-  from the `-c hooks=…` override), recording its exit status and output;
+  from the settings and extensions of its home, with the sanitized environment Gemini CLI's
+  redaction leaves; Codex: from the `-c hooks=…` override), recording its exit status and
+  output;
 - `plugin`: runs Pager's OpenCode plugin or Pi extension under Node with a fake host (needs
   `node`), and records what it did: tools registered, messages pushed into the session;
 - `wait:PATH`, `exit:N`, `signal:NAME` as in tests/fakes/fake_harness.py.
@@ -39,6 +43,7 @@ from urllib.request import url2pathname
 
 ENV_KEYS = (
     "OPENCODE_CONFIG_CONTENT",
+    "GEMINI_CLI_HOME",
     "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
     "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
 )
@@ -96,22 +101,94 @@ def opencode_config() -> dict[str, Any]:
     return config
 
 
+def gemini_dir() -> Path:
+    """Gemini CLI's directory: `$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`."""
+    return Path(os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")) / ".gemini"
+
+
+def root_owned(path: Path) -> bool:
+    """Gemini CLI's check before it reads a system settings file: the file and every directory
+    above it belong to root and are writable by nobody else (gemini-cli PR #29115)."""
+    for part in (path, *path.parents):
+        info = part.stat()
+        if info.st_uid != 0 or info.st_mode & 0o022:
+            return False
+    return True
+
+
+def gemini_extensions() -> list[Path]:
+    """The extension directories Gemini CLI loads: each under `extensions/` whose
+    `gemini-extension.json` names it (links followed)."""
+    found = []
+    root = gemini_dir() / "extensions"
+    for directory in sorted(root.iterdir()) if root.is_dir() else []:
+        config = directory / "gemini-extension.json"
+        if config.is_file():
+            assert json.loads(config.read_text())["name"] == directory.name, directory
+            found.append(directory)
+    return found
+
+
 def gemini_settings() -> dict[str, Any]:
-    path = os.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH")
-    if not path:
-        return {}
-    settings: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-    return settings
+    """What Gemini CLI would use of Pager's: `mcpServers` (system settings over user settings
+    over extensions) and `hooks` (from all of them)."""
+    layers: list[dict[str, Any]] = []
+    for directory in gemini_extensions():
+        layer = json.loads((directory / "gemini-extension.json").read_text())
+        hooks = directory / "hooks" / "hooks.json"
+        if hooks.is_file():
+            layer["hooks"] = json.loads(hooks.read_text())["hooks"]
+        layers.append(layer)
+    user = gemini_dir() / "settings.json"
+    if user.is_file():
+        layers.append(loads_jsonc(user.read_text()))
+    system = os.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH")
+    if system and os.path.isfile(system) and root_owned(Path(system)):
+        layers.append(json.loads(Path(system).read_text()))
+    merged: dict[str, Any] = {"mcpServers": {}, "hooks": {}}
+    for layer in layers:
+        merged["mcpServers"].update(layer.get("mcpServers", {}))
+        for event, groups in layer.get("hooks", {}).items():
+            merged["hooks"].setdefault(event, []).extend(groups)
+    return merged
+
+
+def loads_jsonc(text: str) -> Any:
+    """JSON with `//` and `/* */` comments, as Gemini CLI reads its settings files."""
+    pattern = r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/'
+    return json.loads(re.sub(pattern, lambda m: m.group(1) or "", text, flags=re.S))
+
+
+def gemini_home() -> dict[str, str]:
+    """The per-launch Gemini home as the harness sees it: each entry of `.gemini` and of its
+    `extensions/` (and the home's own entries) → `link:TARGET`, `dir` or `file`."""
+    home = gemini_dir().parent
+    entries: dict[str, str] = {}
+    for path in [
+        *home.iterdir(),
+        *gemini_dir().iterdir(),
+        *(gemini_dir() / "extensions").iterdir(),
+    ]:
+        key = str(path.relative_to(home))
+        if path.is_symlink():
+            entries[key] = f"link:{os.readlink(path)}"
+        else:
+            entries[key] = "dir" if path.is_dir() else "file"
+    return entries
 
 
 def pointed_files(kind: str, argv: list[str]) -> list[str]:
     """The files this launch named for the harness to read."""
     if kind == "gemini":
-        settings = os.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH")
-        if not settings:
+        if not os.environ.get("GEMINI_CLI_HOME"):
             return []
-        defaults = os.path.join(os.path.dirname(settings), "system-defaults.json")
-        return [settings, defaults] if os.path.exists(defaults) else [settings]
+        return [
+            str(path)
+            for directory in gemini_extensions()
+            if not directory.is_symlink()  # the launch's own extension, not the user's
+            for path in (directory / "gemini-extension.json", directory / "hooks" / "hooks.json")
+            if path.exists()
+        ]
     if kind == "opencode":
         plugins = opencode_config().get("plugin", [])
         return [url2pathname(urlparse(p).path) for p in plugins if p.startswith("file://")]
@@ -299,6 +376,11 @@ def main() -> int:
                 if key.startswith("PAGER_") or key in ENV_KEYS
             },
             "files": {path: file_record(path) for path in pointed_files(kind, argv)},
+            **(
+                {"gemini_home": gemini_home()}
+                if kind == "gemini" and "GEMINI_CLI_HOME" in os.environ
+                else {}
+            ),
         }
     )
     session = option(argv, "--session-id") or option(argv, "--resume") or "thread-unknown"

@@ -70,8 +70,9 @@ def test_cli_implementations_json_lists_sources_and_errors(
     assert error["source"]["location"] == str(user_dir / "broken.toml")
     assert error["text"].endswith(
         "broken.toml: launch.args[2]: unknown placeholder {tokn} (did you mean {token}?); "
-        "known: {address}, {agent_id}, {alias}, {config_content}, {conversation_key}, "
-        "{extension_path}, {hook_command}, {mcp_config_file}, {mcp_url}, {python}, "
+        "known: {address}, {agent_id}, {alias}, {config_content}, {config_dir}, "
+        "{conversation_key}, {extension_path}, {hook_command}, {mcp_config_file}, {mcp_url}, "
+        "{python}, "
         "{session_id}, {settings_file}, {state_dir}, {token}, {url}"
     )
     assert report["user_dir"] == str(user_dir)

@@ -115,6 +115,9 @@ def test_builtin_opencode_pi_gemini_shell(tmp_path: Path) -> None:
     assert pi.resume.flags == ("--session",)
     assert pi.resume.picker_flags == ("--resume", "-r")
     gemini = registry.get("gemini").manifest
+    # A per-launch Gemini home (Gemini CLI ignores a system settings file root does not own).
+    assert gemini.launch.env["GEMINI_CLI_HOME"] == "{config_dir}"
+    assert "GEMINI_CLI_SYSTEM_SETTINGS_PATH" not in gemini.launch.env
     assert gemini.resume.flags == ("--resume", "-r")
     assert (gemini.hooks.output, gemini.hooks.max_chars) == ("gemini", 9000)
     shell = registry.get("shell").manifest

@@ -1,17 +1,35 @@
-"""Gemini CLI: one per-launch *system settings* file, named by `GEMINI_CLI_SYSTEM_SETTINGS_PATH`
+"""Gemini CLI: a per-launch Gemini home named by `GEMINI_CLI_HOME`, with a per-launch extension
 (docs/implementations/gemini.md).
 
-The file carries `mcpServers.pager` (`httpUrl` and the session's `Authorization` header) and
-Pager's hooks (`pager hook --format gemini` on the manifest's events). Gemini CLI reads the
-system settings file *instead of* the administrator's one (`/etc/gemini-cli/settings.json` on
-Linux), and looks for `system-defaults.json` next to it unless `GEMINI_CLI_SYSTEM_DEFAULTS_PATH`
-is set. So that a launch through Pager loses neither, the connector starts from the settings
-file Gemini CLI would otherwise have read and adds Pager's entries to it, and copies the system
-defaults file next to its own. The user's `~/.gemini/settings.json` and the project's settings
-are untouched (Gemini CLI merges them under the system file as usual).
+Gemini CLI reads the user's settings and state from `$GEMINI_CLI_HOME/.gemini` (default
+`~/.gemini`) and loads every extension directory under its `extensions/`. The connector builds a
+home in the launch's private directory (`{config_dir}`):
 
-The file holds the session token literally: it is private (0600, in a 0700 directory removed
-after the launch), and that works whether or not Gemini CLI expands `$VAR` in this layer.
+    <config_dir>/.gemini/<entry>           a link to each entry of the user's own `.gemini`
+                                           (settings, credentials, sessions, skills, …)
+    <config_dir>/.gemini/extensions/<ext>  a link to each of the user's extensions, and
+    <config_dir>/.gemini/extensions/pager-launch/
+        gemini-extension.json              the MCP server `pager`: `httpUrl` and the session's
+                                           `Authorization` header (0600)
+        hooks/hooks.json                   `pager hook --format gemini` on the manifest's events
+    <config_dir>/.agents, <config_dir>/.env   links to the user's own (skills, environment)
+
+So the user's settings file stays the one Gemini CLI reads and writes (through the link), the
+administrator's system settings apply as usual, and only this launch sees Pager's server and
+hooks. Pager's own Gemini extension (`pager plugin install gemini`, the directory `pager`) is
+left out of a launch: `pager-launch` replaces it.
+
+Why not a system settings file (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`, the first design): Gemini CLI
+skips a system settings file unless it and every directory above it belong to root and are
+writable by nobody else (google-gemini/gemini-cli PR #29115, 2026-08), so a file written by the
+user is ignored. Found with the real Gemini CLI 0.61.0 by `scripts/verify_harnesses.py`.
+
+Files Gemini CLI creates at the top of its directory during the launch land in the user's own
+directory only where a link leads there: the connector links the files Gemini CLI writes in
+place even before they exist (settings, credentials), and creates the user's `.gemini/tmp` and
+`.gemini/history` (sessions and checkpoints, which Gemini CLI would create itself) when missing.
+Files Gemini CLI replaces by renaming (`trustedFolders.json`, `projects.json`) are written into
+the launch's directory instead: a folder trusted inside `pager gemini` is asked again next time.
 """
 
 from __future__ import annotations
@@ -19,8 +37,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pager.implementations.manifest import Manifest
@@ -28,38 +46,65 @@ from pager.launch.wrapper import LaunchContext
 
 #: Milliseconds Gemini CLI gives each hook (its default is 60 000).
 HOOK_TIMEOUT_MS = 10_000
-
-#: Where Gemini CLI reads the system settings when `GEMINI_CLI_SYSTEM_SETTINGS_PATH` is unset.
-DEFAULT_SYSTEM_SETTINGS = {
-    "darwin": "/Library/Application Support/GeminiCli/settings.json",
-    "linux": "/etc/gemini-cli/settings.json",
-}
+#: The per-launch extension, and Pager's installed one (`pager plugin install gemini`).
+EXTENSION = "pager-launch"
+PLUGIN_EXTENSION = "pager"
+#: The MCP server's name (Gemini CLI names its tools `mcp_pager_<tool>`).
+SERVER = "pager"
+#: Files Gemini CLI writes in place: linked even when missing, so a first write reaches the
+#: user's directory.
+LINKED_FILES = (
+    "settings.json",
+    "oauth_creds.json",
+    "google_accounts.json",
+    "installation_id",
+    "user_id",
+    "trustedFolders.json",
+)
+#: Directories Gemini CLI fills during a session (sessions, checkpoints): created in the user's
+#: directory when missing, so that they outlive the launch.
+KEPT_DIRS = ("tmp", "history")
+#: Entries of the user's home besides `.gemini` that Gemini CLI reads through its home.
+HOME_ENTRIES = (".agents", ".env")
 
 
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
-    values = context.values
-    settings = system_settings(os.environ)
-    servers = settings.get("mcpServers")
-    if not isinstance(servers, dict):
-        servers = settings["mcpServers"] = {}
-    servers["pager"] = {
-        "httpUrl": values["mcp_url"],
-        "headers": {"Authorization": f"Bearer {values['token']}"},
+    home = Path(context.directory) / "gemini-home"
+    build_home(user_home(context.environ), home, extension(manifest, context.values))
+    return {"config_dir": str(home)}
+
+
+def user_home(environ: Mapping[str, str]) -> Path:
+    """The home whose `.gemini` Gemini CLI would use without Pager (an enclosing launch's
+    home links to the user's own)."""
+    given = environ.get("GEMINI_CLI_HOME") or environ.get("HOME")
+    return Path(given) if given else Path(os.path.expanduser("~"))
+
+
+def extension(manifest: Manifest, values: Mapping[str, str]) -> dict[str, bytes]:
+    """The per-launch extension's files, by path relative to its directory."""
+    config = {
+        "name": EXTENSION,
+        "version": "1.0.0",
+        "description": "Pager, for this `pager gemini` launch only: the broker's MCP tools,"
+        " and waiting mail added as context.",
+        "mcpServers": {
+            SERVER: {
+                "httpUrl": values["mcp_url"],
+                # The literal token: the file is private (0600, in a 0700 directory removed
+                # after the launch).
+                "headers": {"Authorization": f"Bearer {values['token']}"},
+            }
+        },
     }
-    hooks = settings.get("hooks")
-    if not isinstance(hooks, dict):
-        hooks = settings["hooks"] = {}
-    for event, group in hook_groups(manifest, values).items():
-        existing = hooks.get(event)
-        kept = [g for g in existing if not _is_pagers(g)] if isinstance(existing, list) else []
-        hooks[event] = [*kept, group]
-    _copy_system_defaults(os.environ, context.directory)
-    path = os.path.join(context.directory, "settings.json")
-    _write_private(path, json.dumps(settings, indent=2).encode())
-    return {"settings_file": path}
+    hooks = {"hooks": hook_groups(manifest, values)}
+    return {
+        "gemini-extension.json": _json(config),
+        os.path.join("hooks", "hooks.json"): _json(hooks),
+    }
 
 
-def hook_groups(manifest: Manifest, values: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+def hook_groups(manifest: Manifest, values: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
     """One matcher group per event, running `pager hook` in Gemini's JSON output format.
 
     `PAGER_HOME` is set on the command itself: Gemini CLI may run hooks with a sanitized
@@ -68,102 +113,59 @@ def hook_groups(manifest: Manifest, values: Mapping[str, str]) -> dict[str, dict
     base = f"PAGER_HOME={shlex.quote(values['state_dir'])} {values['hook_command']}"
     fmt, limit = manifest.hooks.output, manifest.hooks.max_chars
     return {
-        event: {
-            "hooks": [
-                {
-                    "name": f"pager-{event}",
-                    "type": "command",
-                    "command": f"{base} --format {fmt} --max-chars {limit} {shlex.quote(event)}",
-                    "timeout": HOOK_TIMEOUT_MS,
-                    "description": "Pager: waiting mail for this session, as context",
-                }
-            ]
-        }
+        event: [
+            {
+                "hooks": [
+                    {
+                        "name": f"pager-{event}",
+                        "type": "command",
+                        "command": f"{base} --format {fmt} --max-chars {limit}"
+                        f" {shlex.quote(event)}",
+                        "timeout": HOOK_TIMEOUT_MS,
+                        "description": "Pager: waiting mail for this session, as context",
+                    }
+                ]
+            }
+        ]
         for event in manifest.hooks.events
     }
 
 
-def system_settings(environ: Mapping[str, str]) -> dict[str, Any]:
-    """The settings of the system settings file Gemini CLI would read without Pager, or {}."""
-    path = _original_system_settings_path(environ)
-    if path is None or not os.path.isfile(path):
-        return {}
+def build_home(user: Path, home: Path, files: Mapping[str, bytes]) -> None:
+    """`home` as described in the module's docstring, for the user's home `user`."""
+    own = user / ".gemini"
+    own.mkdir(mode=0o700, parents=True, exist_ok=True)  # Gemini CLI would create it too
+    for name in KEPT_DIRS:
+        (own / name).mkdir(mode=0o700, exist_ok=True)
+    gemini = home / ".gemini"
+    gemini.mkdir(mode=0o700, parents=True)
+    for name in sorted({*_entries(own), *LINKED_FILES} - {"extensions"}):
+        (gemini / name).symlink_to(own / name)
+    extensions = gemini / "extensions"
+    extensions.mkdir(mode=0o700)
+    for name in _entries(own / "extensions") - {EXTENSION, PLUGIN_EXTENSION}:
+        (extensions / name).symlink_to(own / "extensions" / name)
+    for relative, content in files.items():
+        path = extensions / EXTENSION / relative
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_private(path, content)
+    for name in HOME_ENTRIES:
+        if os.path.lexists(user / name):
+            (home / name).symlink_to(user / name)
+
+
+def _entries(directory: Path) -> set[str]:
     try:
-        with open(path, encoding="utf-8") as file:
-            data = json.loads(strip_json_comments(file.read()))
-    except (OSError, ValueError) as exc:
-        print(
-            f"pager: cannot read Gemini CLI's system settings {path} ({exc}); this session runs"
-            " without them",
-            file=sys.stderr,
-        )
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _original_system_settings_path(environ: Mapping[str, str]) -> str | None:
-    given = environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH")
-    if given:  # the user's own, or an enclosing `pager gemini`'s (its Pager entries are replaced)
-        return given
-    return DEFAULT_SYSTEM_SETTINGS.get("darwin" if sys.platform == "darwin" else "linux")
-
-
-def _is_pagers(group: object) -> bool:
-    """A hook group this connector wrote (for an enclosing `pager gemini`)."""
-    handlers = group.get("hooks") if isinstance(group, dict) else None
-    return isinstance(handlers, list) and any(
-        isinstance(h, dict) and str(h.get("name", "")).startswith("pager-") for h in handlers
-    )
-
-
-def _copy_system_defaults(environ: Mapping[str, str], directory: str) -> None:
-    """Gemini CLI looks for `system-defaults.json` beside the system settings file unless
-    `GEMINI_CLI_SYSTEM_DEFAULTS_PATH` names it (then it is inherited and nothing is needed)."""
-    if environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH"):
-        return
-    settings = _original_system_settings_path(environ)
-    if settings is None:
-        return
-    source = os.path.join(os.path.dirname(settings), "system-defaults.json")
-    try:
-        with open(source, "rb") as file:
-            content = file.read()
+        return set(os.listdir(directory))
     except OSError:
-        return
-    _write_private(os.path.join(directory, "system-defaults.json"), content)
+        return set()
 
 
-def strip_json_comments(text: str) -> str:
-    """JSON with `//` and `/* */` comments (as Gemini CLI accepts) → plain JSON."""
-    out: list[str] = []
-    index, length, in_string = 0, len(text), False
-    while index < length:
-        char = text[index]
-        if in_string:
-            out.append(char)
-            if char == "\\" and index + 1 < length:
-                out.append(text[index + 1])
-                index += 1
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-            out.append(char)
-        elif text.startswith("//", index):
-            end = text.find("\n", index)
-            index = length if end < 0 else end
-            continue
-        elif text.startswith("/*", index):
-            end = text.find("*/", index + 2)
-            index = length if end < 0 else end + 2
-            continue
-        else:
-            out.append(char)
-        index += 1
-    return "".join(out)
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2) + "\n").encode()
 
 
-def _write_private(path: str, content: bytes) -> None:
+def _write_private(path: Path, content: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as file:
         file.write(content)
