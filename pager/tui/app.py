@@ -20,11 +20,12 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from pager.tui.confirm import ConfirmScreen
 from pager.tui.errors import ApiError, Unreachable
 from pager.tui.install_menu import InstallMenu, Runner
+from pager.tui.keyhelp import KeyHelp
 from pager.tui.live import Backoff, RefreshGate
 from pager.tui.messages import MessagesScreen
 from pager.tui.model import Agent, Snapshot
@@ -135,7 +136,7 @@ class PagerApp(App[None]):
         yield Header()
         yield AgentsTable(id="agents", cursor_type="row")
         yield Static(id="status", markup=False)
-        yield Footer()
+        yield KeyHelp([*AgentsTable.BINDINGS, *self.BINDINGS], id="keys")
 
     def on_mount(self) -> None:
         table = self.table
@@ -419,10 +420,11 @@ def _only_removed(before: list[str], after: list[str]) -> bool:
 
 def _settle_heap() -> None:
     """Once the first snapshot is on screen: collect, then freeze what is alive (the widget
-    tree, Textual's caches) out of the garbage collector's view. With a thousand agents, a
-    full collection otherwise scans all of it and stalls a key press for 100-200 ms (measured
-    with scripts/bench_tui.py); later snapshots are still collected (by reference counting,
-    and by the collector for what is allocated after this)."""
+    tree, Textual's caches) out of the garbage collector's later full collections, which
+    otherwise scan it all each time. At 1,000 agents, full collections were seen to pause the
+    app for 70-300 ms (mostly freeing Textual's cyclic cache garbage); with the freeze their
+    total time over a bench run was about a quarter lower, within a noisy machine's spread
+    (scripts/bench_tui.py, docs/tui.md)."""
     gc.collect()
     gc.freeze()
 

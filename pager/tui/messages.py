@@ -11,9 +11,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from pager.tui.errors import ApiError, Unreachable
+from pager.tui.keyhelp import KeyHelp
 from pager.tui.model import Agent, Message, MessagePage, ago, local_time
 from pager.tui.source import OperatorSource
 
@@ -77,7 +78,7 @@ class MessagesScreen(Screen[None]):
         yield DataTable(id="messages", cursor_type="row")
         with VerticalScroll(id="detail-box"):
             yield Static(id="detail", markup=False)
-        yield Footer()
+        yield KeyHelp(self.BINDINGS, id="keys")
 
     def on_mount(self) -> None:
         table = self.query_one("#messages", DataTable)
