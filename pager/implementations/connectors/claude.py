@@ -21,7 +21,8 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
             "pager": {
                 "type": "http",
                 "url": values["mcp_url"],
-                # The literal token: whether --mcp-config files expand ${VAR} is unverified.
+                # The literal token: Claude Code 2.1.332 expands ${VAR} in --mcp-config files,
+                # older versions are not known to.
                 "headers": {"Authorization": f"Bearer {values['token']}"},
             }
         }

@@ -8,7 +8,8 @@
 // `noReply` when the session is idle (this starts a turn: an idle session wakes up), with
 // `noReply: true` while it is busy (the model sees the mail at its next step) — and then
 // acknowledges them. The MCP tools themselves come from the "pager" remote MCP server of the
-// same configuration. Not tested against a real OpenCode: see docs/implementations/opencode.md.
+// same configuration. Checked in a real OpenCode (1.18.33) by scripts/verify_harnesses.py (the
+// idle wake; the busy path is not): see docs/implementations/opencode.md.
 //
 // Only one export: OpenCode 1.x calls every exported function of a plugin module.
 

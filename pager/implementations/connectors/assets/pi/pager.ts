@@ -9,8 +9,9 @@
 //     with pi.sendMessage(…, { deliverAs: "followUp", triggerTurn: true }), which starts a turn
 //     when the agent is idle (and queues after the current one otherwise), then acknowledges it.
 //
-// Not tested against a real Pi: see docs/implementations/pi.md. Written without type
-// annotations or imports, so it is plain JavaScript as well as TypeScript.
+// Checked in a real Pi (0.73.1) by scripts/verify_harnesses.py: the tools are registered and
+// offered to the model, and mail wakes an idle session; see docs/implementations/pi.md. Written
+// without type annotations or imports, so it is plain JavaScript as well as TypeScript.
 
 const PREFIX = "pager_";
 const POLL_WAIT_S = 25; // the broker's long-poll bound is 60 s
