@@ -9,7 +9,8 @@ from pager.tui.source import HttpSource, state_dir_locator
 
 
 def run_tui(paths: StatePaths, url: str) -> int:
-    """Run the app until the operator quits; 1 when the local secret cannot be read."""
+    """Run the app until the operator quits; 1 when the local secret cannot be read or the
+    app failed."""
     try:
         source = HttpSource(state_dir_locator(paths.broker_json, paths.secret, url))
     except Unreachable as exc:
@@ -17,5 +18,6 @@ def run_tui(paths: StatePaths, url: str) -> int:
 
         print(f"pager: {exc}", file=sys.stderr)
         return 1
-    PagerApp(source).run()
-    return 0
+    app = PagerApp(source)
+    app.run()
+    return app.return_code or 0  # 1 when the app ended on an unexpected error
