@@ -15,9 +15,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+import trio
+
 from pager.domain.api import Caller, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
-from pager.web.guard import ASGIApp, Receive, Scope, Send
+from pager.web.guard import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("pager.web.mcp")
 
@@ -79,7 +81,7 @@ class McpDispatcher:
             return
         reset = current_caller.set(caller)
         try:
-            await self.mcp(scope, receive, send)
+            await _cancelled_on_disconnect(self.mcp, scope, receive, send)
         finally:
             current_caller.reset(reset)
 
@@ -113,6 +115,37 @@ class McpDispatcher:
                 {"error": {"code": ErrorCode.INTERNAL.value, "message": "the broker failed"}},
             )
         return None
+
+
+async def _cancelled_on_disconnect(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """Run `app`, cancelling it when the client hangs up after sending its request.
+
+    The SDK's JSON mode never reads again once it has the body, so it would go on waiting in
+    a long-polling `fetch` after its client left, and claim mail arriving later for nobody
+    (offered again only after the ack wait). Cancelled, the identity actor sees the poll's
+    caller gone and leaves the mail queued (Quart does the same for the /v1 routes).
+    """
+    body_read = trio.Event()
+
+    async def tracked() -> Message:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            body_read.set()
+        return message
+
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            await body_read.wait()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch)
+        await app(scope, tracked, send)
+        nursery.cancel_scope.cancel()
 
 
 async def send_json(
