@@ -35,6 +35,10 @@ from pager.launch.wrapper_args import (
 #: Signals sent to the wrapper itself that the harness must get too. SIGINT is not among
 #: them: a terminal sends it to the whole foreground group, the harness included.
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: Seconds the register and detach calls wait for the broker: a busy broker commits them in
+#: well under that; a shorter bound turned a slow answer into a failed launch or a session
+#: left to lapse instead of detaching.
+BROKER_CALL_TIMEOUT = 10.0
 
 
 class LaunchError(Exception):
@@ -106,7 +110,12 @@ def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int
     finally:
         with contextlib.suppress(BrokerUnreachable):
             request_json(
-                broker.url, "POST", "/v1/sessions/current/detach", token=session["token"], body={}
+                broker.url,
+                "POST",
+                "/v1/sessions/current/detach",
+                token=session["token"],
+                body={},
+                timeout=BROKER_CALL_TIMEOUT,
             )
 
 
@@ -199,7 +208,9 @@ def harness_command(
 def register(url: str, secret: str, body: dict[str, Any]) -> dict[str, Any]:
     """Register a session with the broker at `url`; its answer (token, agent id, …)."""
     try:
-        status, answer = request_json(url, "POST", "/v1/register", token=secret, body=body)
+        status, answer = request_json(
+            url, "POST", "/v1/register", token=secret, body=body, timeout=BROKER_CALL_TIMEOUT
+        )
     except BrokerUnreachable as exc:
         raise LaunchError(f"the broker did not answer: {exc}") from None
     if status == 201 and isinstance(answer, dict):
