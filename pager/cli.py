@@ -149,10 +149,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
 
 def cmd_launch(implementation: str, argv: list[str]) -> int:
     """`pager <implementation> [--session-name NAME] [--] [args…]`."""
-    import importlib
-
     from pager.implementations import UnknownImplementation, discover
-    from pager.launch.wrapper import LaunchError, LaunchSpec, run_wrapped
+    from pager.implementations.launching import launch_spec
+    from pager.launch.wrapper import LaunchError, run_wrapped
     from pager.launch.wrapper_args import WrapperUsageError
 
     registry = discover()
@@ -161,23 +160,12 @@ def cmd_launch(implementation: str, argv: list[str]) -> int:
     except UnknownImplementation as exc:
         raise CommandError(f"{exc.args[0]}; see `pager --help` for commands") from None
     try:
-        connector = importlib.import_module(manifest.connector)
+        spec = launch_spec(manifest)
     except ImportError:
         raise CommandError(
             f"{implementation}: its connector {manifest.connector} is not available in this"
             " version of Pager; see docs/implementations/ for the state of each harness"
         ) from None
-    spec = LaunchSpec(
-        implementation=manifest.id,
-        executable=None if manifest.executable_from_args else manifest.executable,
-        args=manifest.launch.args,
-        env=manifest.launch.env,
-        resume_flags=manifest.resume.flags,
-        continue_flags=manifest.resume.continue_flags + manifest.resume.picker_flags,
-        choose_flag=manifest.resume.choose_flag,
-        resume_subcommand=manifest.resume.subcommand,
-        prepare=lambda context: connector.prepare(manifest, context),
-    )
     try:
         return run_wrapped(_paths(), spec, argv)
     except WrapperUsageError as exc:
