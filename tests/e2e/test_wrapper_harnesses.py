@@ -150,6 +150,8 @@ def check_codex(start: dict[str, Any], broker: Broker) -> None:
         "-c",
         'mcp_servers.pager.bearer_token_env_var="PAGER_TOKEN"',
     ]
+    assert argv[4] == "-c"
+    assert argv[5].startswith("hooks={SessionStart=[{hooks=[{type=")
     assert start["files"] == {}
 
 
@@ -275,32 +277,34 @@ async def test_gemini_home_links_the_users_own_gemini_directory(
     assert (who["alias"], who["implementation"]) == ("x", "gemini")
 
 
-# -- Codex: hooks through a `-c` override (not in the built-in manifest) ---------------------
+# -- Codex: hooks through a `-c` override -----------------------------------------------------
 
 
-async def test_codex_hooks_override_parses_and_runs_pager_hook(
+async def test_codex_hooks_deliver_mail_to_the_wrapped_session(
     broker: Broker, fakes: Path, tmp_path: Path
 ) -> None:
-    """A user manifest that adds `-c {config_content}` gives Codex Pager's hooks as one TOML
-    override; the hook runs and fails open (Codex's thread id is unknown to Pager)."""
-    builtin = (ROOT / "pager" / "implementations" / "builtin" / "codex.toml").read_text()
-    marker = '"-c", \'mcp_servers.pager.bearer_token_env_var="PAGER_TOKEN"\',\n'
-    assert marker in builtin
-    user_dir = tmp_path / "xdg" / "pager" / "implementations"  # the fixture's XDG_CONFIG_HOME
-    user_dir.mkdir(parents=True)
-    (user_dir / "codex.toml").write_text(
-        builtin.replace(marker, marker + '    "-c", "{config_content}",\n')
+    """The built-in manifest gives Codex Pager's hooks as one TOML override; a prompt hook
+    with a thread id Pager has never seen finds the session through PAGER_TOKEN and prints
+    the waiting mail as `additionalContext`, then acknowledges it."""
+    go = tmp_path / "go"
+    wrapper = launch(
+        broker, "codex", f"wait:{go},hook:UserPromptSubmit,exit:0", "--session-name", "x"
     )
-    wrapper = launch(broker, "codex", "hook:UserPromptSubmit,exit:0", "--session-name", "x")
-    status, err = await finish(wrapper)
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        alice, message_id = await send(broker, "x", "mail for codex")
+        go.touch()
+    finally:
+        status, err = await finish(wrapper)
     assert status == 0, err
-    [start] = [r for r in records(fakes) if "argv" in r]
-    assert start["argv"][4] == "-c"
-    assert start["argv"][5].startswith("hooks={SessionStart=[{hooks=[{type=")
     hook = record(fakes, "hook")
     assert hook["command"].endswith(" --format codex --max-chars 9000 UserPromptSubmit")
     assert " hook --implementation codex " in hook["command"]
-    assert (hook["status"], hook["stdout"]) == (0, "")
+    assert hook["status"] == 0
+    output = json.loads(hook["stdout"])["hookSpecificOutput"]
+    assert output["hookEventName"] == "UserPromptSubmit"
+    assert "mail for codex" in output["additionalContext"]
+    assert await state_of(broker, alice, message_id) == "acknowledged"
 
 
 # -- OpenCode plugin and Pi extension, run under Node with a fake host -----------------------

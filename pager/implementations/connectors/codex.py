@@ -7,13 +7,13 @@ needs no file. This connector also builds `{config_content}`: Pager's hooks as o
 
     hooks={SessionStart=[{hooks=[{type="command",command="… pager hook …",timeout=30}]}], …}
 
-Codex reads hooks from every config layer, the `-c` (session flags) layer included, so a manifest
-whose `[launch] args` add `"-c", "{config_content}"` gets Pager's hooks for that launch only
-(checked with Codex 0.171.0 by scripts/verify_harnesses.py: listed with source `sessionFlags`,
-run once trusted, `pager hook` finds the session through the `PAGER_TOKEN` it inherits, and the
-SessionStart output reaches the model as a developer message). The built-in manifest does not
-add them: Codex runs a new hook only after the user reviewed and trusted it (its hash, stored
-in ~/.codex/config.toml; the command has no per-launch part, so one review lasts).
+Codex reads hooks from every config layer, the `-c` (session flags) layer included, so the
+built-in manifest's `"-c", "{config_content}"` gives Pager's hooks to that launch only (checked
+with Codex 0.171.0 by scripts/verify_harnesses.py: listed with source `sessionFlags`, run once
+trusted, `pager hook` finds the session through the `PAGER_TOKEN` it inherits, and the
+SessionStart output reaches the model as a developer message). Codex runs a new hook only after
+the user reviewed and trusted it (its hash, stored in ~/.codex/config.toml); the command has no
+per-launch part, so one review lasts.
 """
 
 from __future__ import annotations
