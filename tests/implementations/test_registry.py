@@ -76,7 +76,8 @@ def test_builtin_claude_launch_resume_and_hooks(tmp_path: Path) -> None:
 
 
 def test_builtin_codex_passes_mcp_url_and_token_variable(tmp_path: Path) -> None:
-    """Codex: two `-c` overrides (URL, token variable), PAGER_TOKEN, a `resume` subcommand."""
+    """Codex: three `-c` overrides (URL, token variable, the connector's hooks), PAGER_TOKEN,
+    a `resume` subcommand."""
     codex = only_builtins(tmp_path).get("codex").manifest
     values = {
         "mcp_url": "http://127.0.0.1:9/mcp",
@@ -84,6 +85,7 @@ def test_builtin_codex_passes_mcp_url_and_token_variable(tmp_path: Path) -> None
         "url": "u",
         "agent_id": "a",
         "address": "x@y",
+        "config_content": "hooks={}",
     }
     assert codex.argv(["resume", "T1"], values) == [
         "codex",
@@ -91,6 +93,8 @@ def test_builtin_codex_passes_mcp_url_and_token_variable(tmp_path: Path) -> None
         'mcp_servers.pager.url="http://127.0.0.1:9/mcp"',
         "-c",
         'mcp_servers.pager.bearer_token_env_var="PAGER_TOKEN"',
+        "-c",
+        "hooks={}",
         "resume",
         "T1",
     ]
