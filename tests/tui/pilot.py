@@ -20,11 +20,37 @@ SIZE = (160, 48)
 POLL = 0.05
 
 
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    async def bounded() -> None:
-        await asyncio.wait_for(scenario(), SCENARIO_BOUND)
+#: Tasks still running after the scenario get this long to finish once cancelled.
+CLEANUP_BOUND = 15.0
 
-    asyncio.run(bounded())
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run `scenario` on a fresh asyncio loop, bounded, and its leftovers with a bound too.
+
+    `asyncio.run` waits without limit for the tasks left behind to finish cancelling; once,
+    under a loaded machine, the suite hung there. Here a task that outlives its cancellation
+    fails the test, naming the task, instead of hanging it.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(asyncio.wait_for(scenario(), SCENARIO_BOUND))
+    finally:
+        stuck = _cancel_leftovers(loop)
+        loop.close()
+    assert not stuck, f"tasks ignored their cancellation for {CLEANUP_BOUND}s: {stuck}"
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> list[str]:
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        _, still = loop.run_until_complete(asyncio.wait(pending, timeout=CLEANUP_BOUND))
+        if still:
+            return sorted(repr(task) for task in still)
+    loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), CLEANUP_BOUND))
+    loop.run_until_complete(asyncio.wait_for(loop.shutdown_default_executor(), CLEANUP_BOUND))
+    return []
 
 
 async def until(
