@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from bench_messaging import (  # scripts/bench_messaging.py, beside this file
     ms,
     percentile,
     register,
+    temporary_brokers,
 )
 from benchlib import machine, print_table, progress  # scripts/benchlib.py, beside this file
 
@@ -562,16 +563,6 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-@contextlib.contextmanager
-def _brokers() -> Iterator[Brokers]:
-    with tempfile.TemporaryDirectory(prefix="pager-bench-events-") as tmp:
-        brokers = Brokers(Path(tmp))
-        try:
-            yield brokers
-        finally:
-            brokers.stop_all()
-
-
 FIGURES = ("latency", "load")
 
 
@@ -601,7 +592,7 @@ def main() -> int:
         parser.error(f"unknown figures {sorted(unknown)}; known: {', '.join(FIGURES)}")
     factor = max(args.runs, 1) / BASE_RUNS
     results: dict[str, Any] = {"machine": machine(), "runs": args.runs, "targets": TARGETS}
-    with _brokers() as brokers:
+    with temporary_brokers("pager-bench-events-") as brokers:
         if "latency" in figures:
             results["latency"] = figure_latency(brokers, max(50, round(300 * factor)))
         if "load" in figures:

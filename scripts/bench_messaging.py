@@ -1031,8 +1031,9 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 @contextlib.contextmanager
-def _brokers() -> Iterator[Brokers]:
-    with tempfile.TemporaryDirectory(prefix="pager-bench-msg-") as tmp:
+def temporary_brokers(prefix: str = "pager-bench-msg-") -> Iterator[Brokers]:
+    """Brokers under a temporary directory; every one is stopped and the directory removed."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         brokers = Brokers(Path(tmp))
         try:
             yield brokers
@@ -1091,7 +1092,7 @@ def main() -> int:
     duration = args.duration or max(2.0, round(10 * factor, 1))
     results: dict[str, Any] = {"machine": machine(), "runs": args.runs, "targets": TARGETS}
 
-    with _brokers() as brokers:
+    with temporary_brokers() as brokers:
         if "sequential" in figures:
             results["sequential"] = figure_sequential(brokers, max(50, round(500 * factor)))
         if "concurrent" in figures:

@@ -18,16 +18,13 @@ stderr only when it is a terminal; `--json` prints the results as JSON.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import http.client
 import json
 import random
 import sqlite3
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +34,7 @@ from bench_messaging import (  # scripts/, beside this file
     cpu_seconds,
     ms,
     percentile,
+    temporary_brokers,
 )
 from benchlib import machine, print_table, progress
 
@@ -310,16 +308,6 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
-@contextlib.contextmanager
-def _brokers() -> Iterator[Brokers]:
-    with tempfile.TemporaryDirectory(prefix="pager-bench-op-") as tmp:
-        brokers = Brokers(Path(tmp))
-        try:
-            yield brokers
-        finally:
-            brokers.stop_all()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
@@ -331,7 +319,7 @@ def main() -> int:
     args = parser.parse_args()
     count = max(20, round(200 * max(args.runs, 1) / BASE_RUNS))
     results: dict[str, Any] = {"machine": machine(), "runs": args.runs, "targets": TARGETS}
-    with _brokers() as brokers:
+    with temporary_brokers("pager-bench-op-") as brokers:
         results["snapshot"] = figure_snapshot(
             brokers, agents=args.agents, messages=args.messages, count=count
         )
