@@ -47,7 +47,7 @@ from bench_messaging import (  # scripts/bench_messaging.py, beside this file
     register,
     temporary_brokers,
 )
-from benchlib import machine, print_table, progress  # scripts/benchlib.py, beside this file
+from benchlib import machine, progress, report  # scripts/benchlib.py, beside this file
 
 SCRIPT = str(Path(__file__).resolve())
 BASE_RUNS = 15
@@ -597,15 +597,7 @@ def main() -> int:
             results["latency"] = figure_latency(brokers, max(50, round(300 * factor)))
         if "load" in figures:
             results["load"] = figure_load(brokers, max(2.0, round(6 * factor, 1)), args.pairs)
-    progress("")
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print(f"machine: {results['machine']}; --runs {args.runs}")
-    print_table(table(results))
-    return 0
+    return report(results, table(results), as_json=args.json)
 
 
 if __name__ == "__main__":

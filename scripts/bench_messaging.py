@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from benchlib import machine, progress  # scripts/benchlib.py, beside this file
+from benchlib import machine, progress, report  # scripts/benchlib.py, beside this file
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -1113,19 +1113,7 @@ def main() -> int:
                 rounds=max(10, round(50 * factor)),
                 sends=max(10, round(50 * factor)),
             )
-    progress("")
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
-
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print(f"machine: {results['machine']}; --runs {args.runs}")
-    print("| figure | result | target |")
-    print("|---|---|---|")
-    for row in table(results):
-        print("| " + " | ".join(row) + " |")
-    return 0
+    return report(results, table(results), as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from bench_messaging import (  # scripts/, beside this file
     percentile,
     temporary_brokers,
 )
-from benchlib import machine, print_table, progress
+from benchlib import machine, progress, report
 
 from pager.domain import ids
 
@@ -323,15 +323,7 @@ def main() -> int:
         results["snapshot"] = figure_snapshot(
             brokers, agents=args.agents, messages=args.messages, count=count
         )
-    progress("")
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print(f"machine: {results['machine']}; --runs {args.runs}")
-    print_table(table(results))
-    return 0
+    return report(results, table(results), as_json=args.json)
 
 
 if __name__ == "__main__":

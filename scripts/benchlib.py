@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
 def machine() -> str:
@@ -36,3 +38,16 @@ def print_table(rows: Iterable[tuple[str, str, str]]) -> None:
     print("|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+
+
+def report(results: dict[str, Any], rows: Iterable[tuple[str, str, str]], *, as_json: bool) -> int:
+    """End the progress line, then print `results` as JSON or the machine line and the table."""
+    progress("")
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if as_json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"machine: {results['machine']}; --runs {results['runs']}")
+    print_table(rows)
+    return 0
