@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from pager.tui.errors import ApiError, Unreachable
 
+T = TypeVar("T")
 CONNECT_TIMEOUT = 3.0
 #: A stream silent this long is taken for dead (the broker sends heartbeat comments far more
 #: often); a stopped broker closes the connection, which is noticed at once.
@@ -83,9 +85,7 @@ async def stream_events(
     connection fails or drops mid-stream, `ApiError` when the server refuses the request."""
     host, port = address(url)
     try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port), connect_timeout
-        )
+        reader, writer = await _within(connect_timeout, asyncio.open_connection(host, port))
     except (OSError, TimeoutError) as exc:
         raise Unreachable(f"{url}: {exc or 'connection timed out'}") from exc
     try:
@@ -117,8 +117,16 @@ async def stream_events(
             await writer.wait_closed()
 
 
+async def _within(seconds: float, awaitable: Awaitable[T]) -> T:
+    """`asyncio.wait_for`, without its flaw in Python 3.11: a cancellation arriving just as the
+    awaited read completes is lost (fixed in 3.12), and a cancelled stream then reads on
+    forever, so quitting the app, or the end of a test, waits on it without end."""
+    async with asyncio.timeout(seconds):
+        return await awaitable
+
+
 async def _read_head(reader: asyncio.StreamReader, idle: float) -> tuple[int, dict[str, str]]:
-    status_line = await asyncio.wait_for(reader.readline(), idle)
+    status_line = await _within(idle, reader.readline())
     if not status_line:
         raise Unreachable("the connection closed without an answer")
     try:
@@ -127,7 +135,7 @@ async def _read_head(reader: asyncio.StreamReader, idle: float) -> tuple[int, di
         raise Unreachable(f"not an HTTP answer: {status_line[:60]!r}") from None
     headers: dict[str, str] = {}
     while True:
-        line = await asyncio.wait_for(reader.readline(), idle)
+        line = await _within(idle, reader.readline())
         if line in (b"\r\n", b"\n", b""):
             return status, headers
         name, _, value = line.decode("latin-1").partition(":")
@@ -138,7 +146,7 @@ async def _refusal(
     reader: asyncio.StreamReader, status: int, headers: dict[str, str]
 ) -> ApiError | Unreachable:
     size = int(headers.get("content-length", "0") or 0)
-    raw = await asyncio.wait_for(reader.readexactly(size), CONNECT_TIMEOUT) if size else b""
+    raw = await _within(CONNECT_TIMEOUT, reader.readexactly(size)) if size else b""
     try:
         error = json.loads(raw).get("error") or {}
     except (ValueError, AttributeError):
@@ -152,7 +160,7 @@ async def _refusal(
 
 async def _plain_lines(reader: asyncio.StreamReader, idle: float) -> AsyncIterator[str]:
     while True:
-        line = await asyncio.wait_for(reader.readline(), idle)
+        line = await _within(idle, reader.readline())
         if not line:
             return
         yield line.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -161,13 +169,13 @@ async def _plain_lines(reader: asyncio.StreamReader, idle: float) -> AsyncIterat
 async def _chunked_lines(reader: asyncio.StreamReader, idle: float) -> AsyncIterator[str]:
     pending = b""
     while True:
-        size_line = await asyncio.wait_for(reader.readline(), idle)
+        size_line = await _within(idle, reader.readline())
         if not size_line:
             return
         size = int(size_line.split(b";")[0].strip() or b"0", 16)
         if size == 0:
             return
-        chunk = await asyncio.wait_for(reader.readexactly(size + 2), idle)
+        chunk = await _within(idle, reader.readexactly(size + 2))
         pending += chunk[:-2]  # the chunk's own CRLF
         *complete, pending = pending.split(b"\n")
         for line in complete:
