@@ -250,6 +250,16 @@ class EventFeed:
     def unsubscribe(self, sub: Subscription) -> None:
         self._subs.discard(sub)
 
+    @property
+    def closed(self) -> bool:
+        """True once the broker began stopping: every stream gets `closing`."""
+        return self._closed
+
+    async def latest(self) -> int:
+        """The newest seq committed so far (what a subscription made now would start at)."""
+        await self._sync()
+        return self.position
+
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[Reader]:
         """A replay's own read-only connection (a long replay never holds up the feed)."""

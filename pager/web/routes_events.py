@@ -11,7 +11,8 @@ the last one replayed.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any
 
 import trio
@@ -71,19 +72,18 @@ def events_blueprint(feed: EventFeed, secret: str, *, heartbeat: float) -> Bluep
         after = parse_last_event_id(
             request.headers.get("Last-Event-ID"), request.args.get("last_event_id")
         )
-        sub = await feed.subscribe()
-        if after is not None and after > sub.start and sub.closed is None:
-            feed.unsubscribe(sub)
+        latest = await feed.latest()
+        if after is not None and after > latest and not feed.closed:
             raise PagerError(
                 ErrorCode.VALIDATION_FAILED,
-                f"there is no event {after}: the newest is {sub.start}, so this log is not the"
+                f"there is no event {after}: the newest is {latest}, so this log is not the"
                 " one you read before (the broker's database was reset). Reconnect without"
                 " Last-Event-ID and re-read GET /v1/snapshot",
                 field="Last-Event-ID",
-                latest=sub.start,
+                latest=latest,
             )
         response = Response(
-            stream(feed, sub, after, heartbeat),
+            subscribed_stream(feed, after, heartbeat),
             mimetype="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -93,9 +93,21 @@ def events_blueprint(feed: EventFeed, secret: str, *, heartbeat: float) -> Bluep
     return bp
 
 
+async def subscribed_stream(
+    feed: EventFeed, after: int | None, heartbeat: float
+) -> AsyncGenerator[bytes, None]:
+    """`stream` on a subscription taken when the body is first read, so a client that hangs
+    up before its response starts (the body is then never iterated, nor closed) leaves no
+    subscription behind."""
+    sub = await feed.subscribe()
+    async with aclosing(stream(feed, sub, after, heartbeat)) as chunks:
+        async for chunk in chunks:
+            yield chunk
+
+
 async def stream(
     feed: EventFeed, sub: Subscription, after: int | None, heartbeat: float
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Replay (when resuming), `ready`, then live events until the feed lets go."""
     last = sub.start  # the newest seq this client has been sent (or skipped as live-only)
     try:

@@ -20,7 +20,7 @@ from actors.events import CommitSignal, EventFeed, Subscription, render
 from pager.domain.errors import PagerError
 from pager.store import close_database, immediate_transaction, open_database
 from pager.store import events as ev
-from pager.web.routes_events import parse_last_event_id, stream
+from pager.web.routes_events import parse_last_event_id, stream, subscribed_stream
 
 NOW = 1_800_000_000.0
 
@@ -277,6 +277,25 @@ async def open_stream(
 ) -> tuple[Subscription, AsyncIterator[bytes]]:
     sub = await feed.subscribe()
     return sub, stream(feed, sub, after, heartbeat)
+
+
+async def test_stream_subscribes_only_once_its_body_is_read(
+    database: tuple[Path, sqlite3.Connection], autojump_clock: trio.testing.MockClock
+) -> None:
+    """A response body that is never read (its client hung up first) holds no subscription;
+    one that is read holds one until it is closed."""
+    async with running_feed(database) as (feed, log):
+        log.commit(2)
+        unread = subscribed_stream(feed, None, 15.0)
+        await settle()
+        assert feed.subscribers == 0
+        read = subscribed_stream(feed, 1, 15.0)
+        first = await read.__anext__()
+        assert feed.subscribers == 1
+        assert event_ids([first]) == [2]
+        await read.aclose()
+        assert feed.subscribers == 0
+        del unread
 
 
 async def test_stream_replays_then_continues_live_without_gap_or_duplicate(
