@@ -28,7 +28,10 @@ from pager.store import (
     migrate_to,
     open_database,
     read_schema_version,
+    record_broker_start,
+    record_broker_stop,
 )
+from pager.store._database import needs_integrity_check
 
 META_ROWS = [("created_by", "pager 0.1.0"), ("note", "keep me"), ("empty", "")]
 RUN_ROWS = [
@@ -550,3 +553,51 @@ def test_checkpoint_truncates_the_wal(tmp_path: Path) -> None:
         assert Path(f"{path}-wal").stat().st_size == 0
     finally:
         close_database(conn)
+
+
+def _runs_then_reopen(path: Path, *, stop: bool) -> sqlite3.Connection:
+    """A database whose last broker run stopped cleanly (or not), reopened read-only."""
+    conn = open_database(path)
+    record_broker_start(conn, instance_id="run-1", pid=1, version="0", started_at="t0")
+    if stop:
+        record_broker_stop(conn, instance_id="run-1", stopped_at="t1", reason="shutdown")
+        checkpoint(conn)
+    close_database(conn)
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+@pytest.mark.parametrize(
+    ("stop", "expected"), [(True, False), (False, True)], ids=["clean-stop", "crashed"]
+)
+def test_integrity_check_only_when_the_last_run_did_not_stop_cleanly(
+    tmp_path: Path, stop: bool, expected: bool
+) -> None:
+    """After a clean stop opening skips the whole-file check; after a crash it runs it."""
+    path = tmp_path / "pager.db"
+    ro = _runs_then_reopen(path, stop=stop)
+    try:
+        current = CURRENT_SCHEMA_VERSION
+        assert needs_integrity_check(ro, path, current, current) is expected
+        # Before a migration it always runs: the backup must be of a sound file.
+        assert needs_integrity_check(ro, path, current - 1, current) is True
+    finally:
+        ro.close()
+
+
+def test_integrity_check_when_nothing_says_how_the_last_writer_ended(tmp_path: Path) -> None:
+    """No broker run recorded, or WAL frames another writer left: the check runs."""
+    path = tmp_path / "pager.db"
+    close_database(open_database(path))
+    ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        current = CURRENT_SCHEMA_VERSION
+        assert needs_integrity_check(ro, path, current, current) is True
+    finally:
+        ro.close()
+    clean = tmp_path / "clean.db"
+    ro = _runs_then_reopen(clean, stop=True)
+    try:
+        Path(f"{clean}-wal").write_bytes(b"\0" * 32)
+        assert needs_integrity_check(ro, clean, current, current) is True
+    finally:
+        ro.close()
