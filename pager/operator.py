@@ -41,7 +41,7 @@ from pager.domain.views import (
     encode_cursor,
 )
 from pager.store import messaging as ms
-from pager.store import views
+from pager.store import open_read_only, views
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ class ReadViews:
 
     def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._conn is None:
-            self._conn = _connect(self._database)
+            self._conn = open_read_only(self._database)
         conn = self._conn
         conn.execute("BEGIN")
         try:
@@ -77,22 +77,6 @@ class ReadViews:
             conn, self._conn = self._conn, None
             if conn is not None:
                 conn.close()
-
-
-def _connect(database: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(
-        f"{database.absolute().as_uri()}?mode=ro",
-        uri=True,
-        isolation_level=None,
-        check_same_thread=False,  # handed to one worker thread at a time, under the lock
-    )
-    try:
-        conn.execute("PRAGMA query_only = ON")
-        conn.execute("PRAGMA busy_timeout = 5000")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
 
 
 def _not_found(agent_id: str) -> PagerError:
