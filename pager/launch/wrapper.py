@@ -296,6 +296,10 @@ async def hold_lease(url: str, token: str) -> None:
                 seen = b""  # the tail of what arrived: an event may span two reads
                 while data := await stream.receive_some(65536):
                     delay = 0.5
+                    if not seen and data.startswith(b"HTTP/1.1 4"):
+                        # `expired`, `ended` or an unknown token: retrying cannot help.
+                        _refused(data + await _rest_of(stream))
+                        return
                     seen = seen[-4096:] + data
                     if b"event: ended" in seen and b"\n\n" in seen.split(b"event: ended", 1)[1]:
                         _notice(seen.split(b"event: ended", 1)[1])
@@ -304,6 +308,27 @@ async def hold_lease(url: str, token: str) -> None:
             pass
         await trio.sleep(delay)
         delay = min(delay * 2, 15.0)
+
+
+async def _rest_of(stream: trio.abc.ReceiveStream) -> bytes:
+    """What else of a small error answer arrives in the next moment (it may span reads)."""
+    rest = b""
+    with trio.move_on_after(1.0):
+        while chunk := await stream.receive_some(65536):
+            rest += chunk
+            if len(rest) > 65536:
+                break
+    return rest
+
+
+def _refused(answer: bytes) -> None:
+    _, _, body = answer.partition(b"\r\n\r\n")
+    try:
+        error = json.loads(body)["error"]
+        reason = f"{error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        reason = answer.split(b"\r\n", 1)[0].decode(errors="replace")
+    print(f"pager: the broker no longer holds this session ({reason})", file=sys.stderr)
 
 
 def _notice(data: bytes) -> None:
