@@ -667,9 +667,8 @@ def check_codex(ctx: Context) -> list[Check]:
 
         checks.append(ctx.check("MCP connection with the session token", launch, mcp_connect))
 
-    # Opt-in (docs/implementations/codex.md): the hooks as one more `-c` override.
-    with_hooks = attrs.evolve(ctx.spec, args=(*ctx.spec.args, "-c", "{config_content}"))
-    with ctx.launch(["app-server"], spec=with_hooks) as launch:
+    # The hooks: the built-in manifest's third `-c` override (docs/implementations/codex.md).
+    with ctx.launch(["app-server"]) as launch:
 
         def hooks() -> str:
             ours, listed = _codex_hooks(launch, ctx)
@@ -708,7 +707,7 @@ def check_codex(ctx: Context) -> list[Check]:
             )
 
         checks.append(
-            ctx.check("hooks through `-c {config_content}` (opt-in, not default)", launch, hooks)
+            ctx.check("hooks through `-c {config_content}` (the built-in manifest)", launch, hooks)
         )
     return checks
 
