@@ -83,7 +83,14 @@ _TOP_KEYS = ("id", "name", "executable", "description", "capabilities", "connect
 _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "launch": ("args", "env"),
-        "resume": ("flags", "continue_flags", "choose_flag", "picker_flags", "subcommand"),
+        "resume": (
+            "flags",
+            "continue_flags",
+            "choose_flag",
+            "picker_flags",
+            "subcommand",
+            "other_subcommands",
+        ),
         "hooks": ("events", "output", "max_chars"),
         "skill": ("dirs",),
         "plugin": ("supported",),
@@ -357,6 +364,13 @@ class _Validator:
         if subcommand is not None and (not subcommand or subcommand.startswith("-")):
             self.fail("resume.subcommand", f"{subcommand!r} is not a subcommand (like resume)")
             subcommand = None
+        others = self.strings(table, "resume", "other_subcommands")
+        for index, word in enumerate(others):
+            if not word or word.startswith("-") or " " in word or word == subcommand:
+                self.fail(
+                    f"resume.other_subcommands[{index}]",
+                    f"{word!r} is not a subcommand that starts no conversation (like mcp)",
+                )
         seen: dict[str, str] = {}  # option -> the key path that claimed it first
         named = [
             (f"resume.{key}[{index}]", flag)
@@ -374,6 +388,7 @@ class _Validator:
             choose_flag=choose,
             picker_flags=tuple(lists["picker_flags"]),
             subcommand=subcommand,
+            other_subcommands=tuple(others),
         )
 
     def _hooks(self, table: Mapping[str, Any]) -> Hooks:

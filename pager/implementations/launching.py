@@ -24,5 +24,6 @@ def launch_spec(manifest: Manifest) -> LaunchSpec:
         continue_flags=manifest.resume.continue_flags + manifest.resume.picker_flags,
         choose_flag=manifest.resume.choose_flag,
         resume_subcommand=manifest.resume.subcommand,
+        other_subcommands=manifest.resume.other_subcommands,
         prepare=lambda context: connector.prepare(manifest, context),
     )

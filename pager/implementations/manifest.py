@@ -175,6 +175,8 @@ class Resume:
     choose_flag: str | None = None  # the wrapper may choose the id of a new conversation
     picker_flags: tuple[str, ...] = ()  # open an interactive picker: unknown at launch
     subcommand: str | None = None  # `codex resume X`: a leading subcommand that resumes
+    #: Leading subcommands that start no conversation (`gemini mcp list`): no id is chosen.
+    other_subcommands: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -255,6 +257,7 @@ class Manifest:
                 "choose_flag": self.resume.choose_flag,
                 "picker_flags": list(self.resume.picker_flags),
                 "subcommand": self.resume.subcommand,
+                "other_subcommands": list(self.resume.other_subcommands),
             },
             "hooks": {
                 "events": list(self.hooks.events),

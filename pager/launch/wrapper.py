@@ -57,6 +57,7 @@ class LaunchSpec:
     continue_flags: tuple[str, ...] = ()
     choose_flag: str | None = None
     resume_subcommand: str | None = None
+    other_subcommands: tuple[str, ...] = ()
     prepare: Any = None  # Callable[[LaunchContext], dict[str, str]]: per-launch files
 
 
@@ -129,6 +130,7 @@ def plan_launch(spec: LaunchSpec, argv: Sequence[str]) -> LaunchPlan:
         continue_flags=spec.continue_flags,
         choose_flag=spec.choose_flag,
         subcommand=spec.resume_subcommand,
+        other_subcommands=spec.other_subcommands,
     )
     args = list(conversation.args)
     executable = spec.executable

@@ -68,10 +68,14 @@ def find_conversation(
     continue_flags: Sequence[str],
     choose_flag: str | None,
     subcommand: str | None = None,
+    other_subcommands: Sequence[str] = (),
 ) -> Conversation:
     """The conversation the arguments resume (`--resume X`, `--resume=X`, or a resume
     subcommand such as `codex resume X`); else, when the harness lets the wrapper choose the
-    id, a fresh one passed with `choose_flag`, so that a later resume always rejoins."""
+    id, a fresh one passed with `choose_flag`, so that a later resume always rejoins. A
+    leading subcommand of `other_subcommands` (`gemini mcp list`) starts no conversation."""
+    if args and args[0] in other_subcommands:
+        return Conversation(None, tuple(args), chosen=False)
     if subcommand is not None and list(args[:1]) == [subcommand]:
         target = args[1] if len(args) > 1 else ""
         known = target and not target.startswith("-")

@@ -70,6 +70,7 @@ continue_flags = ["--continue"]
 choose_flag = "--session-id"
 picker_flags = ["--pick"]
 subcommand = "resume"
+other_subcommands = ["mcp", "config"]
 [hooks]
 events = ["SessionStart", "UserPromptSubmit"]
 output = "claude"
@@ -90,6 +91,7 @@ supported = true
     assert manifest.resume.choose_flag == "--session-id"
     assert manifest.resume.picker_flags == ("--pick",)
     assert manifest.resume.subcommand == "resume"
+    assert manifest.resume.other_subcommands == ("mcp", "config")
     assert manifest.hooks.events == ("SessionStart", "UserPromptSubmit")
     assert (manifest.hooks.output, manifest.hooks.max_chars) == ("claude", 500)
     assert manifest.skill.dirs == ("~/.mine/skills",)
@@ -174,6 +176,16 @@ def test_parse_likely_typo_is_kept_with_a_warning() -> None:
         (MINIMAL + '[resume]\nflags = ["--a=b"]\n', "resume.flags[0]", "is not an option"),
         (MINIMAL + '[resume]\nchoose_flag = "id"\n', "resume.choose_flag", "is not an option"),
         (MINIMAL + '[resume]\nsubcommand = "--x"\n', "resume.subcommand", "not a subcommand"),
+        (
+            MINIMAL + '[resume]\nother_subcommands = ["mcp", "--help"]\n',
+            "resume.other_subcommands[1]",
+            "starts no conversation",
+        ),
+        (
+            MINIMAL + '[resume]\nsubcommand = "resume"\nother_subcommands = ["resume"]\n',
+            "resume.other_subcommands[0]",
+            "starts no conversation",
+        ),
         (
             MINIMAL + '[resume]\nflags = ["-r"]\ncontinue_flags = ["-r"]\n',
             "resume.continue_flags[0]",

@@ -70,6 +70,24 @@ def test_find_conversation_chooses_an_id_when_new() -> None:
     assert conversation.args[2:] == ("--model", "opus")
 
 
+def test_find_conversation_other_subcommand_starts_no_conversation() -> None:
+    """`gemini mcp list` is a management command: no id is chosen or put before it; a
+    prompt or option first still starts a chosen conversation."""
+
+    def gemini(args: list[str]) -> Conversation:
+        return find_conversation(
+            args, resume_flags=("--resume",), continue_flags=(), choose_flag="--session-id",
+            other_subcommands=("mcp", "extensions"),
+        )  # fmt: skip
+
+    listed = gemini(["mcp", "list"])
+    assert (listed.key, listed.args, listed.chosen) == (None, ("mcp", "list"), False)
+    prompt = gemini(["fix the mcp server"])
+    assert prompt.chosen
+    assert prompt.args[:2] == ("--session-id", prompt.key)
+    assert gemini(["--model", "x", "mcp"]).chosen  # a later "mcp" is an argument, not a command
+
+
 def test_find_conversation_continue_and_picker_have_no_key() -> None:
     """`--continue` and a bare `--resume` (a picker) name no conversation the wrapper knows."""
     assert claude(["--continue"]).key is None
