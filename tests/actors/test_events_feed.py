@@ -279,23 +279,20 @@ async def open_stream(
     return sub, stream(feed, sub, after, heartbeat)
 
 
-async def test_stream_subscribes_only_once_its_body_is_read(
+async def test_subscribed_stream_holds_its_subscription_until_closed(
     database: tuple[Path, sqlite3.Connection], autojump_clock: trio.testing.MockClock
 ) -> None:
-    """A response body that is never read (its client hung up first) holds no subscription;
-    one that is read holds one until it is closed."""
+    """The route's body subscribes when it is first read and lets go when it is closed, as
+    when its client hangs up."""
     async with running_feed(database) as (feed, log):
         log.commit(2)
-        unread = subscribed_stream(feed, None, 15.0)
         await settle()
-        assert feed.subscribers == 0
-        read = subscribed_stream(feed, 1, 15.0)
-        first = await read.__anext__()
+        body = subscribed_stream(feed, 1, 15.0)
+        first = await body.__anext__()
         assert feed.subscribers == 1
         assert event_ids([first]) == [2]
-        await read.aclose()
+        await body.aclose()
         assert feed.subscribers == 0
-        del unread
 
 
 async def test_stream_replays_then_continues_live_without_gap_or_duplicate(
