@@ -58,17 +58,22 @@ class Broker:
         return response.status_code, response.json()
 
 
+def start_broker(home: PagerHome, workspace: Path, **env: str) -> Broker:
+    """`pager start` on `home` with `env` added to its environment (e.g. PAGER_WINDOW_*);
+    `workspace` is created if missing. Stop it with `home.kill_all()`."""
+    home.env.update(env)
+    started = home.run("start", "--json")
+    assert started.returncode == 0, started.stderr
+    url = str(json.loads(started.stdout)["url"])
+    workspace.mkdir(exist_ok=True)
+    secret = (home.root / "secret").read_text().strip()
+    return Broker(home, url, secret, workspace)
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     home = PagerHome(tmp_path / "home")
-    home.env.update(FAST_WINDOWS)
-    started = home.run("start", "--json")
-    assert started.returncode == 0, started.stderr
-    report = json.loads(started.stdout)
-    workspace = tmp_path / "repo"
-    workspace.mkdir()
-    secret = (home.root / "secret").read_text().strip()
-    yield Broker(home, str(report["url"]), secret, workspace)
+    yield start_broker(home, tmp_path / "repo", **FAST_WINDOWS)
     home.kill_all()
 
 

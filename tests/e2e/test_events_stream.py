@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from pager.web.server import GRACEFUL_TIMEOUT
-from tests.e2e.conftest import FAST_WINDOWS, Broker, mcp_session, structured
+from tests.e2e.conftest import FAST_WINDOWS, Broker, mcp_session, start_broker, structured
 from tests.launch.conftest import PagerHome
 
 #: The stalled-client test's buffer: a handful of events, so it is cut off soon.
@@ -28,15 +28,13 @@ SMALL_BUFFER = 8
 def small_buffer_broker(tmp_path: Path) -> Iterator[Broker]:
     """A broker whose event streams hold 8 events and beat every 200 ms."""
     home = PagerHome(tmp_path / "home")
-    home.env.update(FAST_WINDOWS)
-    home.env["PAGER_LIMIT_EVENT_BUFFER"] = str(SMALL_BUFFER)
-    home.env["PAGER_WINDOW_EVENT_HEARTBEAT"] = "200ms"
-    started = home.run("start", "--json")
-    assert started.returncode == 0, started.stderr
-    workspace = tmp_path / "repo"
-    workspace.mkdir()
-    secret = (home.root / "secret").read_text().strip()
-    yield Broker(home, str(json.loads(started.stdout)["url"]), secret, workspace)
+    yield start_broker(
+        home,
+        tmp_path / "repo",
+        **FAST_WINDOWS,
+        PAGER_LIMIT_EVENT_BUFFER=str(SMALL_BUFFER),
+        PAGER_WINDOW_EVENT_HEARTBEAT="200ms",
+    )
     home.kill_all()
 
 

@@ -4,7 +4,6 @@ rejoins and retries once, `ended` is final, a held name is refused on every call
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -17,7 +16,14 @@ import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.e2e.conftest import FAST_WINDOWS, Broker, mcp_session, structured, tool_error
+from tests.e2e.conftest import (
+    FAST_WINDOWS,
+    Broker,
+    mcp_session,
+    start_broker,
+    structured,
+    tool_error,
+)
 from tests.launch.conftest import PagerHome
 
 TOOLS = {
@@ -67,23 +73,14 @@ async def stdio_server(
             yield StdioServer(client, log)
 
 
-def start_broker(tmp_path: Path, **windows: str) -> Broker:
-    """What the `broker` fixture does, with other windows."""
-    home = PagerHome(tmp_path / "home")
-    home.env.update({**FAST_WINDOWS, **windows})
-    started = home.run("start", "--json")
-    assert started.returncode == 0, started.stderr
-    report = json.loads(started.stdout)
-    workspace = tmp_path / "repo"
-    workspace.mkdir()
-    secret = (home.root / "secret").read_text().strip()
-    return Broker(home, str(report["url"]), secret, workspace)
-
-
 @pytest.fixture
 def short_lease_broker(tmp_path: Path) -> Iterator[Broker]:
     """A broker whose sessions lapse one second after their last request."""
-    broker = start_broker(tmp_path, PAGER_WINDOW_LEASE_TTL="1s", PAGER_WINDOW_STREAM_GRACE="1s")
+    broker = start_broker(
+        PagerHome(tmp_path / "home"),
+        tmp_path / "repo",
+        **{**FAST_WINDOWS, "PAGER_WINDOW_LEASE_TTL": "1s", "PAGER_WINDOW_STREAM_GRACE": "1s"},
+    )
     yield broker
     broker.home.kill_all()
 

@@ -13,7 +13,7 @@ import httpx2
 import pytest
 import trio
 
-from tests.e2e.conftest import Broker, mcp_session, structured
+from tests.e2e.conftest import Broker, mcp_session, start_broker, structured
 from tests.fakes.delivery_inbox import running_inbox
 from tests.launch.conftest import PagerHome
 
@@ -39,13 +39,7 @@ DELIVERY_ROWS = (
 def op(tmp_path: Path) -> Iterator[Broker]:
     """A real broker with the windows above, and a workspace directory."""
     home = PagerHome(tmp_path / "home")
-    home.env.update(WINDOWS)
-    started = home.run("start", "--json")
-    assert started.returncode == 0, started.stderr
-    workspace = tmp_path / "api"
-    workspace.mkdir()
-    secret = (home.root / "secret").read_text().strip()
-    yield Broker(home, str(json.loads(started.stdout)["url"]), secret, workspace)
+    yield start_broker(home, tmp_path / "api", **WINDOWS)
     home.kill_all()
 
 

@@ -4,7 +4,6 @@ on the mock clock in tests/messaging/test_sweeper.py)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import httpx2
 import pytest
 import trio
 
-from tests.e2e.conftest import Broker, mcp_session, structured
+from tests.e2e.conftest import Broker, mcp_session, start_broker, structured
 from tests.launch.conftest import PagerHome
 
 #: A hang guard for polls of the API, not a timing assertion.
@@ -23,23 +22,17 @@ BrokerFactory = Callable[..., Broker]
 
 
 @pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
+def windows_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
     """Start a broker (or restart one on the same home) with the given windows."""
     homes: list[PagerHome] = []
-    workspace = tmp_path / "repo"
-    workspace.mkdir()
 
     def start(home: PagerHome | None = None, **windows: str) -> Broker:
         if home is None:
             home = PagerHome(tmp_path / f"home{len(homes)}")
             homes.append(home)
         home.env = {k: v for k, v in home.env.items() if not k.startswith("PAGER_WINDOW_")}
-        home.env.update({f"PAGER_WINDOW_{name.upper()}": value for name, value in windows.items()})
-        started = home.run("start", "--json")
-        assert started.returncode == 0, started.stderr
-        url = str(json.loads(started.stdout)["url"])
-        secret = (home.root / "secret").read_text().strip()
-        return Broker(home, url, secret, workspace)
+        env = {f"PAGER_WINDOW_{name.upper()}": value for name, value in windows.items()}
+        return start_broker(home, tmp_path / "repo", **env)
 
     yield start
     for home in homes:
@@ -89,11 +82,11 @@ async def send(broker: Broker, token: str, to: str, body: str) -> str:
 
 
 async def test_ephemeral_identity_reaped_when_its_lease_lapses(
-    start_broker: BrokerFactory,
+    windows_broker: BrokerFactory,
 ) -> None:
     """An unnamed identity without a conversation key disappears from the API once its
     lease lapses; a named one registered alongside stays."""
-    broker = start_broker(lease_ttl="300ms", stream_grace="10ms")
+    broker = windows_broker(lease_ttl="300ms", stream_grace="10ms")
     with trio.fail_after(60):
         ephemeral = await broker.register()
         named = await broker.register("keeper")
@@ -110,12 +103,12 @@ async def test_ephemeral_identity_reaped_when_its_lease_lapses(
 
 
 async def test_named_identity_archived_then_reaped_with_its_mail_dead_lettered(
-    start_broker: BrokerFactory,
+    windows_broker: BrokerFactory,
 ) -> None:
     """A detached named identity is archived after `named_archive`, reaped after
     `archive_retention`; the mail waiting for it is dead-lettered with reason `reaped`, and
     the sender's history keeps the message."""
-    broker = start_broker(named_archive="400ms", archive_retention="800ms")
+    broker = windows_broker(named_archive="400ms", archive_retention="800ms")
     with trio.fail_after(60):
         api = await broker.register("api")
         bob = await broker.register("bob")
@@ -133,10 +126,10 @@ async def test_named_identity_archived_then_reaped_with_its_mail_dead_lettered(
         assert not await agent_archived(broker, bob["agent_id"])
 
 
-async def test_unsettled_message_expires_to_a_dead_letter(start_broker: BrokerFactory) -> None:
+async def test_unsettled_message_expires_to_a_dead_letter(windows_broker: BrokerFactory) -> None:
     """A message nobody fetches becomes a dead letter with reason `expired` after
     `message_expiry`; the recipient's inbox counts it as dead."""
-    broker = start_broker(message_expiry="400ms")
+    broker = windows_broker(message_expiry="400ms")
     with trio.fail_after(60):
         api = await broker.register("api")
         bob = await broker.register("bob")
@@ -154,12 +147,12 @@ async def test_unsettled_message_expires_to_a_dead_letter(start_broker: BrokerFa
 
 
 async def test_restarted_broker_applies_windows_that_passed_while_down(
-    start_broker: BrokerFactory,
+    windows_broker: BrokerFactory,
 ) -> None:
     """Identities detached under long windows; the broker stops; restarted with windows that
     have passed, its first sweep archives the named identity and reaps the unused
     resumable one (restarting takes far longer than those windows)."""
-    broker = start_broker()
+    broker = windows_broker()
     with trio.fail_after(60):
         named = await broker.register("api")
         resumable = await broker.register(conversation_key="conv-1")
@@ -168,7 +161,7 @@ async def test_restarted_broker_applies_windows_that_passed_while_down(
             assert status == 200
         stopped = broker.home.run("exit")
         assert stopped.returncode == 0, stopped.stderr
-        broker = start_broker(broker.home, named_archive="10ms", unused="10ms")
+        broker = windows_broker(broker.home, named_archive="10ms", unused="10ms")
         await eventually(
             "the unused identity to be reaped", lambda: agent_gone(broker, resumable["agent_id"])
         )
