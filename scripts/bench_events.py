@@ -42,12 +42,16 @@ from bench_messaging import (  # scripts/bench_messaging.py, beside this file
     Brokers,
     Worker,
     cpu_seconds,
-    ms,
-    percentile,
     register,
     temporary_brokers,
 )
-from benchlib import machine, progress, report  # scripts/benchlib.py, beside this file
+from benchlib import (  # scripts/benchlib.py, beside this file
+    machine,
+    ms,
+    percentile,
+    progress,
+    report,
+)
 
 SCRIPT = str(Path(__file__).resolve())
 BASE_RUNS = 15

@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import math
 import os
 import random
 import signal
@@ -48,7 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from benchlib import machine, progress, report  # scripts/benchlib.py, beside this file
+from benchlib import (  # scripts/benchlib.py, beside this file
+    machine,
+    ms,
+    percentile,
+    progress,
+    report,
+)
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -74,17 +79,6 @@ TARGETS = {
     "scale_rss_mb": 200.0,
     "scale_fetch_p50_ms": 10.0,
 }
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty sample."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def ms(value: float) -> float:
-    return round(value * 1000, 2)
 
 
 # -- brokers -----------------------------------------------------------------------------------

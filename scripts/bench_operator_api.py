@@ -32,11 +32,9 @@ from bench_messaging import (  # scripts/, beside this file
     Broker,
     Brokers,
     cpu_seconds,
-    ms,
-    percentile,
     temporary_brokers,
 )
-from benchlib import machine, progress, report
+from benchlib import machine, ms, percentile, progress, report
 
 from pager.domain import ids
 

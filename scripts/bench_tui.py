@@ -38,15 +38,20 @@ import argparse
 import asyncio
 import gc
 import json
-import math
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from benchlib import machine, print_table, progress  # scripts/benchlib.py, beside this file
+from benchlib import (  # scripts/benchlib.py, beside this file
+    machine,
+    ms,
+    percentile,
+    print_table,
+    progress,
+)
 from textual import events
 from textual.screen import Screen
 
@@ -63,17 +68,6 @@ DOWN_PRESSES = 40
 OPEN_PRESSES = 5
 LIVE_SAMPLES = 5
 LIVE_SPACING = 0.25  # > the 0.2 s minimum between snapshot re-reads
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty sample."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def ms(value: float) -> float:
-    return round(value * 1000, 2)
 
 
 # -- the fake source ---------------------------------------------------------------------------
