@@ -96,6 +96,30 @@ async def send(broker: Broker, to: str, body: str) -> tuple[dict[str, Any], str]
     return alice, str(sent["message_id"])
 
 
+async def launch_with_mail(
+    broker: Broker,
+    fakes: Path,
+    tmp_path: Path,
+    kind: str,
+    step: str,
+    body: str,
+    harness_args: tuple[str, ...] = (),
+) -> tuple[dict[str, Any], str]:
+    """Launch the fake `kind` as `x`; once it runs, `alice` sends `body` to x, then the fake
+    runs `step` and exits 0. Returns alice's registration and the message id."""
+    go = tmp_path / "go"
+    args = ("--session-name", "x", "--", *harness_args)
+    wrapper = launch(broker, kind, f"wait:{go},{step},exit:0", *args)
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        alice, message_id = await send(broker, "x", body)
+        go.touch()
+    finally:
+        status, err = await finish(wrapper)
+    assert status == 0, err
+    return alice, message_id
+
+
 async def state_of(broker: Broker, alice: dict[str, Any], message_id: str) -> str:
     async with mcp_session(broker.url, alice["token"]) as a:
         status = structured(await a.call_tool("message_status", {"message_id": message_id}))
@@ -215,16 +239,9 @@ async def test_gemini_hook_injects_mail_as_additional_context(
     """The configured hook, run by the fake with a realistic payload and a stripped environment,
     prints the waiting message as `hookSpecificOutput.additionalContext` JSON (and nothing else)
     inside the envelope; the message is acknowledged after that."""
-    go = tmp_path / "go"
-    wrapper = launch(broker, "gemini", f"wait:{go},hook:{event},exit:0", "--session-name", "x",
-                     "--", *args)  # fmt: skip
-    try:
-        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
-        alice, message_id = await send(broker, "x", "mail for gemini")
-        go.touch()
-    finally:
-        status, err = await finish(wrapper)
-    assert status == 0, err
+    alice, message_id = await launch_with_mail(
+        broker, fakes, tmp_path, "gemini", f"hook:{event}", "mail for gemini", args
+    )
     hook = record(fakes, "hook")
     assert hook["status"] == 0, hook["stderr"]
     output = json.loads(hook["stdout"])  # stdout is JSON only, as Gemini CLI requires
@@ -286,17 +303,9 @@ async def test_codex_hooks_deliver_mail_to_the_wrapped_session(
     """The built-in manifest gives Codex Pager's hooks as one TOML override; a prompt hook
     with a thread id Pager has never seen finds the session through PAGER_TOKEN and prints
     the waiting mail as `additionalContext`, then acknowledges it."""
-    go = tmp_path / "go"
-    wrapper = launch(
-        broker, "codex", f"wait:{go},hook:UserPromptSubmit,exit:0", "--session-name", "x"
+    alice, message_id = await launch_with_mail(
+        broker, fakes, tmp_path, "codex", "hook:UserPromptSubmit", "mail for codex"
     )
-    try:
-        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
-        alice, message_id = await send(broker, "x", "mail for codex")
-        go.touch()
-    finally:
-        status, err = await finish(wrapper)
-    assert status == 0, err
     hook = record(fakes, "hook")
     assert hook["command"].endswith(" --format codex --max-chars 9000 UserPromptSubmit")
     assert " hook --implementation codex " in hook["command"]
@@ -317,15 +326,9 @@ async def test_opencode_plugin_wakes_the_idle_session_with_mail(
     """Pager's OpenCode plugin (the file the launch names) long-polls the broker with the
     session's token and prompts the idle root session with the mail (no `noReply`: a wake),
     then acknowledges it."""
-    go = tmp_path / "go"
-    wrapper = launch(broker, "opencode", f"wait:{go},plugin,exit:0", "--session-name", "x")
-    try:
-        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
-        alice, message_id = await send(broker, "x", "mail for opencode")
-        go.touch()
-    finally:
-        status, err = await finish(wrapper)
-    assert status == 0, err
+    alice, message_id = await launch_with_mail(
+        broker, fakes, tmp_path, "opencode", "plugin", "mail for opencode"
+    )
     plugin = record(fakes, "plugin")
     assert "error" not in plugin, plugin
     assert plugin["exported"] == [["PagerPlugin", "function"]]  # OpenCode calls every export
@@ -347,15 +350,9 @@ async def test_pi_extension_registers_tools_and_delivers_mail(
     """Pager's Pi extension (the file passed with `-e`) registers the broker's tools as
     `pager_*` (calls go to the MCP endpoint as this session) and hands mail to the session with
     `sendMessage(…, {deliverAs: "followUp", triggerTurn: true})`, then acknowledges it."""
-    go = tmp_path / "go"
-    wrapper = launch(broker, "pi", f"wait:{go},plugin,exit:0", "--session-name", "x")
-    try:
-        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
-        alice, message_id = await send(broker, "x", "mail for pi")
-        go.touch()
-    finally:
-        status, err = await finish(wrapper)
-    assert status == 0, err
+    alice, message_id = await launch_with_mail(
+        broker, fakes, tmp_path, "pi", "plugin", "mail for pi"
+    )
     plugin = record(fakes, "plugin")
     assert "error" not in plugin, plugin
     assert {"pager_whoami", "pager_send", "pager_fetch", "pager_ack"} <= set(plugin["tools"])
