@@ -4,15 +4,12 @@ The same behaviours against a real broker are in test_app_broker.py."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pager.tui.app import PagerApp
 from pager.tui.confirm import ConfirmScreen
 from pager.tui.install_menu import InstallMenu
 from pager.tui.installs import InstallChoice, InstallResult, describe
-from pager.tui.live import MIN_REFRESH_INTERVAL
 from pager.tui.messages import MessagesScreen
 from pager.tui.source import HttpSource
 from tests.fakes.fake_operator_api import FakeOperatorApi, running_api
@@ -68,7 +65,7 @@ def test_app_updates_live_when_a_message_is_queued() -> None:
 
 
 def test_app_refreshes_at_most_five_times_a_second_under_a_burst() -> None:
-    """Fifty events at once cause a few snapshot reads, at most five a second, not fifty."""
+    """Fifty events at once cause a few snapshot reads, not fifty."""
     with running_api() as api:
         alice = api.add_agent("api-111111", "alice")
         bob = api.add_agent("api-111111", "bob")
@@ -78,7 +75,6 @@ def test_app_refreshes_at_most_five_times_a_second_under_a_burst() -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await until(pilot, lambda: app.connection == "live", "the stream")
                 before = app.snapshots_applied
-                started = time.monotonic()
                 with api.lock:  # one burst
                     for index in range(50):
                         api.queue_message(alice, bob, f"message {index}")
@@ -87,11 +83,9 @@ def test_app_refreshes_at_most_five_times_a_second_under_a_burst() -> None:
                     pilot, lambda: str(app.table.get_row(bob)[4]) == "50", "the final count"
                 )
                 await until(pilot, lambda: not app.gate.busy, "the last refresh")
-                # One read at once, then at most one per 0.2 s while events kept arriving (a
-                # loaded machine spreads the burst out), and one after the last.
-                allowed = 2 + int((time.monotonic() - started) / MIN_REFRESH_INTERVAL)
-                reads = app.snapshots_applied - before
-                assert reads <= min(allowed, 10)
+                # Coalesced: a handful of reads for fifty events. The pacing itself (at most
+                # one read per 0.2 s) is RefreshGate's, tested on a given clock in test_live.
+                assert app.snapshots_applied - before <= 10
 
         run(scenario)
 
