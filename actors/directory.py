@@ -388,7 +388,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         ref = self.actors.get(agent_id)
         if ref is not None and ref.alive:
             return ref
-        exists = await self.deps.checkpoint.read(lambda c: ms.get_identity(c, agent_id))
+        exists = self.deps.checkpoint.lookup(lambda c: ms.get_identity(c, agent_id))
         if exists is None:
             raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
         return await self._activate(agent_id)
@@ -428,7 +428,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
             await self._end(live, SessionState.EXPIRED, "lease lapsed")
             live = None
         if live is None:
-            session, purged = await self.deps.checkpoint.read(
+            session, purged = self.deps.checkpoint.lookup(
                 lambda c: (ms.session_by_token(c, token_hash), ms.purged_session(c, token_hash))
             )
             if session is None and purged is not None:

@@ -43,6 +43,8 @@ T = TypeVar("T")
 
 #: Longest wait a `fetch` may ask for (SPEC §8).
 MAX_WAIT_S = 60.0
+#: Identity refs the service keeps before it forgets those of stopped actors.
+IDENTITY_REFS_KEPT = 1024
 #: Messages one hook run claims at most (what does not fit its size limit is handed back).
 HOOK_BATCH = 10
 
@@ -58,6 +60,10 @@ class BrokerService:
         resolve: Callable[[str], Awaitable[Workspace]] | None = None,
     ) -> None:
         self.directory = directory
+        # Refs of identity actors met lately, so a call skips asking the directory while the
+        # actor lives (one actor round trip less per send, fetch and ack). The directory
+        # still decides every activation; a ref that stopped is asked for again.
+        self._identity_refs: dict[str, ActorRef[IdentityMessage]] = {}
         self.checkpoint = checkpoint
         self.config = config
         self.clock = clock
@@ -129,7 +135,7 @@ class BrokerService:
                 },
             }
 
-        return await self.checkpoint.read(read)
+        return self.checkpoint.lookup(read)
 
     async def send(
         self,
@@ -151,7 +157,7 @@ class BrokerService:
                 size=size,
             )
         address = parse_address(to)
-        recipient = await self.checkpoint.read(lambda conn: _resolve(conn, caller, address, to))
+        recipient = self.checkpoint.lookup(lambda conn: _resolve(conn, caller, address, to))
         request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
         sent: Sent = await self._call_identity(recipient.id, request)
         message = sent.message
@@ -260,7 +266,7 @@ class BrokerService:
                 "settled_at": iso(message.settled_at),
             }
 
-        return await self.checkpoint.read(read)
+        return self.checkpoint.lookup(read)
 
     async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON:
         result: JSON = await self.directory.call(Rename(caller, alias, force))
@@ -288,7 +294,7 @@ class BrokerService:
             raise PagerError(ErrorCode.VALIDATION_FAILED, "max_chars must be 200-1000000")
         if not 0 <= wait_s <= MAX_WAIT_S:
             raise PagerError(ErrorCode.VALIDATION_FAILED, f"wait_s must be 0-{MAX_WAIT_S:g}")
-        agent_id = await self.checkpoint.read(
+        agent_id = self.checkpoint.lookup(
             lambda conn: ms.identity_of_conversation(conn, implementation, conversation_key)
         )
         if agent_id is None and session_token is not None:
@@ -341,13 +347,24 @@ class BrokerService:
     ) -> Any:
         # One retry: an identity may passivate between the lookup and the call.
         for attempt in range(2):
-            ref: ActorRef[IdentityMessage] = await self.directory.call(IdentityRefFor(agent_id))
+            ref = await self._identity_ref(agent_id)
             try:
                 return await ref.call(message, timeout=timeout)
             except ActorStopped:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+    async def _identity_ref(self, agent_id: str) -> ActorRef[IdentityMessage]:
+        known = self._identity_refs.get(agent_id)
+        if known is not None and known.alive:
+            return known
+        ref: ActorRef[IdentityMessage] = await self.directory.call(IdentityRefFor(agent_id))
+        refs = self._identity_refs
+        if len(refs) >= IDENTITY_REFS_KEPT:  # forget the passivated ones
+            self._identity_refs = refs = {key: r for key, r in refs.items() if r.alive}
+        refs[agent_id] = ref
+        return ref
 
     async def _attached_ids(self) -> frozenset[str]:
         attached: frozenset[str] = await self.directory.call(AttachedIds())

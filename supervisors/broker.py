@@ -17,7 +17,13 @@ import attrs
 import trio
 
 from actors._runtime import ActorRef, run_actor
-from actors.checkpoint import BrokerRunInfo, Checkpoint, CheckpointActor, CheckpointMessage
+from actors.checkpoint import (
+    BrokerRunInfo,
+    Checkpoint,
+    CheckpointActor,
+    CheckpointMessage,
+    QuickReads,
+)
 from actors.events import CommitSignal, EventFeed
 from actors.messaging import delivery_provider, run_messaging
 from actors.providers import ProviderHub, disabled_event
@@ -57,13 +63,17 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
     def store() -> Checkpoint:
         ref: ActorRef[CheckpointMessage] = root.started_value("store")  # type: ignore[assignment]
-        return Checkpoint(ref)
+        return Checkpoint(ref, quick)
 
+    quick = QuickReads(ctx.paths.database)
     commits = CommitSignal()  # the store tells it each commit; the event feed reads on
 
     async def start_store(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         actor = CheckpointActor(ctx.paths.database, ctx.run, ctx.utc_now, on_commit=commits.notify)
-        await run_actor(actor, name="store", task_status=task_status)
+        try:
+            await run_actor(actor, name="store", task_status=task_status)
+        finally:
+            quick.close()
 
     async def start_events(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         feed = EventFeed(

@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
-
-import trio
 
 from pager.domain.api import Caller, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
-from pager.web.guard import ASGIApp, Message, Receive, Scope, Send
+from pager.web.guard import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger("pager.web.mcp")
 
@@ -29,6 +28,15 @@ MCP_PATHS = frozenset({"/mcp", "/mcp/"})
 #: The authenticated session of the `/mcp` request being handled.
 current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
     "pager_current_caller", default=None
+)
+
+#: Returns once the client of the `/mcp` request being handled hangs up. A tool that may wait
+#: (a long-polling `fetch`) races its call against it: the SDK's JSON mode never reads again
+#: once it has the body, so without this a poll would go on after its client left and claim
+#: mail arriving later for nobody (offered again only after the ack wait). Only waiting calls
+#: watch, because a watcher task per request costs every short call too.
+current_hangup: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = (
+    contextvars.ContextVar("pager_current_hangup", default=None)
 )
 
 #: A 401 must carry a challenge (RFC 9110 §11.6.1); this one names no OAuth resource
@@ -79,11 +87,13 @@ class McpDispatcher:
                 extra_headers=[(b"allow", b"POST")],
             )
             return
-        reset = current_caller.set(caller)
+        reset_caller = current_caller.set(caller)
+        reset_hangup = current_hangup.set(partial(_until_hangup, receive))
         try:
-            await _cancelled_on_disconnect(self.mcp, scope, receive, send)
+            await self.mcp(scope, receive, send)
         finally:
-            current_caller.reset(reset)
+            current_hangup.reset(reset_hangup)
+            current_caller.reset(reset_caller)
 
     async def _authenticate(self, scope: Scope, send: Send) -> Caller | None:
         """The request's Caller, or None after answering with the error."""
@@ -117,35 +127,10 @@ class McpDispatcher:
         return None
 
 
-async def _cancelled_on_disconnect(
-    app: ASGIApp, scope: Scope, receive: Receive, send: Send
-) -> None:
-    """Run `app`, cancelling it when the client hangs up after sending its request.
-
-    The SDK's JSON mode never reads again once it has the body, so it would go on waiting in
-    a long-polling `fetch` after its client left, and claim mail arriving later for nobody
-    (offered again only after the ack wait). Cancelled, the identity actor sees the poll's
-    caller gone and leaves the mail queued (Quart does the same for the /v1 routes).
-    """
-    body_read = trio.Event()
-
-    async def tracked() -> Message:
-        message = await receive()
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            body_read.set()
-        return message
-
-    async with trio.open_nursery() as nursery:
-
-        async def watch() -> None:
-            await body_read.wait()
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(watch)
-        await app(scope, tracked, send)
-        nursery.cancel_scope.cancel()
+async def _until_hangup(receive: Receive) -> None:
+    """Return once the client hangs up; only called after the SDK has read the whole body."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def send_json(

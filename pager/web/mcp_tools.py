@@ -33,6 +33,10 @@ class ToolArgs(BaseModel):
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         raise NotImplementedError
 
+    def may_wait(self) -> bool:
+        """Whether the call may park (a long poll), so its client's hang-up must end it."""
+        return False
+
     def render(self, result: JSON, display_cap: int) -> str | None:
         """The text a model reads, when it must differ from the JSON (message bodies go in
         the SPEC §8 envelope); None: the compact JSON."""
@@ -148,6 +152,9 @@ class Fetch(ToolArgs):
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.fetch(caller, limit=self.limit, wait_s=self.wait_s)
+
+    def may_wait(self) -> bool:
+        return self.wait_s > 0
 
     def render(self, result: JSON, display_cap: int) -> str | None:
         claims = result.get("claims", [])

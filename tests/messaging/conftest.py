@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from actors._runtime import Actor, ActorRef, Reply, start_actor
-from actors.checkpoint import Checkpoint, CheckpointActor
+from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
 from actors.messaging import run_messaging
 from pager.config import Config, Windows
@@ -87,7 +87,7 @@ async def open_harness(
         store_ref = await start_actor(nursery, store, name="store")
         inbox = FakeInbox()
         inbox_ref: ActorRef[ProviderMessage] = await start_actor(nursery, inbox, name="fake-inbox")
-        checkpoint = Checkpoint(store_ref)
+        checkpoint = Checkpoint(store_ref, QuickReads(tmp_path / "pager.db"))
 
         async def providers(implementation: str) -> ActorRef[ProviderMessage] | None:
             return inbox_ref

@@ -13,7 +13,7 @@ import trio
 from trio.testing import MockClock
 
 from actors._runtime import Actor, Reply, run_actor, start_actor
-from actors.checkpoint import Checkpoint, CheckpointActor
+from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
 from actors.identity import ProviderMessage
 from actors.messaging import run_messaging
 from actors.providers import ProviderHub
@@ -56,7 +56,9 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
 
     async with trio.open_nursery() as nursery:
         store = CheckpointActor(tmp_path / "pager.db", None, lambda: "now", inline=True)
-        checkpoint = Checkpoint(await start_actor(nursery, store, name="store"))
+        checkpoint = Checkpoint(
+            await start_actor(nursery, store, name="store"), QuickReads(tmp_path / "pager.db")
+        )
         providers = Supervisor("providers", [])
         await nursery.start(providers.run)
         hub = ProviderHub(providers, factory, on_disabled=on_disabled)

@@ -67,3 +67,25 @@ async def test_idle_identity_passivates_and_reactivates(
         _, bob = await harness.register("bob")
         [claim] = (await harness.service.fetch(bob))["claims"]
         assert claim["message"]["body"] == "wake the inbox"
+
+
+async def test_mail_reaches_an_identity_that_passivated_after_earlier_mail(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """The service keeps refs of identity actors it called; one that passivated since is
+    asked of the directory again, and the mail still arrives."""
+    with trio.fail_after(3 * IDLE_AFTER):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        await harness.service.send(alice, to="bob", body="first")
+        [claim] = (await harness.service.fetch(bob))["claims"]
+        await harness.service.ack(bob, tokens=[claim["token"]])
+        await harness.service.detach(bob)
+        directory = harness.service.directory
+        await trio.sleep(IDLE_AFTER + 10)
+        assert bob.agent_id not in await directory.call(ActiveIds())
+        await harness.service.send(alice, to="bob", body="second")
+        assert bob.agent_id in await directory.call(ActiveIds())
+        _, bob = await harness.register("bob")
+        [claim] = (await harness.service.fetch(bob))["claims"]
+        assert claim["message"]["body"] == "second"

@@ -1,0 +1,53 @@
+"""The checkpoint's quick reads: on the event loop, through a read-only connection, on the last
+committed state; real SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import partial
+from pathlib import Path
+
+import pytest
+import trio
+
+from actors._runtime import start_actor
+from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
+from pager.store import get_meta, set_meta
+
+
+async def test_lookup_sees_each_committed_write_at_once(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        ref = await start_actor(
+            nursery, CheckpointActor(tmp_path / "pager.db", None, lambda: "now"), name="store"
+        )
+        quick = QuickReads(tmp_path / "pager.db")
+        checkpoint = Checkpoint(ref, quick)
+        try:
+            assert checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) is None
+            for greeting in ("hi", "hello", "hey"):
+                await checkpoint.write(partial(set_meta, key="greeting", value=greeting))
+                assert checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) == greeting
+        finally:
+            quick.close()
+            ref.stop()
+
+
+async def test_lookup_cannot_write_and_survives_a_failed_read(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        ref = await start_actor(
+            nursery, CheckpointActor(tmp_path / "pager.db", None, lambda: "now"), name="store"
+        )
+        await Checkpoint(ref, QuickReads(tmp_path / "pager.db")).write(
+            lambda conn: set_meta(conn, "greeting", "hi")
+        )
+        quick = QuickReads(tmp_path / "pager.db")
+        try:
+            with pytest.raises(sqlite3.OperationalError, match=r"readonly|query_only"):
+                quick.run(lambda conn: conn.execute("DELETE FROM meta"))
+            with pytest.raises(ZeroDivisionError):
+                quick.run(lambda conn: 1 / 0)
+            # Each failure ended its read transaction: the next lookup works and sees the store.
+            assert quick.run(lambda conn: get_meta(conn, "greeting")) == "hi"
+        finally:
+            quick.close()
+            ref.stop()
