@@ -312,7 +312,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
             plan = ms.plan_sweep(conn, now, windows, attached, limit=limit)
             return ms.apply_plan(conn, plan, now), plan.next_due, plan.more
 
-        applied, next_due, more = await self.deps.checkpoint.write(op)
+        applied, next_due, more = await self.deps.checkpoint.write(op, heavy=True)
         for done in applied:
             log.info("identity %s: %s (%s)", done.agent_id, done.action.value, done.reason)
             if done.action is ms.Action.REAP:
@@ -351,7 +351,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 )
             return done
 
-        done = await self.deps.checkpoint.write(op)
+        done = await self.deps.checkpoint.write(op, heavy=True)
         live = self.by_identity.get(agent_id)
         if live is not None and action is not ms.Action.UNARCHIVE:
             # The commit already ended it in the store.

@@ -113,7 +113,7 @@ class SweeperActor(Actor[SweeperMessage]):
             def housekeeping(conn: sqlite3.Connection) -> ms.Pruned:
                 return ms.prune(conn, now, windows)
 
-            pruned = await self.deps.checkpoint.write(housekeeping)
+            pruned = await self.deps.checkpoint.write(housekeeping, heavy=True)
         except (ActorError, PagerError) as exc:
             # The directory or the store is restarting or wedged: try again on the next turn.
             log.warning("sweep failed: %s", exc)

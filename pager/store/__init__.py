@@ -34,7 +34,7 @@ from pager.store._runs import (
     record_broker_start,
     record_broker_stop,
 )
-from pager.store._transactions import immediate_transaction
+from pager.store._transactions import immediate_transaction, rollback
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
@@ -60,5 +60,6 @@ __all__ = [
     "read_schema_version",
     "record_broker_start",
     "record_broker_stop",
+    "rollback",
     "set_meta",
 ]

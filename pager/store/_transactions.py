@@ -76,8 +76,13 @@ def immediate_transaction(conn: sqlite3.Connection) -> Iterator[None]:
         yield
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
-            # A failing ROLLBACK must not hide the error that caused it.
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+        rollback(conn)
         raise
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any, on the way out of a failure."""
+    if conn.in_transaction:
+        # A failing ROLLBACK must not hide the error that caused it.
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")

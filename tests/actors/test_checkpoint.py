@@ -4,6 +4,7 @@ committed state; real SQLite."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from functools import partial
 from pathlib import Path
 
@@ -51,3 +52,30 @@ async def test_lookup_cannot_write_and_survives_a_failed_read(tmp_path: Path) ->
         finally:
             quick.close()
             ref.stop()
+
+
+async def test_write_statements_run_on_the_loop_unless_heavy(tmp_path: Path) -> None:
+    """A light write's statements run on the event loop (only its commit is in a worker
+    thread); a heavy one's run in the thread. Both are committed."""
+    loop_thread = threading.get_ident()
+    ran_on_loop: dict[str, bool] = {}
+
+    def greet(conn: sqlite3.Connection, greeting: str) -> None:
+        ran_on_loop[greeting] = threading.get_ident() == loop_thread
+        set_meta(conn, greeting, "yes")
+
+    async with trio.open_nursery() as nursery:
+        ref = await start_actor(
+            nursery, CheckpointActor(tmp_path / "pager.db", None, lambda: "now"), name="store"
+        )
+        quick = QuickReads(tmp_path / "pager.db")
+        checkpoint = Checkpoint(ref, quick)
+        try:
+            await checkpoint.write(partial(greet, greeting="light"))
+            await checkpoint.write(partial(greet, greeting="heavy"), heavy=True)
+            assert checkpoint.lookup(partial(get_meta, key="light")) == "yes"
+            assert checkpoint.lookup(partial(get_meta, key="heavy")) == "yes"
+        finally:
+            quick.close()
+            ref.stop()
+    assert ran_on_loop == {"light": True, "heavy": False}
