@@ -1,10 +1,13 @@
-"""The checkpoint's quick reads: on the event loop, through a read-only connection, on the last
-committed state; real SQLite."""
+"""The checkpoint: write batches whose statements run on the event loop (the commit in a worker
+thread; heavy writes wholly there), and quick reads on the loop through a read-only connection
+that sees the last committed state. Real SQLite."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -16,31 +19,31 @@ from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
 from pager.store import get_meta, set_meta
 
 
-async def test_lookup_sees_each_committed_write_at_once(tmp_path: Path) -> None:
+@asynccontextmanager
+async def running_checkpoint(database: Path) -> AsyncIterator[Checkpoint]:
     async with trio.open_nursery() as nursery:
         ref = await start_actor(
-            nursery, CheckpointActor(tmp_path / "pager.db", None, lambda: "now"), name="store"
+            nursery, CheckpointActor(database, None, lambda: "now"), name="store"
         )
-        quick = QuickReads(tmp_path / "pager.db")
-        checkpoint = Checkpoint(ref, quick)
+        quick = QuickReads(database)
         try:
-            assert checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) is None
-            for greeting in ("hi", "hello", "hey"):
-                await checkpoint.write(partial(set_meta, key="greeting", value=greeting))
-                assert checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) == greeting
+            yield Checkpoint(ref, quick)
         finally:
             quick.close()
             ref.stop()
 
 
+async def test_lookup_sees_each_committed_write_at_once(tmp_path: Path) -> None:
+    async with running_checkpoint(tmp_path / "pager.db") as checkpoint:
+        assert checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) is None
+        for greeting in ("hi", "hello", "hey"):
+            await checkpoint.write(partial(set_meta, key="greeting", value=greeting))
+            assert checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) == greeting
+
+
 async def test_lookup_cannot_write_and_survives_a_failed_read(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
-        ref = await start_actor(
-            nursery, CheckpointActor(tmp_path / "pager.db", None, lambda: "now"), name="store"
-        )
-        await Checkpoint(ref, QuickReads(tmp_path / "pager.db")).write(
-            lambda conn: set_meta(conn, "greeting", "hi")
-        )
+    async with running_checkpoint(tmp_path / "pager.db") as checkpoint:
+        await checkpoint.write(lambda conn: set_meta(conn, "greeting", "hi"))
         quick = QuickReads(tmp_path / "pager.db")
         try:
             with pytest.raises(sqlite3.OperationalError, match=r"readonly|query_only"):
@@ -51,7 +54,6 @@ async def test_lookup_cannot_write_and_survives_a_failed_read(tmp_path: Path) ->
             assert quick.run(lambda conn: get_meta(conn, "greeting")) == "hi"
         finally:
             quick.close()
-            ref.stop()
 
 
 async def test_write_statements_run_on_the_loop_unless_heavy(tmp_path: Path) -> None:
@@ -64,18 +66,9 @@ async def test_write_statements_run_on_the_loop_unless_heavy(tmp_path: Path) -> 
         ran_on_loop[greeting] = threading.get_ident() == loop_thread
         set_meta(conn, greeting, "yes")
 
-    async with trio.open_nursery() as nursery:
-        ref = await start_actor(
-            nursery, CheckpointActor(tmp_path / "pager.db", None, lambda: "now"), name="store"
-        )
-        quick = QuickReads(tmp_path / "pager.db")
-        checkpoint = Checkpoint(ref, quick)
-        try:
-            await checkpoint.write(partial(greet, greeting="light"))
-            await checkpoint.write(partial(greet, greeting="heavy"), heavy=True)
-            assert checkpoint.lookup(partial(get_meta, key="light")) == "yes"
-            assert checkpoint.lookup(partial(get_meta, key="heavy")) == "yes"
-        finally:
-            quick.close()
-            ref.stop()
+    async with running_checkpoint(tmp_path / "pager.db") as checkpoint:
+        await checkpoint.write(partial(greet, greeting="light"))
+        await checkpoint.write(partial(greet, greeting="heavy"), heavy=True)
+        assert checkpoint.lookup(partial(get_meta, key="light")) == "yes"
+        assert checkpoint.lookup(partial(get_meta, key="heavy")) == "yes"
     assert ran_on_loop == {"light": True, "heavy": False}
