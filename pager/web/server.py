@@ -15,6 +15,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 from quart import Blueprint
 
+from pager.web import idle_timer
 from pager.web.app import create_app
 from pager.web.dispatch import McpDispatcher
 from pager.web.guard import EdgeGuard
@@ -92,6 +93,7 @@ async def run_web_server(
         app.app = McpDispatcher(web=app.app, mcp=lazy.app, api=api)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = hypercorn_config(sock)
+    idle_timer.install()
     async with trio.open_nursery() as outer:
         if lazy is not None:
             await outer.start(lazy.run)
