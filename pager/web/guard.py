@@ -83,6 +83,9 @@ class EdgeGuard:
                 f"the request body exceeds {self.request_cap} bytes; send less",
             )
             return
+        if length is not None:  # the HTTP parser reads exactly that much: nothing to count
+            await self.app(scope, receive, send)
+            return
         await _CappedRequest(self.app, self.request_cap, scope, receive, send).run()
 
 
