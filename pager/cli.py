@@ -188,8 +188,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
     from pager.config import ConfigError, load_config
-    from pager.launch.serve import serve_main
+    from pager.launch.serve import serve_main, tune_gc
 
+    tune_gc()
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -8,6 +8,7 @@ server answers, and goes away before the lock is released.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -30,6 +31,18 @@ log = logging.getLogger("pager.broker")
 
 #: After a shutdown starts, the web server gets this long before the tree is cancelled.
 SHUTDOWN_BOUND = 2.0
+
+#: The cyclic collector's thresholds for the broker process. Each MCP call allocates a few
+#: thousand objects (pydantic models, dicts, frames), so Python's default (700, 10, 10) ran
+#: the youngest generation several times a call. Measured with brokers side by side under one
+#: 8-client load: (20,000, 20, 100) spent 0.95 of the default's CPU per call, while
+#: (20,000, 10, 10) spent 1.03 (its more frequent full collections walk the whole heap).
+GC_THRESHOLDS = (20_000, 20, 100)
+
+
+def tune_gc() -> None:
+    """Set the broker process's collector thresholds (`pager serve` calls it once)."""
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def utc_now() -> str:

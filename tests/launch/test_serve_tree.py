@@ -3,6 +3,7 @@ broker with a clear log line and a non-zero exit."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -13,7 +14,7 @@ import trio
 
 from pager.config import Config
 from pager.launch.paths import StatePaths
-from pager.launch.serve import serve_main
+from pager.launch.serve import GC_THRESHOLDS, serve_main, tune_gc
 from supervisors import ChildSpec
 
 
@@ -65,3 +66,12 @@ def test_serve_exits_nonzero_when_intensity_exceeded(
     assert "injected fault" in caplog.text
     assert not (tmp_path / "home" / "broker.json").exists()
     assert (tmp_path / "home" / "broker.lock").read_bytes() == b""  # released
+
+
+def test_tune_gc_sets_the_broker_thresholds() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_gc()
+        assert gc.get_threshold() == GC_THRESHOLDS
+    finally:
+        gc.set_threshold(*before)
