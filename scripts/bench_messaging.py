@@ -11,7 +11,8 @@ processes).
   tool calls/s; the broker's CPU per call (utime+stime from /proc/<pid>/stat, before/after).
 - concurrent: 1, 8 and 32 clients in pairs, each looping send -> fetch -> ack (ack only when
   the fetch claimed something) for a fixed time: aggregate tool calls/s, errors, broker CPU
-  per call and the clients' CPU per call.
+  per call and the clients' CPU per call. The 8-client figure (the one with a target) is the
+  median of --repeats runs (default 3), each on a fresh broker.
 - server CPU: the broker's utime+stime (/proc/<pid>/stat) over the sequential and concurrent
   runs, per tool call, next to the clients' own CPU per call.
 - delivery: send -> the claim arriving at a registered delivery address (an HTTP listener in
