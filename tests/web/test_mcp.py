@@ -22,8 +22,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
 from pager.domain.api import Caller
-from pager.web.mcp import INSTRUCTIONS, call_tool
-from pager.web.mcp_tools import Whoami
+from pager.web.mcp import INSTRUCTIONS, _declares_header_params, call_tool
+from pager.web.mcp_tools import TOOLS, Whoami
 from pager.web.server import bind_listener, run_web_server
 from tests.fakes.fake_messaging import ALICE, BOB, INTERNAL_SECRET, Call, FakeMessagingApi
 
@@ -335,3 +335,10 @@ async def test_tool_errors_are_not_logged_with_tokens(
             await client.call_tool("fetch", {"limit": 0})
     assert caplog.records
     assert not [r for r in caplog.records if "alice-token" in r.getMessage()]
+
+
+def test_no_tool_declares_header_params_so_the_sdk_skips_its_schema_walk() -> None:
+    """`create_mcp` tells the SDK there is no `x-mcp-header` to check only while that holds."""
+    assert not any(_declares_header_params(spec.input_schema()) for spec in TOOLS)
+    declared = {"properties": {"to": {"type": "string", "x-mcp-header": "To"}}}
+    assert _declares_header_params(declared)
