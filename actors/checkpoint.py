@@ -6,10 +6,10 @@ statements run on the event loop, and only its `COMMIT` (the fsync, 0.3-5 ms und
 worker thread (`trio.to_thread`), so the loop never waits on the disk. Run in the thread too,
 the statements were slowed by the thread's scheduling (p50 ~1 ms and p90 ~5 ms per batch with 8
 busy clients on 2 cores, against ~0.3 and ~0.6 ms on the loop), and every write waited on that.
-Writes that may touch many rows (retention sweeps, purges) say `heavy`: their batch runs whole
-in the thread. Reads through the actor always run in the thread; short lookups go through
-`QuickReads`. The connection never has two users at once. Functions passed in get the
-connection and must not touch any actor's state.
+Writes that may touch many rows (retention sweeps, purges, requeuing lapsed claims) say
+`heavy`: their batch runs whole in the thread. Reads through the actor always run in the
+thread; short lookups go through `QuickReads`. The connection never has two users at once.
+Functions passed in get the connection and must not touch any actor's state.
 """
 
 from __future__ import annotations

@@ -248,14 +248,14 @@ class IdentityActor(Actor[IdentityMessage]):
 
     # -- store operations (run in the checkpoint's thread) ---------------------------------
 
-    async def _write(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
+    async def _write(self, op: Callable[[sqlite3.Connection], Any], *, heavy: bool = False) -> Any:
         """Run `op` and refresh the inbox deadline in the same transaction."""
         expiry, now = self.policy.message_expiry, self.deps.clock.now()
 
         def with_deadline(conn: sqlite3.Connection) -> tuple[Any, float | None]:
             return op(conn), ms.next_deadline(conn, self.identity_id, now, expiry)
 
-        result, self.next_deadline = await self.deps.checkpoint.write(with_deadline)
+        result, self.next_deadline = await self.deps.checkpoint.write(with_deadline, heavy=heavy)
         return result
 
     def _claim_op(
@@ -380,7 +380,8 @@ class IdentityActor(Actor[IdentityMessage]):
                 ms.dead_letter_expired(conn, self.identity_id, now, expiry)
             )
 
-        await self._write(op)
+        # Heavy: after a restart every claim whose ack wait passed is requeued here, one by one.
+        await self._write(op, heavy=True)
         current = trio.current_time()
         if self.push_in_flight and self.push_deadline is not None and self.push_deadline <= current:
             log.warning("push %d for %s unanswered; requeued", self.push_id, self.identity_id)
