@@ -92,8 +92,9 @@ class QuickReads:
 
 
 class Checkpoint:
-    """What other actors hold: `await read(fn)` and `await write(fn)` (fn runs in a thread),
-    and `lookup(fn)` for short reads (fn runs at once, on the event loop)."""
+    """What other actors hold: `await read(fn)` (fn runs in a worker thread), `await write(fn)`
+    (on the event loop, its commit in the thread), and `lookup(fn)` for short reads (fn runs at
+    once, on the event loop)."""
 
     def __init__(self, ref: ActorRef[CheckpointMessage], quick: QuickReads) -> None:
         self.ref = ref

@@ -246,7 +246,7 @@ class IdentityActor(Actor[IdentityMessage]):
                 self.unhandled(message)
         self._arm_timers()
 
-    # -- store operations (run in the checkpoint's thread) ---------------------------------
+    # -- store operations (run by the checkpoint, committed before they are announced) -----
 
     async def _write(self, op: Callable[[sqlite3.Connection], Any], *, heavy: bool = False) -> Any:
         """Run `op` and refresh the inbox deadline in the same transaction."""
