@@ -15,8 +15,14 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
-from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
-from pager.store import get_meta, set_meta
+from actors.checkpoint import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
+from pager.store import (
+    close_database,
+    get_meta,
+    list_broker_runs,
+    open_database,
+    set_meta,
+)
 
 
 @asynccontextmanager
@@ -72,3 +78,31 @@ async def test_write_statements_run_on_the_loop_unless_heavy(tmp_path: Path) -> 
         assert checkpoint.lookup(partial(get_meta, key="light")) == "yes"
         assert checkpoint.lookup(partial(get_meta, key="heavy")) == "yes"
     assert ran_on_loop == {"light": True, "heavy": False}
+
+
+async def test_a_batch_cancelled_before_its_commit_is_rolled_back(tmp_path: Path) -> None:
+    """Cancelled between its statements (on the loop) and its commit (in the thread), a batch
+    is rolled back at once: the stop the actor then records is committed, the batch is not."""
+    database = tmp_path / "pager.db"
+    run = BrokerRunInfo(instance_id="run-1", pid=1, version="test", started_at="then")
+    async with trio.open_nursery() as nursery:
+        ref = await start_actor(
+            nursery, CheckpointActor(database, run, lambda: "now"), name="store"
+        )
+        quick = QuickReads(database)
+        try:
+
+            def greet_then_cancel(conn: sqlite3.Connection) -> None:
+                set_meta(conn, "greeting", "never committed")
+                nursery.cancel_scope.cancel()  # lands when the actor awaits the commit
+
+            await Checkpoint(ref, quick).write(greet_then_cancel)
+        finally:
+            quick.close()
+    conn = open_database(database)
+    try:
+        assert get_meta(conn, "greeting") is None
+        [recorded] = list_broker_runs(conn)
+        assert recorded.stopped_at == "now"
+    finally:
+        close_database(conn)
