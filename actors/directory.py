@@ -243,7 +243,11 @@ class DirectoryActor(Actor[DirectoryMessage]):
         else:
             if reply is not None and not reply.done:
                 reply.send(result)
-        self._arm_lease_timer()
+        if not isinstance(message, Authenticate):
+            # Authenticating (every request) only moves a lease later or ends a lapsed one, so
+            # the earliest deadline can only move later: the armed timer may fire early, find
+            # nothing lapsed and re-arm, but never late. Re-arming scans every attached session.
+            self._arm_lease_timer()
 
     async def _dispatch(self, message: DirectoryMessage) -> object:
         match message:
@@ -441,7 +445,8 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 )
             raise not_attached(session)
         ttl = self.deps.windows.lease_ttl
-        live.lease_deadline = now + ttl
+        # A renewal never shortens a lease (a stream's grace may reach past now + ttl).
+        live.lease_deadline = max(live.lease_deadline, now + ttl)
         if live.lease_deadline - live.persisted_lease > ttl / 2:
             # Persist now and then, not on every request: after a crash the broker grants a
             # fresh lease anyway.

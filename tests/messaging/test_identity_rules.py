@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
 import trio
 from trio.testing import MockClock
 
+from actors.directory import AttachedIds
 from pager.domain.errors import ErrorCode, PagerError
 from pager.wire import RegisterRequest
 from tests.messaging.conftest import Harness
@@ -62,6 +64,24 @@ async def test_requests_keep_the_lease(harness: Harness, autojump_clock: MockClo
             await harness.service.authenticate(first["token"])
         with pytest.raises(PagerError):
             await harness.register("api")
+
+
+async def test_a_renewed_lease_lapses_on_the_timer_without_further_requests(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """The lease timer is not re-armed on each request (a renewal only moves a lease later):
+    it fires at the first deadline, finds the renewed lease alive, and ends it at the second,
+    with no request in between."""
+    with trio.fail_after(600):
+        registered, caller = await harness.register("api")
+        attached = partial(harness.service.directory.call, AttachedIds())
+        await trio.sleep(60)
+        await harness.service.authenticate(registered["token"])  # renewed to 150 s
+        await trio.sleep(40)  # past the first deadline (90 s), before the renewed one
+        assert caller.agent_id in await attached()
+        await trio.sleep(60)  # past the renewed deadline
+        assert caller.agent_id not in await attached()
+        assert await _code(harness.service.authenticate(registered["token"])) is ErrorCode.EXPIRED
 
 
 async def test_rejoin_by_conversation_ends_older_session(
