@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -9,6 +10,7 @@ from quart import Blueprint, Response, jsonify
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from pager.domain.errors import PagerError
 from pager.web.guard import ASGIApp, EdgeGuard, allowed_hosts
 
 
@@ -22,6 +24,11 @@ def create_quart_app(health: dict[str, Any], blueprints: Sequence[Blueprint] = (
     @app.get("/health")
     async def get_health() -> Response:
         return jsonify({"ok": True, **health})
+
+    @app.errorhandler(PagerError)
+    async def pager_error(exc: PagerError) -> Response:
+        body = json.dumps({"error": exc.to_json()})
+        return Response(body, status=exc.http_status, mimetype="application/json")
 
     @app.errorhandler(HTTPException)
     async def http_error(error: HTTPException) -> tuple[Response, int, dict[str, str]]:

@@ -20,7 +20,7 @@ from quart import Blueprint, Response, request
 
 from actors.events import EventFeed, Subscription
 from pager.domain.errors import ErrorCode, PagerError
-from pager.web.routes_v1 import error_response, require_secret
+from pager.web.routes_v1 import require_secret
 
 #: A Last-Event-ID longer than this is refused unread (2**63 - 1 has 19 digits).
 MAX_ID_DIGITS = 19
@@ -61,10 +61,6 @@ HEARTBEAT = b": heartbeat\n\n"
 
 def events_blueprint(feed: EventFeed, secret: str, *, heartbeat: float) -> Blueprint:
     bp = Blueprint("v1_events", __name__, url_prefix="/v1")
-
-    @bp.errorhandler(PagerError)
-    async def pager_error(exc: PagerError) -> Response:
-        return error_response(exc)
 
     @bp.get("/events")
     async def events() -> Response:

@@ -17,7 +17,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import MessageState
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
 from pager.operator import OperatorService
-from pager.web.routes_v1 import error_response, require_secret
+from pager.web.routes_v1 import require_secret
 from pager.wire import unstructure
 
 DIRECTIONS = ("in", "out", "both")
@@ -86,10 +86,6 @@ def _json(value: object) -> Response:
 
 def operator_blueprint(operator: OperatorService, secret: str) -> Blueprint:
     bp = Blueprint("v1_operator", __name__, url_prefix="/v1")
-
-    @bp.errorhandler(PagerError)
-    async def pager_error(exc: PagerError) -> Response:
-        return error_response(exc)
 
     @bp.get("/snapshot")
     async def snapshot() -> Response:

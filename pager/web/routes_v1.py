@@ -20,13 +20,6 @@ from pager.wire import HookAckRequest, HookClaimRequest, RegisterRequest, struct
 HEARTBEAT_S = 15.0
 
 
-def error_response(exc: PagerError) -> Response:
-    response = Response(
-        json.dumps({"error": exc.to_json()}), status=exc.http_status, mimetype="application/json"
-    )
-    return response
-
-
 def bearer(headers: Any) -> str | None:
     value = headers.get("Authorization", "")
     scheme, _, credential = value.partition(" ")
@@ -74,10 +67,6 @@ def v1_blueprint(
     service: BrokerService, secret: str, shutdown: Callable[[], Awaitable[None]]
 ) -> Blueprint:
     bp = Blueprint("v1_sessions", __name__, url_prefix="/v1")
-
-    @bp.errorhandler(PagerError)
-    async def pager_error(exc: PagerError) -> Response:
-        return error_response(exc)
 
     @bp.post("/register")
     async def register() -> tuple[Response, int]:
