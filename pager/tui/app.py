@@ -29,7 +29,7 @@ from pager.tui.keyhelp import KeyHelp
 from pager.tui.live import Backoff, RefreshGate
 from pager.tui.messages import MessagesScreen
 from pager.tui.model import Agent, Snapshot
-from pager.tui.rows import AUTO_WIDTH, COLUMNS, Row, table_rows
+from pager.tui.rows import AUTO_WIDTH, COLUMNS, Row, cursor_key, table_rows
 from pager.tui.source import OperatorSource
 
 AGE_REFRESH = 15.0  # re-render "3m ago" this often, without asking the broker
@@ -314,10 +314,7 @@ class PagerApp(App[None]):
     # -- selection ------------------------------------------------------------------------
 
     def current_key(self) -> str | None:
-        table = self.table
-        if not table.row_count:
-            return None
-        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return cursor_key(self.table)
 
     def current_agent(self) -> Agent | None:
         if self.snapshot is None:

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Header, Static
 from pager.tui.errors import ApiError, Unreachable
 from pager.tui.keyhelp import KeyHelp
 from pager.tui.model import Agent, Message, MessagePage, ago, local_time
+from pager.tui.rows import cursor_key
 from pager.tui.source import OperatorSource
 
 PAGE_SIZE = 50
@@ -132,10 +133,7 @@ class MessagesScreen(Screen[None]):
         self._show_detail()
 
     def _selected_id(self) -> str | None:
-        table = self.query_one("#messages", DataTable)
-        if not table.row_count:
-            return None
-        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return cursor_key(self.query_one("#messages", DataTable))
 
     def selected(self) -> Message | None:
         if self.page is None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from rich.text import Text
+from textual.widgets import DataTable
 
 from pager.tui.model import Agent, Snapshot, Workspace, ago
 
@@ -39,6 +41,13 @@ class Row:
     key: str  # the agent id for agent rows; `ws:<slug>` / `archive:<slug>` for headings
     cells: tuple[Cell, ...]
     agent_id: str | None = None
+
+
+def cursor_key(table: DataTable[Any]) -> str | None:
+    """The key of the row under the table's cursor, or None in an empty table."""
+    if not table.row_count:
+        return None
+    return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
 
 
 def table_rows(snapshot: Snapshot, now: datetime, marked: set[str]) -> list[Row]:
