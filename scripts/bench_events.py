@@ -24,7 +24,6 @@ Progress goes to stderr only when it is a terminal.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import re
@@ -46,6 +45,8 @@ from bench_messaging import (  # scripts/bench_messaging.py, beside this file
     temporary_brokers,
 )
 from benchlib import (  # scripts/benchlib.py, beside this file
+    bench_parser,
+    chosen_figures,
     machine,
     ms,
     percentile,
@@ -573,16 +574,7 @@ FIGURES = ("latency", "load")
 def main() -> int:
     if sys.argv[1:2] == ["--worker"]:
         return worker_main()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--runs", type=int, default=BASE_RUNS, help="scales sample sizes (default 15)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument(
-        "--figures",
-        default=",".join(FIGURES),
-        help=f"comma-separated subset of {','.join(FIGURES)} (default: all)",
-    )
+    parser = bench_parser(__doc__, runs=BASE_RUNS, figures=FIGURES)
     parser.add_argument(
         "--pairs",
         type=int,
@@ -590,10 +582,7 @@ def main() -> int:
         help="load: (quiet, streams) window pairs, alternating on one broker (default 2)",
     )
     args = parser.parse_args()
-    figures = [f for f in args.figures.split(",") if f]
-    unknown = set(figures) - set(FIGURES)
-    if unknown:
-        parser.error(f"unknown figures {sorted(unknown)}; known: {', '.join(FIGURES)}")
+    figures = chosen_figures(parser, args.figures, FIGURES)
     factor = max(args.runs, 1) / BASE_RUNS
     results: dict[str, Any] = {"machine": machine(), "runs": args.runs, "targets": TARGETS}
     with temporary_brokers("pager-bench-events-") as brokers:

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -22,7 +21,11 @@ from typing import Any
 
 import httpx2
 import trio
-from benchlib import print_table, progress  # scripts/benchlib.py, beside this file
+from benchlib import (  # scripts/benchlib.py, beside this file
+    bench_parser,
+    print_table,
+    progress,
+)
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -60,9 +63,7 @@ async def send_many(url: str, token: str, to: str, count: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15, help="runs per figure (default 15)")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser = bench_parser(__doc__, runs_help="runs per figure (default 15)")
     args = parser.parse_args()
     runs = max(args.runs, 3)
     with tempfile.TemporaryDirectory(prefix="pager-bench-impl-") as tmp:

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -20,7 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import machine, print_table, progress  # scripts/benchlib.py, beside this file
+from benchlib import (  # scripts/benchlib.py, beside this file
+    bench_parser,
+    machine,
+    print_table,
+    progress,
+)
 
 VENV_BIN = Path(sys.executable).parent
 PAGER = str(VENV_BIN / "pager")
@@ -39,9 +43,7 @@ def status_json(env: dict[str, str]) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--runs", type=int, default=15, help="runs per figure (default 15)")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser = bench_parser(__doc__, runs_help="runs per figure (default 15)")
     args = parser.parse_args()
     results: dict[str, object] = {"machine": machine(), "runs": args.runs}
 

@@ -30,7 +30,6 @@ when it is a terminal.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -49,6 +48,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from benchlib import (  # scripts/benchlib.py, beside this file
+    bench_parser,
+    chosen_figures,
     machine,
     ms,
     percentile,
@@ -1064,16 +1065,7 @@ FIGURES = ("sequential", "concurrent", "delivery", "scale")
 def main() -> int:
     if sys.argv[1:2] == ["--worker"]:
         return worker_main()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--runs", type=int, default=BASE_RUNS, help="scales sample sizes (default 15)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument(
-        "--figures",
-        default=",".join(FIGURES),
-        help=f"comma-separated subset of {','.join(FIGURES)} (default: all)",
-    )
+    parser = bench_parser(__doc__, runs=BASE_RUNS, figures=FIGURES)
     parser.add_argument(
         "--clients",
         default="1,8,32",
@@ -1107,10 +1099,7 @@ def main() -> int:
         "--scale-inbox", type=int, default=10_000, help="waiting messages in one inbox (10,000)"
     )
     args = parser.parse_args()
-    figures = [f for f in args.figures.split(",") if f]
-    unknown = set(figures) - set(FIGURES)
-    if unknown:
-        parser.error(f"unknown figures {sorted(unknown)}; known: {', '.join(FIGURES)}")
+    figures = chosen_figures(parser, args.figures, FIGURES)
     factor = max(args.runs, 1) / BASE_RUNS
     duration = args.duration or max(2.0, round(10 * factor, 1))
     results: dict[str, Any] = {"machine": machine(), "runs": args.runs, "targets": TARGETS}

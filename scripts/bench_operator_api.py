@@ -17,7 +17,6 @@ stderr only when it is a terminal; `--json` prints the results as JSON.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import http.client
 import json
@@ -34,7 +33,14 @@ from bench_messaging import (  # scripts/, beside this file
     cpu_seconds,
     temporary_brokers,
 )
-from benchlib import machine, ms, percentile, progress, report
+from benchlib import (  # scripts/benchlib.py, beside this file
+    bench_parser,
+    machine,
+    ms,
+    percentile,
+    progress,
+    report,
+)
 
 from pager.domain import ids
 
@@ -307,11 +313,7 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--runs", type=int, default=BASE_RUNS, help="scales the sample size (default 15)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser = bench_parser(__doc__, runs=BASE_RUNS, runs_help="scales the sample size (default 15)")
     parser.add_argument("--agents", type=int, default=1_000, help="identities (default 1,000)")
     parser.add_argument("--messages", type=int, default=100_000, help="messages (default 100,000)")
     args = parser.parse_args()

@@ -34,7 +34,6 @@ Progress goes to stderr only when it is a terminal.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import json
@@ -46,6 +45,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchlib import (  # scripts/benchlib.py, beside this file
+    bench_parser,
     machine,
     ms,
     percentile,
@@ -350,11 +350,9 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--runs", type=int, default=BASE_RUNS, help=f"fresh apps measured (default {BASE_RUNS})"
+    parser = bench_parser(
+        __doc__, runs=BASE_RUNS, runs_help=f"fresh apps measured (default {BASE_RUNS})"
     )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--agents", type=int, default=1000, help="agents (default 1,000)")
     parser.add_argument("--workspaces", type=int, default=10, help="workspaces (default 10)")
     parser.add_argument("--raw", action="store_true", help="keep every sample in the JSON")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -10,6 +11,35 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def bench_parser(
+    doc: str | None,
+    *,
+    runs: int = 15,
+    runs_help: str = "scales sample sizes (default 15)",
+    figures: Sequence[str] = (),
+) -> argparse.ArgumentParser:
+    """The options every bench takes: --runs and --json, and --figures when it has several."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--runs", type=int, default=runs, help=runs_help)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    if figures:
+        parser.add_argument(
+            "--figures",
+            default=",".join(figures),
+            help=f"comma-separated subset of {','.join(figures)} (default: all)",
+        )
+    return parser
+
+
+def chosen_figures(parser: argparse.ArgumentParser, text: str, known: Sequence[str]) -> list[str]:
+    """The figures named in `--figures`; an unknown name is a usage error."""
+    figures = [f for f in text.split(",") if f]
+    unknown = set(figures) - set(known)
+    if unknown:
+        parser.error(f"unknown figures {sorted(unknown)}; known: {', '.join(known)}")
+    return figures
 
 
 def percentile(values: Sequence[float], q: float) -> float:
