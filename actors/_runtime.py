@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Callable
 from typing import Any, Generic, NoReturn, TypeAlias, TypeVar
 
 import trio
@@ -376,3 +377,12 @@ async def start_actor(nursery: trio.Nursery, actor: Actor[M], *, name: str) -> A
 
     ref: ActorRef[M] = await nursery.start(runner, name=f"actor:{name}")
     return ref
+
+
+async def off_loop(fn: Callable[[], T], *, inline: bool = False) -> T:
+    """`fn()` in a worker thread, so blocking work (SQLite) never holds the event loop; with
+    `inline`, on the loop itself: only for tests on trio's mock clock, where a worker thread
+    would let the clock jump while `fn` runs."""
+    if inline:
+        return fn()
+    return await trio.to_thread.run_sync(fn)

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
-import trio
 
-from actors._runtime import Actor, ActorRef, Reply
+from actors._runtime import Actor, ActorRef, Reply, off_loop
 from pager import store
 
 log = logging.getLogger("pager.store")
@@ -141,9 +140,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
         self._conn: sqlite3.Connection | None = None
 
     async def _in_thread(self, fn: Callable[[], T]) -> T:
-        if self._inline:
-            return fn()
-        return await trio.to_thread.run_sync(fn)
+        return await off_loop(fn, inline=self._inline)
 
     @property
     def conn(self) -> sqlite3.Connection:

@@ -27,6 +27,7 @@ from typing import TypeVar
 
 import trio
 
+from actors._runtime import off_loop
 from pager.store import events as ev
 
 log = logging.getLogger("pager.events")
@@ -148,7 +149,7 @@ class EventFeed:
         return len(self._subs)
 
     async def _thread(self, fn: Callable[[], T]) -> T:
-        return await _in_thread(fn, inline=self._inline)
+        return await off_loop(fn, inline=self._inline)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -281,19 +282,10 @@ class Reader:
     async def oldest(self) -> int | None:
         """The lowest retained seq; None when nothing is retained."""
         conn = self._conn
-        return await _in_thread(lambda: ev.oldest_event_seq(conn), inline=self._inline)
+        return await off_loop(lambda: ev.oldest_event_seq(conn), inline=self._inline)
 
     async def page(self, after: int, upto: int) -> list[Frame]:
         """Retained events after `after` and up to `upto`, oldest first, one page at most."""
         conn, limit = self._conn, self._page
-        rows = await _in_thread(
-            lambda: ev.event_rows_after(conn, after, limit), inline=self._inline
-        )
+        rows = await off_loop(lambda: ev.event_rows_after(conn, after, limit), inline=self._inline)
         return _frames([row for row in rows if row[0] <= upto])
-
-
-async def _in_thread(fn: Callable[[], T], *, inline: bool) -> T:
-    """Run a query in a worker thread (inline on the event loop for mock-clock tests)."""
-    if inline:
-        return fn()
-    return await trio.to_thread.run_sync(fn)
