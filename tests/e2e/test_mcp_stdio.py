@@ -182,12 +182,17 @@ async def test_detaches_when_stdin_closes(broker: Broker) -> None:
 
 async def test_holds_the_lease_while_running(short_lease_broker: Broker) -> None:
     """With a one-second lease, an idle `pager mcp` keeps its session: the event stream holds
-    the lease as long as the harness keeps the server."""
+    the lease as long as the harness keeps the server. A witness that holds no lease, whose
+    last request came later, lapses first: only then is the idle session checked."""
     broker = short_lease_broker
     with trio.fail_after(60):
         async with stdio_server(broker, PAGER_SESSION_NAME="idle") as server:
             me = await server.whoami()
-            await trio.sleep(3)  # three leases
+            async with stdio_server(
+                broker, "--no-hold-lease", name="witness", PAGER_SESSION_NAME="witness"
+            ) as witness:
+                lapsing = await witness.whoami()
+                await wait_for_state(broker, lapsing["session"]["id"], "expired")
             assert session_state(broker, me["session"]["id"]) == "attached"
             again = await server.whoami()
     assert again["session"]["id"] == me["session"]["id"]
