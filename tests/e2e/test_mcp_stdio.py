@@ -198,21 +198,17 @@ async def test_holds_the_lease_while_running(short_lease_broker: Broker) -> None
     assert again["session"]["id"] == me["session"]["id"]
 
 
-async def test_expired_session_rejoins_by_conversation_key_and_retries(
-    short_lease_broker: Broker,
-) -> None:
+async def test_expired_session_rejoins_by_conversation_key_and_retries(broker: Broker) -> None:
     """The lease lapses (lease holding off); the next call is answered `expired` by the broker,
     the server registers again with its conversation key and retries: the call succeeds as the
-    same agent in a new session."""
-    broker = short_lease_broker
-    with trio.fail_after(60):
+    same agent in a new session. Concurrent calls that meet `expired` together share one
+    rejoin."""
+    with trio.fail_after(90):
         async with stdio_server(
             broker, "--no-hold-lease", PAGER_CONVERSATION_KEY="conv-expire"
         ) as server:
             me = await server.whoami()
-            await wait_for_state(broker, me["session"]["id"], "expired")
-            # Concurrent calls meet `expired` together: one of them rejoins, all succeed in
-            # the one new session.
+            await lapse_while_idle(broker, me["session"]["id"])
             answers: list[dict[str, Any]] = []
 
             async def call() -> None:
@@ -224,24 +220,43 @@ async def test_expired_session_rejoins_by_conversation_key_and_retries(
             assert {answer["agent_id"] for answer in answers} == {me["agent_id"]}
             [new_session] = {answer["session"]["id"] for answer in answers}
             assert new_session != me["session"]["id"]
+            assert session_state(broker, new_session) == "attached"
             assert server.stderr().count("broker said expired") >= 1
             assert server.stderr().count("registered as") == 2  # at start, and one rejoin
 
 
-async def test_expired_session_rejoins_its_renamed_identity(short_lease_broker: Broker) -> None:
+async def test_expired_session_rejoins_its_renamed_identity(broker: Broker) -> None:
     """Without a conversation key, the rejoin uses the registration's resume token, so an
     identity renamed since it registered (its first name now reserved) is rejoined too."""
-    broker = short_lease_broker
-    with trio.fail_after(60):
+    with trio.fail_after(90):
         async with stdio_server(broker, "--no-hold-lease", PAGER_SESSION_NAME="first") as server:
             me = await server.whoami()
             renamed = structured(
                 await server.client.call_tool("update_agent_alias", {"alias": "second"})
             )
             assert renamed["alias"] == "second"
-            await wait_for_state(broker, me["session"]["id"], "expired")
+            await lapse_while_idle(broker, me["session"]["id"])
             again = await server.whoami()
     assert (again["agent_id"], again["alias"]) == (me["agent_id"], "second")
+    assert again["session"]["id"] != me["session"]["id"]
+
+
+async def lapse_while_idle(broker: Broker, session_id: str) -> None:
+    """Lets the idle session's lease lapse, with no lapse anywhere else: the broker (30 s
+    lease) is restarted with a one-second lease until the session is recorded `expired`, then
+    with a 30 s lease again, on the same state directory and so the same kept port. The
+    registrations and calls around it then never race a one-second lease, however slow the
+    host (a first MCP request alone can take a second: the broker imports the MCP stack on it)."""
+    await trio.to_thread.run_sync(restart_broker, broker, "1s")
+    await wait_for_state(broker, session_id, "expired")
+    await trio.to_thread.run_sync(restart_broker, broker, "30s")
+
+
+def restart_broker(broker: Broker, lease_ttl: str) -> None:
+    stopped = broker.home.run("exit")
+    assert stopped.returncode == 0, stopped.stderr
+    again = start_broker(broker.home, broker.workspace, PAGER_WINDOW_LEASE_TTL=lease_ttl)
+    assert again.url == broker.url, "the restarted broker did not keep the port"
 
 
 async def test_ended_session_is_final(broker: Broker) -> None:
