@@ -112,9 +112,11 @@ async def test_named_identity_archived_then_reaped_with_its_mail_dead_lettered(
     with trio.fail_after(60):
         api = await broker.register("api")
         bob = await broker.register("bob")
+        # Sent before api detaches: once detached, api may be archived (and so unreachable by
+        # its alias) within 400 ms, which a loaded host can take between two requests.
+        message_id = await send(broker, bob["token"], "api", "are you there?")
         status, _ = await broker.post("/v1/sessions/current/detach", {}, token=api["token"])
         assert status == 200
-        message_id = await send(broker, bob["token"], "api", "are you there?")
         assert (await sent_message(broker, bob["agent_id"], message_id))["state"] == "queued"
         await eventually("api to be archived", lambda: agent_archived(broker, api["agent_id"]))
         # Archived: its mail still waits.
