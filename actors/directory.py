@@ -23,9 +23,12 @@ from actors.registration import (
     RegisterCommand,
     Registered,
     RegisterPlan,
+    Takeover,
     claim_alias,
     identity_of,
     not_attached,
+    take_over_by_alias,
+    takeovers_off,
     unknown_token,
 )
 from actors.timers import TimerService
@@ -40,6 +43,10 @@ from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 
 log = logging.getLogger("pager.directory")
+
+#: A stopped identity whose deadline has already passed is woken this long after it stopped,
+#: not at once: one that crashes on its deadline then retries at this pace instead of spinning.
+WAKE_FLOOR = 1.0
 
 
 @attrs.frozen
@@ -87,6 +94,15 @@ class LeaseCheck:
 
 @attrs.frozen
 class Passivated:
+    """An identity actor stopped (idle, or crashed)."""
+
+    agent_id: str
+
+
+@attrs.frozen
+class Due:
+    """Timer: the next deadline the store holds for a stopped identity has come."""
+
     agent_id: str
 
 
@@ -161,6 +177,7 @@ DirectoryMessage = (
     | StreamClosed
     | LeaseCheck
     | Passivated
+    | Due
     | AttachedIds
     | ActiveIds
     | SweepIdentities
@@ -180,6 +197,9 @@ class _Live:
     persisted_lease: float
     streams: int = 0
     ended: trio.Event = attrs.field(factory=trio.Event)  # event streams wait on it
+    # Sessions this one carried on from (a takeover by alias): streams opened under those ids
+    # still count towards this lease.
+    former: list[str] = attrs.field(factory=list)
 
 
 @attrs.define
@@ -189,6 +209,7 @@ class DirectoryDeps:
     clock: WallClock
     windows: Windows
     identity_deps: IdentityDeps
+    allow_force: bool = True  # `allow_force` in config.toml: false refuses every `force`
 
 
 class DirectoryActor(Actor[DirectoryMessage]):
@@ -200,6 +221,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         self.by_token: dict[str, _Live] = {}
         self.by_identity: dict[str, _Live] = {}
         self.by_session: dict[str, _Live] = {}
+        self.former: dict[str, _Live] = {}  # a moved session's old id → its live entry
         self.actors: dict[str, ActorRef[IdentityMessage]] = {}
 
     # -- start -----------------------------------------------------------------------------
@@ -256,7 +278,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
             case Authenticate(token=token):
                 return await self._authenticate(token)
             case DetachSession(session_id=session_id):
-                live = self.by_session.get(session_id)
+                live = self._live(session_id)
                 if live is not None:
                     await self._end(live, SessionState.DETACHED, "detached")
                 return None
@@ -267,7 +289,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
             case Move():
                 return await self._move(message)
             case StreamOpened(session_id=session_id):
-                live = self.by_session.get(session_id)
+                live = self._live(session_id)
                 if live is None:
                     ended = trio.Event()
                     ended.set()
@@ -275,7 +297,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 live.streams += 1
                 return live.ended
             case StreamClosed(session_id=session_id):
-                if (live := self.by_session.get(session_id)) is not None:
+                if (live := self._live(session_id)) is not None:
                     live.streams -= 1
                     grace = self.deps.clock.now() + self.deps.windows.stream_grace
                     live.lease_deadline = max(live.lease_deadline, grace)
@@ -291,6 +313,15 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 ref = self.actors.get(agent_id)
                 if ref is not None and not ref.alive:
                     del self.actors[agent_id]
+                    self._schedule_due(agent_id)
+                return None
+            case Due(agent_id=agent_id):
+                ref = self.actors.get(agent_id)
+                if (ref is None or not ref.alive) and self.deps.checkpoint.lookup(
+                    lambda c: ms.get_identity(c, agent_id) is not None
+                ):
+                    # Its start applies what lapsed and arms its own timers from then on.
+                    await self._activate(agent_id)
                 return None
             case SweepIdentities(limit=limit):
                 return await self._sweep(limit)
@@ -385,7 +416,19 @@ class DirectoryActor(Actor[DirectoryMessage]):
             _run_identity, IdentityActor(agent_id, deps)
         )
         self.actors[agent_id] = started
+        self.deps.timers.cancel(_due_key(agent_id))  # a running actor keeps its own timers
         return started
+
+    def _schedule_due(self, agent_id: str) -> None:
+        """A stopped identity owns no timer, so its next deadline (an ack wait, a retry, an
+        expiry), read from the store, re-activates it here."""
+        now, expiry = self.deps.clock.now(), self.deps.windows.message_expiry
+        due = self.deps.checkpoint.lookup(lambda c: ms.next_deadline(c, agent_id, now, expiry))
+        if due is None:
+            self.deps.timers.cancel(_due_key(agent_id))
+        else:
+            deadline = max(trio_deadline(self.deps.clock, due), trio.current_time() + WAKE_FLOOR)
+            self.deps.timers.schedule(_due_key(agent_id), deadline, self.ref, Due(agent_id))
 
     async def _activate_existing(self, agent_id: str) -> ActorRef[IdentityMessage]:
         """`_activate` for callers from outside: a reaped identity is not brought back."""
@@ -419,8 +462,26 @@ class DirectoryActor(Actor[DirectoryMessage]):
         live.ended.set()
         self.by_token.pop(live.session.token_hash, None)
         self.by_session.pop(live.session.id, None)
+        for session_id in live.former:
+            self.former.pop(session_id, None)
         if self.by_identity.get(live.session.identity_id) is live:
             del self.by_identity[live.session.identity_id]
+
+    def _live(self, session_id: str) -> _Live | None:
+        return self.by_session.get(session_id) or self.former.get(session_id)
+
+    def _carry_on(self, live: _Live, session: Session) -> None:
+        """The caller's attachment continues as `session` (same token, other identity): its
+        open event stream is not told `ended` and keeps holding the lease."""
+        old = live.session
+        self.by_session.pop(old.id, None)
+        if self.by_identity.get(old.identity_id) is live:
+            del self.by_identity[old.identity_id]
+        live.former.append(old.id)
+        self.former[old.id] = live
+        live.session = session
+        live.persisted_lease = session.lease_expires_at
+        self._track(live)
 
     async def _authenticate(self, token: str) -> Caller:
         if not ids.looks_like(ids.Kind.SESSION_TOKEN, token):
@@ -490,6 +551,8 @@ class DirectoryActor(Actor[DirectoryMessage]):
     # -- registration ----------------------------------------------------------------------
 
     async def _register(self, command: RegisterCommand) -> Registered:
+        if command.force and not self.deps.allow_force:
+            raise takeovers_off("registration")
         if command.session_name is not None:
             validate_alias(command.session_name)
         now = self.deps.clock.now()
@@ -498,38 +561,84 @@ class DirectoryActor(Actor[DirectoryMessage]):
         resume = ids.new_token(ids.Kind.RESUME_TOKEN)
         plan = RegisterPlan(command, attached, now, self.deps.windows.lease_ttl, token, resume)
         outcome = await self.deps.checkpoint.write(plan.apply)
-        for ended in outcome.ended:
-            live = self.by_session.get(ended.id)
+        await self._sessions_changed(outcome.ended, outcome.started)
+        return outcome.registered
+
+    async def _sessions_changed(
+        self, ended: list[Session], started: list[tuple[Session, str]]
+    ) -> None:
+        """Follow committed session changes: ended ones stop (their streams are told), new
+        ones are tracked, and their identity actors learn of both."""
+        for session in ended:
+            live = self.by_session.get(session.id)
             if live is not None:
                 self._untrack(live)
-                await self._tell(ended.identity_id, Detach(ended.id))
-        for session, implementation in outcome.started:
+                await self._tell(session.identity_id, Detach(session.id))
+        for session, implementation in started:
             lease = session.lease_expires_at
             self._track(_Live(session, lease, lease))
-            attach = Attach(session.id, session.delivery, implementation, session.conversation_key)
-            await self._tell(session.identity_id, attach)
-        return outcome.registered
+            await self._tell(session.identity_id, _attach(session, implementation))
 
     # -- renames and moves -----------------------------------------------------------------
 
-    async def _rename(self, command: Rename) -> dict[str, str]:
+    async def _rename(self, command: Rename) -> dict[str, Any]:
+        if command.force and not self.deps.allow_force:
+            raise takeovers_off("update_agent_alias")
         alias = validate_alias(command.alias)
         agent_id = command.caller.agent_id
-        attached = set(self.by_identity)
-        now = self.deps.clock.now()
+        mine = self.by_session.get(command.caller.session_id)
+        attached = {agent: live.session for agent, live in self.by_identity.items()}
+        now, lease_ttl = self.deps.clock.now(), self.deps.windows.lease_ttl
 
-        def op(conn: sqlite3.Connection) -> dict[str, str]:
+        def op(conn: sqlite3.Connection) -> tuple[dict[str, Any], Takeover | None]:
             me = identity_of(conn, agent_id)
-            claim_alias(
-                conn, me.workspace_key, alias, me.id, attached, force=command.force, now=now
-            )
+            holder = ms.identity_by_alias(conn, me.workspace_key, alias_key(alias))
+            if command.force and holder is not None and holder.id != me.id:
+                if mine is None:  # it ended while this request waited
+                    raise PagerError(
+                        ErrorCode.ENDED, "this session ended before the takeover; nothing changed"
+                    )
+                done = take_over_by_alias(
+                    conn,
+                    holder,
+                    attached.get(holder.id),
+                    mine.session,
+                    alias,
+                    lease_expires_at=mine.lease_deadline,
+                    now=now,
+                    lease_ttl=lease_ttl,
+                )
+                taken = done.identity
+                slug = ms.workspace_slug(conn, taken.workspace_key)
+                result: dict[str, Any] = {
+                    "agent_id": taken.id,
+                    "alias": taken.alias,
+                    "address": format_address(taken.alias, slug),
+                    "taken_over": {
+                        "previous_agent_id": me.id,
+                        "ended_session_id": None if done.ended is None else done.ended.id,
+                    },
+                    "session": {"id": done.session.id, "epoch": done.session.epoch},
+                }
+                return result, done
+            claim_alias(conn, me.workspace_key, alias, me.id, set(attached), force=command.force)
             ms.set_alias(
                 conn, me.id, me.workspace_key, alias, alias_key(alias), durable=True, now=now
             )
             slug = ms.workspace_slug(conn, me.workspace_key)
-            return {"agent_id": me.id, "alias": alias, "address": format_address(alias, slug)}
+            return {"agent_id": me.id, "alias": alias, "address": format_address(alias, slug)}, None
 
-        return await self.deps.checkpoint.write(op)
+        result, done = await self.deps.checkpoint.write(op)
+        if done is not None and mine is not None:
+            left = mine.session
+            await self._sessions_changed(
+                [] if done.ended is None else [done.ended],
+                [] if done.handed is None else [(done.handed, done.handed_implementation)],
+            )
+            self._carry_on(mine, done.session)
+            await self._tell(left.identity_id, Detach(left.id))
+            await self._tell(done.identity.id, _attach(done.session, done.identity.implementation))
+        return result
 
     async def _move(self, command: Move) -> dict[str, str]:
         agent_id, workspace = command.caller.agent_id, command.workspace
@@ -540,7 +649,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
             me = identity_of(conn, agent_id)
             ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
             if me.workspace_key != workspace.key:
-                claim_alias(conn, workspace.key, me.alias, me.id, attached, force=False, now=now)
+                claim_alias(conn, workspace.key, me.alias, me.id, attached, force=False)
                 ms.set_alias(
                     conn,
                     me.id,
@@ -560,6 +669,10 @@ class DirectoryActor(Actor[DirectoryMessage]):
         return await self.deps.checkpoint.write(op)
 
 
+def _attach(session: Session, implementation: str) -> Attach:
+    return Attach(session.id, session.delivery, implementation, session.conversation_key)
+
+
 async def _run_identity(
     actor: IdentityActor, *, task_status: trio.TaskStatus[ActorRef[IdentityMessage]]
 ) -> None:
@@ -569,3 +682,10 @@ async def _run_identity(
         await run_actor(actor, name=f"identity:{actor.identity_id}", task_status=task_status)
     except Exception:
         log.exception("identity actor %s crashed; it restarts on next use", actor.identity_id)
+        # Told like a passivation, so the directory drops the dead ref and wakes the identity
+        # at its next deadline: a claim it held still lapses on time.
+        actor.deps.on_passivate(actor.identity_id)
+
+
+def _due_key(agent_id: str) -> tuple[str, str, str]:
+    return ("directory", "due", agent_id)

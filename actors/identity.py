@@ -193,7 +193,12 @@ class IdentityActor(Actor[IdentityMessage]):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def on_start(self) -> None:
+        # Activation counts as activity: the idle window starts now, not at trio time 0.
+        self.last_activity = trio.current_time()
         await self._tick()
+        # `handle` arms timers after each message, but an identity activated with no message
+        # to follow (at start, detached, a claim open) would otherwise never run its deadline.
+        self._arm_timers()
 
     async def on_stop(self) -> None:
         self.deps.timers.cancel((self.identity_id, "inbox"))
@@ -311,7 +316,17 @@ class IdentityActor(Actor[IdentityMessage]):
                 )
             key = request.idempotency_key
             if key is not None:
-                original = ms.idempotent_original(conn, request.sender_id, key, since)
+                # A true repeat answers the original; a reuse for another send is refused.
+                original = ms.idempotent_original(
+                    conn,
+                    sender_id=request.sender_id,
+                    key=key,
+                    since=since,
+                    recipient_id=recipient,
+                    body=request.body,
+                    thread=request.thread,
+                    reply_to=request.reply_to,
+                )
                 if original is not None:
                     return original, True
             message = ms.insert_message(

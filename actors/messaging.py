@@ -46,7 +46,9 @@ async def run_messaging(
             providers=providers,
             on_passivate=lambda _agent_id: None,  # replaced by the directory
         )
-        directory_deps = DirectoryDeps(store, timers, clock, config.windows, identity_deps)
+        directory_deps = DirectoryDeps(
+            store, timers, clock, config.windows, identity_deps, allow_force=config.allow_force
+        )
         directory = await start_actor(
             nursery, DirectoryActor(nursery, directory_deps), name="directory"
         )

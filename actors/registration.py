@@ -1,13 +1,15 @@
 """The identity rules of SPEC §7 for one registration, decided inside one transaction:
 create, rejoin (by name, conversation key or resume token), refuse, or take over.
 
-The directory actor runs `RegisterPlan.apply` through the checkpoint; nothing here awaits.
+A forced takeover has one implementation, `take_over`, for both edges that offer `force`
+(a registration and `update_agent_alias`). The directory actor runs these through the
+checkpoint; nothing here awaits.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -63,6 +65,18 @@ def not_attached(session: Session | None) -> PagerError:
     )
 
 
+def takeovers_off(request: str) -> PagerError:
+    """`force` while `allow_force = false`: refused before anything changes."""
+    return PagerError(
+        ErrorCode.CONFLICT,
+        f"{request} with force is refused: forced takeovers are turned off on this broker"
+        " (allow_force = false in config.toml). Retry without force: choose another name,"
+        " or wait until its holder detaches. To allow takeovers, remove that line or set"
+        " allow_force = true, then run `pager restart`",
+        allow_force=False,
+    )
+
+
 def identity_of(conn: sqlite3.Connection, agent_id: str) -> Identity:
     identity = ms.get_identity(conn, agent_id)
     if identity is None:
@@ -90,31 +104,21 @@ def claim_alias(
     attached: set[str],
     *,
     force: bool,
-    now: float,
 ) -> None:
-    """Make `alias` free for `agent_id` in the workspace, or raise alias_conflict."""
+    """Make `alias` free for `agent_id` in the workspace, or raise alias_conflict.
+
+    An alias another identity holds now is never freed here, even with `force`: a forced
+    rename takes that identity over (`take_over_by_alias`) instead of renaming it. `force`
+    only frees an alias that is merely reserved by an identity that held it before."""
     key = alias_key(alias)
     holder = ms.identity_by_alias(conn, workspace_key, key)
     if holder is not None and holder.id != agent_id:
-        if not force:
-            state = "attached" if holder.id in attached else "not attached"
-            raise PagerError(
-                ErrorCode.ALIAS_CONFLICT,
-                f"the alias {alias!r} belongs to {holder.id} ({state}); choose another alias,"
-                " or pass force to take it",
-                **holder_details(conn, holder),
-            )
-        # Forced: the holder keeps its identity and inbox under a fresh handle.
-        handle = generate_handle(lambda h: ms.alias_reserved_by(conn, workspace_key, h) is not None)
-        ms.set_alias(
-            conn,
-            holder.id,
-            workspace_key,
-            handle,
-            handle,
-            durable=holder.durable,
-            now=now,
-            reason="alias_taken",
+        state = "attached" if holder.id in attached else "not attached"
+        raise PagerError(
+            ErrorCode.ALIAS_CONFLICT,
+            f"the alias {alias!r} belongs to {holder.id} ({state}); choose another alias,"
+            " or pass force to take it",
+            **holder_details(conn, holder),
         )
     reserved = ms.alias_reserved_by(conn, workspace_key, key)
     if reserved is not None and reserved != agent_id:
@@ -131,6 +135,157 @@ def claim_alias(
             " AND alias_key = ?",
             (agent_id, workspace_key, key),
         )
+
+
+#: The end reason of a holder's session. Its token never answers with it: it runs on (below).
+TAKEN_OVER = "taken over by another session (force)"
+
+
+@attrs.frozen
+class Takeover:
+    """What one forced takeover did, for the directory's bookkeeping."""
+
+    identity: Identity  # the identity taken over, as it is now
+    session: Session  # the caller's session on it
+    ended: Session | None  # the holder's session, ended (None: nobody was attached)
+    handed: Session | None  # the holder's token from now on: a session of a fresh identity
+    handed_implementation: str
+
+
+def take_over(
+    conn: sqlite3.Connection,
+    identity: Identity,
+    holder: Session | None,
+    session: Session,
+    *,
+    via: Literal["register", "update_agent_alias"],
+    now: float,
+    lease_ttl: float,
+    previous: Session | None = None,
+) -> Takeover:
+    """SPEC §7's one rule for `force`, whichever edge asked: `session` (the caller's) is bound
+    to `identity`, which keeps its id, inbox, history and alias; the holder's attached
+    session ends and its token runs on as a fresh unnamed agent. `previous` is the caller's
+    own session on the identity it leaves (the alias tool): that identity stays as it was,
+    detached, and the caller's token, resume token and conversation move with it.
+    Records `agent.taken_over` with both sessions."""
+    handed: Session | None = None
+    if holder is not None:
+        ms.end_session(conn, holder.id, SessionState.ENDED, TAKEN_OVER, now, cause="taken_over")
+        handed = _hand_to_fresh_identity(conn, identity, holder, now, lease_ttl)
+    if previous is not None:
+        reason = f"took over {identity.alias} ({identity.id})"
+        ms.end_session(conn, previous.id, SessionState.DETACHED, reason, now, cause="took_over")
+        ms.touch_identity(conn, previous.identity_id, now, attached=False)
+        ms.retire_credentials(conn, previous.id)  # `session` carries them from now on
+        if previous.conversation_key is not None:
+            # The caller's hooks and its next resume must find the identity it now holds.
+            ms.move_conversation(conn, previous.conversation_key, previous.identity_id, identity.id)
+    taken = attach_session(conn, identity, session, now)
+    ms.record_agent_event(
+        conn,
+        now,
+        "agent.taken_over",
+        identity.id,
+        via=via,
+        session_id=session.id,
+        epoch=session.epoch,
+        ended_session_id=None if holder is None else holder.id,
+        holder_agent_id=None if handed is None else handed.identity_id,
+        previous_agent_id=None if previous is None else previous.identity_id,
+        previous_session_id=None if previous is None else previous.id,
+    )
+    return Takeover(taken, session, holder, handed, identity.implementation)
+
+
+def take_over_by_alias(
+    conn: sqlite3.Connection,
+    identity: Identity,
+    holder: Session | None,
+    mine: Session,
+    alias: str,
+    *,
+    lease_expires_at: float,
+    now: float,
+    lease_ttl: float,
+) -> Takeover:
+    """`update_agent_alias(alias, force=true)`: the caller's session `mine` takes over
+    `identity` (which holds the alias) as a new attachment of it, with the caller's token,
+    and gives it the alias as spelled (a rename makes it durable, SPEC §7)."""
+    latest = ms.latest_session(conn, identity.id)
+    session = attrs.evolve(
+        mine,
+        id=ids.new_session_id(),
+        identity_id=identity.id,
+        epoch=(latest.epoch + 1) if latest is not None else 1,
+        state=SessionState.ATTACHED,
+        created_at=now,
+        lease_expires_at=lease_expires_at,
+        end_reason=None,
+    )
+    done = take_over(
+        conn,
+        identity,
+        holder,
+        session,
+        via="update_agent_alias",
+        now=now,
+        lease_ttl=lease_ttl,
+        previous=mine,
+    )
+    ws = identity.workspace_key
+    ms.set_alias(conn, identity.id, ws, alias, alias_key(alias), durable=True, now=now)
+    renamed = ms.get_identity(conn, identity.id)
+    assert renamed is not None
+    return attrs.evolve(done, identity=renamed)
+
+
+def attach_session(
+    conn: sqlite3.Connection, identity: Identity, session: Session, now: float
+) -> Identity:
+    """Insert an attached session of `identity`; attaching again un-archives it (SPEC §9)."""
+    ms.insert_session(conn, session)
+    if identity.archived_at is not None:
+        ms.record_agent_event(conn, now, "agent.unarchived", identity.id, reason="attached")
+    ms.touch_identity(conn, identity.id, now, attached=True)
+    attached = ms.get_identity(conn, identity.id)
+    assert attached is not None
+    return attached
+
+
+def _hand_to_fresh_identity(
+    conn: sqlite3.Connection, identity: Identity, holder: Session, now: float, lease_ttl: float
+) -> Session:
+    """The holder's token (and resume token, and conversation) now run as a fresh unnamed
+    agent in the same workspace, so its next call, resume or hook never reaches the
+    identity it lost (SPEC §7)."""
+    ws = identity.workspace_key
+    handle = generate_handle(lambda h: ms.alias_reserved_by(conn, ws, h) is not None)
+    fresh = Identity(
+        id=ids.new_agent_id(),
+        workspace_key=ws,
+        alias=handle,
+        durable=False,
+        implementation=identity.implementation,
+        created_at=now,
+        last_seen=now,
+    )
+    ms.insert_identity(conn, fresh, handle)
+    ms.retire_credentials(conn, holder.id)
+    if holder.conversation_key is not None:
+        ms.move_conversation(conn, holder.conversation_key, identity.id, fresh.id)
+    session = attrs.evolve(
+        holder,
+        id=ids.new_session_id(),
+        identity_id=fresh.id,
+        epoch=1,
+        state=SessionState.ATTACHED,
+        created_at=now,
+        lease_expires_at=now + lease_ttl,
+        end_reason=None,
+    )
+    ms.insert_session(conn, session)
+    return session
 
 
 @attrs.frozen
@@ -154,10 +309,8 @@ class RegisterPlan:
     def apply(self, conn: sqlite3.Connection) -> Outcome:
         command, ws = self.command, self.command.workspace
         ms.ensure_workspace(conn, ws.key, ws.slug, ws.path, self.now)
-        ended: list[Session] = []
-        started: list[tuple[Session, str]] = []
         target: Identity | None = None
-        reason, cause = "replaced by a newer attachment", "replaced"
+        forced = False
         if command.resume_token is not None:
             resumed = ms.session_by_resume(conn, ids.hash_token(command.resume_token))
             target = None if resumed is None else ms.get_identity(conn, resumed.identity_id)
@@ -181,17 +334,9 @@ class RegisterPlan:
                         " another name, or force a takeover",
                         **holder_details(conn, target),
                     )
-                reason, cause = "taken over by a forced registration", "taken_over"
-                handed = self._hand_over(conn, self.attached[target.id])
-                started.append((handed, command.implementation))
+                forced = True
         if target is None:
             target = self._create(conn)
-        previous = self.attached.get(target.id)
-        if previous is not None:
-            ms.end_session(conn, previous.id, SessionState.ENDED, reason, self.now, cause=cause)
-            ended.append(previous)
-        if command.conversation_key is not None:
-            ms.bind_conversation(conn, command.implementation, command.conversation_key, target.id)
         latest = ms.latest_session(conn, target.id)
         session = Session(
             id=ids.new_session_id(),
@@ -205,12 +350,38 @@ class RegisterPlan:
             conversation_key=command.conversation_key,
             delivery=command.delivery,
         )
-        ms.insert_session(conn, session)
-        if target.archived_at is not None:  # attaching again un-archives it (SPEC §9)
-            ms.record_agent_event(conn, self.now, "agent.unarchived", target.id, reason="attached")
-        ms.touch_identity(conn, target.id, self.now, attached=True)
-        identity = ms.get_identity(conn, target.id)
-        assert identity is not None
+        ended: list[Session] = []
+        started: list[tuple[Session, str]] = []
+        previous = self.attached.get(target.id)
+        if forced:
+            done = take_over(
+                conn,
+                target,
+                previous,
+                session,
+                via="register",
+                now=self.now,
+                lease_ttl=self.lease_ttl,
+            )
+            identity = done.identity
+            if done.ended is not None:
+                ended.append(done.ended)
+            if done.handed is not None:
+                started.append((done.handed, done.handed_implementation))
+        else:
+            if previous is not None:
+                ms.end_session(
+                    conn,
+                    previous.id,
+                    SessionState.ENDED,
+                    "replaced by a newer attachment",
+                    self.now,
+                    cause="replaced",
+                )
+                ended.append(previous)
+            identity = attach_session(conn, target, session, self.now)
+        if command.conversation_key is not None:
+            ms.bind_conversation(conn, command.implementation, command.conversation_key, target.id)
         started.append((session, identity.implementation))
         registered = Registered(
             identity,
@@ -251,34 +422,3 @@ class RegisterPlan:
         )
         ms.insert_identity(conn, identity, alias_key(alias))
         return identity
-
-    def _hand_over(self, conn: sqlite3.Connection, holder: Session) -> Session:
-        """Forced takeover: the holder's token now runs as a fresh unnamed agent (SPEC §7)."""
-        ws = self.command.workspace
-        handle = generate_handle(lambda h: ms.alias_reserved_by(conn, ws.key, h) is not None)
-        fresh = Identity(
-            id=ids.new_agent_id(),
-            workspace_key=ws.key,
-            alias=handle,
-            durable=False,
-            implementation=self.command.implementation,
-            created_at=self.now,
-            last_seen=self.now,
-        )
-        ms.insert_identity(conn, fresh, handle)
-        conn.execute(
-            "UPDATE sessions SET token_hash = 'replaced:' || token_hash WHERE id = ?",
-            (holder.id,),
-        )
-        session = attrs.evolve(
-            holder,
-            id=ids.new_session_id(),
-            identity_id=fresh.id,
-            epoch=1,
-            resume_hash=ids.hash_token(ids.new_token(ids.Kind.RESUME_TOKEN)),
-            created_at=self.now,
-            lease_expires_at=self.now + self.lease_ttl,
-            conversation_key=None,
-        )
-        ms.insert_session(conn, session)
-        return session

@@ -235,7 +235,7 @@ def cmd_tui() -> int:
     paths, broker = _ensure_running()
     from pager.tui.main import run_tui  # Textual: only when the TUI opens
 
-    return run_tui(paths, broker.url)
+    return run_tui(paths, broker)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -323,6 +323,7 @@ def _status_report(paths: Any, broker: Any, reason: str) -> dict[str, Any]:
         instance_id=broker.instance_id,
         started_at=broker.started_at,
         uptime_s=round((datetime.now(UTC) - started).total_seconds(), 3),
+        warnings=list(broker.warnings),
     )
     report.update(_counts(paths, broker.url))
     return report
@@ -353,6 +354,8 @@ _COUNT_KEYS = ("workspaces", "agents", "attached", "archived", "queued", "claime
 def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
     import json
 
+    for warning in report.get("warnings", []):  # on stderr in both forms: it must be seen
+        print(f"pager: WARNING: {warning}", file=sys.stderr)
     if as_json:
         print(json.dumps(report, indent=2, sort_keys=True))
         return

@@ -6,6 +6,7 @@ Every window has a key in `[windows]` and an override `PAGER_WINDOW_<NAME>`; siz
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -109,11 +110,13 @@ class Config:
     port: int | None = None  # None: chosen at first start, then kept
     windows: Windows = Windows()
     limits: Limits = Limits()
+    allow_force: bool = True  # false: every `force` (registration, alias tool) is refused
+    allow_remote: bool = False  # true: `host` may be a non-loopback address (warned about)
 
 
 _WINDOW_FIELDS = {field.name: field for field in attrs.fields(Windows)}
 _LIMIT_FIELDS = {field.name: field for field in attrs.fields(Limits)}
-_TOP_KEYS = {"host", "port", "windows", "limits"}
+_TOP_KEYS = {"host", "port", "allow_force", "allow_remote", "windows", "limits"}
 
 
 def _window_value(name: str, raw: object, source: str) -> object:
@@ -140,6 +143,35 @@ def _port(raw: object, source: str) -> int:
     if isinstance(raw, bool) or not text.isdigit() or not 1 <= int(text) <= 65535:
         raise ConfigError(f"{source}: {raw!r} is not a TCP port (1-65535)")
     return int(text)
+
+
+def _policy(data: dict[str, Any], path: Path, key: str, default: bool) -> bool:
+    # Policies are read from config.toml only, no variable: a broker starts on demand with the
+    # environment of whichever caller came first, and that caller must not choose them.
+    raw = data.get(key, default)
+    if not isinstance(raw, bool):
+        raise ConfigError(
+            f"{path}: {key} must be true or false (a TOML boolean, no quotes), not {raw!r}"
+        )
+    return raw
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names a loopback address (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def remote_warning(host: str) -> str:
+    return (
+        f"listening on {host}, which is not a loopback address (allow_remote = true in"
+        " config.toml): other machines can reach this broker and try credentials over plain"
+        " HTTP. Remove host and allow_remote from config.toml to listen on 127.0.0.1 only."
+    )
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -209,6 +241,13 @@ def load_config(
     chosen_host = host or env.get("PAGER_HOST") or data.get("host") or DEFAULT_HOST
     if not isinstance(chosen_host, str):
         raise ConfigError(f"{path}: host must be a string such as '127.0.0.1'")
+    allow_remote = _policy(data, path, "allow_remote", False)
+    if not is_loopback(chosen_host) and not allow_remote:
+        raise ConfigError(
+            f"host {chosen_host!r} is not a loopback address, and Pager listens on loopback only"
+            f" (its tokens travel over plain HTTP). Use 127.0.0.1 or ::1; to listen on"
+            f" {chosen_host!r} anyway, also set allow_remote = true in {path}"
+        )
     chosen_port: int | None = None
     if port is not None:
         chosen_port = _port(port, "--port")
@@ -225,4 +264,6 @@ def load_config(
         port=chosen_port,
         windows=Windows(**windows),  # type: ignore[arg-type]
         limits=config_limits,
+        allow_force=_policy(data, path, "allow_force", True),
+        allow_remote=allow_remote,
     )

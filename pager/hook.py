@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 #: One long poll of `--wait` (the broker allows up to 60 s).
@@ -94,11 +95,17 @@ def _run(options: dict[str, Any]) -> int:
     event = options["event"] or payload.get("hook_event_name") or "UserPromptSubmit"
 
     from pager.client import request_json  # stdlib socket + json
+    from pager.launch.discovery import discover
+    from pager.launch.paths import StatePaths
 
     home = _state_dir()
-    broker = json.loads(_read(os.path.join(home, "broker.json")))
+    # Never a remembered URL: only a broker that proved it knows the secret gets it (and the
+    # session token), and only its text reaches the harness.
+    found = discover(StatePaths(Path(home)), timeout=TIMEOUT)
+    if found.broker is None:
+        raise HookSkipped(f"no broker ({found.reason})")
+    url = found.broker.url
     secret = _read(os.path.join(home, "secret")).strip()
-    url = str(broker["url"])
     claim = {
         "implementation": options["implementation"],
         "conversation_key": key,

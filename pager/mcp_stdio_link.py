@@ -7,9 +7,11 @@ recovers per SPEC §7:
 
 - `expired` (the lease lapsed) or an unknown token: register again (resume token, conversation
   key, name), reconnect, retry the call once;
-- nothing listens at the broker's address: `ensure_broker()` once, reconnect with the same token
-  (attachments survive a broker restart; if the broker no longer knows the token, the step above
-  follows), retry once;
+- nothing listens at the broker's address, or the broker it found no longer holds its lock
+  (the old address may now be anyone's, so no token is sent there): `ensure_broker()` once
+  (it adopts only a broker that proves it knows the local secret), reconnect with the same
+  token (attachments survive a broker restart; if the broker no longer knows the token, the
+  step above follows), retry once;
 - `ended`: final. The call and every later one answer a tool error `{code: "ended", …}`;
 - a registration refused (409 `alias_conflict`): no session; every call answers that error
   (naming the holder) after trying to register again, in case the holder has left.
@@ -37,6 +39,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, Tool
+
+from pager.launch.discovery import RunningBroker
 
 log = logging.getLogger("pager.mcp")
 
@@ -226,6 +230,7 @@ class BrokerLink:
         self._nursery: trio.Nursery | None = None
         self._lock = trio.Lock()
         self._url: str | None = None
+        self._broker: RunningBroker | None = None  # the verified broker at `_url`
         self._session: dict[str, Any] | None = None
         self._connection: _Connection | None = None
         self._generation = 0
@@ -275,6 +280,8 @@ class BrokerLink:
             return
         if self._adopted is not None and session.get("token") == self._adopted["token"]:
             return  # the wrapper's session: the wrapper detaches it
+        if not self._broker_still_running():
+            return  # nothing to detach from; the token goes to no one else
         self._detached = True
         with trio.move_on_after(DETACH_TIMEOUT), contextlib.suppress(httpx2.HTTPError):
             await self._http.post(
@@ -317,6 +324,8 @@ class BrokerLink:
     async def _call(
         self, connection: _Connection, name: str, arguments: dict[str, Any]
     ) -> CallToolResult:
+        if not self._broker_still_running():
+            raise _broker_gone()
         async with self._using(connection) as client:
             try:
                 return await client.call_tool(name, arguments)
@@ -446,7 +455,29 @@ class BrokerLink:
                 "internal", f"`pager mcp` could not start or adopt the Pager broker: {exc}"
             ) from None
         log.info("using the broker at %s (pid %s)", broker.url, broker.pid)
-        self._url = broker.url
+        self._url, self._broker = broker.url, broker
+
+    def _broker_still_running(self) -> bool:
+        """The verified broker still holds its lock (and its port): a file lock probe."""
+        from pager.launch.discovery import still_running
+
+        return self._broker is not None and still_running(self._paths, self._broker)
+
+    async def _verified_url(self) -> str | None:
+        """The URL of a broker that proved itself: the current one while it still runs, else
+        one found again (the session's connection moves with it), else None."""
+        if self._broker_still_running():
+            return self._url
+        from pager.launch.discovery import discover
+
+        found = await trio.to_thread.run_sync(discover, self._paths)
+        if found.broker is None:
+            return None
+        async with self._lock:
+            if self._broker is None or found.broker.url != self._url:
+                self._retire()
+            self._url, self._broker = found.broker.url, found.broker
+        return self._url
 
     async def _register(self, *, rejoin: bool) -> None:
         """POST /v1/register: rejoin with the resume token if there is one, else by
@@ -501,6 +532,8 @@ class BrokerLink:
         )
 
     async def _post_register(self, body: dict[str, Any], secret: str) -> tuple[int, Any]:
+        if not self._broker_still_running():  # the secret goes to the verified broker only
+            raise _broker_gone()
         try:
             response = await self._http.post(
                 f"{self._url}/v1/register", json=body, headers=_bearer(secret)
@@ -560,11 +593,17 @@ class BrokerLink:
     async def _hold_lease_loop(self) -> None:
         delay = 0.5
         while True:
-            changed, session, url = self._changed, self._session, self._url
+            changed, session = self._changed, self._session
             if self._ended is not None:
                 return
-            if session is None or url is None:
+            if session is None or self._url is None:
                 await changed.wait()
+                continue
+            url = await self._verified_url()  # never a token to a URL only remembered
+            if url is None:
+                with trio.move_on_after(delay):
+                    await changed.wait()
+                delay = min(delay * 2, 15.0)
                 continue
             outcome = "dropped"
             with trio.CancelScope() as scope:
@@ -612,6 +651,12 @@ class BrokerLink:
                 return "streamed"
         except httpx2.HTTPError:
             return "dropped"
+
+
+def _broker_gone() -> BrokerFailure:
+    """The verified broker no longer holds its lock: recover as when nothing listens."""
+    error = {"code": "unavailable", "message": "the broker this session used is gone"}
+    return BrokerFailure(GONE, None, error)
 
 
 async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:

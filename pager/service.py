@@ -451,7 +451,13 @@ def _claim_json(view: ClaimView) -> JSON:
 
 
 def _implementation(value: str) -> str:
-    if not value or len(value) > 64 or not value.replace("-", "").replace("_", "").isalnum():
+    # ASCII only (`isalnum` alone takes any script's letters), as the OpenAPI document says.
+    if (
+        not value
+        or len(value) > 64
+        or not value.isascii()
+        or not value.replace("-", "").replace("_", "").isalnum()
+    ):
         raise PagerError(
             ErrorCode.VALIDATION_FAILED,
             f"implementation {value[:64]!r} is not an implementation id (e.g. claude, shell)",

@@ -73,8 +73,18 @@ def _make_converter() -> cattrs.Converter:
             raise TypeError(f"expected a number, got {type(value).__name__}")
         return float(value)  # type: ignore[arg-type]
 
+    def whole(value: object, _: type[Any]) -> int:
+        # JSON has one number type: `2.0` is the integer 2, as JSON Schema (the OpenAPI
+        # document) says too.
+        if type(value) is float and value.is_integer():
+            return int(value)
+        if type(value) is not int:
+            raise TypeError(f"expected int, got {type(value).__name__}")
+        return value
+
     converter.register_structure_hook(float, number)
-    for kind in (str, bool, int):
+    converter.register_structure_hook(int, whole)
+    for kind in (str, bool):
         converter.register_structure_hook(kind, strict(kind))
     for cls in (DeliveryRequest, RegisterRequest, HookClaimRequest, HookAckRequest):
         converter.register_structure_hook(

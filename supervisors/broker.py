@@ -1,9 +1,10 @@
 """The broker's supervision tree (ARCHITECTURE.md, Supervisors).
 
-root (rest_for_one): store → providers (one_for_one: the delivery provider; later one per
-implementation in use) → messaging (timers, directory, identity actors) → events (the operator
-event feed, told of each commit by the store) → web. A child that fails restarts with
-everything started after it, so every later child sees the current store and service.
+root (rest_for_one): store → listener (the bound port) → providers (one_for_one: the
+delivery provider; later one per implementation in use) → messaging (timers, directory,
+identity actors) → events (the operator event feed, told of each commit by the store) → web.
+A child that fails restarts with everything started after it, so every later child sees the
+current store and service.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from actors.events import CommitSignal, EventFeed
 from actors.messaging import delivery_provider, run_messaging
 from actors.providers import ProviderHub, disabled_event
 from pager import store as db
-from pager.config import Config
+from pager.config import Config, is_loopback, remote_warning
 from pager.domain.clock import SystemClock, WallClock
 from pager.launch.paths import StatePaths
 from pager.service import BrokerService
@@ -83,30 +84,64 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         )
         await feed.run(shutdown=ctx.shutdown.wait, task_status=task_status)
 
+    async def start_listener(
+        *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Binds the port before the messaging actors load sessions, so that when the kept
+        port is squatted every earlier session token is revoked before anyone can use it."""
+        from pager.launch.squat import port_owner, revoke_sessions, squat_warning
+        from pager.web.server import bind_listener
+
+        kept = await store().read(lambda conn: db.get_meta(conn, "port"))
+        taken: list[int] = []
+        sock = bind_listener(
+            ctx.config.host,
+            ctx.config.port,
+            int(kept) if kept else None,
+            on_kept_taken=taken.append,
+        )
+        try:
+            port = str(sock.getsockname()[1])
+            if port != kept:  # the port is kept across restarts so URLs handed out stay valid
+                await store().write(lambda conn: db.set_meta(conn, "port", port))
+            # Warnings go into /health, broker.json and so `pager start` and `pager status`.
+            warnings: list[str] = []
+            if not is_loopback(ctx.config.host):
+                warnings.append(remote_warning(ctx.config.host))
+                log.warning("%s", warnings[-1])
+            if taken:
+                warnings.append(squat_warning(ctx.config.host, taken[0], port_owner(taken[0])))
+                now = ctx.clock.now()
+                revoked = await store().write(lambda conn: revoke_sessions(conn, now))
+                log.warning("%s (%d session tokens revoked)", warnings[-1], revoked)
+            if warnings:
+                ctx.health["warnings"] = warnings
+            task_status.started(sock)
+            await trio.sleep_forever()
+        finally:
+            sock.close()
+
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService, ReadViews  # the server stack, lazily
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint
         from pager.web.routes_operator import operator_blueprint
         from pager.web.routes_v1 import v1_blueprint
-        from pager.web.server import bind_listener, run_web_server
+        from pager.web.server import run_web_server
 
-        kept = await store().read(lambda conn: db.get_meta(conn, "port"))
-        sock = bind_listener(ctx.config.host, ctx.config.port, int(kept) if kept else None)
+        sock = root.started_value("listener")
         reads = ReadViews(ctx.paths.database)  # the operator's read-only connection
         try:
-            port = str(sock.getsockname()[1])
-            if port != kept:  # the port is kept across restarts so URLs handed out stay valid
-                await store().write(lambda conn: db.set_meta(conn, "port", port))
             service: BrokerService = root.started_value("messaging")  # type: ignore[assignment]
             feed: EventFeed = root.started_value("events")  # type: ignore[assignment]
             operator = OperatorService(service.directory, reads, ctx.health)
             await run_web_server(
                 host=ctx.config.host,
-                sock=sock,
+                sock=sock,  # type: ignore[arg-type]
                 health=ctx.health,
                 request_cap=ctx.config.limits.request_cap,
                 shutdown_trigger=ctx.shutdown.wait,
+                secret=ctx.secret,
                 api=service,
                 blueprints=[
                     v1_blueprint(service, ctx.secret, ctx.shutdown.wait),
@@ -120,7 +155,6 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 task_status=task_status,
             )
         finally:
-            sock.close()
             with trio.CancelScope(shield=True):
                 await reads.aclose()
             ctx.web_stopped.set()
@@ -150,6 +184,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         [
             ChildSpec("store", start_store),
             *extra_children,
+            ChildSpec("listener", start_listener),
             ChildSpec("providers", providers.run),
             ChildSpec("messaging", start_messaging),
             ChildSpec("events", start_events),

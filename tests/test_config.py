@@ -13,6 +13,7 @@ from pager.config import (
     parse_duration,
     parse_schedule,
     parse_size,
+    remote_warning,
 )
 
 
@@ -132,3 +133,57 @@ def test_load_config_ignores_other_pager_variables(tmp_path: Path) -> None:
     """Variables such as PAGER_TOKEN are not settings and are not refused."""
     config = load_config(tmp_path / "c.toml", environ={"PAGER_TOKEN": "t", "PAGER_URL": "u"})
     assert config.port is None
+
+
+def test_load_config_allow_force(tmp_path: Path) -> None:
+    """`allow_force` defaults to true, reads a TOML boolean, and refuses anything else."""
+    path = tmp_path / "config.toml"
+    assert load_config(path, environ={}).allow_force is True
+    path.write_text("allow_force = false\n")
+    assert load_config(path, environ={}).allow_force is False
+    for bad in ("'false'", "0", "'no'"):
+        path.write_text(f"allow_force = {bad}\n")
+        with pytest.raises(ConfigError, match="allow_force must be true or false"):
+            load_config(path, environ={})
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
+def test_load_config_accepts_loopback_hosts(tmp_path: Path, host: str) -> None:
+    """Any loopback address is accepted without `allow_remote`."""
+    assert load_config(tmp_path / "c.toml", environ={"PAGER_HOST": host}).host == host
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.5", "10.0.0.1", "example.org"])
+def test_load_config_refuses_non_loopback_host_without_allow_remote(
+    tmp_path: Path, host: str
+) -> None:
+    """A non-loopback bind (from config.toml or PAGER_HOST) is refused, naming the way out;
+    with `allow_remote = true` in config.toml it is accepted (and warned about at start)."""
+    path = tmp_path / "config.toml"
+    path.write_text(f"host = {host!r}\n".replace("'", '"'))
+    with pytest.raises(ConfigError, match=r"not a loopback address.*allow_remote = true"):
+        load_config(path, environ={})
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        load_config(tmp_path / "none.toml", environ={"PAGER_HOST": host})
+    path.write_text(f'host = "{host}"\nallow_remote = true\n')
+    config = load_config(path, environ={})
+    assert (config.host, config.allow_remote) == (host, True)
+
+
+def test_load_config_allow_remote_is_a_boolean_from_the_file_only(tmp_path: Path) -> None:
+    """`allow_remote` takes a TOML boolean; no environment variable can turn it on."""
+    path = tmp_path / "config.toml"
+    path.write_text('allow_remote = "yes"\n')
+    with pytest.raises(ConfigError, match="allow_remote must be true or false"):
+        load_config(path, environ={})
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        load_config(
+            tmp_path / "none.toml", environ={"PAGER_HOST": "0.0.0.0", "PAGER_ALLOW_REMOTE": "1"}
+        )
+
+
+def test_remote_warning_names_the_host_and_the_way_back() -> None:
+    """What `pager start`/`status` show for a remote bind names it and how to undo it."""
+    warning = remote_warning("0.0.0.0")
+    assert "listening on 0.0.0.0" in warning
+    assert "Remove host and allow_remote" in warning

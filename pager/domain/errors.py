@@ -19,6 +19,7 @@ class ErrorCode(enum.StrEnum):
     RATE_LIMITED = "rate_limited"
     UNAUTHENTICATED = "unauthenticated"
     NOT_FOUND = "not_found"
+    UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
 
@@ -36,6 +37,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.UNAUTHENTICATED: 401,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,
 }
 

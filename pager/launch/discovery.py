@@ -1,4 +1,9 @@
-"""Find the running broker: adopt only when the lock and `/health` agree (SPEC §5). Stdlib-only."""
+"""Find the running broker (SPEC §5, §12). Stdlib-only.
+
+A broker is adopted only when the kernel says the adoption lock is held, the lock's identity,
+`broker.json` and `/health` agree, and the process answering `/health` proves it knows the local
+secret (pager/launch/proof.py). Nothing sends a credential to a URL this module did not return.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,9 @@ from typing import Any
 
 from pager.client import BrokerUnreachable, request_json
 from pager.launch.files import read_json
-from pager.launch.lock import read_lock_identity
+from pager.launch.lock import holder_alive, read_lock_identity
 from pager.launch.paths import StatePaths
+from pager.launch.proof import new_challenge, proof_holds
 from pager.versions import identity_mismatch
 
 
@@ -22,6 +28,7 @@ class RunningBroker:
     version: str
     schema_version: int
     started_at: str
+    warnings: tuple[str, ...] = ()  # what the broker wants its user told (e.g. a squatted port)
 
     @property
     def mcp_url(self) -> str:
@@ -42,11 +49,20 @@ def discover(paths: StatePaths, *, timeout: float = 1.0) -> Discovery:
     url = info.get("url")
     if not isinstance(url, str):
         return Discovery(None, f"{paths.broker_json.name} has no url")
+    if not holder_alive(paths.lock):
+        return Discovery(
+            None, f"{paths.lock.name} is not held: the last broker is gone (it may have crashed)"
+        )
     lock = read_lock_identity(paths.lock)
     if lock is None:
-        return Discovery(None, f"{paths.lock.name} is not held by a broker")
+        return Discovery(None, f"{paths.lock.name} is held but names no broker yet")
     try:
-        status, health = request_json(url, "GET", "/health", timeout=timeout)
+        secret = paths.secret.read_text().strip()
+    except OSError as exc:
+        return Discovery(None, f"cannot read {paths.secret.name} ({exc.strerror})")
+    challenge = new_challenge()
+    try:
+        status, health = request_json(url, "GET", f"/health?challenge={challenge}", timeout=timeout)
     except BrokerUnreachable as exc:
         return Discovery(None, f"nothing answers at {url} ({exc.__cause__ or exc})")
     if status != 200 or not isinstance(health, dict) or health.get("ok") is not True:
@@ -54,10 +70,28 @@ def discover(paths: StatePaths, *, timeout: float = 1.0) -> Discovery:
     mismatch = identity_mismatch(lock, health) or identity_mismatch(info, health)
     if mismatch:
         return Discovery(None, f"the process at {url} is not the lock holder: {mismatch}")
+    address = url.removeprefix("http://").rstrip("/")
+    if not proof_holds(secret, challenge, str(health["instance_id"]), address, health.get("proof")):
+        return Discovery(
+            None,
+            f"the process at {url} did not prove that it is this user's broker, so nothing was"
+            " sent to it: another user's program may hold the port, or the secret file was"
+            f" replaced after broker pid {lock.get('pid')} started (then stop that process)",
+        )
     return Discovery(_running(url, health), "")
 
 
+def still_running(paths: StatePaths, broker: RunningBroker) -> bool:
+    """Whether the broker `discover` returned still holds its lock (and so its port): a cheap
+    check, without a request, for callers that keep a broker's URL between requests."""
+    if not holder_alive(paths.lock):
+        return False
+    lock = read_lock_identity(paths.lock)
+    return lock is not None and lock.get("instance_id") == broker.instance_id
+
+
 def _running(url: str, health: dict[str, Any]) -> RunningBroker:
+    warnings = health.get("warnings")
     return RunningBroker(
         url=url,
         pid=int(health["pid"]),
@@ -65,4 +99,20 @@ def _running(url: str, health: dict[str, Any]) -> RunningBroker:
         version=str(health.get("version", "")),
         schema_version=int(health["schema_version"]),
         started_at=str(health.get("started_at", "")),
+        warnings=tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
     )
+
+
+class BrokerLocator:
+    """The URL to send a credential to, asked each time: the verified broker's while it still
+    holds its lock, else whichever broker `discover` verifies now, else None (nothing is sent)."""
+
+    def __init__(self, paths: StatePaths, broker: RunningBroker) -> None:
+        self.paths = paths
+        self.broker: RunningBroker | None = broker
+
+    def url(self) -> str | None:
+        if self.broker is not None and still_running(self.paths, self.broker):
+            return self.broker.url
+        self.broker = discover(self.paths).broker
+        return None if self.broker is None else self.broker.url

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pager.launch.discovery import Discovery, RunningBroker, discover
 from pager.launch.files import read_json
-from pager.launch.lock import LockHeld, start_lock
+from pager.launch.lock import LockHeld, holder_alive, start_lock
 from pager.launch.paths import StatePaths, ensure_state_dir
 from pager.versions import SCHEMA_VERSION, schema_verdict
 
@@ -113,6 +113,11 @@ def stop_broker(paths: StatePaths, broker: RunningBroker, *, timeout: float = ST
         _signal(broker.pid, signal.SIGKILL)
         killed = True
         _wait_gone(broker.pid, timeout)
+    # A killed process is a zombie a moment before its last threads let go of its files: the
+    # next broker must find the lock free.
+    deadline = time.monotonic() + timeout
+    while holder_alive(paths.lock) and time.monotonic() < deadline:
+        time.sleep(0.005)
     # A killed broker cannot tidy up after itself.
     info = read_json(paths.broker_json)
     if info is not None and info.get("instance_id") == broker.instance_id:

@@ -2,7 +2,9 @@
 
 The running broker holds an exclusive `flock` on the file for its whole life and writes its
 identity (pid, instance id, schema version) into it. The kernel drops the lock when the holder
-dies, so a stale lock is taken over simply by locking it again.
+dies, so a stale lock is taken over simply by locking it again. Whether a broker holds it is
+decided by the kernel's lock alone (`holder_alive`), never by the file's contents: a broker
+killed with SIGKILL leaves its identity behind, and anyone who read `/health` could replay it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ class LockHeld(Exception):
     """Another process holds the lock."""
 
 
+#: `holder_alive` takes a shared lock for a moment; a broker starting at that very moment
+#: retries its exclusive lock this long before it concludes that another broker holds it.
+ACQUIRE_PATIENCE = 1.0
+
+
 class BrokerLock:
     """An acquired adoption lock; `release()` (or process exit) frees it."""
 
@@ -30,14 +37,19 @@ class BrokerLock:
 
     @classmethod
     def acquire(cls, path: Path) -> BrokerLock:
-        """Take the lock without waiting, or raise `LockHeld`."""
+        """Take the lock, or raise `LockHeld` when another process keeps it (a probe by
+        `holder_alive` only holds it for a moment)."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LockHeld(str(path)) from None
-        return cls(path, fd)
+        deadline = time.monotonic() + ACQUIRE_PATIENCE
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return cls(path, fd)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise LockHeld(str(path)) from None
+                time.sleep(0.005)
 
     def write_identity(self, identity: dict[str, Any]) -> None:
         """Record who holds the lock; callers compare it with `/health` before adopting."""
@@ -54,6 +66,22 @@ class BrokerLock:
             os.ftruncate(self._fd, 0)
         os.close(self._fd)  # closing the only descriptor drops the flock
         self._fd = -1
+
+
+def holder_alive(path: Path) -> bool:
+    """Whether a live process holds the lock, asked of the kernel: a shared lock that can be
+    taken means nobody holds the exclusive one (it is given back at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops the shared lock, if it was taken
+    return False
 
 
 def read_lock_identity(path: Path) -> dict[str, Any] | None:

@@ -16,13 +16,15 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import attrs
 import trio
 
 from pager.client import BrokerUnreachable, request_json
+from pager.launch.discovery import BrokerLocator
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 from pager.launch.paths import StatePaths
 from pager.launch.wrapper_args import (
@@ -101,23 +103,26 @@ def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int
         raise LaunchError(str(exc)) from None
     secret = paths.secret.read_text().strip()
     session = register(broker.url, secret, registration(spec, plan, os.getcwd()))
+    locator = BrokerLocator(paths, broker)
     try:
         values = launch_values(broker.url, broker.mcp_url, session, paths, plan, spec)
         with private_directory() as directory:
             harness = harness_command(spec, program, plan, values, directory)
             return trio.run(
-                _run_harness, list(harness.argv), dict(harness.env), broker.url, session["token"]
+                _run_harness, list(harness.argv), dict(harness.env), locator, session["token"]
             )
     finally:
+        url = locator.url()
         with contextlib.suppress(BrokerUnreachable):
-            request_json(
-                broker.url,
-                "POST",
-                "/v1/sessions/current/detach",
-                token=session["token"],
-                body={},
-                timeout=BROKER_CALL_TIMEOUT,
-            )
+            if url is not None:  # else the broker is gone: the lease lapses by itself
+                request_json(
+                    url,
+                    "POST",
+                    "/v1/sessions/current/detach",
+                    token=session["token"],
+                    body={},
+                    timeout=BROKER_CALL_TIMEOUT,
+                )
 
 
 def plan_launch(spec: LaunchSpec, argv: Sequence[str]) -> LaunchPlan:
@@ -251,10 +256,12 @@ def private_directory() -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-async def _run_harness(command: list[str], env: dict[str, str], url: str, token: str) -> int:
+async def _run_harness(
+    command: list[str], env: dict[str, str], locator: BrokerLocator, token: str
+) -> int:
     """The launch's small tree: the harness (stdio inherited) and the lease holder."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(hold_lease, url, token)
+        nursery.start_soon(hold_lease, token, partial(trio.to_thread.run_sync, locator.url))
         with trio.open_signal_receiver(*FORWARDED) as signals:
             process = await trio.lowlevel.open_process(command, env=env)
 
@@ -282,34 +289,53 @@ def _ignoring(signum: int) -> Iterator[None]:
         signal.signal(signum, previous)
 
 
-async def hold_lease(url: str, token: str) -> None:
-    """Keep the session's event stream open (it holds the lease); reconnect if it drops."""
-    host, _, port = url.removeprefix("http://").rpartition(":")
-    request = (
-        f"GET /v1/sessions/current/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
-        f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
-    ).encode()
+async def hold_lease(token: str, locate: Callable[[], Awaitable[str | None]]) -> None:
+    """Keep the session's event stream open (it holds the lease); reconnect if it drops.
+    `locate` gives the URL of a broker that proved itself before every connection (None: no
+    such broker now), so the token never goes to whatever took over a remembered address."""
     delay = 0.5
+    first_url: str | None = None
     while True:
-        try:
-            stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
-            async with stream:
-                await stream.send_all(request)
-                seen = b""  # the tail of what arrived: an event may span two reads
-                while data := await stream.receive_some(65536):
-                    delay = 0.5
-                    if not seen and data.startswith(b"HTTP/1.1 4"):
-                        # `expired`, `ended` or an unknown token: retrying cannot help.
-                        _refused(data + await _rest_of(stream))
-                        return
-                    seen = seen[-4096:] + data
-                    if b"event: ended" in seen and b"\n\n" in seen.split(b"event: ended", 1)[1]:
-                        _notice(seen.split(b"event: ended", 1)[1])
-                        return
-        except OSError:
-            pass
+        url = await locate()
+        if url is not None:
+            if first_url is None:
+                first_url = url
+            elif url != first_url:
+                _moved(first_url, url)
+                first_url = url
+            host, _, port = url.removeprefix("http://").rpartition(":")
+            request = (
+                f"GET /v1/sessions/current/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+            ).encode()
+            try:
+                stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+                async with stream:
+                    await stream.send_all(request)
+                    seen = b""  # the tail of what arrived: an event may span two reads
+                    while data := await stream.receive_some(65536):
+                        delay = 0.5
+                        if not seen and data.startswith(b"HTTP/1.1 4"):
+                            # `expired`, `ended` or an unknown token: retrying cannot help.
+                            _refused(data + await _rest_of(stream))
+                            return
+                        seen = seen[-4096:] + data
+                        ended = seen.split(b"event: ended", 1)
+                        if len(ended) == 2 and b"\n\n" in ended[1]:
+                            _notice(ended[1])
+                            return
+            except OSError:
+                pass
         await trio.sleep(delay)
         delay = min(delay * 2, 15.0)
+
+
+def _moved(old: str, new: str) -> None:
+    print(
+        f"pager: the broker now listens at {new} (it was {old}); this harness's MCP client may"
+        " still use the old address: restart the harness to reconnect it",
+        file=sys.stderr,
+    )
 
 
 async def _rest_of(stream: trio.abc.ReceiveStream) -> bytes:

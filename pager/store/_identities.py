@@ -166,7 +166,6 @@ def set_alias(
     *,
     durable: bool,
     now: float,
-    reason: str | None = None,
 ) -> None:
     """Give the identity this alias in this workspace: `agent.moved` when the workspace
     changes, `agent.renamed` when only the alias (or durability) does, nothing otherwise."""
@@ -182,7 +181,6 @@ def set_alias(
     reserve_alias(conn, workspace_key, alias_key, identity_id)
     if old is None or before is None:
         return
-    extra: dict[str, object] = {} if reason is None else {"reason": reason}
     if str(old[0]) != workspace_key:
         record_agent_event(
             conn,
@@ -191,7 +189,6 @@ def set_alias(
             identity_id,
             old_workspace=before["workspace"],
             old_address=before["address"],
-            **extra,
         )
     elif str(old[1]) != alias or bool(old[2]) != durable:
         record_agent_event(
@@ -202,7 +199,6 @@ def set_alias(
             old_alias=before["alias"],
             old_address=before["address"],
             durable=durable,
-            **extra,
         )
 
 
@@ -362,6 +358,25 @@ def end_session(
         session_id=session_id,
         state=state.value,
         reason=cause or state.value,
+    )
+
+
+def retire_credentials(conn: sqlite3.Connection, session_id: str) -> None:
+    """Free an ended session's token and resume token (both unique) for the session that
+    carries them on after a forced takeover; the ended row keeps its history."""
+    conn.execute(
+        "UPDATE sessions SET token_hash = 'replaced:' || token_hash,"
+        " resume_hash = 'replaced:' || resume_hash WHERE id = ?",
+        (session_id,),
+    )
+
+
+def move_conversation(conn: sqlite3.Connection, key: str, from_id: str, to_id: str) -> None:
+    """Bind a conversation (of whatever implementation) from one identity to another, so its
+    hooks and its next resume follow the session that moved."""
+    conn.execute(
+        "UPDATE conversations SET identity_id = ? WHERE key = ? AND identity_id = ?",
+        (to_id, key, from_id),
     )
 
 

@@ -14,8 +14,10 @@ from typing import Any
 import attrs
 
 from pager.domain.clock import iso
+from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._events import record_event, record_events
+from pager.store._identities import addresses
 
 _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
@@ -91,14 +93,58 @@ def get_message(conn: sqlite3.Connection, message_id: str) -> Message | None:
 
 
 def idempotent_original(
-    conn: sqlite3.Connection, sender_id: str, key: str, since: float
+    conn: sqlite3.Connection,
+    *,
+    sender_id: str,
+    key: str,
+    since: float,
+    recipient_id: str,
+    body: str,
+    thread: str | None,
+    reply_to: str | None,
 ) -> Message | None:
-    """The message an earlier send with this key created, if within the window."""
+    """The message an earlier send with this key created within the window, when this send
+    repeats it (same recipient, body, thread and reply_to); None when the key is new here.
+
+    A send that reuses the key for anything else is refused with `conflict`: answering it
+    with the original would report a message it did not describe and drop its own."""
     row = conn.execute(
         "SELECT message_id FROM idempotency WHERE sender_id = ? AND key = ? AND created_at >= ?",
         (sender_id, key, since),
     ).fetchone()
-    return None if row is None else get_message(conn, str(row[0]))
+    if row is None:
+        return None
+    original = get_message(conn, str(row[0]))
+    if original is None:  # nothing left to repeat: the key is free again
+        return None
+    differs = [
+        name
+        for name, was, given in (
+            ("recipient", original.recipient_id, recipient_id),
+            ("body", original.body, body),
+            ("thread", original.thread, thread),
+            ("reply_to", original.reply_to, reply_to),
+        )
+        if was != given
+    ]
+    if not differs:
+        return original
+    known = addresses(conn, [original.recipient_id, recipient_id])
+    to = known.get(original.recipient_id, original.recipient_id)
+    asked = known.get(recipient_id, recipient_id)
+    what = " and ".join(differs)
+    if "recipient" in differs:
+        # The same address may name another identity now (the first one was reaped).
+        what += f" (this one is to {asked if asked != to else recipient_id})"
+    raise PagerError(
+        ErrorCode.CONFLICT,
+        f"idempotency_key {key!r} was already used for message {original.id} to {to};"
+        f" this send differs in {what}, so nothing was sent. Use a new idempotency_key for a"
+        " new message (only an unchanged repeat returns the original).",
+        message_id=original.id,
+        idempotency_key=key,
+        differs=differs,
+    )
 
 
 def remember_idempotency(

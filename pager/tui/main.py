@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from pager.launch.discovery import RunningBroker
 from pager.launch.paths import StatePaths
 from pager.tui.app import PagerApp
 from pager.tui.errors import Unreachable
 from pager.tui.source import HttpSource, state_dir_locator
 
 
-def run_tui(paths: StatePaths, url: str) -> int:
+def run_tui(paths: StatePaths, broker: RunningBroker) -> int:
     """Run the app until the operator quits; 1 when the local secret cannot be read or the
     app failed."""
     try:
-        source = HttpSource(state_dir_locator(paths.broker_json, paths.secret, url))
+        source = HttpSource(state_dir_locator(paths, broker))
     except Unreachable as exc:
         import sys
 

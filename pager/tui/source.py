@@ -2,15 +2,15 @@
 
 The JSON calls are blocking (`pager.client.request_json`, one request per connection) and run
 in worker threads; the event stream is an asyncio stream (`sse.stream_events`). The broker's
-address and the local secret are looked up again before every reconnection, so a broker that
-restarts elsewhere, or with a new secret, is found again.
+address and the local secret are looked up before every request (a lock probe while the broker
+that proved itself still runs, discovery again otherwise), so a broker that restarts elsewhere
+is found again, and the secret never goes to whatever holds a remembered address.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlencode
 
 from pager.client import BrokerUnreachable, request_json
@@ -18,10 +18,15 @@ from pager.tui.errors import ApiError, Unreachable
 from pager.tui.model import MessagePage, Snapshot, parse_messages, parse_snapshot
 from pager.tui.sse import SseEvent, stream_events
 
+if TYPE_CHECKING:
+    from pager.launch.discovery import RunningBroker
+    from pager.launch.paths import StatePaths
+
 ACTIONS = ("archive", "unarchive", "purge")
 REQUEST_TIMEOUT = 10.0  # a snapshot of thousands of agents on a loaded machine
 
-#: Returns the broker's URL and the local secret.
+#: Returns the broker's URL and the local secret; raises `Unreachable` when no broker proves
+#: itself. Called before every request, so it must be cheap while the broker runs.
 Locator = Callable[[], tuple[str, str]]
 
 
@@ -84,12 +89,14 @@ class HttpSource:
         self._call("POST", f"/v1/agents/{quote(agent_id, safe='')}/{action}", {})
 
     def events(self, last_id: int) -> AsyncIterator[SseEvent]:
+        self.relocate()
         return stream_events(self._url, "/v1/events", token=self._token, last_event_id=last_id)
 
     def _get(self, path: str) -> dict[str, Any]:
         return self._call("GET", path, None)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        self.relocate()
         try:
             status, answer = request_json(
                 self._url, method, path, token=self._token, body=body, timeout=REQUEST_TIMEOUT
@@ -107,20 +114,21 @@ class HttpSource:
         raise ApiError(status, code, message)
 
 
-def state_dir_locator(broker_json: Path, secret: Path, url: str) -> Locator:
-    """The URL from `broker.json` when it names one (else the last known), and the secret."""
-    from pager.launch.files import read_json
+def state_dir_locator(paths: StatePaths, broker: RunningBroker) -> Locator:
+    """The URL of the broker that proved itself (`broker`, then whichever does after it), and
+    the secret."""
+    from pager.launch.discovery import BrokerLocator
 
-    last = [url]
+    locator = BrokerLocator(paths, broker)
 
     def locate() -> tuple[str, str]:
-        info = read_json(broker_json)
-        if info is not None and isinstance(info.get("url"), str):
-            last[0] = info["url"]
+        url = locator.url()
+        if url is None:
+            raise Unreachable("no broker runs for this state directory (`pager status` says why)")
         try:
-            token = secret.read_text().strip()
+            token = paths.secret.read_text().strip()
         except OSError as exc:
-            raise Unreachable(f"cannot read the local secret {secret}: {exc}") from exc
-        return last[0], token
+            raise Unreachable(f"cannot read the local secret {paths.secret}: {exc}") from exc
+        return url, token
 
     return locate

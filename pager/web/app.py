@@ -3,19 +3,105 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from quart import Blueprint, Response, jsonify
+from quart import Blueprint, Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from pager.domain.errors import PagerError
+from actors._runtime import CallTimeout
+from pager.domain.errors import ErrorCode, PagerError
+from pager.launch.proof import CHALLENGE_BYTES, valid_challenge
+from pager.store import StoreError
 from pager.web.guard import ASGIApp, EdgeGuard, allowed_hosts
 
+log = logging.getLogger("pager.web")
 
-def create_quart_app(health: dict[str, Any], blueprints: Sequence[Blueprint] = ()) -> QuartTrio:
-    """The routes served by Quart; `health` is the broker's identity for `GET /health`."""
+_PERMISSIONS = (
+    "the broker may not write its database (permissions, or a read-only disk): make the state"
+    " directory and its files writable by the broker's user, then retry"
+)
+#: SQLite's primary result codes for a database the broker cannot use right now, with what
+#: to tell the caller. SQLITE_FULL is a full disk; SQLITE_IOERR a read or write the system
+#: refused (a full disk, a file-size limit or a failing disk).
+_STORE_TROUBLE: dict[int, str] = {
+    sqlite3.SQLITE_FULL: "the disk holding Pager's state directory is full: free space on it,"
+    " then retry",
+    sqlite3.SQLITE_IOERR: "the disk holding Pager's state directory failed a read or write (it"
+    " may be full or failing): free space on it or check it, then retry",
+    sqlite3.SQLITE_READONLY: _PERMISSIONS,
+    sqlite3.SQLITE_PERM: _PERMISSIONS,
+    sqlite3.SQLITE_CANTOPEN: _PERMISSIONS,
+    sqlite3.SQLITE_CORRUPT: "the database file is damaged: stop the broker (`pager exit`), then"
+    " move pager.db aside or put a backup (pager.db.bak-N beside it) in its place",
+    sqlite3.SQLITE_BUSY: "the database is busy: retry shortly",
+    sqlite3.SQLITE_LOCKED: "the database is busy: retry shortly",
+}
+
+#: HTTP statuses Werkzeug raises, as the codes of SPEC §8 (`not_found` and
+#: `method_not_allowed` are Werkzeug's own names, kept: docs/decisions.md).
+_HTTP_CODES: dict[int, ErrorCode] = {
+    400: ErrorCode.VALIDATION_FAILED,
+    413: ErrorCode.OVERSIZED_CONTENT,
+    429: ErrorCode.RATE_LIMITED,
+    500: ErrorCode.INTERNAL,
+    503: ErrorCode.UNAVAILABLE,
+}
+
+_INTERNAL = PagerError(
+    ErrorCode.INTERNAL,
+    "the broker failed to handle this request; try again, and if it keeps failing, look at"
+    " logs/broker.log in the state directory",
+)
+
+
+def unavailable_cause(error: BaseException) -> PagerError | None:
+    """`unavailable` naming what to do, if the store (its file or its disk) failed anywhere
+    down `error`'s chain; None for any other failure. Actor crashes and timeouts wrap the
+    store's error as their cause, and a failing rollback as its context, so the whole chain
+    is searched."""
+    pending, seen = [error], set()
+    while pending:
+        exc = pending.pop()
+        if id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if isinstance(exc, StoreError):
+            return PagerError(ErrorCode.UNAVAILABLE, str(exc))
+        if isinstance(exc, sqlite3.Error):
+            code = getattr(exc, "sqlite_errorcode", None)
+            hint = None if code is None else _STORE_TROUBLE.get(code & 0xFF)
+            if hint is not None:
+                return PagerError(
+                    ErrorCode.UNAVAILABLE, f"the broker cannot use its database ({exc}); {hint}"
+                )
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        pending.extend(e for e in (exc.__cause__, exc.__context__) if e is not None)
+    if isinstance(error, CallTimeout):
+        return PagerError(
+            ErrorCode.UNAVAILABLE,
+            "the broker did not finish this request in time (its disk may be slow or stuck);"
+            " retry shortly",
+        )
+    return None
+
+
+def _error_response(error: PagerError) -> Response:
+    body = json.dumps({"error": error.to_json()})
+    return Response(body, status=error.http_status, mimetype="application/json")
+
+
+def create_quart_app(
+    health: dict[str, Any],
+    blueprints: Sequence[Blueprint] = (),
+    prove: Callable[[str], str] | None = None,
+) -> QuartTrio:
+    """The routes served by Quart; `health` is the broker's identity for `GET /health`, and
+    `prove` answers its `challenge` (pager/launch/proof.py)."""
     app = QuartTrio("pager")
     app.config["RESPONSE_TIMEOUT"] = None  # long-lived streams end on shutdown, not on a timer
     for blueprint in blueprints:
@@ -23,20 +109,40 @@ def create_quart_app(health: dict[str, Any], blueprints: Sequence[Blueprint] = (
 
     @app.get("/health")
     async def get_health() -> Response:
-        return jsonify({"ok": True, **health})
+        challenge = request.args.get("challenge")
+        if challenge is None:
+            return jsonify({"ok": True, **health})
+        if prove is None or not valid_challenge(challenge):
+            raise PagerError(
+                ErrorCode.VALIDATION_FAILED,
+                f"challenge must be {2 * CHALLENGE_BYTES} lower-case hex digits",
+            )
+        return jsonify({"ok": True, **health, "proof": prove(challenge)})
 
     @app.errorhandler(PagerError)
     async def pager_error(exc: PagerError) -> Response:
-        body = json.dumps({"error": exc.to_json()})
-        return Response(body, status=exc.http_status, mimetype="application/json")
+        return _error_response(exc)
 
     @app.errorhandler(HTTPException)
     async def http_error(error: HTTPException) -> tuple[Response, int, dict[str, str]]:
         code = error.code or 500
-        name = (error.name or "error").lower().replace(" ", "_")
+        known = _HTTP_CODES.get(code)
+        name = known.value if known else (error.name or "error").lower().replace(" ", "_")
+        message = _INTERNAL.message if code == 500 else error.description
         # A 405 names the methods the route takes (RFC 9110 §15.5.6).
         allow = {k: v for k, v in error.get_headers() if k.lower() == "allow"}
-        return jsonify({"error": {"code": name, "message": error.description}}), code, allow
+        return jsonify({"error": {"code": name, "message": message}}), code, allow
+
+    @app.errorhandler(Exception)
+    async def unexpected_error(error: Exception) -> Response:
+        """Anything else a route raised: still the JSON error of SPEC §6, never Quart's page."""
+        unavailable = unavailable_cause(error)
+        where = f"{request.method} {request.path}"
+        if unavailable is not None:
+            log.error("%s: %s", where, unavailable.message, exc_info=error)
+            return _error_response(unavailable)
+        log.error("%s failed", where, exc_info=error)
+        return _error_response(_INTERNAL)
 
     return app
 
@@ -48,8 +154,9 @@ def create_app(
     port: int,
     request_cap: int,
     blueprints: Sequence[Blueprint] = (),
+    prove: Callable[[str], str] | None = None,
 ) -> ASGIApp:
     """The whole ASGI application: the edge guard in front of every route (the web server
     puts the `/mcp` dispatcher behind it when it serves MCP)."""
-    app = cast(ASGIApp, create_quart_app(health, blueprints))
+    app = cast(ASGIApp, create_quart_app(health, blueprints, prove))
     return EdgeGuard(app, hosts=allowed_hosts(host, port), request_cap=request_cap)

@@ -18,6 +18,7 @@ from typing import Any
 
 from pager.domain.api import Caller, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
+from pager.web.app import unavailable_cause
 from pager.web.guard import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger("pager.web.mcp")
@@ -116,9 +117,13 @@ class McpDispatcher:
         except PagerError as err:
             headers = [_CHALLENGE] if err.http_status == 401 else []
             await send_json(send, err.http_status, {"error": err.to_json()}, extra_headers=headers)
-        except Exception:
+        except Exception as exc:
             # The traceback stays in the log; the token never goes there.
             log.exception("authenticating an /mcp request failed")
+            unavailable = unavailable_cause(exc)
+            if unavailable is not None:
+                await send_json(send, unavailable.http_status, {"error": unavailable.to_json()})
+                return None
             await send_json(
                 send,
                 500,

@@ -252,7 +252,11 @@ class UpdateAgentAlias(ToolArgs):
     description = "Change your alias; returns your new alias and address."
 
     alias: Annotated[str, Field(min_length=1, max_length=64)]
-    force: bool = Field(False, description="take the alias over from the agent holding it")
+    force: bool = Field(
+        False,
+        description="become the agent holding the alias (its id, inbox, history); its session"
+        " ends and your current identity is left behind",
+    )
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.update_agent_alias(caller, alias=self.alias, force=self.force)

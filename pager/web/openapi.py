@@ -15,9 +15,13 @@ import attrs
 from quart import Blueprint, Response
 
 from pager.domain.errors import ErrorCode
+from pager.domain.names import ALIAS_MAX
 from pager.domain.records import MessageState
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
+from pager.service import MAX_WAIT_S
 from pager.versions import VERSION
+from pager.web.routes_events import MAX_ID
+from pager.web.routes_operator import cursor_pattern
 
 Schema = dict[str, Any]
 
@@ -44,6 +48,58 @@ TIME: Schema = {"type": "string", "format": "date-time"}
 NULLABLE_TIME: Schema = {"type": ["string", "null"], "format": "date-time"}
 COUNT: Schema = {"type": "integer", "minimum": 0}
 BOOLEAN: Schema = {"type": "boolean"}
+
+
+def _nullable(schema: Schema) -> Schema:
+    return {**schema, "type": [schema["type"], "null"]}
+
+
+def _decimal_at_most(bound: int) -> str:
+    """A regex for the decimal numerals (leading zeros allowed) of 0 to `bound`."""
+    digits = str(bound)
+    shorter = f"[0-9]{{1,{len(digits) - 1}}}|" if len(digits) > 1 else ""
+    same_length = [
+        f"{digits[:i]}[0-{int(d) - 1}][0-9]{{{len(digits) - i - 1}}}"
+        for i, d in enumerate(digits)
+        if d != "0"
+    ]
+    return f"(?:{shorter}{'|'.join([*same_length, digits])})"
+
+
+# What the request validation enforces, said in JSON Schema, so that a value the document
+# accepts is one the route accepts (a property test sends what the document allows; see
+# tests/e2e/test_openapi_properties.py). What no schema can say has a `format` of its own:
+# `existing-directory` (a directory that exists on the broker's machine) and the cursors.
+
+#: `resolve_workspace`: an absolute path, no NUL, naming an existing directory.
+WORKSPACE_PATH: Schema = {
+    "type": "string",
+    "pattern": "^/[^\\u0000]*$",
+    "format": "existing-directory",
+    "description": "an existing directory on the broker's machine, as an absolute path",
+}
+#: `service._implementation`: 1-64 of `A-Z a-z 0-9 _ -`, with a letter or digit.
+IMPLEMENTATION_ID: Schema = {
+    "type": "string",
+    "maxLength": 64,
+    "pattern": "^[A-Za-z0-9_-]*[A-Za-z0-9][A-Za-z0-9_-]*$",
+    "description": "an implementation id, e.g. `claude`, `shell`",
+}
+#: `names.validate_alias` (SPEC §7): the prefix `agt_` is kept for agent ids.
+ALIAS: Schema = {
+    "type": "string",
+    "maxLength": ALIAS_MAX,
+    "pattern": f"^(?![Aa][Gg][Tt]_)[A-Za-z0-9][A-Za-z0-9._-]{{0,{ALIAS_MAX - 1}}}$",
+}
+#: `service._optional_text`.
+CONVERSATION_KEY: Schema = {"type": "string", "minLength": 1, "maxLength": 256}
+#: `service._delivery`.
+LOOPBACK_URL = "^http://(127\\.0\\.0\\.1|localhost|\\[::1\\]):"
+#: `BrokerService.hook_claim`.
+MAX_CHARS: Schema = {"type": "integer", "minimum": 200, "maximum": 1_000_000, "default": 9000}
+WAIT_S: Schema = {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": 0}
+#: `routes_events.parse_last_event_id`: 1-19 digits, at most 2**63 - 1, blanks around.
+EVENT_ID: Schema = {"type": "string", "pattern": f"^[ \\t]*{_decimal_at_most(MAX_ID)}[ \\t]*$"}
 
 SCHEMAS: dict[str, Schema] = {
     "Error": {
@@ -163,15 +219,24 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "NoArguments": {"type": "object", "maxProperties": 0},
-    "Delivery": _object(
-        {"kind": {"enum": ["http", "unix"]}},
-        {"url": NULLABLE_STRING, "path": NULLABLE_STRING},
+    # `service._delivery`: a loopback http:// URL, or an absolute socket path.
+    "Delivery": {"anyOf": [_ref("HttpDelivery"), _ref("UnixDelivery")]},
+    "HttpDelivery": _object(
+        {
+            "kind": {"const": "http"},
+            "url": {"type": "string", "pattern": LOOPBACK_URL},
+        },
+        {"path": {"type": "null"}},
+    ),
+    "UnixDelivery": _object(
+        {"kind": {"const": "unix"}, "path": {"type": "string", "pattern": "^/"}},
+        {"url": {"type": "null"}},
     ),
     "RegisterRequest": _object(
-        {"workspace": STRING, "implementation": STRING},
+        {"workspace": WORKSPACE_PATH, "implementation": IMPLEMENTATION_ID},
         {
-            "session_name": NULLABLE_STRING,
-            "conversation_key": NULLABLE_STRING,
+            "session_name": _nullable(ALIAS),
+            "conversation_key": _nullable(CONVERSATION_KEY),
             "delivery": {"anyOf": [_ref("Delivery"), {"type": "null"}]},
             "force": BOOLEAN,
             "resume_token": NULLABLE_STRING,
@@ -193,11 +258,7 @@ SCHEMAS: dict[str, Schema] = {
     "Detached": _object({"detached": {"const": True}, "session_id": STRING}),
     "HookClaimRequest": _object(
         {"implementation": STRING, "conversation_key": STRING},
-        {
-            "max_chars": {"type": "integer", "default": 9000},
-            "wait_s": {"type": "number", "default": 0},
-            "session_token": NULLABLE_STRING,
-        },
+        {"max_chars": MAX_CHARS, "wait_s": WAIT_S, "session_token": NULLABLE_STRING},
     ),
     "HookClaimed": _object(
         {
@@ -241,9 +302,13 @@ ERRORS: dict[int, str] = {
     409: "the request conflicts with the current state (`conflict`, `alias_conflict`)",
     413: "the body is over the request cap (`oversized_content`)",
     421: "the `Host` is not the broker's loopback address",
+    503: "the broker cannot use its database right now (`unavailable`): its disk is full or"
+    " failing, or the database is busy; the message says what to do",
 }
 #: Statuses every route may answer: the edge guard's refusals.
 EDGE = (403, 421)
+#: Statuses every route with a credential may answer: it reads or writes the store.
+STORE = (503,)
 
 
 @attrs.frozen
@@ -280,13 +345,17 @@ LIMIT = {
     "description": f"page size, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})",
     "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
 }
-CURSOR = {
-    "name": "cursor",
-    "in": "query",
-    "required": False,
-    "description": "`next_cursor` of the previous page, unchanged (opaque)",
-    "schema": {"type": "string", "minLength": 1},
-}
+
+
+def _cursor(view: str) -> Schema:
+    return {
+        "name": "cursor",
+        "in": "query",
+        "required": False,
+        "description": "`next_cursor` of the previous page of this view, unchanged (opaque)",
+        "schema": {"type": "string", "pattern": cursor_pattern(view), "format": f"{view}-cursor"},
+    }
+
 
 ACTION_BODY = _ref("NoArguments")
 
@@ -401,7 +470,7 @@ ROUTES: tuple[Route, ...] = (
                 "schema": {"enum": ["true", "false"]},
             },
             LIMIT,
-            CURSOR,
+            _cursor("agents"),
         ),
     ),
     Route(
@@ -439,7 +508,7 @@ ROUTES: tuple[Route, ...] = (
                 "schema": {"enum": ["in", "out", "both"], "default": "both"},
             },
             LIMIT,
-            CURSOR,
+            _cursor("messages"),
         ),
     ),
     _action(
@@ -477,7 +546,7 @@ ROUTES: tuple[Route, ...] = (
                 "required": False,
                 "description": "resume after this event seq (a non-negative integer; `0`"
                 " replays every retained event)",
-                "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"},
+                "schema": EVENT_ID,
             },
             {
                 "name": "last_event_id",
@@ -485,7 +554,7 @@ ROUTES: tuple[Route, ...] = (
                 "required": False,
                 "description": "the same, for clients that cannot set headers (the header"
                 " wins when both are sent)",
-                "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"},
+                "schema": EVENT_ID,
             },
         ),
         media="text/event-stream",
@@ -507,7 +576,8 @@ def _operation(route: Route) -> Schema:
     if route.media == "text/event-stream":
         content = {route.media: {"schema": {"type": "string"}}}
     responses: dict[str, Schema] = {str(status): {"description": description, "content": content}}
-    for code in sorted({*route.errors, *EDGE}):
+    store = STORE if route.credential is not None else ()
+    for code in sorted({*route.errors, *EDGE, *store}):
         responses[str(code)] = {
             "description": ERRORS[code],
             "content": {"application/json": {"schema": _ref("Error")}},

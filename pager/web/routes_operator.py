@@ -7,7 +7,9 @@ answered with 400 `validation_failed` naming the parameter, and nothing is read 
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,7 +17,7 @@ from quart import Blueprint, Response, request
 
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import MessageState
-from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
+from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
 from pager.operator import OperatorService
 from pager.web.routes_v1 import require_secret
 from pager.wire import unstructure
@@ -57,10 +59,36 @@ def parse_choice(args: dict[str, str], name: str, choices: tuple[str, ...]) -> s
     return value
 
 
-def parse_cursor(args: dict[str, str]) -> str | None:
+def cursor_pattern(view: str) -> str:
+    """The shape of the cursors `view` hands out (`views.encode_cursor`: unpadded URL-safe
+    base64 of `{"v":"<view>","k":…}`, so its first characters spell the view)."""
+    head = f'{{"v":"{view}","k":'.encode()
+    fixed = base64.urlsafe_b64encode(head[: len(head) // 3 * 3]).decode()
+    return f"^{fixed}[A-Za-z0-9_-]+$"
+
+
+_CURSOR_SHAPES = {view: re.compile(cursor_pattern(view)) for view in ("agents", "messages")}
+#: A messages cursor holds a message's rowid: an SQLite integer.
+_ROWIDS = range(-(2**63), 2**63)
+
+
+def parse_cursor(args: dict[str, str], view: str) -> str | None:
+    """The cursor, if it has the shape of one of `view`'s (the document's pattern); whether
+    it decodes is `decode_cursor`'s to say."""
     value = args.get("cursor")
-    if value is not None and not value:
+    if value is None:
+        return None
+    if not value:
         raise _invalid("cursor", "cursor is empty; leave it out to start from the first page")
+    # A key no page could end on is refused here, not met by SQLite (an int it cannot hold).
+    if _CURSOR_SHAPES[view].fullmatch(value) is None or (
+        view == "messages" and decode_cursor(view, value, int) not in _ROWIDS
+    ):
+        raise _invalid(
+            "cursor",
+            "cursor is not a cursor this view handed out; pass next_cursor from the previous"
+            " page unchanged, or leave it out to start from the first page",
+        )
     return value
 
 
@@ -105,7 +133,7 @@ def operator_blueprint(operator: OperatorService, secret: str) -> Blueprint:
             workspace=workspace,
             archived=None if archived is None else archived == "true",
             limit=parse_limit(args),
-            cursor=parse_cursor(args),
+            cursor=parse_cursor(args, "agents"),
         )
         return _json(page)
 
@@ -125,7 +153,7 @@ def operator_blueprint(operator: OperatorService, secret: str) -> Blueprint:
             state=None if state is None else MessageState(state),
             direction=parse_choice(args, "direction", DIRECTIONS) or "both",
             limit=parse_limit(args),
-            cursor=parse_cursor(args),
+            cursor=parse_cursor(args, "messages"),
         )
         return _json(page)
 

@@ -15,6 +15,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 from quart import Blueprint
 
+from pager.launch.proof import health_proof
 from pager.web import idle_timer
 from pager.web.app import create_app
 from pager.web.dispatch import McpDispatcher
@@ -35,8 +36,15 @@ class PortInUse(Exception):
     """The configured port is taken by another program."""
 
 
-def bind_listener(host: str, port: int | None, kept_port: int | None) -> socket.socket:
-    """Bind the configured port, else the one kept from the last start, else a free one."""
+def bind_listener(
+    host: str,
+    port: int | None,
+    kept_port: int | None,
+    *,
+    on_kept_taken: Callable[[int], None] | None = None,
+) -> socket.socket:
+    """Bind the configured port, else the one kept from the last start, else a free one
+    (`on_kept_taken` hears of a kept port that another program holds)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     candidates = [port] if port is not None else [p for p in (kept_port, 0) if p is not None]
     for candidate in candidates:
@@ -52,6 +60,8 @@ def bind_listener(host: str, port: int | None, kept_port: int | None) -> socket.
                     "choose another with PAGER_PORT or `port` in config.toml"
                 ) from exc
             log.warning("port %d, kept from the last start, is taken; choosing another", candidate)
+            if on_kept_taken is not None:
+                on_kept_taken(candidate)
             continue
         sock.listen(128)
         return sock
@@ -76,6 +86,7 @@ async def run_web_server(
     health: dict[str, Any],
     request_cap: int,
     shutdown_trigger: Callable[[], Awaitable[None]],
+    secret: str = "",
     api: MessagingApi | None = None,
     blueprints: Sequence[Blueprint] = (),
     display_cap: int = 4096,
@@ -84,14 +95,26 @@ async def run_web_server(
     """Serve until `shutdown_trigger` returns (a graceful stop: returns normally).
     With `api`, `/mcp` is served too, its tools calling `api`."""
     port = sock.getsockname()[1]
-    app = create_app(health, host=host, port=port, request_cap=request_cap, blueprints=blueprints)
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    address, instance = url.removeprefix("http://"), str(health.get("instance_id", ""))
+
+    def prove(challenge: str) -> str:
+        return health_proof(secret, challenge, instance, address)
+
+    app = create_app(
+        health,
+        host=host,
+        port=port,
+        request_cap=request_cap,
+        blueprints=blueprints,
+        prove=prove if secret else None,
+    )
     lazy: LazyMcp | None = None
     if api is not None:
         lazy = LazyMcp(partial(_build_mcp, api, host, port, request_cap, display_cap))
         # The edge guard stays outermost; the dispatcher authenticates /mcp behind it.
         assert isinstance(app, EdgeGuard)
         app.app = McpDispatcher(web=app.app, mcp=lazy.app, api=api)
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     config = hypercorn_config(sock)
     idle_timer.install()
     async with trio.open_nursery() as outer:

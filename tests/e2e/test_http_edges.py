@@ -1,10 +1,14 @@
-"""Register, detach and the session stream over real HTTP, and hostile input that must change
-nothing in the store."""
+"""Register, detach and the session stream over real HTTP, hostile input that must change
+nothing in the store, and connections that must end cleanly whatever the client does."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import resource
 import socket
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -223,3 +227,180 @@ async def test_v1_refuses_lone_surrogates_and_names_allowed_methods(broker: Brok
     assert response.status_code == 405
     assert "GET" in response.headers["allow"]
     assert broker.db_rows(COUNTS) == [(0, 0, 0)]
+
+
+class _Connection:
+    """One raw HTTP/1.1 connection: bytes out exactly as written, responses read one by one."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    async def response(self) -> tuple[int, dict[str, Any]]:
+        """The next response: (status, JSON body); EOFError if the broker closed instead."""
+        while b"\r\n\r\n" not in self.buffer:
+            await self._more()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(self.buffer) < length:
+            await self._more()
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(head.split()[1]), json.loads(body) if body else {}
+
+    async def _more(self) -> None:
+        chunk = await self.stream.receive_some(65536)
+        if not chunk:
+            raise EOFError("the broker closed the connection")
+        self.buffer += chunk
+
+
+async def _connect(broker: Broker) -> _Connection:
+    host, port = broker.url.removeprefix("http://").split(":")
+    return _Connection(await trio.open_tcp_stream(host, int(port)))
+
+
+def _head(broker: Broker, method: str, path: str, token: str | None, length: int) -> bytes:
+    port = broker.url.rsplit(":", 1)[1]
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    return (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+#: Requests answered without reading their body: a missing credential (a Quart route, and
+#: the /mcp dispatcher) and a wrong method.
+EARLY_ANSWERS = (
+    ("POST", "/v1/register", 401),
+    ("DELETE", "/v1/snapshot", 405),
+    ("POST", "/mcp", 401),
+)
+
+
+async def _answer_before_body(
+    connection: _Connection, broker: Broker, method: str, path: str
+) -> int:
+    """Headers, a pause, then the body: the broker answers before the body is in."""
+    body = json.dumps({"workspace": "/", "implementation": "shell"}).encode()
+    await connection.stream.send_all(_head(broker, method, path, None, len(body)))
+    await trio.sleep(0.02)  # the attack: the answer goes out before the body arrives
+    await connection.stream.send_all(body)
+    return (await connection.response())[0]
+
+
+@pytest.mark.parametrize(("method", "path", "status"), EARLY_ANSWERS)
+async def test_guard_keeps_the_connection_serving_after_an_early_answer(
+    broker: Broker, method: str, path: str, status: int
+) -> None:
+    """A request answered before its body arrived leaves its keep-alive connection usable."""
+    port = broker.url.rsplit(":", 1)[1]
+    with trio.fail_after(30):
+        connection = await _connect(broker)
+        async with connection.stream:
+            assert await _answer_before_body(connection, broker, method, path) == status
+            health = f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+            await connection.stream.send_all(health.encode())
+            answered, body = await connection.response()
+    assert (answered, body["ok"]) == (200, True)
+
+
+def _broker_connections(pid: int, port: int) -> int:
+    """The broker's descriptors of TCP connections on its port, in any state (a leaked one
+    sits in CLOSE-WAIT); its listening sockets are not counted."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target.removeprefix("socket:[").removesuffix("]"))
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            listening = state == "0A"
+            if inode in inodes and not listening and int(local.rsplit(":", 1)[1], 16) == port:
+                count += 1
+    return count
+
+
+async def test_guard_leaves_no_descriptor_after_early_answers(broker: Broker) -> None:
+    """50 early-answered connections, reused once and then closed, leave the broker none."""
+    [pid] = broker.home.broker_pids()
+    port = int(broker.url.rsplit(":", 1)[1])
+    health = f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    with trio.fail_after(60):
+        for n in range(50):
+            method, path, status = EARLY_ANSWERS[n % len(EARLY_ANSWERS)]
+            connection = await _connect(broker)
+            async with connection.stream:
+                assert await _answer_before_body(connection, broker, method, path) == status
+                # Reused, then given up on (a broker that closed instead leaks nothing).
+                with contextlib.suppress(trio.BrokenResourceError):
+                    await connection.stream.send_all(health)
+        left = _broker_connections(pid, port)
+        with trio.move_on_after(20):  # polls until the broker has seen every close
+            while left:
+                await trio.sleep(0.05)
+                left = _broker_connections(pid, port)
+        assert left == 0, f"the broker still holds {left} of the 50 connections"
+        status, _ = await broker.post("/v1/register", {}, token=broker.secret)
+    assert status == 400  # and it answers as before
+
+
+async def test_guard_answers_each_oversized_body_413_without_send_errors(broker: Broker) -> None:
+    """Every 2 MiB request gets its 413, however the client goes on; no send fails in the log."""
+    two_mib = 2 * 1024 * 1024
+    statuses = []
+    with trio.fail_after(120):
+        for _ in range(40):  # answered on the headers; the client reads it and leaves at once
+            connection = await _connect(broker)
+            async with connection.stream:
+                await connection.stream.send_all(
+                    _head(broker, "POST", "/v1/register", broker.secret, two_mib)
+                )
+                statuses.append((await connection.response())[0])
+
+        def pooled() -> None:  # an ordinary client: the body first, then the answer
+            with httpx2.Client(timeout=30) as http:
+                for _ in range(10):
+                    response = http.post(f"{broker.url}/v1/register", content=b"x" * two_mib)
+                    statuses.append(response.status_code)
+
+        await trio.to_thread.run_sync(pooled)
+        assert (await broker.post("/v1/register", {}, token=broker.secret))[0] == 400
+    assert statuses == [413] * 50
+    log = (broker.home.root / "logs" / "broker.log").read_text()
+    assert "BusyResourceError" not in log
+    assert "Error in ASGI Framework" not in log
+
+
+async def test_register_on_a_full_disk_is_unavailable_naming_the_disk(broker: Broker) -> None:
+    """A full disk answers 503 `unavailable` naming the disk, registers nothing, then recovers."""
+    [pid] = broker.home.broker_pids()
+    wal = broker.home.root / "pager.db-wal"
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    # No file of the broker may grow past this size: its next write-ahead log frame fails as
+    # on a full disk (Python ignores SIGXFSZ, so the write fails instead of killing it).
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (wal.stat().st_size, hard))
+    try:
+        with trio.fail_after(30):
+            status, answer = await broker.post(
+                "/v1/register",
+                {"workspace": str(broker.workspace), "implementation": "shell"},
+                token=broker.secret,
+            )
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
+    assert status == 503, answer
+    assert answer["error"]["code"] == "unavailable"
+    assert "disk" in answer["error"]["message"]
+    assert broker.db_rows(COUNTS) == [(0, 0, 0)]
+    with trio.fail_after(30):
+        await broker.register("alice")

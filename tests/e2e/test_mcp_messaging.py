@@ -139,3 +139,25 @@ async def test_unreachable_delivery_address_keeps_mail_waiting(broker: Broker) -
             [claim] = structured(await b.call_tool("fetch", {"wait_s": 30}))["claims"]
             assert claim["message"]["id"] == sent["message_id"]
             assert claim["message"]["attempt"] >= 2
+
+
+async def test_send_reusing_idempotency_key_for_another_recipient_is_a_conflict(
+    broker: Broker,
+) -> None:
+    """Over MCP, a key reused for carol after bob is a `conflict` tool error naming bob's
+    message, and carol's inbox stays empty."""
+    alice = await broker.register("alice")
+    await broker.register("bob")
+    carol = await broker.register("carol")
+    with trio.fail_after(60):
+        async with (
+            mcp_session(broker.url, alice["token"]) as a,
+            mcp_session(broker.url, carol["token"]) as c,
+        ):
+            args = {"body": "once", "idempotency_key": "k1"}
+            sent = structured(await a.call_tool("send", {"to": "bob", **args}))
+            error = tool_error(await a.call_tool("send", {"to": "carol", **args}))
+            assert error["code"] == "conflict"
+            assert error["message_id"] == sent["message_id"]
+            assert sent["message_id"] in error["message"]
+            assert structured(await c.call_tool("fetch", {}))["claims"] == []

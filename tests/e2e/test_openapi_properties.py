@@ -1,15 +1,19 @@
 """Property test: requests generated from `GET /v1/openapi.json` (schemathesis) against a real
 broker never get a 5xx, and every response conforms to the document (status, content type,
-body schema); requests built to violate it are refused with a 4xx.
+body schema); requests the document allows are not refused as invalid (no 400), and requests
+built to violate it are refused with a 4xx.
 
-A plain sync test (schemathesis drives `requests` itself). The event streams are left out:
-they never end, so there is no response to check.
+The schemathesis test is a plain sync test (schemathesis drives `requests` itself). The
+event streams are left out: they never end, so there is no response to check. A second test
+walks every bound and pattern of the document deterministically, at and just past its edge.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import httpx2
 import hypothesis
 import schemathesis
 import trio
@@ -17,15 +21,27 @@ from hypothesis import strategies as st
 from schemathesis.core.result import Ok
 
 from pager.client import request_json
+from pager.domain.views import encode_cursor
 from tests.e2e.conftest import Broker, mcp_session, structured
 
 #: Examples per operation and generation mode: keeps the whole test within ~30 s.
 EXAMPLES = 12
 
-#: `positive_data_acceptance` is off: a schema-valid request can still be refused for what a
-#: schema cannot say (a workspace that is not an existing absolute directory, a wait beyond
-#: 60 s), and such a refusal is a 400 the document lists. Every other check runs.
-CONFIG = schemathesis.Config.from_dict({"checks": {"positive_data_acceptance": {"enabled": False}}})
+
+def _register_formats(broker: Broker) -> None:
+    """Strategies for what the document marks with a format of its own because no schema can
+    say it: a directory that exists, and a cursor a view could have handed out (any agent id,
+    any SQLite rowid: one past the end is an empty page). Every check runs,
+    `positive_data_acceptance` included."""
+    directories = [str(broker.workspace), str(broker.workspace) + "/", "/", "/tmp"]
+    schemathesis.openapi.format("existing-directory", st.sampled_from(directories))
+    schemathesis.openapi.format(
+        "agents-cursor", st.builds(encode_cursor, st.just("agents"), st.text(max_size=40))
+    )
+    schemathesis.openapi.format(
+        "messages-cursor",
+        st.builds(encode_cursor, st.just("messages"), st.integers(-(2**63), 2**63 - 1)),
+    )
 
 
 def _call(broker: Broker, method: str, path: str, body: Any = None, token: str = "") -> Any:
@@ -58,9 +74,15 @@ def test_v1_conforms_to_its_openapi_document(broker: Broker) -> None:
     known = [agent["agent_id"] for agent in agents.values()]
     trio.run(_exchange, broker.url, agents["alice"]["token"], agents["bob"]["token"])
     document = _call(broker, "GET", "/v1/openapi.json")
-    schema = schemathesis.openapi.from_dict(document, config=CONFIG).exclude(path_regex=r"/events$")
-    secret = {"Authorization": f"Bearer {broker.secret}"}
-    session = {"Authorization": f"Bearer {agents['carol']['token']}"}
+    _register_formats(broker)
+    # Credentials through schemathesis's own auth, so that a case generated without them (a
+    # negative one) really goes without them.
+    bearers = {"localSecret": broker.secret, "sessionToken": agents["carol"]["token"]}
+    config = schemathesis.Config.from_dict(
+        {"auth": {"openapi": {name: {"bearer": token} for name, token in bearers.items()}}}
+    )
+    loaded = schemathesis.openapi.from_dict(document, config=config)
+    schema = loaded.exclude(path_regex=r"/events$")
     operations = []
     for result in schema.get_all_operations():
         assert isinstance(result, Ok), result  # every operation of the document loads
@@ -68,21 +90,18 @@ def test_v1_conforms_to_its_openapi_document(broker: Broker) -> None:
     assert len(operations) >= 11
 
     for operation in operations:
-        uses_session = operation.path.startswith("/v1/sessions/")
-        headers = session if uses_session else secret
         described = document["paths"][operation.path][operation.method.lower()]
         modes = [schemathesis.GenerationMode.POSITIVE]
         if "parameters" in described or "requestBody" in described:  # something to violate
             modes.append(schemathesis.GenerationMode.NEGATIVE)
         for mode in modes:
-            _fuzz(operation, mode, broker.url, headers, known)
+            _fuzz(operation, mode, broker.url, known)
 
 
 def _fuzz(
     operation: schemathesis.APIOperation[Any, Any, Any, Any],
     mode: schemathesis.GenerationMode,
     url: str,
-    headers: dict[str, str],
     known: list[str],
 ) -> None:
     """Call the operation with generated cases; a path's agent id is often a real one."""
@@ -102,6 +121,83 @@ def _fuzz(
     def check(case: schemathesis.Case[Any], agent: str | None) -> None:
         if agent is not None and "agent_id" in (case.path_parameters or {}):
             case.path_parameters = {**case.path_parameters, "agent_id": agent}
-        case.call_and_validate(base_url=url, headers=headers, timeout=30)
+        case.call_and_validate(base_url=url, timeout=30)
 
     check()
+
+
+def _edges(schema: dict[str, Any]) -> list[tuple[object, bool]]:
+    """Values at the edges of `schema`'s bounds, each with whether the schema admits it."""
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    found: list[tuple[object, bool]] = []
+    if "integer" in kinds or "number" in kinds:
+        step = 1 if "integer" in kinds else 0.5
+        if "minimum" in schema:
+            found += [(schema["minimum"], True), (schema["minimum"] - step, False)]
+        if "maximum" in schema:
+            found += [(schema["maximum"], True), (schema["maximum"] + step, False)]
+    if "string" in kinds:
+        if "minLength" in schema:
+            shortest = schema["minLength"]
+            found.append(("a" * shortest, True))
+            if shortest:
+                found.append(("a" * (shortest - 1), False))
+        if "maxLength" in schema:
+            found += [("a" * schema["maxLength"], True), ("a" * (schema["maxLength"] + 1), False)]
+    return found
+
+
+#: Values that fields with a pattern must refuse (the issue's `cursor=0`, `workspace: ""`).
+OUTSIDE_PATTERNS: dict[str, list[str]] = {
+    "workspace": ["", "relative/dir"],
+    "implementation": ["", "--", "é", "a b"],
+    "session_name": ["", "-x", "agt_x", "AGT_x", "a b"],
+    "cursor": ["0", "AAAA", "eyJ2IjoiYWdlbnRz"],
+}
+
+
+def _cases(field: str, schema: dict[str, Any]) -> list[tuple[object, bool]]:
+    """`_edges`, and the values outside the field's pattern, if it has one."""
+    found = _edges(schema)
+    if "pattern" in schema:
+        outside = OUTSIDE_PATTERNS[field]
+        assert not any(re.search(schema["pattern"], value) for value in outside), field
+        found += [(value, False) for value in outside]
+    return found
+
+
+async def test_v1_accepts_the_document_bounds_and_refuses_past_them(broker: Broker) -> None:
+    """Each bound and pattern of the document: its edge is accepted, just past it is a 400."""
+    known = (await broker.register("bounds"))["agent_id"]
+    headers = {"Authorization": f"Bearer {broker.secret}"}
+    cases: list[tuple[str, str, dict[str, Any], object, bool]] = []
+    with trio.fail_after(120):
+        async with httpx2.AsyncClient(base_url=broker.url, headers=headers, timeout=30) as http:
+            document = (await http.get("/v1/openapi.json")).json()
+            schemas = document["components"]["schemas"]
+            bodies = {
+                "/v1/register": ("RegisterRequest", {"workspace": str(broker.workspace)}),
+                "/v1/hook/claim": ("HookClaimRequest", {"conversation_key": "bounds"}),
+            }
+            for path, (name, base) in bodies.items():
+                for field, schema in schemas[name]["properties"].items():
+                    for value, admitted in _cases(field, schema):
+                        body = {"implementation": "shell", **base, field: value}
+                        response = await http.post(path, json=body)
+                        cases.append((path, field, response.json(), value, admitted))
+            for path in ("/v1/agents", "/v1/agents/{agent_id}/messages"):
+                for parameter in document["paths"][path]["get"]["parameters"]:
+                    if parameter["in"] != "query":
+                        continue
+                    field = parameter["name"]
+                    for value, admitted in _cases(field, parameter["schema"]):
+                        url = path.replace("{agent_id}", known)
+                        response = await http.get(url, params={field: str(value)})
+                        cases.append((path, field, response.json(), value, admitted))
+    bounded = {field for _, field, _, _, _ in cases}
+    assert bounded >= {*OUTSIDE_PATTERNS, "conversation_key", "max_chars", "wait_s", "limit"}
+    for path, field, answer, value, admitted in cases:
+        refused = "error" in answer and answer["error"]["code"] == "validation_failed"
+        shown = value if not isinstance(value, str) or len(value) < 20 else f"{len(value)} chars"
+        assert refused is not admitted, (path, field, shown, answer)

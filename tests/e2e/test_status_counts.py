@@ -37,14 +37,13 @@ async def test_status_counts_agents_sessions_and_mail(broker: Broker) -> None:
     assert "1 waiting, 0 claimed, 0 dead" in human
 
 
-def test_status_without_counts_still_reports_the_broker(broker: Broker) -> None:
-    """A secret the broker does not accept (replaced on disk) costs the counts, not the
-    status: exit 0, the broker's identity, and why the counts are missing."""
+def test_status_with_a_replaced_secret_does_not_trust_the_broker(broker: Broker) -> None:
+    """A secret the broker does not know (replaced on disk): the broker cannot prove itself,
+    so `status` sends it nothing and says why, naming the pid to stop (docs/security.md)."""
     (broker.home.root / "secret").write_text("not-the-broker-secret\n")
     result = broker.home.run("status", "--json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr
     report = json.loads(result.stdout)
-    assert report["running"] is True
-    assert "counts" not in report
-    assert "401" in report["counts_error"]
-    assert "counts        unavailable" in broker.home.run("status").stdout
+    assert report["running"] is False
+    assert "did not prove that it is this user's broker" in report["reason"]
+    assert "secret file was replaced after broker pid" in report["reason"]

@@ -3,7 +3,8 @@
 Run as `python -m tests.fakes.fake_broker MODE STATE_DIR [SCHEMA]`:
 - `lock-holder`: a live non-broker process holding broker.lock (writes nothing into it).
 - `foreign-http`: an HTTP server that is not Pager; broker.json points at it.
-- `broker`: impersonates a Pager broker of schema SCHEMA (lock identity, broker.json, /health);
+- `broker`: impersonates a Pager broker of schema SCHEMA (lock identity, broker.json, /health
+  with the proof of the local secret, as a broker of that version on this account would give);
   it exits on SIGTERM, like a real broker asked to stop.
 Prints `ready` on stdout once set up, then serves until killed.
 """
@@ -19,6 +20,10 @@ import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from pager.launch.files import ensure_secret
+from pager.launch.proof import health_proof
 
 
 def main(mode: str, state_dir: str, schema: int) -> None:
@@ -38,10 +43,16 @@ def main(mode: str, state_dir: str, schema: int) -> None:
         os.write(lock_fd, json.dumps(identity).encode())  # type: ignore[arg-type]
         health = {"ok": True, "version": "0.0.fake", "started_at": "2026-01-01T00:00:00+00:00"}
         health.update(identity)
+        secret = ensure_secret(root / "secret")  # as a real broker does before it answers
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = json.dumps(health).encode()
+            answer = dict(health)
+            challenge = parse_qs(urlsplit(self.path).query).get("challenge")
+            if mode == "broker" and challenge:
+                address = f"127.0.0.1:{server.server_address[1]}"
+                answer["proof"] = health_proof(secret, challenge[0], health["instance_id"], address)
+            body = json.dumps(answer).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

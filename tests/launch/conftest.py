@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from pager.launch.lock import holder_alive
+
 #: A hang guard for waits on real processes, not a timing assertion.
 PROCESS_BOUND = 60.0
 
@@ -74,6 +76,8 @@ class PagerHome:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         wait_for(lambda: not self.broker_pids(), "brokers to die")
+        # A killed process shows as a zombie before its last threads let go of its files.
+        wait_for(lambda: not holder_alive(self.root / "broker.lock"), "the broker lock to be freed")
 
 
 def wait_for(predicate: object, what: str, bound: float = PROCESS_BOUND) -> None:

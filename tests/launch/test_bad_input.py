@@ -50,6 +50,18 @@ def test_start_unknown_config_key_refused(home: PagerHome) -> None:
     assert not (home.root / "pager.db").exists()
 
 
+def test_start_non_loopback_host_refused(home: PagerHome) -> None:
+    """`host = "0.0.0.0"` without `allow_remote` is refused before anything listens."""
+    home.root.mkdir(mode=0o700)
+    (home.root / "config.toml").write_text('host = "0.0.0.0"\n')
+    result = home.run("start")
+    assert result.returncode == 1
+    assert "'0.0.0.0' is not a loopback address" in result.stderr
+    assert "allow_remote = true" in result.stderr
+    assert home.broker_pids() == []
+    assert not (home.root / "pager.db").exists()
+
+
 @pytest.mark.parametrize(
     ("var", "value"),
     [
@@ -162,4 +174,4 @@ def test_status_with_foreign_broker_json_says_not_running(
     assert result.returncode == 3
     report = json.loads(result.stdout)
     assert report["running"] is False
-    assert "not held by a broker" in report["reason"]
+    assert "broker.lock is not held" in report["reason"]

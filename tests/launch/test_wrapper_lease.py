@@ -8,6 +8,7 @@ from functools import partial
 
 import pytest
 import trio
+import trio.testing
 
 from pager.launch.wrapper import hold_lease
 
@@ -18,6 +19,16 @@ async def _serve(nursery: trio.Nursery, handler: Handler) -> str:
     listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
     port = listeners[0].socket.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+def at(*urls: str | None) -> Callable[[], Awaitable[str | None]]:
+    """A locator answering `urls` in turn, then the last one for ever."""
+    answers = list(urls)
+
+    async def locate() -> str | None:
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    return locate
 
 
 async def test_hold_lease_stops_when_the_broker_refuses_the_session(
@@ -39,7 +50,7 @@ async def test_hold_lease_stops_when_the_broker_refuses_the_session(
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             url = await _serve(nursery, refuse)
-            await hold_lease(url, "tok_test")
+            await hold_lease("tok_test", at(url))
             nursery.cancel_scope.cancel()
     assert len(requests) == 1
     assert requests[0].startswith(b"GET /v1/sessions/current/events HTTP/1.1\r\n")
@@ -65,6 +76,30 @@ async def test_hold_lease_stops_when_the_session_is_ended(
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             url = await _serve(nursery, end)
-            await hold_lease(url, "tok_test")
+            await hold_lease("tok_test", at(url))
             nursery.cancel_scope.cancel()
     assert "this session was ended: archived by the operator" in capsys.readouterr().err
+
+
+async def test_hold_lease_sends_no_token_while_no_broker_is_verified(
+    capsys: pytest.CaptureFixture[str], autojump_clock: trio.testing.MockClock
+) -> None:
+    """While the locator verifies no broker (the old one died; something else may hold its
+    port) nothing is sent; once a broker proves itself elsewhere the stream goes there, and
+    the user is told that the harness still has the old address."""
+    requests: list[bytes] = []
+
+    async def refuse(stream: trio.SocketStream) -> None:
+        requests.append(await stream.receive_some(65536))
+        await stream.send_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\n{}")
+        await stream.aclose()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            url = await _serve(nursery, refuse)
+            first = "http://127.0.0.1:9"  # the discard port: nothing listens
+            await hold_lease("tok_test", at(first, None, None, url))
+            nursery.cancel_scope.cancel()
+    assert len(requests) == 1
+    err = capsys.readouterr().err
+    assert f"now listens at {url} (it was {first})" in err

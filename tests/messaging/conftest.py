@@ -77,7 +77,11 @@ async def _resolve_inline(path: str) -> Workspace:
 
 @contextlib.asynccontextmanager
 async def open_harness(
-    tmp_path: Path, windows: Windows = WINDOWS, clock: TrioWallClock | None = None
+    tmp_path: Path,
+    windows: Windows = WINDOWS,
+    clock: TrioWallClock | None = None,
+    *,
+    allow_force: bool = True,
 ) -> AsyncIterator[Harness]:
     """The subtree over `tmp_path/pager.db`; pass the same `clock` to reopen it later."""
     workspace = tmp_path / "repo"
@@ -97,7 +101,7 @@ async def open_harness(
                 run_messaging,
                 checkpoint=lambda: checkpoint,
                 providers=providers,
-                config=Config(windows=windows),
+                config=Config(windows=windows, allow_force=allow_force),
                 clock=clock or TrioWallClock(),
                 resolve=_resolve_inline,
             )

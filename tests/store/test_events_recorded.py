@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from actors.registration import RegisterCommand, RegisterPlan, claim_alias
+from actors.registration import RegisterCommand, RegisterPlan, claim_alias, take_over_by_alias
 from pager.domain import ids
 from pager.domain.errors import PagerError
 from pager.domain.names import alias_key
@@ -191,22 +191,37 @@ def test_end_session_of_ended_session_records_nothing(store: Store) -> None:
 
 
 def test_forced_takeover_records_every_change(store: Store) -> None:
-    """A forced takeover of an attached name records: the holder's session handed to a fresh
-    identity (created, attached), the identity's old session ended (detached, taken_over),
-    and the new session (attached)."""
+    """A forced takeover of an attached name records: the identity's old session ended
+    (detached, taken_over), the holder's token handed to a fresh identity (created,
+    attached), the new session (attached), and the takeover with both sessions."""
     holder = store.register("alice")
     store.new_events()
     taker = store.register("alice", attached={holder.identity_id: holder}, force=True)
     events = store.new_events()
     kinds = [kind for kind, _ in events]
-    assert kinds == ["agent.created", "agent.attached", "agent.detached", "agent.attached"]
-    fresh = events[0][1]["agent_id"]
-    assert fresh != holder.identity_id
-    assert events[1][1]["agent_id"] == fresh
-    detached = events[2][1]
+    assert kinds == [
+        "agent.detached",
+        "agent.created",
+        "agent.attached",
+        "agent.attached",
+        "agent.taken_over",
+    ]
+    detached = events[0][1]
     assert (detached["agent_id"], detached["session_id"]) == (holder.identity_id, holder.id)
     assert (detached["state"], detached["reason"]) == ("ended", "taken_over")
+    fresh = events[1][1]["agent_id"]
+    assert fresh != holder.identity_id
+    assert events[2][1]["agent_id"] == fresh
     assert events[3][1]["session_id"] == taker.id
+    taken = events[4][1]
+    assert taken["agent_id"] == holder.identity_id
+    assert (taken["via"], taken["session_id"], taken["ended_session_id"]) == (
+        "register",
+        taker.id,
+        holder.id,
+    )
+    assert taken["holder_agent_id"] == fresh
+    assert taken["previous_agent_id"] is None
 
 
 def test_refused_registration_records_nothing(store: Store) -> None:
@@ -226,7 +241,7 @@ def test_rename_records_renamed_with_old_alias(store: Store) -> None:
     slug = store.workspace.slug
 
     def rename(conn: sqlite3.Connection) -> None:
-        claim_alias(conn, store.workspace.key, "carol", me, set(), force=False, now=NOW)
+        claim_alias(conn, store.workspace.key, "carol", me, set(), force=False)
         ms.set_alias(conn, me, store.workspace.key, "carol", "carol", durable=True, now=NOW)
 
     store.write(rename)
@@ -256,26 +271,55 @@ def test_rename_to_same_alias_records_nothing(store: Store) -> None:
     assert store.new_events() == []
 
 
-def test_forced_alias_records_holder_renamed(store: Store) -> None:
-    """Taking an alias by force renames its detached holder to a fresh handle
-    (agent.renamed, reason alias_taken) before the taker's own rename."""
-    holder = store.register("alice").identity_id
+def test_claim_alias_never_renames_a_holder_even_forced(store: Store) -> None:
+    """`force` does not free an alias another identity holds (a forced rename takes that
+    identity over instead): alias_conflict, and nothing is recorded."""
+    store.register("alice")
     me = store.register("bob").identity_id
     store.new_events()
+    with pytest.raises(PagerError):
+        store.write(lambda c: claim_alias(c, store.workspace.key, "alice", me, set(), force=True))
+    assert store.new_events() == []
 
-    def take(conn: sqlite3.Connection) -> None:
-        claim_alias(conn, store.workspace.key, "alice", me, set(), force=True, now=NOW)
-        ms.set_alias(conn, me, store.workspace.key, "alice", "alice", durable=True, now=NOW)
 
-    store.write(take)
+def test_forced_alias_takeover_of_detached_holder_records_both_sessions(store: Store) -> None:
+    """Taking a detached holder's alias by force moves the caller's session onto that
+    identity: the caller's old session detached (took_over), the identity attached, and
+    agent.taken_over naming the new session and the one the caller left; the holder is
+    never renamed."""
+    holder = store.register("alice")
+    store.write(lambda c: ms.end_session(c, holder.id, SessionState.DETACHED, "detached", NOW))
+    mine = store.register("bob")
+    store.new_events()
+
+    def take(conn: sqlite3.Connection) -> str:
+        identity = ms.get_identity(conn, holder.identity_id)
+        assert identity is not None
+        done = take_over_by_alias(
+            conn, identity, None, mine, "alice", lease_expires_at=NOW + 90, now=NOW, lease_ttl=90
+        )
+        return done.session.id
+
+    session_id = store.write(take)
     events = store.new_events()
     assert [(kind, data["agent_id"]) for kind, data in events] == [
-        ("agent.renamed", holder),
-        ("agent.renamed", me),
+        ("agent.detached", mine.identity_id),
+        ("agent.attached", holder.identity_id),
+        ("agent.taken_over", holder.identity_id),
     ]
-    assert events[0][1]["reason"] == "alias_taken"
-    assert events[0][1]["old_alias"] == "alice"
-    assert events[1][1]["old_alias"] == "bob"
+    assert (events[0][1]["state"], events[0][1]["reason"]) == ("detached", "took_over")
+    assert events[1][1] == {**events[1][1], "session_id": session_id, "epoch": 2}
+    taken = events[2][1]
+    assert taken["alias"] == "alice"
+    assert (taken["via"], taken["session_id"], taken["ended_session_id"]) == (
+        "update_agent_alias",
+        session_id,
+        None,
+    )
+    assert (taken["previous_agent_id"], taken["previous_session_id"]) == (
+        mine.identity_id,
+        mine.id,
+    )
 
 
 def test_move_records_moved_with_old_workspace(store: Store, tmp_path: Path) -> None:

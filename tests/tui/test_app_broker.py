@@ -5,8 +5,9 @@ MCP."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
+from pager.launch.discovery import discover
+from pager.launch.paths import StatePaths
 from pager.tui.app import PagerApp
 from pager.tui.confirm import ConfirmScreen
 from pager.tui.messages import MessagesScreen
@@ -16,8 +17,10 @@ from tests.tui.pilot import SIZE, fast_backoff, move_to, row_keys, run, shown_al
 
 
 def _app(broker: RealBroker) -> PagerApp:
-    root: Path = broker.home.root
-    locate = state_dir_locator(root / "broker.json", root / "secret", broker.url)
+    paths = StatePaths(broker.home.root)
+    found = discover(paths).broker
+    assert found is not None
+    locate = state_dir_locator(paths, found)
     return PagerApp(HttpSource(locate), backoff=fast_backoff())
 
 

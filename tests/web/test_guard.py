@@ -130,7 +130,8 @@ async def test_guard_oversized_streamed_body_refused() -> None:
     sent: list[Message] = []
 
     async def receive() -> Message:
-        return next(inbound)
+        # Then the client hangs up, as Hypercorn reports it.
+        return next(inbound, {"type": "http.disconnect"})
 
     async def send(message: Message) -> None:
         sent.append(message)
@@ -167,3 +168,15 @@ async def test_wrong_method_is_json_405(port: int) -> None:
     status, body = await _exchange(port, raw)
     assert status == 405
     assert body["error"]["code"] == "method_not_allowed"  # type: ignore[index]
+
+
+async def test_guard_closes_the_connection_when_the_request_asks(port: int) -> None:
+    """`Connection: close` (as HTTP/1.0 means) gets the answer, then the connection closed."""
+    with trio.fail_after(10):
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            await stream.send_all(_get(port, "/health"))
+            data = b""
+            while chunk := await stream.receive_some(65536):
+                data += chunk
+    assert data.startswith(b"HTTP/1.1 200 ")

@@ -24,11 +24,12 @@ from referencing.jsonschema import DRAFT202012
 import pager.web
 from pager.domain import ids
 from pager.domain.records import Identity, MessageState
-from pager.domain.views import AgentPage, Archived, MessagePage, Purged, Unarchived
+from pager.domain.views import AgentPage, Archived, MessagePage, Purged, Unarchived, encode_cursor
 from pager.store import close_database, open_database, views
 from pager.store import messaging as ms
 from pager.web.app import create_quart_app
 from pager.web.openapi import ROUTES, build_document
+from pager.web.routes_operator import cursor_pattern
 from pager.wire import unstructure
 
 NOW = 1_800_000_000.0
@@ -155,3 +156,18 @@ def test_openapi_schemas_describe_what_the_views_return(conn: sqlite3.Connection
         _validator(name).validate(unstructure(value))
     with pytest.raises(jsonschema.ValidationError):
         _validator("Agent").validate({**unstructure(agent), "extra": 1})
+
+
+@pytest.mark.parametrize(
+    ("view", "keys"),
+    [("agents", ["", "agt_0123456789abcdef", "é\u0000x" * 9]), ("messages", [0, -1, 2**63 - 1])],
+)
+def test_openapi_cursor_pattern_matches_every_cursor_its_view_hands_out(
+    view: str, keys: list[str | int]
+) -> None:
+    """A view's cursor pattern admits any cursor `encode_cursor` makes for it, not others'."""
+    other = "messages" if view == "agents" else "agents"
+    for key in keys:
+        cursor = encode_cursor(view, key)
+        assert re.fullmatch(cursor_pattern(view), cursor)
+        assert not re.fullmatch(cursor_pattern(other), cursor)

@@ -1,0 +1,46 @@
+"""The broker's proof that it is this user's broker, checked before any credential is sent.
+
+Anyone on the machine can bind a loopback port and answer `GET /health` with a copy of what
+the real broker said, so `/health` alone proves nothing. A client sends a fresh random
+challenge; the broker answers with an HMAC of it keyed by the local secret (which only this
+user can read), bound to the broker's instance id and to the address it listens on. Binding
+the address defeats a relay: a squatter on the old port that forwards the challenge to the real
+broker on its new port gets a proof for the new port, which a client talking to the old port
+refuses. Stdlib-only: `pager hook` and `pager status` check it on every run.
+
+See docs/security.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+
+#: A challenge is this many random bytes, hex-encoded.
+CHALLENGE_BYTES = 16
+_CONTEXT = b"pager /health proof v1"
+
+
+def new_challenge() -> str:
+    return os.urandom(CHALLENGE_BYTES).hex()
+
+
+def valid_challenge(challenge: str) -> bool:
+    """A well-formed challenge: exactly the hex of CHALLENGE_BYTES bytes (the broker refuses
+    anything else rather than sign attacker-chosen text)."""
+    return len(challenge) == 2 * CHALLENGE_BYTES and all(c in "0123456789abcdef" for c in challenge)
+
+
+def health_proof(secret: str, challenge: str, instance_id: str, address: str) -> str:
+    """What the broker listening on `address` (`host:port`) answers to `challenge`."""
+    message = b"\n".join((_CONTEXT, challenge.encode(), instance_id.encode(), address.encode()))
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def proof_holds(secret: str, challenge: str, instance_id: str, address: str, proof: object) -> bool:
+    """Whether `proof` is the answer of a broker that knows `secret` and listens on `address`."""
+    if not isinstance(proof, str):
+        return False
+    expected = health_proof(secret, challenge, instance_id, address)
+    return hmac.compare_digest(expected, proof)
