@@ -7,8 +7,7 @@ secret (pager/launch/proof.py). Nothing sends a credential to a URL this module 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pager.client import BrokerUnreachable, request_json
 from pager.launch.files import read_json
@@ -18,8 +17,7 @@ from pager.launch.proof import new_challenge, proof_holds
 from pager.versions import identity_mismatch
 
 
-@dataclass(frozen=True)
-class RunningBroker:
+class RunningBroker(NamedTuple):  # not a dataclass: `dataclasses` costs the hook ~10 ms
     """A broker whose lock, `broker.json` and `/health` agree."""
 
     url: str
@@ -35,8 +33,7 @@ class RunningBroker:
         return f"{self.url}/mcp"
 
 
-@dataclass(frozen=True)
-class Discovery:
+class Discovery(NamedTuple):
     broker: RunningBroker | None
     reason: str  # why no broker was adopted ("" when one was)
 

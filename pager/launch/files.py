@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ def write_private_json(path: Path, data: dict[str, Any]) -> None:
 
 def _temp_beside(path: Path) -> Path:
     """A fresh name in the same directory (so `os.replace`/`os.link` stay atomic)."""
+    import secrets  # not at the top: `pager hook` reads files here and never writes one
+
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
@@ -45,6 +46,8 @@ def ensure_secret(path: Path) -> str:
         return _read_secret(path)
     except FileNotFoundError:
         pass
+    import secrets
+
     tmp = _temp_beside(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as file:

@@ -3,6 +3,8 @@ file or a `/health` answer says (SPEC §5, §12; pager/launch/proof.py, docs/sec
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import subprocess
@@ -36,6 +38,15 @@ def test_proof_holds_only_for_the_secret_challenge_and_address() -> None:
     assert not proof_holds("s3cret", challenge, "inst", "127.0.0.1:4000", None)
     for bad in ("", "zz" * 16, "A" * 32, "ab" * 15, "ab" * 17):
         assert not valid_challenge(bad)
+
+
+@pytest.mark.parametrize("secret", ["s", "x" * 64, "y" * 65, "ü" * 100])
+def test_proof_is_the_standard_hmac_sha256(secret: str) -> None:
+    """The proof is plain HMAC-SHA256, whatever the key's length."""
+    challenge = new_challenge()
+    message = b"\n".join((b"pager /health proof v1", challenge.encode(), b"i", b"127.0.0.1:1"))
+    expected = hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    assert health_proof(secret, challenge, "i", "127.0.0.1:1") == expected
 
 
 def test_lock_with_an_identity_but_no_holder_is_stale(tmp_path: Path) -> None:
