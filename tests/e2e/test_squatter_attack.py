@@ -63,6 +63,10 @@ server.serve_forever()
 """
 
 
+#: An interpreter the other user may run (a venv under /root is not readable by it).
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
 @pytest.fixture
 def other_user() -> Iterator[str]:
     """A throwaway Unix account, removed afterwards."""
@@ -70,6 +74,8 @@ def other_user() -> Iterator[str]:
         pytest.skip("playing another local user needs root (to create one and run as it)")
     if not (shutil.which("useradd") and shutil.which("userdel")):
         pytest.skip("useradd/userdel are not installed")
+    if SYSTEM_PYTHON is None:
+        pytest.skip("no python3 in /usr/bin or /bin for the other user to run the squatter with")
     name = f"pgsq{secrets.token_hex(3)}"
     subprocess.run(
         ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
@@ -83,9 +89,9 @@ def other_user() -> Iterator[str]:
 
 
 def start_squatter(user: str, port: int, health: dict[str, object]) -> subprocess.Popen[str]:
-    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    assert SYSTEM_PYTHON is not None
     process = subprocess.Popen(
-        [python, "-c", SQUATTER, str(port), json.dumps(health)],
+        [SYSTEM_PYTHON, "-c", SQUATTER, str(port), json.dumps(health)],
         user=user,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
