@@ -206,6 +206,10 @@ class CheckpointActor(Actor[CheckpointMessage]):
                     try:
                         outcomes.append((True, write.fn(conn)))
                     except Exception as exc:
+                        if not conn.in_transaction:
+                            # SQLite rolled the whole transaction back itself (a full disk, an
+                            # I/O error): the batch is lost, and `exc` is what to report.
+                            raise
                         conn.execute("ROLLBACK TO op")
                         outcomes.append((False, exc))
                     conn.execute("RELEASE op")

@@ -106,3 +106,23 @@ async def test_a_batch_cancelled_before_its_commit_is_rolled_back(tmp_path: Path
         assert recorded.stopped_at == "now"
     finally:
         close_database(conn)
+
+
+async def test_checkpoint_reports_the_error_of_a_write_that_lost_the_whole_batch(
+    tmp_path: Path,
+) -> None:
+    """When SQLite rolls the whole transaction back itself (it does on a full disk or an I/O
+    error), every write of the batch fails with that error, not with the savepoint it took
+    with it, and the next write commits."""
+
+    def fills_the_disk(conn: sqlite3.Connection) -> None:
+        set_meta(conn, "lost", "yes")
+        conn.execute("ROLLBACK")  # what SQLite does by itself on SQLITE_FULL mid-transaction
+        raise sqlite3.OperationalError("database or disk is full")
+
+    async with running_checkpoint(tmp_path / "pager.db") as checkpoint:
+        with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+            await checkpoint.write(fills_the_disk)
+        assert checkpoint.lookup(partial(get_meta, key="lost")) is None
+        await checkpoint.write(partial(set_meta, key="after", value="yes"))
+        assert checkpoint.lookup(partial(get_meta, key="after")) == "yes"
