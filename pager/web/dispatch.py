@@ -18,8 +18,8 @@ from typing import Any
 
 from pager.domain.api import Caller, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
-from pager.web.app import unavailable_cause
 from pager.web.guard import ASGIApp, Receive, Scope, Send
+from pager.web.store_trouble import unavailable_cause
 
 log = logging.getLogger("pager.web.mcp")
 

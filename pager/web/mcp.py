@@ -28,6 +28,7 @@ from pager.versions import VERSION
 from pager.web.dispatch import current_caller, current_hangup
 from pager.web.guard import ASGIApp, allowed_hosts
 from pager.web.mcp_tools import TOOLS, ToolArgs
+from pager.web.store_trouble import unavailable_cause
 
 log = logging.getLogger("pager.web.mcp")
 
@@ -160,8 +161,11 @@ async def call_tool(
     except PagerError as err:
         log.info("tool %s refused: %s", spec.name, err.code.value)
         return _tool_error(err.to_json())
-    except Exception:
+    except Exception as exc:
         log.exception("tool %s failed", spec.name)
+        unavailable = unavailable_cause(exc)
+        if unavailable is not None:  # the store failed: say what to fix, as /v1 does
+            return _tool_error(unavailable.to_json())
         return _tool_error(
             {
                 "code": ErrorCode.INTERNAL.value,

@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -381,26 +382,50 @@ async def test_guard_answers_each_oversized_body_413_without_send_errors(broker:
     assert "Error in ASGI Framework" not in log
 
 
-async def test_register_on_a_full_disk_is_unavailable_naming_the_disk(broker: Broker) -> None:
-    """A full disk answers 503 `unavailable` naming the disk, registers nothing, then recovers."""
+@contextlib.contextmanager
+def disk_full(broker: Broker) -> Iterator[None]:
+    """No file of the broker may grow past its write-ahead log's size: its next log frame
+    fails as on a full disk (Python ignores SIGXFSZ, so the write fails instead of killing
+    it)."""
     [pid] = broker.home.broker_pids()
     wal = broker.home.root / "pager.db-wal"
     soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
-    # No file of the broker may grow past this size: its next write-ahead log frame fails as
-    # on a full disk (Python ignores SIGXFSZ, so the write fails instead of killing it).
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (wal.stat().st_size, hard))
     try:
-        with trio.fail_after(30):
-            status, answer = await broker.post(
-                "/v1/register",
-                {"workspace": str(broker.workspace), "implementation": "shell"},
-                token=broker.secret,
-            )
+        yield
     finally:
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
+
+
+async def test_register_on_a_full_disk_is_unavailable_naming_the_disk(broker: Broker) -> None:
+    """A full disk answers 503 `unavailable` naming the disk, registers nothing, then recovers."""
+    with disk_full(broker), trio.fail_after(30):
+        status, answer = await broker.post(
+            "/v1/register",
+            {"workspace": str(broker.workspace), "implementation": "shell"},
+            token=broker.secret,
+        )
     assert status == 503, answer
     assert answer["error"]["code"] == "unavailable"
     assert "disk" in answer["error"]["message"]
     assert broker.db_rows(COUNTS) == [(0, 0, 0)]
     with trio.fail_after(30):
         await broker.register("alice")
+
+
+async def test_mcp_send_on_a_full_disk_is_unavailable_naming_the_disk(broker: Broker) -> None:
+    """The MCP tools answer a full disk as /v1 does: a tool error `unavailable` naming the
+    disk, nothing sent; the same send goes through once there is room again."""
+    alice = await broker.register("alice")
+    await broker.register("bob")
+    with trio.fail_after(60):
+        async with mcp_session(broker.url, alice["token"]) as client:
+            with disk_full(broker):
+                refused = await client.call_tool("send", {"to": "bob", "body": "hello"})
+            assert refused.is_error
+            error = json.loads(refused.content[0].text)  # type: ignore[union-attr]
+            assert error["code"] == "unavailable", error
+            assert "disk" in error["message"]
+            assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
+            sent = structured(await client.call_tool("send", {"to": "bob", "body": "hello"}))
+    assert sent["recipient"]["address"].startswith("bob@")
