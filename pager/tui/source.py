@@ -89,7 +89,8 @@ class HttpSource:
         self._call("POST", f"/v1/agents/{quote(agent_id, safe='')}/{action}", {})
 
     def events(self, last_id: int) -> AsyncIterator[SseEvent]:
-        self.relocate()
+        # No relocate here: this runs on the event loop, and the app relocates (in a thread)
+        # before every reconnection, just before it reads the snapshot.
         return stream_events(self._url, "/v1/events", token=self._token, last_event_id=last_id)
 
     def _get(self, path: str) -> dict[str, Any]:
