@@ -96,6 +96,7 @@ def _run(options: dict[str, Any]) -> int:
 
     from pager.client import request_json  # stdlib socket + json
     from pager.launch.discovery import discover
+    from pager.launch.files import session_token
     from pager.launch.paths import StatePaths
 
     home = _state_dir()
@@ -111,8 +112,9 @@ def _run(options: dict[str, Any]) -> int:
         "conversation_key": key,
         "max_chars": options["max_chars"],
     }
-    if os.environ.get("PAGER_TOKEN"):  # inside `pager <implementation>`: binds a new id
-        claim["session_token"] = os.environ["PAGER_TOKEN"]
+    token = session_token(os.environ)
+    if token:  # inside `pager <implementation>`: binds a new id
+        claim["session_token"] = token
     deadline = time.monotonic() + options["wait_max"]
     while True:
         wait_s = min(WAIT_SLICE, max(0.0, deadline - time.monotonic())) if options["wait"] else 0

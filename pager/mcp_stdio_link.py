@@ -41,6 +41,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, Tool
 
 from pager.launch.discovery import RunningBroker
+from pager.launch.files import session_token
 
 log = logging.getLogger("pager.mcp")
 
@@ -53,6 +54,8 @@ TIMEOUT = httpx2.Timeout(10.0, read=90.0)
 #: The event stream sends a heartbeat every 15 s.
 STREAM_TIMEOUT = httpx2.Timeout(10.0, read=60.0)
 DETACH_TIMEOUT = 2.0
+#: Seconds a refused call waits for the wrapper of its launch to rejoin (it does at once).
+WRAPPER_REJOIN_WAIT = 10.0
 
 #: What a failure means for the call that met it (see `BrokerFailure.kind`).
 GONE, BROKEN, EXPIRED, ENDED, REFUSED = "gone", "broken", "expired", "ended", "refused"
@@ -241,7 +244,7 @@ class BrokerLink:
         self._detached = False
         # Inside `pager <implementation>` the wrapper already registered this session, holds
         # its lease and detaches it: use that session rather than register a second one.
-        token, agent_id = os.environ.get("PAGER_TOKEN"), os.environ.get("PAGER_AGENT_ID")
+        token, agent_id = session_token(os.environ), os.environ.get("PAGER_AGENT_ID")
         self._adopted: dict[str, Any] | None = (
             {"token": token, "agent_id": agent_id, "address": os.environ.get("PAGER_ADDRESS")}
             if token and agent_id
@@ -490,6 +493,10 @@ class BrokerLink:
             raise ToolFailure.of(
                 "internal", f"`pager mcp` cannot read the local secret {exc.filename}: {exc}"
             ) from None
+        if rejoin and self._adopted is not None and os.environ.get("PAGER_TOKEN_FILE"):
+            # The wrapper rejoins its session itself and writes the new token to that file.
+            self._adopted = {**self._adopted, "token": await self._renewed_token()}
+            rejoin = False
         if not rejoin and self._adopted is not None:
             self._session = dict(self._adopted)
             self._retire()
@@ -529,6 +536,21 @@ class BrokerLink:
             answer.get("address"),
             answer.get("agent_id"),
             answer.get("session_id"),
+        )
+
+    async def _renewed_token(self) -> str:
+        """The wrapped launch's token once its wrapper has rejoined (it differs from ours)."""
+        assert self._adopted is not None
+        with trio.move_on_after(WRAPPER_REJOIN_WAIT):
+            while True:
+                token = session_token(os.environ)
+                if token and token != self._adopted["token"]:
+                    return token
+                await trio.sleep(0.2)
+        raise ToolFailure.of(
+            "expired",
+            "the broker refused this wrapped launch's session and its wrapper did not rejoin;"
+            " restart the harness with `pager <implementation>`",
         )
 
     async def _post_register(self, body: dict[str, Any], secret: str) -> tuple[int, Any]:

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -64,8 +65,11 @@ if str(ROOT) not in sys.path:
 from pager.client import BrokerUnreachable, request_json  # noqa: E402
 from pager.implementations import discover as discover_implementations  # noqa: E402
 from pager.implementations.launching import launch_spec  # noqa: E402
+from pager.launch.discovery import BrokerLocator  # noqa: E402
 from pager.launch.discovery import discover as discover_broker  # noqa: E402
 from pager.launch.paths import StatePaths  # noqa: E402
+from pager.launch.relay import Relay  # noqa: E402
+from pager.launch.session import WrappedSession  # noqa: E402
 from pager.launch.wrapper import (  # noqa: E402
     HarnessCommand,
     LaunchPlan,
@@ -317,6 +321,7 @@ class Launch:
     session: dict[str, Any]
     command: HarnessCommand
     directory: str  # the private launch directory (the connector's files)
+    relay: Relay  # the launch relay the harness is wired to, as in a real launch
 
     @property
     def argv(self) -> list[str]:
@@ -346,11 +351,11 @@ class Launch:
         return {key: self.short(value) for key, value in added.items()}
 
     def short(self, text: str) -> str:
-        text = text.replace(self.directory, "<launch-dir>")
-        return text.replace(str(self.session["token"]), "<token>")
+        return self.redact(text.replace(self.directory, "<launch-dir>"))
 
     def redact(self, text: str) -> str:
-        return text.replace(str(self.session["token"]), "<token>")
+        text = text.replace(str(self.session["token"]), "<token>")
+        return text.replace(self.relay.credential, "<relay-credential>")
 
 
 class Context:
@@ -397,12 +402,19 @@ class Context:
         if program is None:
             raise Unchecked(f"{plan.executable} is not installed in {self.bin_dir}")
         broker = self.broker
-        session = register(broker.url, broker.secret, registration(spec, plan, str(self.workspace)))
+        body = registration(spec, plan, str(self.workspace))
+        session = register(broker.url, broker.secret, body)
         try:
-            values = launch_values(broker.url, broker.mcp_url, session, broker.paths, plan, spec)
-            with private_directory() as directory:
+            with (
+                private_directory() as directory,
+                serving_relay(broker, body, session, Path(directory)) as relay,
+            ):
+                token_file = Path(directory) / "session-token"
+                values = launch_values(
+                    relay.url, relay.credential, session, broker.paths, plan, spec, token_file
+                )
                 command = harness_command(spec, program, plan, values, directory, self.env)
-                yield Launch(self.id, plan, session, command, directory)
+                yield Launch(self.id, plan, session, command, directory, relay)
         finally:
             with contextlib.suppress(BrokerUnreachable):
                 request_json(
@@ -425,6 +437,42 @@ class Context:
         return Check(
             name, verdict, launch.redact(observed), launch.shown(argv), launch.wiring_env()
         )
+
+
+@contextlib.contextmanager
+def serving_relay(
+    broker: Broker, body: dict[str, Any], session: dict[str, Any], directory: Path
+) -> Iterator[Relay]:
+    """The launch relay of one launch, served by a thread of its own while the block runs,
+    and the launch's token file in `directory`, as `pager <implementation>` has them."""
+    found = discover_broker(broker.paths).broker
+    if found is None:
+        raise Unchecked("the broker stopped proving itself")
+    relay = Relay.bind()
+    locator = BrokerLocator(broker.paths, found)
+    wrapped = WrappedSession(locator, body, session, directory / "session-token")
+    wrapped.write_token_file()
+    started = threading.Event()
+    stop: list[Callable[[], None]] = []
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            token = trio.lowlevel.current_trio_token()
+            stop.append(
+                lambda: trio.from_thread.run_sync(nursery.cancel_scope.cancel, trio_token=token)
+            )
+            await nursery.start(relay.serve, wrapped)
+            started.set()
+
+    thread = threading.Thread(target=trio.run, args=(serve,), daemon=True)
+    thread.start()
+    started.wait(10)
+    try:
+        yield relay
+    finally:
+        if stop:
+            stop[0]()
+        thread.join(10)
 
 
 # --------------------------------------------------------------------------------- processes
@@ -628,7 +676,7 @@ def check_codex(ctx: Context) -> list[Check]:
                 raise Rejected(f"exit {status}: {_tail(out)}")
             transport = data.get("transport") or {}
             seen = [transport.get(key) for key in ("type", "url", "bearer_token_env_var")]
-            if seen != ["streamable_http", ctx.broker.mcp_url, "PAGER_TOKEN"]:
+            if seen != ["streamable_http", f"{launch.relay.url}/mcp", "PAGER_TOKEN"]:
                 raise Rejected(f"codex read the server as {json.dumps(transport)}")
             return (
                 f"`mcp get pager`: transport streamable_http, url {transport['url']},"

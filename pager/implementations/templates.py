@@ -16,9 +16,10 @@ from types import MappingProxyType
 #: Every placeholder a template may use, with what the wrapper puts there.
 PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
     {
-        "url": "the broker's base URL, e.g. http://127.0.0.1:7341",
-        "mcp_url": "the broker's MCP endpoint, {url}/mcp",
-        "token": "the session's bearer token (secret: prefer passing it through env)",
+        "url": "the launch relay's base URL (it forwards to the broker), e.g. http://127.0.0.1:41877",
+        "mcp_url": "the MCP endpoint through the launch relay, {url}/mcp",
+        "token": "the relay's bearer credential (secret: prefer passing it through env)",
+        "token_file": "the private file holding the session's current token (PAGER_TOKEN_FILE)",
         "agent_id": "the Pager agent id of the session (agt_…)",
         "address": "the agent's address, alias@workspace-slug (the agent id when it has no alias)",
         "alias": "the session name given with --session-name (empty when none)",

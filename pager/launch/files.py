@@ -5,16 +5,23 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:
     """Replace `path` atomically with `data` as JSON, mode 0600 (readers never see half a file)."""
+    write_private_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Replace `path` atomically with `text`, mode 0600 (readers never see half a file)."""
     tmp = _temp_beside(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as file:
-        json.dump(data, file, indent=2, sort_keys=True)
-        file.write("\n")
+        file.write(text)
         file.flush()
         os.fsync(file.fileno())
     os.replace(tmp, path)
@@ -68,3 +75,21 @@ def _read_secret(path: Path) -> str:
     if not value:
         raise ValueError(f"{path} is empty; delete it and run `pager restart` to make a new one")
     return value
+
+
+def session_token(environ: Mapping[str, str]) -> str | None:
+    """The session token of the wrapped launch this process runs in (SPEC §4.2), or None.
+
+    Inside `pager <implementation>` it is in the file `PAGER_TOKEN_FILE` names, which the
+    wrapper rewrites when it rejoins; `PAGER_TOKEN` there is the launch relay's credential,
+    valid only at the relay (pager/launch/relay.py). Elsewhere `PAGER_TOKEN` is the token."""
+    path = environ.get("PAGER_TOKEN_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                return file.read().strip() or None
+        except OSError:
+            return None  # the launch is over: no session, and never the relay's credential
+    token = environ.get("PAGER_TOKEN")
+    # A relay credential (`prl_…`) is worth nothing at the broker: never sent there.
+    return token if token and not token.startswith("prl_") else None

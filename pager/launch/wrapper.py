@@ -2,9 +2,11 @@
 
 Registers first (a refused name exits non-zero without starting the harness), launches the
 harness with per-launch wiring only (arguments, environment, files in a private temporary
-directory; never the user's own configuration), holds the session's lease through the event
-stream while the harness runs, forwards termination signals, detaches gracefully and exits
-with the harness's status.
+directory; never the user's own configuration) that points it at the launch relay
+(pager/launch/relay.py), serves that relay and holds the session's lease through the event
+stream while the harness runs (rejoining when the broker revokes the token,
+pager/launch/session.py), forwards termination signals, detaches gracefully and exits with the
+harness's status.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from functools import partial
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -27,6 +29,8 @@ from pager.client import BrokerUnreachable, request_json
 from pager.launch.discovery import BrokerLocator
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 from pager.launch.paths import StatePaths
+from pager.launch.relay import REJOINABLE, Relay, RelaySession
+from pager.launch.session import WrappedSession
 from pager.launch.wrapper_args import (
     Conversation,
     WrapperArgs,
@@ -102,24 +106,28 @@ def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int
     except LifecycleError as exc:
         raise LaunchError(str(exc)) from None
     secret = paths.secret.read_text().strip()
-    session = register(broker.url, secret, registration(spec, plan, os.getcwd()))
-    locator = BrokerLocator(paths, broker)
+    body = registration(spec, plan, os.getcwd())
+    answer = register(broker.url, secret, body)
+    session = WrappedSession(BrokerLocator(paths, broker), body, answer)
     try:
-        values = launch_values(broker.url, broker.mcp_url, session, paths, plan, spec)
+        relay = Relay.bind()
         with private_directory() as directory:
-            harness = harness_command(spec, program, plan, values, directory)
-            return trio.run(
-                _run_harness, list(harness.argv), dict(harness.env), locator, session["token"]
+            session.token_file = Path(directory) / "session-token"
+            session.write_token_file()
+            values = launch_values(
+                relay.url, relay.credential, answer, paths, plan, spec, session.token_file
             )
+            harness = harness_command(spec, program, plan, values, directory)
+            return trio.run(_run_harness, list(harness.argv), dict(harness.env), relay, session)
     finally:
-        url = locator.url()
+        url = None if session.ended else session.locator.url()
         with contextlib.suppress(BrokerUnreachable):
             if url is not None:  # else the broker is gone: the lease lapses by itself
                 request_json(
                     url,
                     "POST",
                     "/v1/sessions/current/detach",
-                    token=session["token"],
+                    token=session.token,
                     body={},
                     timeout=BROKER_CALL_TIMEOUT,
                 )
@@ -160,17 +168,22 @@ def registration(spec: LaunchSpec, plan: LaunchPlan, workspace: str) -> dict[str
 
 def launch_values(
     url: str,
-    mcp_url: str,
+    credential: str,
     session: Mapping[str, Any],
     paths: StatePaths,
     plan: LaunchPlan,
     spec: LaunchSpec,
+    token_file: Path,
 ) -> dict[str, str]:
-    """The placeholders' values known before the connector runs (SPEC §10)."""
+    """The placeholders' values known before the connector runs (SPEC §10). `url` and
+    `credential` are the launch relay's (pager/launch/relay.py): the harness is never given
+    the broker's address or a session token, which may change while it runs; Pager's own
+    clients read the current token from `token_file`."""
     return {
         "url": url,
-        "mcp_url": mcp_url,
-        "token": session["token"],
+        "mcp_url": f"{url}/mcp",
+        "token": credential,
+        "token_file": str(token_file),
         "agent_id": session["agent_id"],
         "address": session["address"],
         "alias": session["alias"],
@@ -207,6 +220,8 @@ def harness_command(
         "PAGER_AGENT_ID": filled["agent_id"],
         "PAGER_ADDRESS": filled["address"],
         "PAGER_IMPLEMENTATION": spec.implementation,
+        # Where Pager's own clients (the hook, the CLI) read the session's current token.
+        "PAGER_TOKEN_FILE": filled["token_file"],
         **{key: _render(value, filled) for key, value in spec.env.items()},
     }
     return HarnessCommand(argv, env)
@@ -257,11 +272,12 @@ def private_directory() -> Iterator[str]:
 
 
 async def _run_harness(
-    command: list[str], env: dict[str, str], locator: BrokerLocator, token: str
+    command: list[str], env: dict[str, str], relay: Relay, session: WrappedSession
 ) -> int:
-    """The launch's small tree: the harness (stdio inherited) and the lease holder."""
+    """The launch's small tree: the relay, the lease holder and the harness (stdio inherited)."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(hold_lease, token, partial(trio.to_thread.run_sync, locator.url))
+        await nursery.start(relay.serve, session)
+        nursery.start_soon(hold_lease, session)
         with trio.open_signal_receiver(*FORWARDED) as signals:
             process = await trio.lowlevel.open_process(command, env=env)
 
@@ -289,20 +305,15 @@ def _ignoring(signum: int) -> Iterator[None]:
         signal.signal(signum, previous)
 
 
-async def hold_lease(token: str, locate: Callable[[], Awaitable[str | None]]) -> None:
-    """Keep the session's event stream open (it holds the lease); reconnect if it drops.
-    `locate` gives the URL of a broker that proved itself before every connection (None: no
-    such broker now), so the token never goes to whatever took over a remembered address."""
+async def hold_lease(session: RelaySession) -> None:
+    """Keep the session's event stream open (it holds the lease); reconnect if it drops, and
+    rejoin when the broker refuses the token (`expired`, unknown). The URL comes from the
+    session before every connection: only a broker that proved itself gets the token."""
     delay = 0.5
-    first_url: str | None = None
     while True:
-        url = await locate()
+        url = await session.url()
         if url is not None:
-            if first_url is None:
-                first_url = url
-            elif url != first_url:
-                _moved(first_url, url)
-                first_url = url
+            token = session.token
             host, _, port = url.removeprefix("http://").rpartition(":")
             request = (
                 f"GET /v1/sessions/current/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
@@ -316,26 +327,26 @@ async def hold_lease(token: str, locate: Callable[[], Awaitable[str | None]]) ->
                     while data := await stream.receive_some(65536):
                         delay = 0.5
                         if not seen and data.startswith(b"HTTP/1.1 4"):
-                            # `expired`, `ended` or an unknown token: retrying cannot help.
-                            _refused(data + await _rest_of(stream))
+                            answer = data + await _rest_of(stream)
+                            if _code(answer) in REJOINABLE and await session.rejoin(token):
+                                break
+                            _refused(answer)  # `ended`, or no rejoin: retrying cannot help
+                            session.end("refused")
                             return
                         seen = seen[-4096:] + data
                         ended = seen.split(b"event: ended", 1)
                         if len(ended) == 2 and b"\n\n" in ended[1]:
                             _notice(ended[1])
+                            session.end("ended")
                             return
+                    else:
+                        await trio.sleep(delay)  # the stream dropped: the broker may be gone
+                        delay = min(delay * 2, 15.0)
+                    continue  # rejoined: the new token's stream at once
             except OSError:
                 pass
         await trio.sleep(delay)
         delay = min(delay * 2, 15.0)
-
-
-def _moved(old: str, new: str) -> None:
-    print(
-        f"pager: the broker now listens at {new} (it was {old}); this harness's MCP client may"
-        " still use the old address: restart the harness to reconnect it",
-        file=sys.stderr,
-    )
 
 
 async def _rest_of(stream: trio.abc.ReceiveStream) -> bytes:
@@ -347,6 +358,14 @@ async def _rest_of(stream: trio.abc.ReceiveStream) -> bytes:
             if len(rest) > 65536:
                 break
     return rest
+
+
+def _code(answer: bytes) -> str | None:
+    _, _, body = answer.partition(b"\r\n\r\n")
+    try:
+        return str(json.loads(body)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _refused(answer: bytes) -> None:

@@ -343,3 +343,33 @@ async def test_inside_a_wrapped_launch_uses_the_wrappers_session(broker: Broker)
     assert broker.db_rows("SELECT state FROM sessions WHERE id = ?", wrapped["session_id"]) == [
         ("attached",)
     ]
+
+
+async def test_inside_a_wrapped_launch_takes_the_wrappers_rejoined_token(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """When the broker refuses the wrapped session's token, `pager mcp` does not register a
+    session of its own: it takes the token the wrapper rejoined with from PAGER_TOKEN_FILE."""
+    body = {"workspace": str(broker.workspace), "implementation": "claude",
+            "session_name": "wrapped"}  # fmt: skip
+    status, wrapped = await broker.post("/v1/register", body, token=broker.secret)
+    assert status == 201
+    token_file = tmp_path / "session-token"
+    token_file.write_text(wrapped["token"] + "\n")
+    env = {"PAGER_TOKEN": "prl_the_relays_credential", "PAGER_TOKEN_FILE": str(token_file),
+           "PAGER_AGENT_ID": wrapped["agent_id"], "PAGER_ADDRESS": wrapped["address"]}  # fmt: skip
+    with trio.fail_after(60):
+        async with stdio_server(broker, **env) as server:
+            me = await server.whoami()
+            assert me["session"]["id"] == wrapped["session_id"]
+            await lapse_while_idle(broker, wrapped["session_id"])
+            # What the wrapper does on `expired`: rejoin with the resume token, write the file.
+            resume = {**body, "resume_token": wrapped["resume_token"]}
+            status, rejoined = await broker.post("/v1/register", resume, token=broker.secret)
+            assert status == 201
+            token_file.write_text(rejoined["token"] + "\n")
+            again = await server.whoami()
+    assert again["agent_id"] == wrapped["agent_id"]
+    assert again["session"]["id"] == rejoined["session_id"]
+    [(count,)] = broker.db_rows("SELECT COUNT(*) FROM sessions")
+    assert count == 2  # the wrapped one and its rejoin: none of `pager mcp`'s own

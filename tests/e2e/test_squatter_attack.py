@@ -24,7 +24,7 @@ import trio
 from pager.client import request_json
 from pager.launch.squat import port_owner
 from tests.e2e.conftest import FAST_WINDOWS, Broker, start_broker
-from tests.launch.conftest import PROCESS_BOUND, PagerHome
+from tests.launch.conftest import PROCESS_BOUND, PagerHome, wait_for
 
 #: The squatter, run as the other user by the system's Python (it cannot read our venv's
 #: private state, and needs nothing of Pager's): answers every request with the replayed
@@ -108,6 +108,17 @@ def seen_by(squatter: subprocess.Popen[str]) -> list[dict[str, object]]:
     squatter.kill()
     out, _ = squatter.communicate(timeout=PROCESS_BOUND)
     return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def launch_claude(env: dict[str, str], workspace: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pager", "claude", "--session-name", "victim"],
+        env=env,
+        cwd=workspace,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def hook(home: PagerHome, token: str) -> subprocess.CompletedProcess[str]:
@@ -224,3 +235,50 @@ async def test_pager_mcp_sends_the_squatter_nothing_and_rejoins(
             squatter.kill()
             squatter.wait()
         await trio.to_thread.run_sync(home.kill_all)
+
+
+async def test_wrapped_harness_rejoins_by_itself_and_the_squatter_gets_nothing(
+    other_user: str, tmp_path: Path
+) -> None:
+    """A wrapped harness (a FAKE `claude`, wired once to its launch relay) whose broker was
+    killed and whose port another user took: its next MCP call sends the squatter nothing,
+    the relay starts a broker elsewhere, meets the revoked token, rejoins and sends the call
+    again. The harness sees only the answer, as the same agent."""
+    home = PagerHome(tmp_path / "home")
+    broker = start_broker(home, tmp_path / "repo", **FAST_WINDOWS)
+    bin_dir, log, go = tmp_path / "bin", tmp_path / "harness.log", tmp_path / "go"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(
+        f"#!/bin/sh\ncd {Path(__file__).parents[2]} && exec {sys.executable}"
+        ' -m tests.fakes.fake_harness "$@"\n'
+    )
+    (bin_dir / "claude").chmod(0o755)
+    env = {**home.env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_HARNESS_LOG": str(log),
+           "FAKE_HARNESS_STEPS": f"whoami,wait:{go},whoami,exit:0"}  # fmt: skip
+    wrapper = launch_claude(env, broker.workspace)
+    squatter = None
+    try:
+        wait_for(lambda: log.exists() and "whoami" in log.read_text(), "the fake's first call")
+        _, health = request_json(broker.url, "GET", "/health")
+        await trio.to_thread.run_sync(home.kill_all)
+        squatter = start_squatter(other_user, int(broker.url.rpartition(":")[2]), health)
+        go.touch()
+        _, err = await trio.to_thread.run_sync(wrapper.communicate, None, PROCESS_BOUND)
+        assert wrapper.returncode == 0, err
+        requests = seen_by(squatter)
+        squatter = None
+    finally:
+        if squatter is not None:
+            squatter.kill()
+            squatter.wait()
+        if wrapper.poll() is None:
+            wrapper.kill()
+        await trio.to_thread.run_sync(home.kill_all)
+    first, second = [json.loads(line)["whoami"] for line in log.read_text().splitlines()
+                     if "whoami" in json.loads(line)]  # fmt: skip
+    assert second["agent_id"] == first["agent_id"]
+    assert second["session"]["id"] != first["session"]["id"]
+    assert "rejoined the broker at" in err
+    for request in requests:
+        assert "authorization" not in json.dumps(request).lower(), request
+        assert broker.secret not in json.dumps(request)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -195,16 +196,31 @@ async def test_wrapper_sigkill_leaves_mail_waiting(
 async def test_shell_runs_any_program_with_pager_environment(
     broker: Broker, tmp_path: Path, script: str, status: int
 ) -> None:
-    """`pager shell -- PROGRAM` gives the program PAGER_* and exits with its status."""
+    """`pager shell -- PROGRAM` gives the program PAGER_* and exits with its status; PAGER_URL
+    and PAGER_TOKEN are the launch relay's, through which plain `curl` acts as the session."""
     out = tmp_path / "env.txt"
-    command = f'echo "$PAGER_ADDRESS $PAGER_AGENT_ID $PAGER_URL" > {out}; {script}'
+    answer = tmp_path / "whoami.json"
+    call = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": "whoami", "arguments": {}}}
+    )  # fmt: skip
+    command = (
+        f'echo "$PAGER_ADDRESS $PAGER_AGENT_ID $PAGER_URL $PAGER_TOKEN" > {out};'
+        f' curl -sS -H "Authorization: Bearer $PAGER_TOKEN" -H "Content-Type: application/json"'
+        f" -H \"Accept: application/json, text/event-stream\" --data '{call}'"
+        f' "$PAGER_URL/mcp" > {answer}; {script}'
+    )
     argv = [sys.executable, "-m", "pager", "shell", "--session-name", "job", "--", "sh", "-c"]
     done = await trio.to_thread.run_sync(_run, broker, [*argv, command])
     assert done.returncode == status, done.stderr
-    address, agent_id, url = out.read_text().split()
+    address, agent_id, url, token = out.read_text().split()
     assert address.startswith("job@")
     assert agent_id.startswith("agt_")
-    assert url == broker.url
+    assert url.startswith("http://127.0.0.1:")
+    assert url != broker.url
+    assert token.startswith("prl_")
+    result = json.loads(answer.read_text())["result"]["structuredContent"]
+    assert result["agent_id"] == agent_id
 
 
 async def test_user_manifest_is_listed_and_launched(broker: Broker, tmp_path: Path) -> None:
@@ -255,3 +271,43 @@ async def test_wrapper_says_when_its_session_is_taken_over(
         if wrapper.poll() is None:
             wrapper.kill()
     assert wrapper.returncode == 0
+
+
+async def test_wrapped_session_follows_its_broker_to_another_port_and_rejoins(
+    broker: Broker, fake_claude: Path, tmp_path: Path
+) -> None:
+    """The broker dies and another program takes its kept port: the new broker listens
+    elsewhere and revokes every earlier token. The harness, wired once to its launch relay,
+    notices nothing: its next MCP call answers as the same agent (a new session), and its hook
+    (which reads the rejoined token from PAGER_TOKEN_FILE) gets the mail that waited."""
+    go = tmp_path / "go"
+    wrapper = _launch(broker, f"whoami,wait:{go},whoami,hook,exit:0", "--session-name", "api")
+    holder = socket.socket()
+    try:
+        wait_for(lambda: any("whoami" in r for r in _records(fake_claude)), "the fake's whoami")
+        await trio.to_thread.run_sync(broker.home.kill_all)
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
+        holder.bind(("127.0.0.1", int(broker.url.rpartition(":")[2])))  # the kept port
+        holder.listen()
+        started = broker.home.run("start", "--json")
+        assert started.returncode == 0, started.stderr
+        moved = Broker(broker.home, json.loads(started.stdout)["url"], broker.secret,
+                       broker.workspace)  # fmt: skip
+        assert moved.url != broker.url
+        alice = await moved.register("alice")
+        async with mcp_session(moved.url, alice["token"]) as a:
+            structured(await a.call_tool("send", {"to": "api", "body": "after the move"}))
+        go.touch()
+        _, err = await trio.to_thread.run_sync(wrapper.communicate, None, PROCESS_BOUND)
+    finally:
+        holder.close()
+        if wrapper.poll() is None:
+            wrapper.kill()
+    assert wrapper.returncode == 0, err
+    first, second = [r["whoami"] for r in _records(fake_claude) if "whoami" in r]
+    assert second["agent_id"] == first["agent_id"]
+    assert second["session"]["id"] != first["session"]["id"]  # the old token was revoked
+    assert f"rejoined the broker at {moved.url} as api@" in err
+    [hooked] = [r["hook"] for r in _records(fake_claude) if "hook" in r]
+    assert hooked["status"] == 0
+    assert "after the move" in hooked["stdout"]

@@ -152,7 +152,11 @@ async def test_wrapped_launch_wires_the_harness_per_launch(
     token = start["env"]["PAGER_TOKEN"]
     assert token
     assert not any(token in arg for arg in start["argv"]), "the token is on the command line"
-    assert start["env"]["PAGER_URL"] == broker.url
+    # The launch relay's address and credential, never the broker's or a session token.
+    relay = start["env"]["PAGER_URL"]
+    assert relay.startswith("http://127.0.0.1:")
+    assert relay != broker.url
+    assert token.startswith("prl_")
     assert start["argv"][-2:] == list(USER_ARGS[kind])
     assert Path(start["cwd"]) == broker.workspace
     for path, file in start["files"].items():
@@ -170,7 +174,7 @@ def check_codex(start: dict[str, Any], broker: Broker) -> None:
     argv = start["argv"]
     assert argv[:4] == [
         "-c",
-        f'mcp_servers.pager.url="{broker.url}/mcp"',
+        f'mcp_servers.pager.url="{start["env"]["PAGER_URL"]}/mcp"',
         "-c",
         'mcp_servers.pager.bearer_token_env_var="PAGER_TOKEN"',
     ]
@@ -186,7 +190,7 @@ def check_gemini(start: dict[str, Any], broker: Broker) -> None:
     config = json.loads(start["files"][str(extension / "gemini-extension.json")]["content"])
     assert config["name"] == "pager-launch"  # Gemini CLI wants the directory's name
     server = config["mcpServers"]["pager"]
-    assert server["httpUrl"] == f"{broker.url}/mcp"
+    assert server["httpUrl"] == f"{start['env']['PAGER_URL']}/mcp"
     assert server["headers"] == {"Authorization": f"Bearer {start['env']['PAGER_TOKEN']}"}
     assert "trust" not in server  # Pager never pre-approves its tools (SPEC §10)
     hooks = json.loads(start["files"][str(extension / "hooks" / "hooks.json")]["content"])
@@ -203,7 +207,7 @@ def check_opencode(start: dict[str, Any], broker: Broker) -> None:
     config = json.loads(start["env"]["OPENCODE_CONFIG_CONTENT"])
     assert config["mcp"]["pager"] == {
         "type": "remote",
-        "url": f"{broker.url}/mcp",
+        "url": f"{start['env']['PAGER_URL']}/mcp",
         "headers": {"Authorization": "Bearer {env:PAGER_TOKEN}"},
         "oauth": False,
         "enabled": True,

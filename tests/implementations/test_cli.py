@@ -73,7 +73,7 @@ def test_cli_implementations_json_lists_sources_and_errors(
         "known: {address}, {agent_id}, {alias}, {config_content}, {config_dir}, "
         "{conversation_key}, {extension_path}, {hook_command}, {mcp_config_file}, {mcp_url}, "
         "{python}, "
-        "{session_id}, {settings_file}, {state_dir}, {token}, {url}"
+        "{session_id}, {settings_file}, {state_dir}, {token}, {token_file}, {url}"
     )
     assert report["user_dir"] == str(user_dir)
 

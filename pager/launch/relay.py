@@ -1,0 +1,309 @@
+"""The launch relay: the one address and credential a wrapped harness is given (SPEC §12).
+
+A harness's MCP client, plugin or extension is configured once, when it starts, with a URL and
+a bearer token, and nothing can tell it later that the broker moved to another port or that
+its token was revoked (pager/launch/squat.py). So `pager <implementation>` gives the harness the
+address of this relay, a loopback listener the wrapper holds for as long as the harness runs,
+and a credential that only the relay accepts (so it is worth nothing to anyone the harness
+might send it to). For each request the relay
+
+- refuses a `Host` or `Origin` that is not its own (no web page reaches it by DNS rebinding);
+- asks the session for the broker that proved itself (pager/launch/discovery.py), starting one
+  when none runs; while none does it answers 503 `unavailable` and sends nothing anywhere;
+- replaces its credential with the session's current token, and `Host` with the broker's;
+- sends the request on a connection of its own (`Connection: close`, so the answer's end is
+  the connection's) and streams the answer back as it arrives (event streams included);
+- meets a refused token (401 `expired` or `unauthenticated`) by rejoining (pager/launch/
+  session.py) and sending the request once more: the broker did not act on it.
+
+A request with another `Authorization` (or none) passes unchanged: the broker judges it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import socket
+from typing import Any, NamedTuple, Protocol
+
+import trio
+
+from pager.web.guard import allowed_hosts
+
+#: A request head larger than this is refused (431).
+HEAD_LIMIT = 64 * 1024
+#: Bodies up to this size are held whole, so that a request refused for its token can be sent
+#: again; larger or chunked ones stream through and are not replayed.
+REPLAY_LIMIT = 4 * 1024 * 1024
+#: Seconds a client has to send a whole request head (and a held body) before it is dropped.
+REQUEST_TIMEOUT = 30.0
+#: Connections served at once; more get 503 (only this user's harness should connect at all).
+MAX_CONNECTIONS = 64
+#: Headers the relay sets itself on the way to the broker.
+REWRITTEN = frozenset({b"host", b"connection", b"keep-alive", b"proxy-connection", b"expect"})
+#: Refusals that a rejoin can cure; `ended` cannot (SPEC §7).
+REJOINABLE = frozenset({"expired", "unauthenticated"})
+
+REASONS = {400: "Bad Request", 403: "Forbidden", 421: "Misdirected Request",
+           431: "Request Header Fields Too Large", 502: "Bad Gateway",
+           503: "Service Unavailable"}  # fmt: skip
+
+
+class RelaySession(Protocol):
+    """What the relay and the lease holder need of the session behind them
+    (pager/launch/session.py)."""
+
+    @property
+    def token(self) -> str: ...
+
+    async def url(self, *, start: bool = False) -> str | None: ...
+
+    async def rejoin(self, stale: str) -> bool: ...
+
+    def end(self, reason: str) -> None: ...
+
+
+class Refusal(Exception):
+    """The relay answers the request itself, with a Pager error."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code = status, code
+
+    def answer(self) -> bytes:
+        body = json.dumps({"error": {"code": self.code, "message": str(self)}}).encode()
+        head = (
+            f"HTTP/1.1 {self.status} {REASONS.get(self.status, '')}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        return head.encode() + body
+
+
+class Request(NamedTuple):
+    line: bytes  # b"POST /mcp HTTP/1.1"
+    headers: list[tuple[bytes, bytes]]  # as received, minus the ones the relay sets itself
+    credential: bool  # it carried the relay's credential (replaced by the session token)
+    body: bytes | None  # the whole body when held; None when it streams (see `rest`)
+    rest: bytes  # what arrived after the head and was not yet forwarded (a streamed body)
+
+
+class Relay:
+    """A loopback listener bound before the harness starts; `serve` relays until cancelled."""
+
+    def __init__(self, sock: socket.socket, credential: str | None = None) -> None:
+        self._socket = sock
+        self.port = int(sock.getsockname()[1])
+        self.credential = credential or f"prl_{secrets.token_urlsafe(32)}"
+        self.hosts = allowed_hosts("127.0.0.1", self.port)
+        self.origins = frozenset(f"http://{host}" for host in self.hosts)
+        self._open = 0
+
+    @classmethod
+    def bind(cls) -> Relay:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(socket.SOMAXCONN)
+        except OSError:
+            sock.close()
+            raise
+        return cls(sock)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def serve(
+        self,
+        session: RelaySession,
+        *,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        listener = trio.SocketListener(trio.socket.from_stdlib_socket(self._socket))
+
+        async def handle(stream: trio.SocketStream) -> None:
+            await self._handle(stream, session)
+
+        await trio.serve_listeners(handle, [listener], task_status=task_status)
+
+    async def _handle(self, client: trio.SocketStream, session: RelaySession) -> None:
+        async with client:
+            if self._open >= MAX_CONNECTIONS:
+                refusal = Refusal(503, "unavailable", "too many connections to the launch relay")
+                await _send_quietly(client, refusal.answer())
+                return
+            self._open += 1
+            try:
+                request = None
+                with trio.move_on_after(REQUEST_TIMEOUT):
+                    request = await self._read_request(client)
+                if request is not None:
+                    await self._forward(client, request, session)
+            except Refusal as refusal:
+                await _send_quietly(client, refusal.answer())
+            except (trio.BrokenResourceError, trio.ClosedResourceError, EOFError):
+                pass  # the client left
+            finally:
+                self._open -= 1
+
+    async def _read_request(self, client: trio.SocketStream) -> Request:
+        head, rest = await _read_head(client, client_side=True)
+        lines = head.split(b"\r\n")
+        line = lines[0]
+        parts = line.split(b" ")
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+            raise Refusal(400, "invalid_argument", "not an HTTP/1.1 request line")
+        headers: list[tuple[bytes, bytes]] = []
+        for raw in lines[1:]:
+            name, colon, value = raw.partition(b":")
+            if not colon or not name or name != name.strip() or raw[:1] in (b" ", b"\t"):
+                raise Refusal(400, "invalid_argument", "a malformed request header line")
+            headers.append((name, value.strip()))
+        named: dict[bytes, list[bytes]] = {}
+        for name, value in headers:
+            named.setdefault(name.lower(), []).append(value)
+        hosts = named.get(b"host", [])
+        if len(hosts) != 1 or hosts[0].decode("latin-1").lower() not in self.hosts:
+            raise Refusal(
+                421, "unauthenticated", f"Host is not this launch relay's address ({self.url})"
+            )
+        origins = named.get(b"origin", [])
+        if any(o.decode("latin-1").lower() not in self.origins for o in origins):
+            raise Refusal(403, "unauthenticated", "cross-origin requests are refused")
+        mine = b"Bearer " + self.credential.encode()
+        credential = named.get(b"authorization") == [mine]
+        kept = [
+            (name, value)
+            for name, value in headers
+            if name.lower() not in REWRITTEN
+            and name.lower() != b"origin"  # the relay's own (others were refused): none upstream
+            and not (credential and name.lower() == b"authorization")
+        ]
+        lengths = named.get(b"content-length", [])
+        if b"transfer-encoding" in named or len(lengths) > 1:
+            if lengths:
+                raise Refusal(400, "invalid_argument", "both Content-Length and Transfer-Encoding")
+            return Request(line, kept + _expect(named), credential, None, rest)
+        if lengths and not lengths[0].isdigit():
+            raise Refusal(400, "invalid_argument", "Content-Length is not a number")
+        length = int(lengths[0]) if lengths else 0
+        if length > REPLAY_LIMIT:
+            return Request(line, kept + _expect(named), credential, None, rest)
+        if length > len(rest) and named.get(b"expect", [b""])[0].lower() == b"100-continue":
+            await client.send_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+        body = rest
+        while len(body) < length:
+            chunk = await client.receive_some(65536)
+            if not chunk:
+                raise EOFError
+            body += chunk
+        return Request(line, kept, credential, body[:length], b"")
+
+    async def _forward(
+        self, client: trio.SocketStream, request: Request, session: RelaySession
+    ) -> None:
+        token = session.token
+        for attempt in (1, 2):
+            url = await session.url(start=True)
+            if url is None:
+                raise Refusal(
+                    503,
+                    "unavailable",
+                    "no Pager broker that proved itself runs for this state directory, and none"
+                    " could be started; see `pager status`",
+                )
+            netloc = url.removeprefix("http://")
+            host, _, port = netloc.rpartition(":")
+            try:
+                upstream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+            except OSError as exc:
+                message = f"the broker at {url} does not answer ({exc})"
+                raise Refusal(502, "unavailable", message) from None
+            async with upstream:
+                await upstream.send_all(_upstream_head(request, netloc, token))
+                if request.body is None:  # streamed: no replay
+                    await upstream.send_all(request.rest)
+                    await _pipe(client, upstream)
+                    return
+                await upstream.send_all(request.body)
+                head, after = await _read_head(upstream, client_side=False)
+                if attempt == 1 and request.credential and head.startswith(b"HTTP/1.1 401 "):
+                    after += await _read_to_end(upstream)
+                    if _error_code(after) in REJOINABLE and await session.rejoin(token):
+                        token = session.token
+                        continue
+                    await client.send_all(head + b"\r\n\r\n" + after)
+                    return
+                await client.send_all(head + b"\r\n\r\n" + after)
+                await _pipe(client, upstream)
+                return
+
+
+def _expect(named: dict[bytes, list[bytes]]) -> list[tuple[bytes, bytes]]:
+    """A streamed body's `Expect` goes on to the broker, which answers it."""
+    return [(b"Expect", value) for value in named.get(b"expect", [])]
+
+
+def _upstream_head(request: Request, netloc: str, token: str) -> bytes:
+    lines = [request.line, *(name + b": " + value for name, value in request.headers)]
+    lines += [b"Host: " + netloc.encode(), b"Connection: close"]
+    if request.credential:
+        lines.append(b"Authorization: Bearer " + token.encode())
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+async def _read_head(stream: trio.SocketStream, *, client_side: bool) -> tuple[bytes, bytes]:
+    """The head (without its blank line) and whatever arrived after it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > HEAD_LIMIT:
+            if client_side:
+                raise Refusal(431, "oversized_content", "the request head is over 64 KiB")
+            raise Refusal(502, "unavailable", "the broker's answer head is over 64 KiB")
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            if client_side:
+                raise EOFError
+            raise Refusal(502, "unavailable", "the broker closed the connection without answering")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+async def _read_to_end(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while len(data) <= HEAD_LIMIT and (chunk := await stream.receive_some(65536)):
+        data += chunk
+    return data
+
+
+def _error_code(body: bytes) -> str | None:
+    try:
+        error: Any = json.loads(body)["error"]
+        return str(error["code"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+async def _pipe(client: trio.SocketStream, upstream: trio.SocketStream) -> None:
+    """Copy both ways until either side ends: the broker's end of the answer (it closes), or
+    the client leaving (nobody is left to read the rest)."""
+    async with trio.open_nursery() as nursery:
+
+        async def copy(source: trio.SocketStream, sink: trio.SocketStream) -> None:
+            try:
+                while data := await source.receive_some(65536):
+                    await sink.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(copy, upstream, client)
+        nursery.start_soon(copy, client, upstream)
+
+
+async def _send_quietly(stream: trio.SocketStream, data: bytes) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await stream.send_all(data)

@@ -1,0 +1,289 @@
+"""The launch relay (pager/launch/relay.py) between a client and a stand-in broker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+import trio
+
+from pager.launch.relay import HEAD_LIMIT, Relay
+from tests.launch.session_fakes import FakeSession, Handler, json_answer, read_request, serve
+
+CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}'
+
+
+async def exchange(relay: Relay, request: bytes) -> bytes:
+    """Sends `request` to the relay; everything it answers until it closes."""
+    stream = await trio.open_tcp_stream("127.0.0.1", relay.port)
+    async with stream:
+        await stream.send_all(request)
+        answer = b""
+        while chunk := await stream.receive_some(65536):
+            answer += chunk
+        return answer
+
+
+def post(relay: Relay, *headers: str, body: bytes = CALL, host: str | None = None) -> bytes:
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: {host or f'127.0.0.1:{relay.port}'}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+        *headers,
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def bearer(relay: Relay) -> str:
+    return f"Authorization: Bearer {relay.credential}"
+
+
+def error_of(answer: bytes) -> tuple[int, str]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), json.loads(body)["error"]["code"]
+
+
+async def relayed(
+    broker: Handler | None,
+    request: Callable[[Relay], bytes],
+    tokens: tuple[str, ...] = ("tok_test",),
+) -> tuple[bytes, Relay, FakeSession]:
+    """`request` (made for the relay's port and credential) through a relay in front of
+    `broker` (None: no broker proves itself); the answer, the relay and its session."""
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            url = None if broker is None else await serve(nursery, broker)
+            session = FakeSession(url, tokens=tokens)
+            relay = Relay.bind()
+            await nursery.start(relay.serve, session)
+            answer = await exchange(relay, request(relay))
+            nursery.cancel_scope.cancel()
+    return answer, relay, session
+
+
+async def test_forwards_with_the_session_token_and_the_brokers_host() -> None:
+    """The relay's credential becomes the session's token, Host the broker's; the body and the
+    other headers arrive as sent; the broker's answer comes back unchanged."""
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        seen.append(await read_request(stream))
+        await stream.send_all(json_answer(200, b'{"ok": true}'))
+
+    answer, relay, session = await relayed(broker, lambda r: post(r, bearer(r), "X-Trace: 7"))
+    assert answer.endswith(b'\r\n\r\n{"ok": true}')
+    [request] = seen
+    head, _, body = request.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /mcp HTTP/1.1"
+    assert f"Host: {str(session.urls[0]).removeprefix('http://')}".encode() in lines
+    assert b"Authorization: Bearer tok_test" in lines
+    assert b"Connection: close" in lines
+    assert b"X-Trace: 7" in lines
+    assert relay.credential.encode() not in request
+    assert body == CALL
+
+
+async def test_other_credentials_pass_unchanged_and_none_is_added() -> None:
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        seen.append(await read_request(stream))
+        await stream.send_all(json_answer(401, b'{"error": {"code": "unauthenticated"}}'))
+
+    other = "Authorization: Bearer someone-else"
+    first, _, session = await relayed(broker, lambda r: post(r, other), ("tok_a", "tok_b"))
+    second, _, _ = await relayed(broker, post, ("tok_a", "tok_b"))
+    assert error_of(first) == error_of(second) == (401, "unauthenticated")
+    assert b"Authorization: Bearer someone-else" in seen[0]
+    assert b"authorization" not in seen[1].lower()
+    assert session.rejoins == []  # only a refusal of the session's own token is rejoined
+
+
+@pytest.mark.parametrize(
+    ("extra", "host", "status"),
+    [
+        ((), "evil.example:80", 421),  # DNS rebinding: a foreign name for the relay's address
+        (("Origin: http://evil.example",), None, 403),  # a web page
+    ],
+)
+async def test_foreign_host_or_origin_is_refused_before_anything_is_sent(
+    extra: tuple[str, ...], host: str | None, status: int
+) -> None:
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        seen.append(await read_request(stream))
+
+    answer, _, _ = await relayed(broker, lambda r: post(r, bearer(r), *extra, host=host))
+    assert error_of(answer) == (status, "unauthenticated")
+    assert seen == []
+
+
+async def test_its_own_origin_is_accepted_and_not_passed_on() -> None:
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        seen.append(await read_request(stream))
+        await stream.send_all(json_answer(200, b"{}"))
+
+    answer, _, _ = await relayed(
+        broker, lambda r: post(r, bearer(r), f"Origin: http://localhost:{r.port}")
+    )
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert b"origin" not in seen[0].lower()
+
+
+async def test_no_verified_broker_answers_unavailable_and_sends_nothing() -> None:
+    answer, _, session = await relayed(None, lambda r: post(r, bearer(r)))
+    assert error_of(answer) == (503, "unavailable")
+    assert session.starts == 1  # it asked for a broker to be started
+
+
+async def test_a_revoked_token_is_rejoined_and_the_request_sent_again() -> None:
+    """401 `expired` for the session's token: the session rejoins, the same request goes
+    again with the new token, and the client sees only the answer to that."""
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        request = await read_request(stream)
+        seen.append(request)
+        if b"Bearer tok_old" in request:
+            await stream.send_all(json_answer(401, b'{"error": {"code": "expired"}}'))
+        else:
+            await stream.send_all(json_answer(200, b'{"result": "done"}'))
+
+    answer, _, session = await relayed(broker, lambda r: post(r, bearer(r)), ("tok_old", "tok_new"))
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert answer.endswith(b'{"result": "done"}')
+    assert session.rejoins == ["tok_old"]
+    assert len(seen) == 2
+    assert seen[0].replace(b"tok_old", b"tok_new") == seen[1]  # the very same request
+
+
+async def test_an_ended_session_is_not_rejoined() -> None:
+    async def broker(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(json_answer(401, b'{"error": {"code": "ended"}}'))
+
+    answer, _, session = await relayed(broker, lambda r: post(r, bearer(r)), ("tok_old", "tok_new"))
+    assert error_of(answer) == (401, "ended")
+    assert session.rejoins == []
+
+
+async def test_an_event_stream_is_passed_on_as_it_comes_and_ends_with_its_client() -> None:
+    """The first event reaches the client while the broker still holds the stream open; when
+    the client leaves, the relay closes its connection to the broker."""
+    first_read, broker_saw_close = trio.Event(), trio.Event()
+
+    async def broker(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\nevent: ready\n\n"
+        )
+        await first_read.wait()
+        while await stream.receive_some(65536):
+            pass
+        broker_saw_close.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            relay = Relay.bind()
+            await nursery.start(relay.serve, FakeSession(await serve(nursery, broker)))
+            stream = await trio.open_tcp_stream("127.0.0.1", relay.port)
+            await stream.send_all(
+                f"GET /v1/sessions/current/events HTTP/1.1\r\nHost: 127.0.0.1:{relay.port}\r\n"
+                f"{bearer(relay)}\r\nAccept: text/event-stream\r\n\r\n".encode()
+            )
+            got = b""
+            while b"event: ready\n\n" not in got:
+                got += await stream.receive_some(65536)
+            first_read.set()
+            await stream.aclose()
+            await broker_saw_close.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def test_expect_100_continue_is_answered_by_the_relay() -> None:
+    """A client that waits for `100 Continue` before its body gets it from the relay (which
+    holds the body to be able to send it again)."""
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        seen.append(await read_request(stream))
+        await stream.send_all(json_answer(200, b"{}"))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            relay = Relay.bind()
+            await nursery.start(relay.serve, FakeSession(await serve(nursery, broker)))
+            stream = await trio.open_tcp_stream("127.0.0.1", relay.port)
+            async with stream:
+                request = post(relay, bearer(relay), "Expect: 100-continue")
+                head, _, body = request.partition(b"\r\n\r\n")
+                await stream.send_all(head + b"\r\n\r\n")
+                assert await stream.receive_some(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+                await stream.send_all(body)
+                answer = b""
+                while chunk := await stream.receive_some(65536):
+                    answer += chunk
+            nursery.cancel_scope.cancel()
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert b"expect" not in seen[0].lower()
+    assert seen[0].endswith(CALL)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        (b"NONSENSE\r\n\r\n", 400, "invalid_argument"),
+        (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n", 400, "invalid_argument"),
+        (b"GET / HTTP/1.1\r\nX: " + b"a" * (HEAD_LIMIT + 10), 431, "oversized_content"),
+        (b"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: -1\r\n\r\n", 400, "invalid_argument"),
+        (
+            b"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n",
+            400,
+            "invalid_argument",
+        ),
+    ],
+)
+async def test_malformed_requests_are_refused_and_nothing_is_sent(
+    request_bytes: bytes, status: int, code: str
+) -> None:
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        seen.append(await read_request(stream))
+
+    answer, _, _ = await relayed(
+        broker, lambda r: request_bytes.replace(b"{host}", f"127.0.0.1:{r.port}".encode())
+    )
+    assert error_of(answer) == (status, code)
+    assert seen == []
+
+
+async def test_a_chunked_body_streams_through() -> None:
+    """A body without a length is not held: it streams to the broker as it comes."""
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        data = b""
+        while not data.endswith(b"0\r\n\r\n"):
+            data += await stream.receive_some(65536)
+        seen.append(data)
+        await stream.send_all(json_answer(200, b"{}"))
+
+    def chunked(relay: Relay) -> bytes:
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{relay.port}\r\n{bearer(relay)}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n"
+        )
+        return head.encode() + b"5\r\nhello\r\n0\r\n\r\n"
+
+    answer, _, _ = await relayed(broker, chunked)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert seen[0].endswith(b"\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    assert b"Transfer-Encoding: chunked" in seen[0]
