@@ -4,10 +4,14 @@
   http.client (`.venv/bin/python -I -c 'import json, http.client'`), alternating: ratio <= 1.0x.
 - `pager hook` with 5 messages waiting (claim, print, ack) against the same baseline: <= 1.3x.
 - Wrapped launch overhead: `pager shell -- true` against `true`, broker running: <= 400 ms.
+- One MCP `whoami` call through a wrapped launch's relay (pager/launch/relay.py) against the
+  same call straight to the broker, alternating, one official MCP client each (no target: the
+  price of the hop every wrapped harness's call pays).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +57,52 @@ def register(url: str, secret: str, body: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-async def send_many(url: str, token: str, to: str, count: int) -> None:
+async def relay_against_direct(
+    home: Path, url: str, session: dict[str, Any], body: dict[str, Any], runs: int
+) -> tuple[list[float], list[float]]:
+    """Seconds per `whoami` through a launch relay and straight to the broker, alternating."""
+    from pager.launch.discovery import BrokerLocator, discover
+    from pager.launch.paths import StatePaths
+    from pager.launch.relay import Relay
+    from pager.launch.session import WrappedSession
+
+    paths = StatePaths(home)
+    broker = discover(paths).broker
+    assert broker is not None
+    relay = Relay.bind()
+    wrapped = WrappedSession(BrokerLocator(paths, broker), body, session)
+    relayed: list[float] = []
+    direct: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(relay.serve, wrapped)
+        async with (
+            mcp_client(relay.url, relay.credential) as through,
+            mcp_client(url, session["token"]) as straight,
+        ):
+            for client in (through, straight):  # the first call of each warms up
+                await client.call_tool("whoami", {})
+            for run in range(runs):
+                for client, times in ((through, relayed), (straight, direct)):
+                    start = time.perf_counter()
+                    await client.call_tool("whoami", {})
+                    times.append(time.perf_counter() - start)
+                progress(f"MCP call through the relay {run + 1}/{runs}")
+        nursery.cancel_scope.cancel()
+    return relayed, direct
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(url: str, token: str) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
         Client(streamable_http_client(f"{url}/mcp", http_client=http), cache=None) as client,
     ):
+        yield client
+
+
+async def send_many(url: str, token: str, to: str, count: int) -> None:
+    async with mcp_client(url, token) as client:
         for n in range(count):
             await client.call_tool("send", {"to": to, "body": f"benchmark message {n}"})
 
@@ -78,9 +123,8 @@ def main() -> int:
         secret = (Path(env["PAGER_HOME"]) / "secret").read_text().strip()
         try:
             here = {"workspace": str(workspace)}
-            alice = register(
-                url, secret, {**here, "implementation": "shell", "session_name": "alice"}
-            )
+            alice_body = {**here, "implementation": "shell", "session_name": "alice"}
+            alice = register(url, secret, alice_body)
             bob = {
                 "implementation": "claude",
                 "session_name": "bob",
@@ -110,6 +154,9 @@ def main() -> int:
                 wrapped.append(timed([PAGER, "shell", "--", true], {**env, "PWD": str(workspace)}))
                 plain.append(timed([true], env))
                 progress(f"wrapped launch {run + 1}/{runs}")
+            relayed, direct = trio.run(
+                relay_against_direct, Path(env["PAGER_HOME"]), url, alice, alice_body, runs * 4
+            )
         finally:
             subprocess.run([PAGER, "exit"], env=env, capture_output=True, check=False)
             progress("")
@@ -121,6 +168,8 @@ def main() -> int:
         "hook_5_waiting_ms": round(med(busy) * 1000, 1),
         "hook_5_waiting_ratio": round(med(busy) / med(bare_busy), 2),
         "wrapped_launch_overhead_ms": round((med(wrapped) - med(plain)) * 1000, 1),
+        "mcp_call_relayed_ms": round(med(relayed) * 1000, 2),
+        "mcp_call_direct_ms": round(med(direct) * 1000, 2),
     }
     if args.json:
         print(json.dumps(results, indent=2))
@@ -133,6 +182,9 @@ def main() -> int:
          f"{results['hook_5_waiting_ms']} ms = {results['hook_5_waiting_ratio']}x", "<= 1.3x"),
         ("wrapped launch overhead, `pager shell -- true` minus `true`, medians",
          f"{results['wrapped_launch_overhead_ms']} ms", "<= 400 ms"),
+        ("MCP `whoami` through the launch relay / straight to the broker, medians",
+         f"{results['mcp_call_relayed_ms']} ms / {results['mcp_call_direct_ms']} ms",
+         "(recorded)"),
     ]  # fmt: skip
     print(f"{runs} runs per figure")
     print_table(rows)

@@ -19,7 +19,7 @@ from typing import Any
 import trio
 
 from pager.client import BrokerUnreachable, request_json
-from pager.launch.discovery import BrokerLocator
+from pager.launch.discovery import BrokerLocator, still_running
 from pager.launch.files import write_private_text
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 
@@ -61,7 +61,10 @@ class WrappedSession:
     async def url(self, *, start: bool = False) -> str | None:
         """The URL of the broker that proved itself (None: none does; nothing may be sent).
         With `start`, a broker is started when none runs, as any Pager command would."""
-        url = await trio.to_thread.run_sync(self.locator.url)
+        known = self.locator.broker
+        if known is not None and still_running(self.locator.paths, known):
+            return known.url  # a lock probe and a small read: no thread for the common case
+        url = await trio.to_thread.run_sync(self.locator.url)  # may ask /health: a thread
         if url is not None or not start:
             return url
         async with self._starting:
