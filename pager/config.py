@@ -11,11 +11,14 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
+
+T = TypeVar("T")
 
 
 class ConfigError(Exception):
@@ -187,17 +190,22 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _table(
-    data: dict[str, Any], name: str, known: Mapping[str, object], path: Path
+    data: dict[str, Any], name: str, known: Mapping[str, object], path: Path, problems: list[str]
 ) -> dict[str, Any]:
+    """The table `name` without its unknown keys, each of which is a problem."""
     table = data.get(name, {})
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [{name}] must be a table")
-    for key in table:
-        if key not in known:
-            raise ConfigError(
+        problems.append(f"{path}: [{name}] must be a table")
+        return {}
+    kept = {}
+    for key, value in table.items():
+        if key in known:
+            kept[key] = value
+        else:
+            problems.append(
                 f"{path}: unknown key {name}.{key}; known keys: {', '.join(sorted(known))}"
             )
-    return table
+    return kept
 
 
 def load_config(
@@ -207,21 +215,32 @@ def load_config(
     host: str | None = None,
     port: int | None = None,
 ) -> Config:
-    """Read `config.toml` at `path`, then the environment, then the flags given."""
+    """Read `config.toml` at `path`, then the environment, then the flags given. Every problem
+    found is reported at once (one ConfigError, a line each), not only the first."""
     env = os.environ if environ is None else environ
     data = _read_toml(path)
+    problems: list[str] = []
+
+    def checked(step: Callable[[], T], fallback: T) -> T:
+        try:
+            return step()
+        except ConfigError as exc:
+            problems.append(str(exc))
+            return fallback
+
     for key in data:
         if key not in _TOP_KEYS:
-            raise ConfigError(
+            problems.append(
                 f"{path}: unknown key {key!r}; known keys: {', '.join(sorted(_TOP_KEYS))}"
             )
 
     windows: dict[str, object] = {}
-    for key, raw in _table(data, "windows", _WINDOW_FIELDS, path).items():
-        windows[key] = _window_value(key, raw, f"{path} [windows] {key}")
+    for key, raw in _table(data, "windows", _WINDOW_FIELDS, path, problems).items():
+        where = f"{path} [windows] {key}"
+        windows[key] = checked(partial(_window_value, key, raw, where), None)
     limits: dict[str, object] = {}
-    for key, raw in _table(data, "limits", _LIMIT_FIELDS, path).items():
-        limits[key] = _limit_value(key, raw, f"{path} [limits] {key}")
+    for key, raw in _table(data, "limits", _LIMIT_FIELDS, path, problems).items():
+        limits[key] = checked(partial(_limit_value, key, raw, f"{path} [limits] {key}"), None)
 
     for var, raw in env.items():
         for prefix, fields, target in (
@@ -233,28 +252,36 @@ def load_config(
             name = var.removeprefix(prefix).lower()
             if name not in fields:
                 known = ", ".join(prefix + field.upper() for field in sorted(fields))
-                raise ConfigError(f"{var}: unknown setting; known: {known}")
-            target[name] = (
-                _window_value(name, raw, var) if target is windows else _limit_value(name, raw, var)
-            )
+                problems.append(f"{var}: unknown setting; known: {known}")
+                continue
+            value = _window_value if target is windows else _limit_value
+            target[name] = checked(partial(value, name, raw, var), None)
 
     chosen_host = host or env.get("PAGER_HOST") or data.get("host") or DEFAULT_HOST
+    allow_remote = checked(partial(_policy, data, path, "allow_remote", False), False)
+    allow_force = checked(partial(_policy, data, path, "allow_force", True), True)
     if not isinstance(chosen_host, str):
-        raise ConfigError(f"{path}: host must be a string such as '127.0.0.1'")
-    allow_remote = _policy(data, path, "allow_remote", False)
-    if not is_loopback(chosen_host) and not allow_remote:
-        raise ConfigError(
+        problems.append(f"{path}: host must be a string such as '127.0.0.1'")
+        chosen_host = DEFAULT_HOST
+    elif not is_loopback(chosen_host) and not allow_remote:
+        problems.append(
             f"host {chosen_host!r} is not a loopback address, and Pager listens on loopback only"
             f" (its tokens travel over plain HTTP). Use 127.0.0.1 or ::1; to listen on"
             f" {chosen_host!r} anyway, also set allow_remote = true in {path}"
         )
     chosen_port: int | None = None
     if port is not None:
-        chosen_port = _port(port, "--port")
+        chosen_port = checked(partial(_port, port, "--port"), None)
     elif env.get("PAGER_PORT"):
-        chosen_port = _port(env["PAGER_PORT"], "PAGER_PORT")
+        chosen_port = checked(partial(_port, env["PAGER_PORT"], "PAGER_PORT"), None)
     elif "port" in data:
-        chosen_port = _port(data["port"], f"{path} port")
+        chosen_port = checked(partial(_port, data["port"], f"{path} port"), None)
+    if problems:
+        raise ConfigError(
+            problems[0]
+            if len(problems) == 1
+            else f"{len(problems)} problems in the configuration:\n- " + "\n- ".join(problems)
+        )
 
     config_limits = Limits(**limits)  # type: ignore[arg-type]
     if config_limits.display_cap > config_limits.body_cap:
@@ -264,6 +291,6 @@ def load_config(
         port=chosen_port,
         windows=Windows(**windows),  # type: ignore[arg-type]
         limits=config_limits,
-        allow_force=_policy(data, path, "allow_force", True),
+        allow_force=allow_force,
         allow_remote=allow_remote,
     )

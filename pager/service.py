@@ -147,6 +147,11 @@ class BrokerService:
         reply_to: str | None = None,
         idempotency_key: str | None = None,
     ) -> JSON:
+        if not body.strip():
+            raise PagerError(
+                ErrorCode.VALIDATION_FAILED,
+                "the body is empty; write what the message should say",
+            )
         size = len(body.encode("utf-8"))
         cap = self.config.limits.body_cap
         if size > cap:

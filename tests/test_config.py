@@ -123,6 +123,20 @@ def test_load_config_file_errors_name_the_problem(tmp_path: Path, toml: str, nee
         load_config(path, environ={})
 
 
+def test_load_config_reports_every_problem_at_once(tmp_path: Path) -> None:
+    """Three mistakes in the file and one in the environment: all four in one error, so the
+    user fixes them in one go instead of one per start."""
+    path = tmp_path / "config.toml"
+    path.write_text("colour = 1\nport = 'x'\n[windows]\nack_wiat = '5s'\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, environ={"PAGER_WINDOW_LEASE_TTL": "soon"})
+    message = str(refused.value)
+    assert message.startswith("4 problems in the configuration:\n- ")
+    for needle in ("unknown key 'colour'", "windows.ack_wiat", "not a TCP port",
+                   "PAGER_WINDOW_LEASE_TTL"):  # fmt: skip
+        assert needle in message
+
+
 def test_load_config_unknown_window_variable(tmp_path: Path) -> None:
     """A misspelt PAGER_WINDOW_* is an error listing the known ones."""
     with pytest.raises(ConfigError, match=r"PAGER_WINDOW_ACKWAIT: unknown setting.*ACK_WAIT"):

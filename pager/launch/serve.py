@@ -24,7 +24,7 @@ from pager.launch.files import ensure_secret, read_json, write_private_json
 from pager.launch.lock import BrokerLock, LockHeld, read_lock_identity
 from pager.launch.paths import StateDirError, StatePaths, ensure_state_dir
 from pager.versions import SCHEMA_VERSION, VERSION
-from supervisors import ChildSpec, SupervisorGaveUp
+from supervisors import ChildSpec, ChildStartFailed, SupervisorGaveUp
 from supervisors.broker import BrokerContext, build_broker_tree
 
 log = logging.getLogger("pager.broker")
@@ -104,9 +104,20 @@ def _run(ctx: BrokerContext, extra_children: Sequence[ChildSpec]) -> int:
         for exc in _leaves(gave_up):
             log.error("broker stopped: %s", exc)
         for exc in _leaves(failed):  # a child that failed to start: its error is the message
-            log.error("broker could not start: %s", exc)
+            log.error("broker could not start: %s", _in_words(exc))
         return 1
     return 0
+
+
+def _in_words(exc: BaseException) -> BaseException | str:
+    """A start failure as a person should read it: the error a child wrote for people (a port
+    that is taken) by itself, not inside the supervisors' account of which child raised it."""
+    from pager.web.server import PortInUse  # the web stack is loaded by now
+
+    cause: BaseException | None = exc
+    while isinstance(cause, ChildStartFailed):
+        cause = cause.error
+    return str(cause) if isinstance(cause, PortInUse) else exc
 
 
 def _leaves(group: BaseExceptionGroup[BaseException] | None) -> list[BaseException]:

@@ -379,8 +379,11 @@ def _refused(answer: bytes) -> None:
 
 
 def _notice(data: bytes) -> None:
+    """Tells the user why the broker ended the session (its `reason`, not the message meant
+    for a program, which would repeat "ended" and add "do not retry")."""
     for line in data.decode(errors="replace").splitlines():
         if line.startswith("data: "):
-            with contextlib.suppress(ValueError):
-                message = json.loads(line[6:]).get("message", "")
-                print(f"pager: this session was ended: {message}", file=sys.stderr)
+            with contextlib.suppress(ValueError, AttributeError):
+                event = json.loads(line[6:])
+                reason = event.get("reason") or event.get("message") or "no reason given"
+                print(f"pager: the broker ended this session: {reason}", file=sys.stderr)

@@ -62,7 +62,7 @@ def create_mcp(
     """The MCP endpoint for a broker listening on `host:port`."""
     hosts = sorted(allowed_hosts(host, port))
     # MCPServer calls logging.basicConfig(INFO): a no-op once `pager serve` configured logging.
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _PagerServer(
         "pager",
         version=VERSION,
         instructions=INSTRUCTIONS,
@@ -98,6 +98,25 @@ def create_mcp(
         # call). No Pager tool declares one, so there is nothing to check: say so up front.
         manager.app.get_tool_input_schema = _no_schema
     return McpEndpoint(app=manager.handle_request, api=api, run=manager.run)
+
+
+class _PagerServer(MCPServer[Any]):
+    """Answers a call of a tool it does not have like every other failure: a tool error
+    `{code, message}` (the SDK's own answer is the plain text `Unknown tool: …`)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if name not in TOOL_NAMES:
+            known = ", ".join(sorted(TOOL_NAMES))
+            error = PagerError(
+                ErrorCode.VALIDATION_FAILED,
+                f"there is no tool {name!r}; Pager's tools are {known}",
+                tool=name,
+            )
+            return _tool_error(error.to_json())
+        return await super().call_tool(name, arguments, context)
+
+
+TOOL_NAMES = frozenset(spec.name for spec in TOOLS)
 
 
 def _declares_header_params(schema: dict[str, Any]) -> bool:

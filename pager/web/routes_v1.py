@@ -118,6 +118,10 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+#: Why the stream of a session whose identity was taken over ends (its token lives on).
+TAKEN_OVER = "its identity was taken over by another session; its calls now act as a new agent"
+
+
 async def _session_stream(
     service: BrokerService,
     caller: Caller,
@@ -140,7 +144,8 @@ async def _session_stream(
                     yield _sse("ended", exc.to_json())
                     return
                 # The token lives on (a forced takeover handed it a fresh identity).
-                yield _sse("ended", {"code": "ended", "message": "this session was replaced"})
+                yield _sse("ended", {"code": "ended", "message": "this session was replaced",
+                                     "reason": TAKEN_OVER})  # fmt: skip
                 return
             yield b": heartbeat\n\n"
     finally:

@@ -87,7 +87,8 @@ async def test_delivery_address_receives_claims_and_refusals_retry(broker: Broke
 
 
 async def test_errors_reach_the_model_as_codes(broker: Broker) -> None:
-    """Tool errors carry {code, message}: unknown recipient, oversized body, bad arguments."""
+    """Tool errors carry {code, message}: unknown recipient, oversized or empty body, bad
+    arguments, a tool that does not exist."""
     alice = await broker.register("alice")
     with trio.fail_after(60):
         async with mcp_session(broker.url, alice["token"]) as a:
@@ -97,6 +98,15 @@ async def test_errors_reach_the_model_as_codes(broker: Broker) -> None:
             assert big["code"] == "oversized_content"
             extra = tool_error(await a.call_tool("fetch", {"limit": 1, "colour": "red"}))
             assert extra["code"] == "validation_failed"
+            for blank in ("", " \n\t"):
+                empty = tool_error(await a.call_tool("send", {"to": "alice", "body": blank}))
+                assert empty["code"] == "validation_failed"
+                assert "body is empty" in empty["message"]
+            # A tool Pager does not have: the same {code, message}, not the SDK's plain text.
+            missing = tool_error(await a.call_tool("sned", {"to": "alice", "body": "x"}))
+            assert missing["code"] == "validation_failed"
+            assert missing["tool"] == "sned"
+            assert "Pager's tools are ack, fetch, history" in missing["message"]
     assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
 
 

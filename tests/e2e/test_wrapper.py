@@ -264,7 +264,10 @@ async def test_wrapper_says_when_its_session_is_taken_over(
         assert wrapper.stderr is not None
         with trio.fail_after(PROCESS_BOUND):
             notice = await trio.to_thread.run_sync(wrapper.stderr.readline, abandon_on_cancel=True)
-        assert "this session was ended" in notice
+        assert notice.strip() == (
+            "pager: the broker ended this session: its identity was taken over by another"
+            " session; its calls now act as a new agent"
+        )  # once, in words a person reads (not "ended: … ended")
         go.touch()  # the harness was still running all along
         await trio.to_thread.run_sync(wrapper.communicate, None, PROCESS_BOUND)
     finally:

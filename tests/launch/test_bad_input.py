@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -48,6 +49,25 @@ def test_start_unknown_config_key_refused(home: PagerHome) -> None:
     assert "ack_wait" in result.stderr  # the known keys are listed
     assert home.broker_pids() == []
     assert not (home.root / "pager.db").exists()
+
+
+def test_start_on_a_taken_port_says_so_in_words(home: PagerHome) -> None:
+    """A configured port another program holds: `pager start` says which port and what to do,
+    not which supervisor's child raised what."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    home.env["PAGER_PORT"] = str(port)
+    try:
+        result = home.run("start")
+    finally:
+        holder.close()
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port} (Address already in use)" in result.stderr
+    assert "PAGER_PORT" in result.stderr
+    assert "supervisor" not in result.stderr
+    assert "PortInUse" not in result.stderr
 
 
 def test_start_non_loopback_host_refused(home: PagerHome) -> None:

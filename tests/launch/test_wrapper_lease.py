@@ -103,14 +103,17 @@ async def test_hold_lease_stops_when_the_session_is_ended(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
             b'event: ready\ndata: {"session_id": "ses_1", "epoch": 1}\n\n'
         )
-        await stream.send_all(b'event: ended\ndata: {"message": "archived by the operator"}\n\n')
+        await stream.send_all(
+            b'event: ended\ndata: {"code": "ended", "message": "this session has ended (archived'
+            b' by the operator); do not retry", "reason": "archived by the operator"}\n\n'
+        )
         await trio.sleep_forever()
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await hold_lease(FakeSession(await serve(nursery, end)))
             nursery.cancel_scope.cancel()
-    assert "this session was ended: archived by the operator" in capsys.readouterr().err
+    assert "the broker ended this session: archived by the operator" in capsys.readouterr().err
 
 
 async def test_hold_lease_sends_no_token_while_no_broker_is_verified(

@@ -199,7 +199,7 @@ async def test_refused_push_comes_again_on_schedule(
 async def test_unknown_recipient_and_oversized_body(
     harness: Harness, autojump_clock: MockClock
 ) -> None:
-    """Sends to nobody and bodies over the cap are refused with their codes."""
+    """Sends to nobody, bodies over the cap and empty bodies are refused with their codes."""
     with trio.fail_after(30):
         _, alice = await harness.register("alice")
         with pytest.raises(PagerError) as unknown:
@@ -208,6 +208,10 @@ async def test_unknown_recipient_and_oversized_body(
         with pytest.raises(PagerError) as big:
             await harness.service.send(alice, to="alice", body="x" * (32 * 1024 + 1))
         assert big.value.code is ErrorCode.OVERSIZED_CONTENT
+        for blank in ("", "   ", "\n\t"):
+            with pytest.raises(PagerError) as empty:
+                await harness.service.send(alice, to="alice", body=blank)
+            assert empty.value.code is ErrorCode.VALIDATION_FAILED
 
 
 async def test_attached_session_without_address_gets_a_debounced_wake(
