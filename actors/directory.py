@@ -586,7 +586,14 @@ class DirectoryActor(Actor[DirectoryMessage]):
             raise takeovers_off("update_agent_alias")
         alias = validate_alias(command.alias)
         agent_id = command.caller.agent_id
-        mine = self.by_session.get(command.caller.session_id)
+        session_id = command.caller.session_id
+        mine = None if session_id is None else self.by_session.get(session_id)
+        if command.force and session_id is None:
+            raise PagerError(
+                ErrorCode.CONFLICT,
+                "the person at the terminal has no session to hand an identity to; rename"
+                " without force, or take the name over from inside a session",
+            )
         attached = {agent: live.session for agent, live in self.by_identity.items()}
         now, lease_ttl = self.deps.clock.now(), self.deps.windows.lease_ttl
 

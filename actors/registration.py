@@ -422,3 +422,51 @@ class RegisterPlan:
         )
         ms.insert_identity(conn, identity, alias_key(alias))
         return identity
+
+
+#: The implementation of the person's identity (SPEC §4.2): no harness, never a session.
+PERSON = "human"
+
+
+def person_identity(
+    conn: sqlite3.Connection, workspace: Workspace, alias: str, now: float
+) -> Identity:
+    """The person's durable identity in `workspace` (SPEC §4.2), created on first use; its use
+    counts as activity (last seen) and shows it again if it was archived."""
+    ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
+    key = alias_key(alias)
+    holder = ms.identity_by_alias(conn, workspace.key, key)
+    if holder is not None and holder.implementation != PERSON:
+        raise PagerError(
+            ErrorCode.ALIAS_CONFLICT,
+            f"the name {alias!r} in this workspace belongs to an agent ({holder.id},"
+            f" {holder.implementation}), so you cannot use it; choose your name with"
+            ' `[cli] name = "…"` in config.toml',
+            **holder_details(conn, holder),
+        )
+    if holder is None:
+        reserved = ms.alias_reserved_by(conn, workspace.key, key)
+        if reserved is not None:
+            raise PagerError(
+                ErrorCode.ALIAS_CONFLICT,
+                f"the name {alias!r} in this workspace is reserved for {reserved}, which held it"
+                ' before; choose your name with `[cli] name = "…"` in config.toml',
+            )
+        holder = Identity(
+            id=ids.new_agent_id(),
+            workspace_key=workspace.key,
+            alias=alias,
+            durable=True,
+            implementation=PERSON,
+            created_at=now,
+            last_seen=now,
+            detached_at=now,  # never attached: its retention clock starts now
+        )
+        ms.insert_identity(conn, holder, key)
+        return holder
+    if holder.archived_at is not None:
+        ms.unarchive_identity(conn, holder.id, now=now, reason="used by the person")
+    ms.touch_identity(conn, holder.id, now)
+    found = ms.get_identity(conn, holder.id)
+    assert found is not None
+    return found

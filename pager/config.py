@@ -18,6 +18,9 @@ from typing import Any, TypeVar
 
 import attrs
 
+from pager.domain.errors import PagerError
+from pager.domain.names import validate_alias
+
 T = TypeVar("T")
 
 
@@ -115,11 +118,14 @@ class Config:
     limits: Limits = Limits()
     allow_force: bool = True  # false: every `force` (registration, alias tool) is refused
     allow_remote: bool = False  # true: `host` may be a non-loopback address (warned about)
+    #: The person's alias in every workspace (SPEC §4.2); None: the login name.
+    person_name: str | None = None
 
 
 _WINDOW_FIELDS = {field.name: field for field in attrs.fields(Windows)}
 _LIMIT_FIELDS = {field.name: field for field in attrs.fields(Limits)}
-_TOP_KEYS = {"host", "port", "allow_force", "allow_remote", "windows", "limits"}
+_TOP_KEYS = {"host", "port", "allow_force", "allow_remote", "windows", "limits", "cli"}
+_CLI_KEYS = {"name": "the person's alias in every workspace (default: the login name)"}
 
 
 def _window_value(name: str, raw: object, source: str) -> object:
@@ -157,6 +163,15 @@ def _policy(data: dict[str, Any], path: Path, key: str, default: bool) -> bool:
             f"{path}: {key} must be true or false (a TOML boolean, no quotes), not {raw!r}"
         )
     return raw
+
+
+def _person_name(raw: object, path: Path) -> str:
+    if not isinstance(raw, str):
+        raise ConfigError(f"{path}: [cli] name must be a string such as 'ada'")
+    try:
+        return validate_alias(raw)
+    except PagerError as exc:
+        raise ConfigError(f"{path}: [cli] name: {exc.message}") from None
 
 
 def is_loopback(host: str) -> bool:
@@ -242,6 +257,10 @@ def load_config(
     for key, raw in _table(data, "limits", _LIMIT_FIELDS, path, problems).items():
         limits[key] = checked(partial(_limit_value, key, raw, f"{path} [limits] {key}"), None)
 
+    person_name = _table(data, "cli", _CLI_KEYS, path, problems).get("name")
+    if person_name is not None:
+        person_name = checked(partial(_person_name, person_name, path), None)
+
     for var, raw in env.items():
         for prefix, fields, target in (
             ("PAGER_WINDOW_", _WINDOW_FIELDS, windows),
@@ -292,5 +311,6 @@ def load_config(
         windows=Windows(**windows),  # type: ignore[arg-type]
         limits=config_limits,
         allow_force=allow_force,
+        person_name=person_name,
         allow_remote=allow_remote,
     )

@@ -6,6 +6,7 @@ and sends every state change to the actor that owns it.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,14 +28,20 @@ from actors.directory import (
     StreamOpened,
 )
 from actors.identity import Ack, ClaimView, Enqueue, Fetch, IdentityMessage, Release, Sent
-from actors.registration import RegisterCommand, Registered
+from actors.registration import RegisterCommand, Registered, person_identity
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.names import Address, alias_key, format_address, parse_address
-from pager.domain.records import Delivery, Identity
+from pager.domain.names import (
+    Address,
+    alias_key,
+    alias_of_login,
+    format_address,
+    parse_address,
+)
+from pager.domain.records import Delivery, Identity, Message
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.store import messaging as ms
 from pager.wire import RegisterRequest, message_json
@@ -104,15 +111,24 @@ class BrokerService:
 
     async def stream_opened(self, caller: Caller) -> trio.Event:
         """Holds the lease while the stream is open; the event is set when the session ends."""
-        ended: trio.Event = await self.directory.call(StreamOpened(caller.session_id))
+        ended: trio.Event = await self.directory.call(StreamOpened(_session_of(caller)))
         return ended
 
     async def stream_closed(self, caller: Caller) -> None:
-        await self.directory.call(StreamClosed(caller.session_id))
+        await self.directory.call(StreamClosed(_session_of(caller)))
 
     async def detach(self, caller: Caller) -> JSON:
-        await self.directory.call(DetachSession(caller.session_id))
+        await self.directory.call(DetachSession(_session_of(caller)))
         return {"detached": True, "session_id": caller.session_id}
+
+    async def person(self, workspace: str) -> Caller:
+        """The person at the terminal in `workspace` (SPEC §4.2): their durable identity, made
+        on first use; a caller without a session."""
+        ws = await self.resolve(workspace)
+        alias = self.config.person_name or alias_of_login(_login_name())
+        now = self.clock.now()
+        identity = await self.checkpoint.write(lambda conn: person_identity(conn, ws, alias, now))
+        return Caller(session_id=None, agent_id=identity.id, epoch=0)
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -128,7 +144,9 @@ class BrokerService:
                 "workspace": ms.workspace_path(conn, me.workspace_key),
                 "implementation": me.implementation,
                 "durable": me.durable,
-                "session": {
+                "session": None  # the person at the terminal has none
+                if caller.session_id is None
+                else {
                     "id": caller.session_id,
                     "epoch": caller.epoch,
                     "lease_expires_at": lease_expires_at,
@@ -273,6 +291,30 @@ class BrokerService:
 
         return self.checkpoint.lookup(read)
 
+    async def inbox(self, caller: Caller, *, limit: int = 50) -> JSON:
+        """The caller's waiting mail, oldest first, without claiming it (SPEC §4.1)."""
+
+        def read(conn: sqlite3.Connection) -> JSON:
+            messages = ms.waiting(conn, caller.agent_id, limit=limit)
+            return {
+                "waiting": ms.waiting_count(conn, caller.agent_id),
+                "messages": _listed(conn, messages),
+            }
+
+        return await self.checkpoint.read(read)
+
+    async def sent(self, caller: Caller, *, limit: int = 20) -> JSON:
+        """The caller's latest sends with their delivery state, newest first (SPEC §4.1)."""
+
+        def read(conn: sqlite3.Connection) -> JSON:
+            messages = ms.sent_by(conn, caller.agent_id, limit=limit)
+            listed = _listed(conn, messages)
+            for entry, message in zip(listed, messages, strict=True):
+                entry.update(dead_reason=message.dead_reason, settled_at=iso(message.settled_at))
+            return {"messages": listed}
+
+        return await self.checkpoint.read(read)
+
     async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON:
         result: JSON = await self.directory.call(Rename(caller, alias, force))
         return result
@@ -384,6 +426,34 @@ async def _resolve_in_thread(path: str) -> Workspace:
 class _Resolved:
     id: str
     address: str
+
+
+def _listed(conn: sqlite3.Connection, messages: list[Message]) -> list[JSON]:
+    """Messages as listings show them: with both addresses and the delivery state."""
+    known = ms.addresses(conn, {m.sender_id for m in messages} | {m.recipient_id for m in messages})
+    return [
+        {
+            **message_json(
+                m,
+                sender=known.get(m.sender_id, m.sender_id),
+                recipient=known.get(m.recipient_id, m.recipient_id),
+            ),
+            "state": m.state.value,
+        }
+        for m in messages
+    ]
+
+
+def _login_name() -> str:
+    import pwd  # the account's name, whatever LOGNAME or USER say
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def _session_of(caller: Caller) -> str:
+    if caller.session_id is None:  # the routes give these a session token's caller only
+        raise PagerError(ErrorCode.VALIDATION_FAILED, "the person at the terminal has no session")
+    return caller.session_id
 
 
 def _me(conn: sqlite3.Connection, caller: Caller) -> Identity:

@@ -14,9 +14,11 @@ import attrs
 
 @attrs.frozen
 class Caller:
-    """The authenticated session behind a request (from its bearer token, never from arguments)."""
+    """Who a request acts as: the session of its bearer token, or (with the local secret on a
+    `/v1/me` route) the person at the terminal, who has no session (SPEC §4.2). Never from
+    arguments."""
 
-    session_id: str
+    session_id: str | None  # None: the person
     agent_id: str
     epoch: int
 

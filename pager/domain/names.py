@@ -156,3 +156,13 @@ def _show(value: object, limit: int = 80) -> str:
     """A repr short enough for an error message (the input may be a whole message body)."""
     shown = repr(value)
     return shown if len(shown) <= limit else f"{shown[: limit - 1]}…"
+
+
+def alias_of_login(login: str) -> str:
+    """The person's default alias (SPEC §4.2): the login name, made a valid alias (characters
+    an alias cannot have become `-`; `person` when nothing of it is left)."""
+    shaped = "".join(c if _ALIAS_CHAR.fullmatch(c) else "-" for c in login[:ALIAS_MAX])
+    shaped = shaped.lstrip("._-")
+    if not shaped or _alias_problem(shaped) is not None:
+        return "person"
+    return shaped

@@ -581,3 +581,22 @@ def history(
         {"me": identity_id, "other": with_id, "thread": thread, "limit": limit},
     )
     return [_message(row) for row in rows]
+
+
+def waiting(conn: sqlite3.Connection, recipient_id: str, *, limit: int) -> list[Message]:
+    """The recipient's unsettled mail, oldest first, read-only (`pager inbox`)."""
+    rows = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
+        " AND state IN ('queued', 'claimed', 'delivered') ORDER BY seq LIMIT ?",
+        (recipient_id, limit),
+    )
+    return [_message(row) for row in rows]
+
+
+def sent_by(conn: sqlite3.Connection, sender_id: str, *, limit: int) -> list[Message]:
+    """The sender's latest sends, newest first, read-only (`pager sent`)."""
+    rows = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE sender_id = ? ORDER BY seq DESC LIMIT ?",
+        (sender_id, limit),
+    )
+    return [_message(row) for row in rows]

@@ -48,6 +48,8 @@ from pager.store._messages import (
     refuse_claims,
     release_claims,
     remember_idempotency,
+    sent_by,
+    waiting,
     waiting_count,
 )
 from pager.store._sweep import (
@@ -119,12 +121,14 @@ __all__ = [
     "remember_idempotency",
     "reserve_alias",
     "retire_credentials",
+    "sent_by",
     "session_by_resume",
     "session_by_token",
     "set_alias",
     "set_lease",
     "touch_identity",
     "unarchive_identity",
+    "waiting",
     "waiting_count",
     "workspace_of_slug",
     "workspace_path",

@@ -13,11 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import CoreSchema, core_schema
 
+from pager.config import Limits
 from pager.domain.api import JSON, Caller, MessagingApi
 from pager.domain.envelope import render_message
 from pager.domain.errors import ErrorCode, PagerError
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
+#: The default body cap (SPEC §9), in the schema as characters (the broker counts UTF-8 bytes).
+BODY_CAP = Limits().body_cap
 OptionalName = Annotated[str | None, Field(max_length=200)]
 
 
@@ -117,7 +120,9 @@ class Send(ToolArgs):
     )
 
     to: Name
-    body: str
+    # Schema only: the broker refuses an empty body and one over its byte cap itself, saying
+    # why in words (a pydantic pattern error would not).
+    body: str = Field(json_schema_extra={"pattern": r"\S", "maxLength": BODY_CAP})
     thread: OptionalName = None
     reply_to: str | None = Field(None, max_length=200, description="id of the message this answers")
     idempotency_key: str | None = Field(

@@ -20,13 +20,25 @@ from pager.domain.records import MessageState
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
 from pager.service import MAX_WAIT_S
 from pager.versions import VERSION
+from pager.web.mcp_tools import (
+    Ack,
+    Fetch,
+    History,
+    Roster,
+    Send,
+    ToolArgs,
+    UpdateAgentAlias,
+)
 from pager.web.routes_events import MAX_ID
+from pager.web.routes_me import LIST_MAX
 from pager.web.routes_operator import cursor_pattern
 
 Schema = dict[str, Any]
 
 SECRET = "localSecret"
 SESSION = "sessionToken"
+#: `/v1/me/…`: a session token, or the local secret with `workspace` (the person, SPEC §4.2).
+SESSION_OR_SECRET = "sessionToken or localSecret"
 
 
 def _ref(name: str) -> Schema:
@@ -101,6 +113,16 @@ WAIT_S: Schema = {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "defaul
 #: `routes_events.parse_last_event_id`: 1-19 digits, at most 2**63 - 1, blanks around.
 EVENT_ID: Schema = {"type": "string", "pattern": f"^[ \\t]*{_decimal_at_most(MAX_ID)}[ \\t]*$"}
 
+#: What every view of an identity says about it.
+IDENTITY_FIELDS: dict[str, Schema] = {
+    "agent_id": STRING,
+    "alias": STRING,
+    "address": STRING,
+    "workspace": STRING,
+    "implementation": STRING,
+    "durable": BOOLEAN,
+}
+
 SCHEMAS: dict[str, Schema] = {
     "Error": {
         "type": "object",
@@ -142,12 +164,7 @@ SCHEMAS: dict[str, Schema] = {
     "Inbox": _object({"queued": COUNT, "claimed": COUNT, "dead": COUNT}),
     "Agent": _object(
         {
-            "agent_id": STRING,
-            "alias": STRING,
-            "address": STRING,
-            "workspace": STRING,
-            "implementation": STRING,
-            "durable": BOOLEAN,
+            **IDENTITY_FIELDS,
             "archived": BOOLEAN,
             "attached": BOOLEAN,
             "sessions": {"type": "array", "items": _ref("Session")},
@@ -290,6 +307,96 @@ SCHEMAS: dict[str, Schema] = {
             },
         }
     ),
+    "Me": _object(
+        {
+            **IDENTITY_FIELDS,
+            "session": {
+                "anyOf": [
+                    _object({"id": STRING, "epoch": COUNT, "lease_expires_at": TIME}),
+                    {"type": "null"},
+                ]
+            },
+            "acting_as": {"enum": ["session", "person"]},
+        }
+    ),
+    "SendResult": _object(
+        {
+            "message_id": STRING,
+            "state": {"enum": [state.value for state in MessageState]},
+            "duplicate": BOOLEAN,
+            "recipient": _object({"agent_id": STRING, "address": STRING}),
+            "wake": {"enum": ["delivered", "queued", "no_session"]},
+        }
+    ),
+    "MailMessage": {
+        "type": "object",
+        "properties": {
+            "id": STRING,
+            "from": STRING,
+            "to": STRING,
+            "body": STRING,
+            "thread": NULLABLE_STRING,
+            "reply_to": NULLABLE_STRING,
+            "sent_at": TIME,
+            "attempt": COUNT,
+            "state": {"enum": [state.value for state in MessageState]},
+            "direction": {"enum": ["sent", "received"]},
+            "dead_reason": NULLABLE_STRING,
+            "settled_at": NULLABLE_TIME,
+        },
+        "required": ["id", "from", "to", "body", "thread", "reply_to", "sent_at", "attempt"],
+        "additionalProperties": False,
+    },
+    "MeInbox": _object(
+        {"waiting": COUNT, "messages": {"type": "array", "items": _ref("MailMessage")}}
+    ),
+    "MeMessages": _object({"messages": {"type": "array", "items": _ref("MailMessage")}}),
+    "Claims": _object(
+        {
+            "claims": {
+                "type": "array",
+                "items": _object(
+                    {"token": STRING, "expires_at": TIME, "message": _ref("MailMessage")}
+                ),
+            }
+        }
+    ),
+    "Roster": _object(
+        {
+            "scope": {"enum": ["workspace", "all"]},
+            "agents": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "agent_id": STRING,
+                        "address": STRING,
+                        "alias": STRING,
+                        "implementation": STRING,
+                        "attached": BOOLEAN,
+                        "last_seen": NULLABLE_TIME,
+                        "waiting": COUNT,
+                        "you": BOOLEAN,
+                    }
+                ),
+            },
+        }
+    ),
+    "MessageStatus": _object(
+        {
+            "message_id": STRING,
+            "to": STRING,
+            "state": {"enum": [state.value for state in MessageState]},
+            "attempts": COUNT,
+            "dead_reason": NULLABLE_STRING,
+            "sent_at": TIME,
+            "settled_at": NULLABLE_TIME,
+        }
+    ),
+    "AliasResult": {
+        "type": "object",
+        "properties": {"agent_id": STRING, "alias": STRING, "address": STRING},
+        "required": ["agent_id", "alias", "address"],
+    },
 }
 
 #: Why each error status is answered (the `code` in the body is one of `ErrorCode`).
@@ -373,6 +480,138 @@ def _action(name: str, summary: str, result: str, *, conflict: bool) -> Route:
         body=ACTION_BODY,
         body_required=False,
     )
+
+
+#: `?workspace=`: where the person acts when the credential is the local secret.
+ME_WORKSPACE: Schema = {
+    "name": "workspace",
+    "in": "query",
+    "required": False,
+    "description": "with the local secret: the directory whose workspace the person acts in"
+    " (required then); unused with a session token",
+    "schema": WORKSPACE_PATH,
+}
+
+
+def _query_of(tool: type[ToolArgs]) -> tuple[Schema, ...]:
+    """A tool's arguments as query parameters (the route reads them from the query string)."""
+    schema = tool.input_schema()
+    required = set(schema.get("required", []))
+    return tuple(
+        {"name": name, "in": "query", "required": name in required, "schema": field}
+        for name, field in schema["properties"].items()
+    )
+
+
+LISTING_LIMIT: Schema = {
+    "name": "limit",
+    "in": "query",
+    "required": False,
+    "description": f"how many, 1 to {LIST_MAX} (default 50)",
+    "schema": {"type": "integer", "minimum": 1, "maximum": LIST_MAX, "default": 50},
+}
+
+
+def _me(
+    method: str,
+    path: str,
+    operation_id: str,
+    summary: str,
+    result: str,
+    *,
+    body: type[ToolArgs] | None = None,
+    query: tuple[Schema, ...] = (),
+    errors: tuple[int, ...] = (400, 401, 413),
+) -> Route:
+    return Route(
+        method,
+        f"/v1/me{path}",
+        operation_id,
+        summary,
+        SESSION_OR_SECRET,
+        (200, summary, _ref(result)),
+        errors=errors,
+        parameters=(ME_WORKSPACE, *query),
+        body=None if body is None else body.input_schema(),
+    )
+
+
+ME_ROUTES: tuple[Route, ...] = (
+    _me("get", "", "me", "Who this request acts as (a session, or the person)", "Me"),
+    _me(
+        "post",
+        "/send",
+        "meSend",
+        "Send a message (the `send` tool)",
+        "SendResult",
+        body=Send,
+        errors=(400, 401, 404, 409, 413),
+    ),
+    _me(
+        "get",
+        "/inbox",
+        "meInbox",
+        "Waiting mail, oldest first, without claiming it",
+        "MeInbox",
+        query=(LISTING_LIMIT,),
+    ),
+    _me(
+        "post",
+        "/claim",
+        "meClaim",
+        "Claim waiting mail (the `fetch` tool); acknowledge each token after handling it",
+        "Claims",
+        body=Fetch,
+    ),
+    _me("post", "/ack", "meAck", "Acknowledge claims (the `ack` tool)", "AckResult", body=Ack),
+    _me(
+        "get",
+        "/roster",
+        "meRoster",
+        "Who can be reached (the `roster` tool)",
+        "Roster",
+        query=_query_of(Roster),
+    ),
+    _me(
+        "get",
+        "/history",
+        "meHistory",
+        "Past messages, read-only (the `history` tool)",
+        "MeMessages",
+        query=_query_of(History),
+        errors=(400, 401, 404, 413),
+    ),
+    _me(
+        "get",
+        "/sent",
+        "meSent",
+        "The latest sends with their delivery state, newest first",
+        "MeMessages",
+        query=(LISTING_LIMIT,),
+    ),
+    Route(
+        "get",
+        "/v1/me/sent/{message_id}",
+        "meSentOne",
+        "The delivery state of one message sent (the `message_status` tool)",
+        SESSION_OR_SECRET,
+        (200, "its delivery state", _ref("MessageStatus")),
+        errors=(400, 401, 404, 413),
+        parameters=(
+            ME_WORKSPACE,
+            {"name": "message_id", "in": "path", "required": True, "schema": STRING},
+        ),
+    ),
+    _me(
+        "post",
+        "/alias",
+        "meAlias",
+        "Rename (the `update_agent_alias` tool)",
+        "AliasResult",
+        body=UpdateAgentAlias,
+        errors=(400, 401, 409, 413),
+    ),
+)
 
 
 ROUTES: tuple[Route, ...] = (
@@ -559,6 +798,7 @@ ROUTES: tuple[Route, ...] = (
         ),
         media="text/event-stream",
     ),
+    *ME_ROUTES,
     Route(
         "get",
         "/v1/openapi.json",
@@ -568,6 +808,14 @@ ROUTES: tuple[Route, ...] = (
         (200, "the OpenAPI 3.1 document", {"type": "object"}),
     ),
 )
+
+
+def _security(credential: str | None) -> list[Schema]:
+    if credential is None:
+        return []
+    if credential == SESSION_OR_SECRET:
+        return [{SESSION: []}, {SECRET: []}]
+    return [{credential: []}]
 
 
 def _operation(route: Route) -> Schema:
@@ -586,7 +834,7 @@ def _operation(route: Route) -> Schema:
         "operationId": route.operation_id,
         "summary": route.summary,
         "responses": responses,
-        "security": [] if route.credential is None else [{route.credential: []}],
+        "security": _security(route.credential),
     }
     if route.parameters:
         operation["parameters"] = list(route.parameters)

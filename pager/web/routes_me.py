@@ -1,0 +1,154 @@
+"""`/v1/me/…`: the everyday commands of SPEC §4.1 over plain HTTP (SPEC §6).
+
+A request acts as the session of its bearer token, or, with the local secret and the
+`workspace` query parameter, as the person at the terminal in that workspace (SPEC §4.2;
+`workspace` is unused with a session token, whose identity is already known). Each
+route that has an MCP tool parses its arguments with that tool's model and calls the tool's
+operation (pager/web/mcp_tools.py), so its validation, errors and results are the tool's own:
+a JSON body for POST, the query string for GET.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from quart import Blueprint, Response, request
+
+from pager.domain.api import JSON, Caller
+from pager.domain.errors import ErrorCode, PagerError
+from pager.service import BrokerService
+from pager.web.mcp_tools import (
+    Ack,
+    Fetch,
+    History,
+    MessageStatus,
+    Roster,
+    Send,
+    ToolArgs,
+    UpdateAgentAlias,
+    validation_failed,
+)
+from pager.web.routes_v1 import bearer, json_body
+
+#: Page sizes of the listings that have no tool (`inbox`, `sent`).
+LIST_MAX = 200
+
+
+class Listing(BaseModel):
+    """`?limit=` of `inbox` and `sent`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limit: int = Field(50, ge=1, le=LIST_MAX)
+
+
+async def me_caller(service: BrokerService, secret: str) -> tuple[Caller, str]:
+    """Who the request acts as, and as what (`session` or `person`)."""
+    credential = bearer(request.headers)
+    workspace = request.args.get("workspace")
+    if credential is None:
+        raise PagerError(
+            ErrorCode.UNAUTHENTICATED,
+            "send `Authorization: Bearer <session token>` to act as a session, or the local"
+            " secret with `?workspace=<directory>` to act as the person at the terminal",
+        )
+    if hmac.compare_digest(credential.encode(), secret.encode()):
+        if not workspace:
+            raise PagerError(
+                ErrorCode.VALIDATION_FAILED,
+                "with the local secret, name the workspace the person acts in:"
+                " `?workspace=<absolute path of a directory>` (one identity per workspace)",
+                arguments=["workspace"],
+            )
+        return await service.person(workspace), "person"
+    return await service.authenticate(credential), "session"  # its token names its identity
+
+
+def _query() -> dict[str, Any]:
+    return {key: value for key, value in request.args.items() if key != "workspace"}
+
+
+def _from_query(spec: type[ToolArgs]) -> ToolArgs:
+    """The tool's arguments from the query string (numbers and booleans as text)."""
+    try:
+        return spec.model_validate(_query(), strict=False)
+    except ValidationError as exc:
+        raise validation_failed(spec.name, exc) from None
+
+
+def _listing(name: str) -> Listing:
+    try:
+        return Listing.model_validate(_query(), strict=False)
+    except ValidationError as exc:
+        raise validation_failed(name, exc) from None
+
+
+async def _from_body(spec: type[ToolArgs]) -> ToolArgs:
+    body = await json_body()
+    if not isinstance(body, dict):
+        raise PagerError(ErrorCode.VALIDATION_FAILED, "the body must be a JSON object")
+    return spec.parse(body)
+
+
+def _answer(result: JSON) -> Response:
+    return Response(json.dumps(result), mimetype="application/json")
+
+
+def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
+    bp = Blueprint("v1_me", __name__, url_prefix="/v1/me")
+
+    @bp.get("")
+    async def whoami() -> Response:
+        caller, acting_as = await me_caller(service, secret)
+        return _answer({**await service.whoami(caller), "acting_as": acting_as})
+
+    @bp.post("/send")
+    async def send() -> Response:
+        caller, _ = await me_caller(service, secret)
+        return _answer(await (await _from_body(Send)).call(service, caller))
+
+    @bp.get("/inbox")
+    async def inbox() -> Response:
+        caller, _ = await me_caller(service, secret)
+        return _answer(await service.inbox(caller, limit=_listing("inbox").limit))
+
+    @bp.post("/claim")
+    async def claim() -> Response:
+        caller, _ = await me_caller(service, secret)
+        return _answer(await (await _from_body(Fetch)).call(service, caller))
+
+    @bp.post("/ack")
+    async def ack() -> Response:
+        caller, _ = await me_caller(service, secret)
+        return _answer(await (await _from_body(Ack)).call(service, caller))
+
+    @bp.get("/roster")
+    async def roster() -> Response:
+        caller, _ = await me_caller(service, secret)
+        return _answer(await _from_query(Roster).call(service, caller))
+
+    @bp.get("/history")
+    async def history() -> Response:
+        caller, _ = await me_caller(service, secret)
+        return _answer(await _from_query(History).call(service, caller))
+
+    @bp.get("/sent")
+    async def sent() -> Response:
+        caller, _ = await me_caller(service, secret)
+        return _answer(await service.sent(caller, limit=_listing("sent").limit))
+
+    @bp.get("/sent/<message_id>")
+    async def sent_one(message_id: str) -> Response:
+        caller, _ = await me_caller(service, secret)
+        args = MessageStatus.parse({"message_id": message_id})
+        return _answer(await args.call(service, caller))
+
+    @bp.post("/alias")
+    async def alias() -> Response:
+        caller, _ = await me_caller(service, secret)
+        return _answer(await (await _from_body(UpdateAgentAlias)).call(service, caller))
+
+    return bp
