@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--workspace", help="workspace directory (env PAGER_WORKSPACE; the cwd)")
     mcp.add_argument("--no-hold-lease", action="store_true", help="let an idle session lapse")
     mcp.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    from pager.everyday import add_commands
+
+    add_commands(commands)
     # Parsed by pager.install.cli (main dispatches there first); listed here for --help.
     commands.add_parser(
         "skill",
@@ -127,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "implementations": cmd_implementations,
         "mcp": cmd_mcp,
     }
+    if args.command not in handlers and args.command is not None:
+        from pager.everyday import HANDLERS
+
+        handlers.update(HANDLERS)
     try:
         if args.command is None:
             return cmd_tui()

@@ -168,7 +168,7 @@ class Fetch(ToolArgs):
         parts = [f"{len(claims)} message(s) claimed; ack each token once handled."]
         for claim in claims:
             parts.append(f"token: {claim['token']}")
-            parts.append(_envelope(claim["message"], display_cap))
+            parts.append(envelope(claim["message"], display_cap))
         return "\n".join(parts)
 
 
@@ -221,11 +221,11 @@ class History(ToolArgs):
         for message in messages:
             direction, state = message.get("direction", ""), message.get("state")
             parts.append(f"{direction}: to {message.get('to')}, state {state}")
-            parts.append(_envelope(message, display_cap))
+            parts.append(envelope(message, display_cap))
         return "\n".join(parts)
 
 
-def _envelope(message: JSON, display_cap: int) -> str:
+def envelope(message: JSON, display_cap: int) -> str:
     """One message in the envelope that marks it as data from another agent."""
     return render_message(
         sender_address=str(message.get("from", "")),

@@ -356,7 +356,15 @@ SCHEMAS: dict[str, Schema] = {
             "claims": {
                 "type": "array",
                 "items": _object(
-                    {"token": STRING, "expires_at": TIME, "message": _ref("MailMessage")}
+                    {
+                        "token": STRING,
+                        "expires_at": TIME,
+                        "message": _ref("MailMessage"),
+                        "envelope": {
+                            "type": "string",
+                            "description": "the message whole, in the SPEC §8 envelope",
+                        },
+                    }
                 ),
             }
         }

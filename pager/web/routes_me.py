@@ -29,6 +29,7 @@ from pager.web.mcp_tools import (
     Send,
     ToolArgs,
     UpdateAgentAlias,
+    envelope,
     validation_failed,
 )
 from pager.web.routes_v1 import bearer, json_body
@@ -99,6 +100,7 @@ def _answer(result: JSON) -> Response:
 
 def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     bp = Blueprint("v1_me", __name__, url_prefix="/v1/me")
+    whole = service.config.limits.body_cap  # never cut: the reader asked for the message
 
     @bp.get("")
     async def whoami() -> Response:
@@ -118,7 +120,10 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     @bp.post("/claim")
     async def claim() -> Response:
         caller, _ = await me_caller(service, secret)
-        return _answer(await (await _from_body(Fetch)).call(service, caller))
+        result = await (await _from_body(Fetch)).call(service, caller)
+        for claim in result["claims"]:  # whole, in the SPEC §8 envelope, for `pager read`
+            claim["envelope"] = envelope(claim["message"], whole)
+        return _answer(result)
 
     @bp.post("/ack")
     async def ack() -> Response:

@@ -1,0 +1,399 @@
+"""The everyday commands of SPEC §4.1 (`send`, `inbox`, `read`, `ack`, `whoami`, `who`,
+`history`, `sent`): thin clients of `/v1/me/…`, which runs every rule.
+
+Stdlib-only, like `pager status` and the hook: a script or an agent's shell tool runs these
+often. Who a command acts as (SPEC §4.2): the session of the wrapped launch it runs in (its
+token, `PAGER_TOKEN_FILE` or `PAGER_TOKEN`), else the person at the terminal in the current
+directory's workspace (the local secret and `?workspace=`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from pager.cli import EXIT_OK, CommandError
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+#: What each wake outcome means to a person (SPEC §8 `send`): the message is queued either way.
+WAKES = {
+    "delivered": "its session was told now",
+    "queued": "its session will see it at its next turn",
+    "no_session": "no session is running for it: it waits in the inbox",
+}
+
+
+class Me:
+    """The broker, and the credential and query that say who this command acts as."""
+
+    def __init__(self) -> None:
+        from pager.launch.files import session_token
+
+        self.paths, broker = _broker()
+        self.url: str = broker.url
+        token = session_token(os.environ)
+        if token is not None:
+            self.credential, self.query, self.why = token, "", "the session of this launch"
+        else:
+            from urllib.parse import quote
+
+            self.credential = self.paths.secret.read_text().strip()
+            self.query = f"workspace={quote(os.getcwd())}"
+            self.why = "the person at this terminal (no Pager session in this environment)"
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
+        """`/v1/me{path}`; the answer, or CommandError with the broker's message."""
+        from pager.client import BrokerUnreachable, request_json
+
+        target = f"/v1/me{path}"
+        if self.query:
+            target += ("&" if "?" in target else "?") + self.query
+        try:
+            status, answer = request_json(
+                self.url, method, target, token=self.credential, body=body, timeout=timeout
+            )
+        except BrokerUnreachable as exc:
+            raise CommandError(f"the broker did not answer ({exc}); see `pager status`") from None
+        if status >= 400 or not isinstance(answer, dict):
+            error = answer.get("error", {}) if isinstance(answer, dict) else {}
+            message = error.get("message") or f"the broker answered HTTP {status}"
+            raise CommandError(self._advice(str(error.get("code", "")), message))
+        return answer
+
+    def _advice(self, code: str, message: str) -> str:
+        """The broker's message, and what to do about it from a command line."""
+        if code in ("hop_limit", "rate_limited"):
+            return f"{message} (ask your person before sending more)"
+        if not self.query and code in ("unauthenticated", "expired", "ended"):
+            return (
+                f"{message}. This command acts as the session whose token is in PAGER_TOKEN"
+                " (or PAGER_TOKEN_FILE), and the broker no longer knows it: restart the launch"
+                " with `pager <harness>`, or unset PAGER_TOKEN to act as yourself"
+            )
+        return message
+
+
+def _broker() -> tuple[Any, Any]:
+    """The state directory and the running broker, started when none runs."""
+    from pager.cli import _ensure_running, _paths
+    from pager.launch.discovery import discover
+
+    paths = _paths()
+    found = discover(paths)
+    if found.broker is not None:
+        return paths, found.broker
+    started: tuple[Any, Any] = _ensure_running()  # slower: it reads the configuration first
+    return started
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _ago(stamp: str | None, now: float | None = None) -> str:
+    """`3m ago` from an ISO time (the broker's UTC), `-` when none."""
+    if not stamp:
+        return "-"
+    from datetime import datetime
+
+    try:
+        then = datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return stamp
+    seconds = max(0, int((now or time.time()) - then))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def _first_line(text: str, width: int = 60) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """Aligned columns; the last one is not padded."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    body = args.body
+    if body is None or body == "-":
+        if body is None and sys.stdin.isatty():
+            raise CommandError("give the message: pager send TO BODY (or `-` to read stdin)")
+        body = sys.stdin.read()
+    request: dict[str, Any] = {"to": args.to, "body": body}
+    for key, value in (("thread", args.thread), ("reply_to", args.reply_to),
+                       ("idempotency_key", args.key)):  # fmt: skip
+        if value is not None:
+            request[key] = value
+    sent = Me().call("POST", "/send", request)
+    if args.json:
+        _print_json(sent)
+        return EXIT_OK
+    again = " (a repeat of an earlier send: nothing new was sent)" if sent.get("duplicate") else ""
+    wake = WAKES.get(str(sent.get("wake")), str(sent.get("wake")))
+    print(f"sent {sent['message_id']} to {sent['recipient']['address']}{again}; {wake}")
+    return EXIT_OK
+
+
+def cmd_inbox(args: argparse.Namespace) -> int:
+    inbox = Me().call("GET", f"/inbox?limit={args.limit}")
+    if args.json:
+        _print_json(inbox)
+        return EXIT_OK
+    messages = inbox["messages"]
+    if not messages:
+        print("no mail waiting")
+        return EXIT_OK
+    now = time.time()
+    rows = [
+        [m["id"], m["from"], _ago(m["sent_at"], now), m["thread"] or "-", _first_line(m["body"])]
+        for m in messages
+    ]
+    print(_table(["ID", "FROM", "AGE", "THREAD", "FIRST LINE"], rows))
+    more = inbox["waiting"] - len(messages)
+    if more > 0:
+        print(f"… and {more} more (pager inbox -n {inbox['waiting']})")
+    print("read them with `pager read`")
+    return EXIT_OK
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    me = Me()
+    wait = args.wait
+    while True:
+        # The broker waits at most 60 s per call; --wait longer, and --follow, call again.
+        deadline = time.monotonic() + wait
+        claims: list[dict[str, Any]] = []
+        while True:
+            slice_s = min(60.0, max(0.0, deadline - time.monotonic())) if not args.follow else 60.0
+            body = {"limit": args.count, "wait_s": slice_s}
+            claims = me.call("POST", "/claim", body, timeout=slice_s + 30)["claims"]
+            if claims or (not args.follow and time.monotonic() >= deadline):
+                break
+        _show(claims, args)
+        if not args.no_ack and claims:
+            me.call("POST", "/ack", {"tokens": [c["token"] for c in claims]})
+        if not args.follow:
+            if not claims and not args.json:
+                print("no mail waiting", file=sys.stderr)
+            return EXIT_OK
+
+
+def _show(claims: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Writes the claims (before any is acknowledged: a crash here means redelivery)."""
+    for claim in claims:
+        if args.json:
+            shown = {"message": claim["message"]}
+            if args.no_ack:
+                shown["token"] = claim["token"]
+            sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
+        else:
+            if args.no_ack:
+                sys.stdout.write(f"token: {claim['token']}\n")
+            sys.stdout.write(claim["envelope"] + "\n\n")
+    sys.stdout.flush()
+
+
+def cmd_ack(args: argparse.Namespace) -> int:
+    result = Me().call("POST", "/ack", {"tokens": args.tokens})
+    if args.json:
+        _print_json(result)
+    else:
+        for token in result["applied"]:
+            print(f"acknowledged {token}")
+        for item in result["not_applied"]:
+            print(f"not applied {item['token']}: {item['reason']}")
+    return EXIT_OK if not result["not_applied"] else 1
+
+
+def cmd_whoami(args: argparse.Namespace) -> int:
+    me = Me()
+    who = me.call("GET", "")
+    who["why"] = me.why
+    if args.json:
+        _print_json(who)
+        return EXIT_OK
+    print(f"{who['address']}  ({who['agent_id']}, {who['implementation']})")
+    print(f"acting as {me.why}")
+    print(f"workspace {who['workspace']}")
+    return EXIT_OK
+
+
+def cmd_who(args: argparse.Namespace) -> int:
+    roster = Me().call("GET", f"/roster?scope={'all' if args.all else 'workspace'}")
+    if args.json:
+        _print_json(roster)
+        return EXIT_OK
+    now = time.time()
+    rows = [
+        [
+            a["address"] + (" (you)" if a["you"] else ""),
+            a["implementation"],
+            "yes" if a["attached"] else "no",
+            _ago(a["last_seen"], now),
+            str(a["waiting"]),
+        ]
+        for a in roster["agents"]
+    ]
+    print(_table(["ADDRESS", "IMPLEMENTATION", "ATTACHED", "LAST SEEN", "WAITING"], rows))
+    return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from urllib.parse import urlencode
+
+    query = {"limit": args.limit}
+    if args.with_ is not None:
+        query["with"] = args.with_
+    if args.thread is not None:
+        query["thread"] = args.thread
+    history = Me().call("GET", f"/history?{urlencode(query)}")
+    if args.json:
+        _print_json(history)
+        return EXIT_OK
+    now = time.time()
+    rows = [
+        [
+            _ago(m["sent_at"], now),
+            f"from {m['from']}" if m["direction"] == "received" else f"to {m['to']}",
+            m["state"],
+            _first_line(m["body"]),
+        ]
+        for m in reversed(history["messages"])  # oldest first, as a conversation reads
+    ]
+    print(_table(["WHEN", "WHO", "STATE", "FIRST LINE"], rows) if rows else "no messages")
+    return EXIT_OK
+
+
+def cmd_sent(args: argparse.Namespace) -> int:
+    me = Me()
+    if args.message_id is not None:
+        status = me.call("GET", f"/sent/{args.message_id}")
+        if args.json:
+            _print_json(status)
+        else:
+            dead = f" ({status['dead_reason']})" if status.get("dead_reason") else ""
+            print(f"{status['message_id']} to {status['to']}: {status['state']}{dead},"
+                  f" attempts {status['attempts']}, sent {_ago(status['sent_at'])}")  # fmt: skip
+        return EXIT_OK
+    sent = me.call("GET", f"/sent?limit={args.limit}")
+    if args.json:
+        _print_json(sent)
+        return EXIT_OK
+    now = time.time()
+    rows = [
+        [m["id"], m["to"], _ago(m["sent_at"], now), m["state"], _first_line(m["body"], 40)]
+        for m in sent["messages"]
+    ]
+    print(_table(["ID", "TO", "SENT", "STATE", "FIRST LINE"], rows) if rows else "nothing sent")
+    return EXIT_OK
+
+
+def add_commands(commands: Any) -> None:
+    """The parsers of these commands, for `pager`'s argument parser."""
+    send = commands.add_parser(
+        "send",
+        help="send a message: pager send TO [BODY]",
+        description="Send BODY to TO (an alias, alias@workspace-slug, or an agent id). BODY `-`,"
+        " or none with standard input not a terminal, reads it from standard input. Prints the"
+        " message id, the recipient's address and whether its session was told.",
+        epilog="example: pager send api 'the schema changed, see #12'",
+    )
+    send.add_argument("to", metavar="TO")
+    send.add_argument("body", metavar="BODY", nargs="?")
+    send.add_argument("--thread", help="the thread this message belongs to")
+    send.add_argument("--reply-to", metavar="MSG", help="the id of the message this answers")
+    send.add_argument("--key", help="idempotency key: a resend with it returns the original")
+    _json(send)
+    inbox = commands.add_parser(
+        "inbox",
+        help="your waiting mail, oldest first, without claiming it",
+        description="Your waiting mail, oldest first: id, sender, age, thread, first line. "
+        "Nothing is claimed; `pager read` reads it.",
+    )
+    inbox.add_argument("-n", dest="limit", type=int, default=50, help="at most N (default 50)")
+    _json(inbox)
+    read = commands.add_parser(
+        "read",
+        help="read waiting mail (claim, print whole, acknowledge)",
+        description="Claim up to N waiting messages (default 10), print each whole inside"
+        " Pager's envelope, and acknowledge them once written.",
+        epilog="example: pager read --wait 30",
+    )
+    read.add_argument("count", metavar="N", nargs="?", type=int, default=10)
+    read.add_argument("--wait", type=float, default=0.0, metavar="S",
+                      help="wait up to S seconds for the first message")  # fmt: skip
+    read.add_argument("--follow", action="store_true", help="keep reading until interrupted")
+    read.add_argument("--no-ack", action="store_true",
+                      help="print the claim tokens instead of acknowledging")  # fmt: skip
+    _json(read, lines=True)
+    ack = commands.add_parser(
+        "ack",
+        help="acknowledge claims: pager ack TOKEN…",
+        description="Acknowledge claims (from `pager read --no-ack`); prints each token applied"
+        " and each not applied with the reason. Exit 1 when any was not applied.",
+    )
+    ack.add_argument("tokens", metavar="TOKEN", nargs="+")
+    _json(ack)
+    whoami = commands.add_parser(
+        "whoami",
+        help="which identity commands here act as, and why",
+        description="The identity this command acts as (SPEC §4.2), its address and workspace.",
+    )
+    _json(whoami)
+    who = commands.add_parser(
+        "who",
+        help="who you can reach: address, implementation, attached, last seen, waiting",
+        description="Everyone reachable in this workspace (or every workspace with --all).",
+    )
+    who.add_argument("--all", action="store_true", help="every workspace")
+    _json(who)
+    history = commands.add_parser(
+        "history",
+        help="your past messages (read-only)",
+        description="Your past messages, oldest first; nothing is claimed or acknowledged.",
+    )
+    history.add_argument("--with", dest="with_", metavar="X", help="only those with X")
+    history.add_argument("--thread", metavar="T", help="only thread T")
+    history.add_argument("-n", dest="limit", type=int, default=20, help="the last N (default 20)")
+    _json(history)
+    sent = commands.add_parser(
+        "sent",
+        help="your recent sends and their delivery state; with an id, that message's",
+        description="Your recent sends with their delivery state, newest first; with a"
+        " message id, that message's whole state (attempts, why it died).",
+    )
+    sent.add_argument("message_id", metavar="MSG_ID", nargs="?")
+    sent.add_argument("-n", dest="limit", type=int, default=20, help="the last N (default 20)")
+    _json(sent)
+
+
+def _json(parser: Any, *, lines: bool = False) -> None:
+    what = "one JSON object per line" if lines else "JSON"
+    parser.add_argument("--json", action="store_true", help=f"print {what} for scripts")
+
+
+HANDLERS = {
+    "send": cmd_send,
+    "inbox": cmd_inbox,
+    "read": cmd_read,
+    "ack": cmd_ack,
+    "whoami": cmd_whoami,
+    "who": cmd_who,
+    "history": cmd_history,
+    "sent": cmd_sent,
+}

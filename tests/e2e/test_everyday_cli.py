@@ -1,0 +1,214 @@
+"""The everyday commands (SPEC §4.1) through real `pager` processes against a real broker:
+a wrapped `pager shell` session in each of two repositories and the person in a third
+directory, each command's `--json` parsed, and bad input for each."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.e2e.conftest import Broker
+from tests.launch.conftest import PROCESS_BOUND, wait_for
+
+PAGER = [sys.executable, "-m", "pager"]
+
+
+def pager(
+    broker: Broker, cwd: Path, *args: str, stdin: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PAGER, *args],
+        env={**broker.home.env, **env},
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_BOUND,
+        check=False,
+    )
+
+
+def answer(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def places(broker: Broker, tmp_path: Path) -> dict[str, Path]:
+    """Two repositories (Git checkouts) and the person's own directory."""
+    found = {}
+    for name in ("api", "web", "desk"):
+        path = tmp_path / name
+        path.mkdir()
+        if name != "desk":
+            subprocess.run(["git", "init", "-q", str(path)], check=True)
+        found[name] = path
+    return found
+
+
+def start_shell(broker: Broker, cwd: Path, name: str, script: str) -> subprocess.Popen[str]:
+    """`pager shell --session-name NAME -- sh -c SCRIPT`: a wrapped session whose program
+    uses the CLI itself (`pager` on PATH is this checkout's)."""
+    bin_dir = Path(sys.executable).parent
+    env = {**broker.home.env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.Popen(
+        [*PAGER, "shell", "--session-name", name, "--", "sh", "-c", script],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_a_person_and_two_wrapped_sessions_talk_through_the_cli(
+    broker: Broker, places: dict[str, Path], tmp_path: Path
+) -> None:
+    """The person (in a third directory) sends to `alice` in api; alice's program, using
+    `pager read` and `pager send` from inside its wrapped launch, acts as alice and answers
+    the person and `bob` in web; the person reads the answer."""
+    person = answer(pager(broker, places["desk"], "whoami", "--json"))
+    assert person["implementation"] == "human"
+    bob_who, bob_file = tmp_path / "bob-whoami.json", tmp_path / "bob-read.json"
+    bob = start_shell(
+        broker,
+        places["web"],
+        "bob",
+        f"pager whoami --json > {bob_who}.tmp && mv {bob_who}.tmp {bob_who};"
+        f" pager read --wait 60 --json > {bob_file}",
+    )
+    alice = None
+    try:
+        wait_for(bob_who.exists, "bob's whoami")
+        me_bob = json.loads(bob_who.read_text())
+        assert (me_bob["alias"], me_bob["implementation"]) == ("bob", "shell")
+        assert me_bob["why"] == "the session of this launch"
+        alice = start_shell(
+            broker,
+            places["api"],
+            "alice",
+            "pager read --wait 60 --json | head -1 > got.json;"
+            f" pager send {person['address']} 'got it' &&"
+            f" pager send {me_bob['address']} 'heads up'",
+        )
+        wait_for(
+            lambda: any(a["alias"] == "alice" and a["attached"] for a in
+                        answer(pager(broker, places["desk"], "who", "--all", "--json"))["agents"]),
+            "alice to attach",
+        )  # fmt: skip
+        roster = answer(pager(broker, places["desk"], "who", "--all", "--json"))["agents"]
+        by_alias = {a["alias"]: a for a in roster}
+        assert by_alias[person["alias"]]["attached"] is False
+        assert by_alias[person["alias"]]["you"] is True
+        me_alice = by_alias["alice"]
+        sent = answer(pager(broker, places["desk"], "send", me_alice["address"],
+                            "please review #12", "--json"))  # fmt: skip
+        assert sent["recipient"]["address"] == me_alice["address"]
+        read = pager(broker, places["desk"], "read", "--wait", "60", "--json")
+        [line] = read.stdout.splitlines()
+        got = json.loads(line)["message"]
+        assert (got["from"], got["body"]) == (me_alice["address"], "got it")
+        _, err = await trio.to_thread.run_sync(alice.communicate, None, PROCESS_BOUND)
+        assert alice.returncode == 0, err
+        first = json.loads((places["api"] / "got.json").read_text())["message"]
+        assert (first["from"], first["body"]) == (person["address"], "please review #12")
+        _, err = await trio.to_thread.run_sync(bob.communicate, None, PROCESS_BOUND)
+        assert bob.returncode == 0, err
+        heads_up = json.loads(bob_file.read_text().splitlines()[0])["message"]
+        assert (heads_up["from"], heads_up["body"]) == (me_alice["address"], "heads up")
+    finally:
+        for process in (alice, bob):
+            if process is not None and process.poll() is None:
+                process.kill()
+    sent_list = answer(pager(broker, places["desk"], "sent", "--json"))["messages"]
+    assert [(m["to"], m["state"]) for m in sent_list] == [(me_alice["address"], "acknowledged")]
+    one = answer(pager(broker, places["desk"], "sent", sent["message_id"], "--json"))
+    assert one["state"] == "acknowledged"
+    history = answer(pager(broker, places["desk"], "history", "--json"))["messages"]
+    assert [m["direction"] for m in history] == ["received", "sent"]
+    assert answer(pager(broker, places["desk"], "inbox", "--json"))["waiting"] == 0
+
+
+def test_people_read_plain_text(broker: Broker, places: dict[str, Path]) -> None:
+    """Without --json: aligned columns, the sender, relative times; the message whole in the
+    envelope; stdin as the body."""
+    desk = places["desk"]
+    me = answer(pager(broker, desk, "whoami", "--json"))
+    sent = pager(broker, desk, "send", me["alias"], stdin="line one\nline two\n")
+    assert sent.returncode == 0, sent.stderr
+    assert f"to {me['address']}" in sent.stdout
+    assert "it waits in the inbox" in sent.stdout
+    inbox = pager(broker, desk, "inbox").stdout.splitlines()
+    assert inbox[0].split() == ["ID", "FROM", "AGE", "THREAD", "FIRST", "LINE"]
+    assert me["address"] in inbox[1]
+    assert "ago" in inbox[1]
+    assert inbox[1].endswith("line one")
+    read = pager(broker, desk, "read")
+    assert read.returncode == 0, read.stderr
+    assert f"From {me['address']}" in read.stdout
+    assert "line one\nline two\n" in read.stdout
+    assert "<<<end-pager-message" in read.stdout
+    assert "no mail waiting" in pager(broker, desk, "inbox").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "status", "needle"),
+    [
+        (("send", "nobody", "hi"), None, 1, "no agent 'nobody'"),
+        (("send", "ME", ""), None, 1, "the body is empty"),
+        (("send", "ME"), "", 1, "the body is empty"),
+        (("send", "ME", "x" * 40000), None, 1, "the limit is 32768"),
+        (("send",), None, 2, "the following arguments are required: TO"),
+        (("ack", "clm_bogus"), None, 1, "unknown_token"),
+        (("sent", "msg_nope"), None, 1, "you sent no message"),
+        (("read", "0"), None, 1, "limit"),
+        (("inbox", "-n", "x"), None, 2, "invalid int value"),
+    ],
+)
+def test_bad_input_says_what_to_do_and_changes_nothing(
+    broker: Broker, places: dict[str, Path], args: tuple[str, ...], stdin: str | None,
+    status: int, needle: str,
+) -> None:  # fmt: skip
+    desk = places["desk"]
+    me = answer(pager(broker, desk, "whoami", "--json"))
+    argv = [me["alias"] if arg == "ME" else arg for arg in args]
+    done = pager(broker, desk, *argv, stdin=stdin)
+    assert done.returncode == status, (done.stdout, done.stderr)
+    assert needle in done.stderr + done.stdout
+    assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
+
+
+def test_a_revoked_session_is_refused_not_taken_for_the_person(
+    broker: Broker, places: dict[str, Path]
+) -> None:
+    """A token the broker does not know (revoked, ended) is an error: the command never falls
+    back to acting as the person."""
+    done = pager(broker, places["desk"], "send", "x", "hi", PAGER_TOKEN="tok_revoked0000")
+    assert done.returncode == 1
+    assert "unknown session token" in done.stderr
+    assert "unset PAGER_TOKEN to act as yourself" in done.stderr
+    assert broker.db_rows("SELECT COUNT(*) FROM identities") == [(0,)]
+
+
+def test_no_broker_and_none_startable(tmp_path: Path) -> None:
+    """A state directory that cannot be used: exit 1 naming it, nothing else."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAGER_")}
+    done = subprocess.run(
+        [*PAGER, "send", "x", "hi"],
+        env={**env, "PAGER_HOME": str(blocker)},
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_BOUND,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert str(blocker) in done.stderr
