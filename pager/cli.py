@@ -30,7 +30,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pager",
         description="Pager: a durable local message broker for coding-agent sessions.",
-        epilog="State lives in $PAGER_HOME (default: the platform's user state directory).",
+        epilog="Also:\n"
+        "  pager                open the operator TUI (starts the broker if needed)\n"
+        "  pager IMPLEMENTATION [--session-name NAME] [--] [ARGS…]\n"
+        "                       launch a harness as a Pager agent (`pager claude`,\n"
+        "                       `pager shell -- make test`; `pager implementations` lists\n"
+        "                       them; `pager IMPLEMENTATION --help` shows the options)\n"
+        "  pager help COMMAND   the help of one command\n\n"
+        "State lives in $PAGER_HOME (default: the platform's user state directory).\n"
+        "The everyday commands: docs/cli.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"pager {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -88,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     from pager.everyday import add_commands
 
     add_commands(commands)
+    commands.add_parser(
+        "help",
+        help="the help of a command: pager help [COMMAND]",
+        description="Show the help of COMMAND (a command or an implementation), or of pager.",
+    ).add_argument("topic", metavar="COMMAND", nargs="?")
     # Parsed by pager.install.cli (main dispatches there first); listed here for --help.
     commands.add_parser(
         "skill",
@@ -130,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "implementations": cmd_implementations,
         "mcp": cmd_mcp,
     }
+    if args.command == "help":
+        return cmd_help(parser, args.topic)
     if args.command not in handlers and args.command is not None:
         from pager.everyday import HANDLERS
 
@@ -143,6 +159,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+
+
+def cmd_help(parser: argparse.ArgumentParser, topic: str | None) -> int:
+    """`pager help [COMMAND]`: a command's help, an implementation's wrapper options, or all."""
+    if topic is None:
+        parser.print_help()
+        return EXIT_OK
+    if topic in ("hook", "skill", "plugin"):  # parsed by their own modules
+        return main([topic, "--help"])
+    if topic in _subcommands(parser):
+        return _subcommand_help(parser, topic)
+    return cmd_launch(topic, ["--help"])
+
+
+def _subcommand_help(parser: argparse.ArgumentParser, name: str) -> int:
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action.choices[name].print_help()
+    return EXIT_OK
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
@@ -159,13 +196,20 @@ def cmd_launch(implementation: str, argv: list[str]) -> int:
     from pager.implementations import UnknownImplementation, discover
     from pager.implementations.launching import launch_spec
     from pager.launch.wrapper import LaunchError, run_wrapped
-    from pager.launch.wrapper_args import WrapperUsageError
+    from pager.launch.wrapper_args import WrapperUsageError, asks_for_help, wrapper_help
 
     registry = discover()
     try:
         manifest = registry.get(implementation).manifest
-    except UnknownImplementation as exc:
-        raise CommandError(f"{exc.args[0]}; see `pager --help` for commands") from None
+    except UnknownImplementation:
+        known = ", ".join(sorted(registry.ids()))
+        raise CommandError(
+            f"{implementation!r} is neither a command nor an implementation; commands:"
+            f" `pager --help`; implementations: {known} (`pager implementations`)"
+        ) from None
+    if asks_for_help(argv):
+        print(wrapper_help(implementation, manifest.name), end="")
+        return EXIT_OK
     try:
         spec = launch_spec(manifest)
     except ImportError:

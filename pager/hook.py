@@ -37,7 +37,20 @@ class HookSkipped(Exception):
     """Nothing to do, for a reason worth one log line."""
 
 
+USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|text]
+                  [--max-chars N] [--wait [--wait-max SECONDS]] [EVENT]
+
+The hook entry point a harness runs (its hook payload on stdin): prints the session's waiting
+mail in the harness's format and acknowledges it once written. It fails open: on any problem
+it prints nothing and exits 0 (see logs/hook.log in the state directory). `--wait` waits for
+mail and exits 2 with it on stderr (a background wake hook). See docs/skill-and-plugins.md.
+"""
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE)
+        return 0
     try:
         options = _parse(argv)
         return _run(options)

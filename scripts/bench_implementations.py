@@ -4,6 +4,8 @@
   http.client (`.venv/bin/python -I -c 'import json, http.client'`), alternating: ratio <= 1.0x.
 - `pager hook` with 5 messages waiting (claim, print, ack) against the same baseline: <= 1.3x.
 - Wrapped launch overhead: `pager shell -- true` against `true`, broker running: <= 400 ms.
+- The everyday commands `pager send`, `inbox`, `read`, `ack` and `whoami` (as the person, in
+  a workspace) against the same bare interpreter, alternating: each <= 1.5x.
 - One MCP `whoami` call through a wrapped launch's relay (pager/launch/relay.py) against the
   same call straight to the broker, alternating, one official MCP client each (no target: the
   price of the hop every wrapped harness's call pays).
@@ -55,6 +57,39 @@ def register(url: str, secret: str, body: dict[str, Any]) -> dict[str, Any]:
     response.raise_for_status()
     result: dict[str, Any] = response.json()
     return result
+
+
+def everyday_commands(
+    env: dict[str, str], workspace: Path, runs: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Seconds per run of each everyday command and of the bare interpreter beside it. Each
+    round sends one message to the person, lists it, reads it with --no-ack and acks it."""
+    here = {**env, "PWD": str(workspace)}
+    timings: dict[str, tuple[list[float], list[float]]] = {
+        name: ([], []) for name in ("send", "inbox", "read", "ack", "whoami")
+    }
+
+    def run(name: str, argv: list[str]) -> str:
+        start = time.perf_counter()
+        done = subprocess.run(argv, env=here, cwd=workspace, capture_output=True, check=False)
+        timings[name][0].append(time.perf_counter() - start)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed: {done.stderr.decode()}")
+        timings[name][1].append(timed(BARE, env))
+        return done.stdout.decode()
+
+    me = json.loads(run("whoami", [PAGER, "whoami", "--json"]))["alias"]
+    for name in timings:
+        timings[name][0].clear()
+        timings[name][1].clear()
+    for round_ in range(runs):
+        run("whoami", [PAGER, "whoami"])
+        run("send", [PAGER, "send", me, f"bench {round_}"])
+        run("inbox", [PAGER, "inbox"])
+        [line] = run("read", [PAGER, "read", "1", "--no-ack", "--json"]).splitlines()
+        run("ack", [PAGER, "ack", json.loads(line)["token"]])
+        progress(f"everyday commands {round_ + 1}/{runs}")
+    return timings
 
 
 async def relay_against_direct(
@@ -154,6 +189,7 @@ def main() -> int:
                 wrapped.append(timed([PAGER, "shell", "--", true], {**env, "PWD": str(workspace)}))
                 plain.append(timed([true], env))
                 progress(f"wrapped launch {run + 1}/{runs}")
+            everyday = everyday_commands(env, workspace, runs)
             relayed, direct = trio.run(
                 relay_against_direct, Path(env["PAGER_HOME"]), url, alice, alice_body, runs * 4
             )
@@ -168,6 +204,11 @@ def main() -> int:
         "hook_5_waiting_ms": round(med(busy) * 1000, 1),
         "hook_5_waiting_ratio": round(med(busy) / med(bare_busy), 2),
         "wrapped_launch_overhead_ms": round((med(wrapped) - med(plain)) * 1000, 1),
+        **{f"{name}_ms": round(med(times) * 1000, 1) for name, (times, _) in everyday.items()},
+        **{
+            f"{name}_ratio": round(med(times) / med(bare_times), 2)
+            for name, (times, bare_times) in everyday.items()
+        },
         "mcp_call_relayed_ms": round(med(relayed) * 1000, 2),
         "mcp_call_direct_ms": round(med(direct) * 1000, 2),
     }
@@ -182,6 +223,11 @@ def main() -> int:
          f"{results['hook_5_waiting_ms']} ms = {results['hook_5_waiting_ratio']}x", "<= 1.3x"),
         ("wrapped launch overhead, `pager shell -- true` minus `true`, medians",
          f"{results['wrapped_launch_overhead_ms']} ms", "<= 400 ms"),
+        *(
+            (f"`pager {name}` (the person) / bare interpreter, medians",
+             f"{results[name + '_ms']} ms = {results[name + '_ratio']}x", "<= 1.5x")
+            for name in everyday
+        ),
         ("MCP `whoami` through the launch relay / straight to the broker, medians",
          f"{results['mcp_call_relayed_ms']} ms / {results['mcp_call_direct_ms']} ms",
          "(recorded)"),

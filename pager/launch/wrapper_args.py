@@ -23,6 +23,35 @@ class WrapperArgs:
 WRAPPER_OPTIONS = ("--session-name", "--force")
 
 
+def wrapper_help(implementation: str, name: str) -> str:
+    """`pager <implementation> --help`: the wrapper's own options."""
+    return f"""usage: pager {implementation} [--session-name NAME] [--force] [--] [ARGS…]
+
+{name}, launched as a Pager agent in this terminal: Pager registers a session (starting the
+broker if needed), runs the harness with Pager wired in for this launch only, holds the
+session while it runs, and exits with the harness's status.
+
+options:
+  --session-name NAME  the alias to join as; a name held by an attached session is refused
+  --force              take the name over even while its session is attached
+  --                   end of Pager's options: everything after goes to the harness, so
+                       `pager {implementation} -- --help` shows the harness's own help
+"""
+
+
+def asks_for_help(argv: Sequence[str]) -> bool:
+    """Whether the wrapper's options (before the harness's arguments) ask for its help."""
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-h", "--help"):
+            return True
+        if arg == "--session-name":
+            next(args, None)  # its value
+        elif arg == "--" or arg.partition("=")[0] not in WRAPPER_OPTIONS:
+            return False
+    return False
+
+
 def parse_wrapper_args(argv: Sequence[str]) -> WrapperArgs:
     """Wrapper options come first; the first argument that is not one, or `--`, ends them.
     Everything after belongs to the harness, unchanged."""
