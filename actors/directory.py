@@ -510,9 +510,16 @@ class DirectoryActor(Actor[DirectoryMessage]):
         live.lease_deadline = max(live.lease_deadline, now + ttl)
         if live.lease_deadline - live.persisted_lease > ttl / 2:
             # Persist now and then, not on every request: after a crash the broker grants a
-            # fresh lease anyway.
+            # fresh lease anyway. The identity's `last_seen` goes with it, so any
+            # authenticated request shows within lease_ttl / 2 (not only attaches).
             session_id, lease = live.session.id, live.lease_deadline
-            await self.deps.checkpoint.write(lambda c: ms.set_lease(c, session_id, lease))
+            identity_id = live.session.identity_id
+
+            def renew(conn: sqlite3.Connection) -> None:
+                ms.set_lease(conn, session_id, lease)
+                ms.touch_identity(conn, identity_id, now)
+
+            await self.deps.checkpoint.write(renew)
             live.persisted_lease = lease
         return Caller(live.session.id, live.session.identity_id, live.session.epoch)
 

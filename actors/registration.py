@@ -431,11 +431,14 @@ PERSON = "human"
 def person_identity(
     conn: sqlite3.Connection, workspace: Workspace, alias: str, now: float
 ) -> Identity:
-    """The person's durable identity in `workspace` (SPEC §4.2), created on first use; its use
-    counts as activity (last seen) and shows it again if it was archived."""
+    """The person's durable identity in `workspace` (SPEC §4.2), created on first use with
+    `alias` (later `pager alias` may rename it: it stays the person's); its use counts as
+    activity (last seen) and shows it again if it was archived."""
     ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
     key = alias_key(alias)
-    holder = ms.identity_by_alias(conn, workspace.key, key)
+    holder = ms.identity_of_implementation(conn, workspace.key, PERSON)
+    if holder is None:
+        holder = ms.identity_by_alias(conn, workspace.key, key)
     if holder is not None and holder.implementation != PERSON:
         raise PagerError(
             ErrorCode.ALIAS_CONFLICT,

@@ -35,7 +35,7 @@ class Me:
     def __init__(self) -> None:
         from pager.launch.files import session_token
 
-        self.paths, broker = _broker()
+        self.paths, broker = running_broker()
         self.url: str = broker.url
         token = session_token(os.environ)
         if token is not None:
@@ -79,7 +79,7 @@ class Me:
         return message
 
 
-def _broker() -> tuple[Any, Any]:
+def running_broker() -> tuple[Any, Any]:
     """The state directory and the running broker, started when none runs."""
     from pager.cli import _ensure_running, _paths
     from pager.launch.discovery import discover
@@ -220,6 +220,15 @@ def cmd_ack(args: argparse.Namespace) -> int:
     return EXIT_OK if not result["not_applied"] else 1
 
 
+def cmd_alias(args: argparse.Namespace) -> int:
+    renamed = Me().call("POST", "/alias", {"alias": args.name, "force": args.force})
+    if args.json:
+        _print_json(renamed)
+    else:
+        print(f"you are now {renamed['address']} ({renamed['agent_id']})")
+    return EXIT_OK
+
+
 def cmd_whoami(args: argparse.Namespace) -> int:
     me = Me()
     who = me.call("GET", "")
@@ -349,6 +358,17 @@ def add_commands(commands: Any) -> None:
     )
     ack.add_argument("tokens", metavar="TOKEN", nargs="+")
     _json(ack)
+    alias = commands.add_parser(
+        "alias",
+        help="rename yourself: pager alias NAME",
+        description="Rename the identity this command acts as (the update_agent_alias tool)."
+        " Your old name stays reserved for you; mail to it is refused with your new address.",
+    )
+    alias.add_argument("name", metavar="NAME")
+    alias.add_argument(
+        "--force", action="store_true", help="take NAME from the agent holding it (it is ended)"
+    )
+    _json(alias)
     whoami = commands.add_parser(
         "whoami",
         help="which identity commands here act as, and why",
@@ -393,6 +413,7 @@ HANDLERS = {
     "read": cmd_read,
     "ack": cmd_ack,
     "whoami": cmd_whoami,
+    "alias": cmd_alias,
     "who": cmd_who,
     "history": cmd_history,
     "sent": cmd_sent,

@@ -243,6 +243,19 @@ def list_identities(conn: sqlite3.Connection, workspace_key: str | None) -> list
     return [_identity(row) for row in rows]
 
 
+def identity_of_implementation(
+    conn: sqlite3.Connection, workspace_key: str, implementation: str
+) -> Identity | None:
+    """The oldest identity of `implementation` in the workspace, archived ones included (the
+    person's: there is one per workspace, SPEC §4.2)."""
+    row = conn.execute(
+        f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE workspace_key = ?"
+        " AND implementation = ? ORDER BY created_at, id LIMIT 1",
+        (workspace_key, implementation),
+    ).fetchone()
+    return None if row is None else _identity(row)
+
+
 # -- conversations ---------------------------------------------------------------------------
 
 

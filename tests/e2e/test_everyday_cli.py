@@ -212,3 +212,44 @@ def test_no_broker_and_none_startable(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert str(blocker) in done.stderr
+
+
+def test_the_person_renames_and_stays_the_person(broker: Broker, places: dict[str, Path]) -> None:
+    desk = places["desk"]
+    before = answer(pager(broker, desk, "whoami", "--json"))
+    renamed = answer(pager(broker, desk, "alias", "ada", "--json"))
+    assert renamed["alias"] == "ada"
+    after = answer(pager(broker, desk, "whoami", "--json"))
+    assert (after["agent_id"], after["alias"]) == (before["agent_id"], "ada")
+
+
+async def test_archive_unarchive_purge_from_the_command_line(
+    broker: Broker, places: dict[str, Path]
+) -> None:
+    """By alias, address or id; purge asks for --yes off a terminal; an unknown or ambiguous
+    name changes nothing."""
+    bob = await broker.register("bob")
+    await broker.register("bob", workspace=str(places["web"]))  # a second `bob` elsewhere
+    desk = places["desk"]
+    ambiguous = pager(broker, desk, "archive", "bob")
+    assert ambiguous.returncode == 1
+    assert "names 2 agents" in ambiguous.stderr
+    assert bob["address"] in ambiguous.stderr
+    unknown = pager(broker, desk, "archive", bob["address"], "nobody")
+    assert unknown.returncode == 1
+    assert "no agent 'nobody'" in unknown.stderr
+    archived = "SELECT archived_at IS NOT NULL FROM identities WHERE id = ?"
+    assert broker.db_rows(archived, bob["agent_id"]) == [(0,)]  # nothing acted: all or none
+    done = pager(broker, desk, "archive", bob["address"])
+    assert done.returncode == 0, done.stderr
+    assert f"archived {bob['address']} (1 session(s) ended)" in done.stdout
+    assert broker.db_rows(archived, bob["agent_id"]) == [(1,)]
+    assert pager(broker, desk, "unarchive", bob["agent_id"]).returncode == 0
+    assert broker.db_rows(archived, bob["agent_id"]) == [(0,)]
+    refused = pager(broker, desk, "purge", bob["agent_id"])
+    assert refused.returncode == 1
+    assert "add --yes" in refused.stderr
+    assert broker.db_rows("SELECT COUNT(*) FROM identities WHERE id = ?", bob["agent_id"]) == [(1,)]
+    purged = answer(pager(broker, desk, "purge", bob["agent_id"], "--yes", "--json"))
+    assert purged[0]["agent_id"] == bob["agent_id"]
+    assert broker.db_rows("SELECT COUNT(*) FROM identities WHERE id = ?", bob["agent_id"]) == [(0,)]

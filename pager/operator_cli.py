@@ -1,0 +1,125 @@
+"""`pager archive|unarchive|purge AGENT…`: the operator actions of SPEC §11 from the command
+line, over the operator routes (`POST /v1/agents/{id}/…`, the local secret). Stdlib-only.
+
+AGENT is an agent id, an address (`alias@slug`), or an alias that names one agent across all
+workspaces (otherwise the command lists the candidates and changes nothing). `purge` asks on a
+terminal and needs `--yes` elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from pager.cli import EXIT_OK, CommandError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+ACTIONS = {
+    "archive": "hide it from rosters and end its sessions; its mail is kept (unarchive undoes it)",
+    "unarchive": "show an archived agent again",
+    "purge": "delete it for good: its waiting mail is dead-lettered and its name freed",
+}
+
+
+class Operator:
+    """The broker and the local secret."""
+
+    def __init__(self) -> None:
+        from pager.everyday import running_broker
+
+        paths, broker = running_broker()
+        self.url: str = broker.url
+        self.secret = paths.secret.read_text().strip()
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        from pager.client import BrokerUnreachable, request_json
+
+        try:
+            status, answer = request_json(
+                self.url, method, path, token=self.secret, body=body, timeout=30
+            )
+        except BrokerUnreachable as exc:
+            raise CommandError(f"the broker did not answer ({exc}); see `pager status`") from None
+        if status >= 400 or not isinstance(answer, dict):
+            error = answer.get("error", {}) if isinstance(answer, dict) else {}
+            raise CommandError(error.get("message") or f"the broker answered HTTP {status}")
+        return answer
+
+
+def resolve(agents: list[dict[str, Any]], given: str) -> dict[str, Any]:
+    """The one agent `given` names (id, address, or alias unique across workspaces)."""
+    if given.startswith("agt_"):
+        found = [a for a in agents if a["agent_id"] == given]
+    elif "@" in given:
+        found = [a for a in agents if a["address"].lower() == given.lower()]
+    else:
+        found = [a for a in agents if a["alias"].lower() == given.lower()]
+    if not found:
+        raise CommandError(f"no agent {given!r}; `pager who --all` lists them")
+    if len(found) > 1:
+        named = ", ".join(a["address"] for a in found)
+        raise CommandError(f"{given!r} names {len(found)} agents ({named}); give the address")
+    return found[0]
+
+
+def cmd_action(args: argparse.Namespace) -> int:
+    action: str = args.command
+    operator = Operator()
+    snapshot = operator.call("GET", "/v1/snapshot")
+    agents = [agent for ws in snapshot["workspaces"] for agent in ws["agents"]]
+    targets = [resolve(agents, given) for given in args.agents]  # all named before any acts
+    if action == "purge" and not args.yes:
+        _confirm(targets)
+    results = []
+    for target in targets:
+        done = operator.call("POST", f"/v1/agents/{target['agent_id']}/{action}", {})
+        results.append(done)
+        if not args.json:
+            print(_said(action, target, done))
+    if args.json:
+        sys.stdout.write(json.dumps(results, indent=2) + "\n")
+    return EXIT_OK
+
+
+def _confirm(targets: list[dict[str, Any]]) -> None:
+    if not sys.stdin.isatty():
+        raise CommandError("purge deletes for good: add --yes to confirm (not on a terminal)")
+    for target in targets:
+        waiting = target.get("inbox", {}).get("queued", 0)
+        print(f"purge {target['address']} ({target['agent_id']}): {waiting} waiting message(s)"
+              " will be dead-lettered")  # fmt: skip
+    if input("type yes to purge: ").strip().lower() != "yes":
+        raise CommandError("nothing purged")
+
+
+def _said(action: str, target: dict[str, Any], done: dict[str, Any]) -> str:
+    address = target["address"]
+    if action == "archive":
+        return f"archived {address} ({done.get('ended_sessions', 0)} session(s) ended)"
+    if action == "unarchive":
+        return f"unarchived {address}"
+    return (
+        f"purged {address}: {done.get('dead_lettered', 0)} message(s) dead-lettered,"
+        f" {done.get('ended_sessions', 0)} session(s) ended"
+    )
+
+
+def add_commands(commands: Any) -> None:
+    for action, what in ACTIONS.items():
+        parser = commands.add_parser(
+            action,
+            help=f"{action} agents: {what}",
+            description=f"{action.capitalize()} each AGENT (an agent id, an address"
+            f" alias@slug, or an alias unique across workspaces): {what}.",
+        )
+        parser.add_argument("agents", metavar="AGENT", nargs="+")
+        if action == "purge":
+            parser.add_argument("--yes", action="store_true", help="do not ask (scripts)")
+        parser.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+HANDLERS = dict.fromkeys(ACTIONS, cmd_action)
