@@ -13,6 +13,7 @@ import socket
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds here
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 
@@ -93,3 +94,62 @@ def _dechunk(raw: bytes) -> bytes:
             break
         out, raw = out + rest[:size], rest[size + 2 :]
     return out
+
+
+class BrokerRefused(Exception):
+    """A streamed request the broker answered with an error (its status and JSON body)."""
+
+    def __init__(self, status: int, answer: Any) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.answer = status, answer
+
+
+def stream_lines(url: str, path: str, *, token: str, timeout: float = 30.0) -> Iterator[bytes]:
+    """GET `path` and yield its body a line at a time as it arrives (constant memory;
+    chunked or not). Raises BrokerUnreachable, or BrokerRefused for an error answer."""
+    host, port = _address(url)
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n"
+    ).encode()
+    try:
+        sock = socket.create_connection((host.strip("[]"), port), timeout=timeout)
+    except OSError as exc:
+        raise BrokerUnreachable(f"{url}: {exc}") from exc
+    with sock:
+        sock.sendall(request)
+        reader = sock.makefile("rb")
+        status_line = reader.readline()
+        try:
+            status = int(status_line.split(b" ", 2)[1])
+        except (IndexError, ValueError):
+            raise BrokerUnreachable(f"{url}: not an HTTP answer") from None
+        chunked = False
+        while (line := reader.readline()) not in (b"\r\n", b"\n", b""):
+            if line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower():
+                chunked = True
+        body = _dechunked(reader) if chunked else iter(lambda: reader.read(65536), b"")
+        if status != 200:
+            raw = b"".join(body)
+            try:
+                answer = json.loads(raw) if raw else None
+            except ValueError:
+                answer = None
+            raise BrokerRefused(status, answer)
+        pending = b""
+        for data in body:
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                yield line + b"\n"
+        if pending:
+            yield pending
+
+
+def _dechunked(reader: Any) -> Iterator[bytes]:
+    while True:
+        size = int(reader.readline().split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            return
+        yield reader.read(size)
+        reader.readline()  # the CRLF after the chunk

@@ -125,6 +125,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         from pager.operator import OperatorService, ReadViews  # the server stack, lazily
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint
+        from pager.web.routes_export import export_blueprint
         from pager.web.routes_me import me_blueprint
         from pager.web.routes_operator import operator_blueprint
         from pager.web.routes_v1 import v1_blueprint
@@ -147,6 +148,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 blueprints=[
                     v1_blueprint(service, ctx.secret, ctx.shutdown.wait),
                     me_blueprint(service, ctx.secret),
+                    export_blueprint(ctx.paths.database, ctx.secret),
                     operator_blueprint(operator, ctx.secret),
                     openapi_blueprint(),
                     events_blueprint(

@@ -1,6 +1,7 @@
 """The messaging part of the store, as one namespace: `from pager.store import messaging as ms`."""
 
 from pager.store._events import Event, events_after, latest_event_seq, record_event
+from pager.store._export import EXPORT_VERSION, export_records
 from pager.store._identities import (
     addresses,
     alias_reserved_by,
@@ -70,6 +71,7 @@ from pager.store._sweep import (
 )
 
 __all__ = [
+    "EXPORT_VERSION",
     "AckResult",
     "Action",
     "Applied",
@@ -93,6 +95,7 @@ __all__ = [
     "ensure_workspace",
     "events_after",
     "expire_claims",
+    "export_records",
     "get_identity",
     "get_message",
     "history",

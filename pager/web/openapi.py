@@ -809,6 +809,27 @@ ROUTES: tuple[Route, ...] = (
     *ME_ROUTES,
     Route(
         "get",
+        "/v1/export",
+        "export",
+        "The whole store as JSON Lines, streamed: one record per identity, then per message"
+        " (oldest first), each with its format version `v` (docs/cli.md)",
+        SECRET,
+        (200, "JSON Lines, one record per line", None),
+        errors=(400, 401),
+        parameters=(
+            {
+                "name": "since",
+                "in": "query",
+                "required": False,
+                "description": "only messages sent at or after this time (ISO 8601; UTC when"
+                " it names no offset)",
+                "schema": {"type": "string", "format": "date-time"},
+            },
+        ),
+        media="application/jsonl",
+    ),
+    Route(
+        "get",
         "/v1/openapi.json",
         "openapi",
         "This document",

@@ -253,3 +253,45 @@ async def test_archive_unarchive_purge_from_the_command_line(
     purged = answer(pager(broker, desk, "purge", bob["agent_id"], "--yes", "--json"))
     assert purged[0]["agent_id"] == bob["agent_id"]
     assert broker.db_rows("SELECT COUNT(*) FROM identities WHERE id = ?", bob["agent_id"]) == [(0,)]
+
+
+async def test_export_streams_every_identity_then_every_message(
+    broker: Broker, places: dict[str, Path], tmp_path: Path
+) -> None:
+    bob = await broker.register("bob")
+    desk = places["desk"]
+    for body in ("first", "second"):
+        assert pager(broker, desk, "send", bob["address"], body).returncode == 0
+    out = tmp_path / "export.jsonl"
+    done = pager(broker, desk, "export", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "exported 2 identities and 2 messages" in done.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["kind"] for r in records] == ["identity", "identity", "message", "message"]
+    assert {r["v"] for r in records} == {1}
+    first = records[2]
+    assert (first["to"], first["to_address"], first["body"], first["state"]) == (
+        bob["agent_id"], bob["address"], "first", "queued"
+    )  # fmt: skip
+    later = pager(broker, desk, "export", "--since", "2099-01-01")
+    assert [json.loads(line)["kind"] for line in later.stdout.splitlines()] == ["identity"] * 2
+    recent = pager(broker, desk, "export", "--since", "1h")
+    assert len(recent.stdout.splitlines()) == 4
+    bad = pager(broker, desk, "export", "--since", "tomorrow")
+    assert bad.returncode == 1
+    assert "give an ISO 8601 time" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("query", "token", "status"),
+    [("", "", 401), ("?since=soon", "SECRET", 400), ("?colour=red", "SECRET", 400)],
+)
+def test_export_route_refuses_bad_requests(
+    broker: Broker, query: str, token: str, status: int
+) -> None:
+    from pager.client import request_json
+
+    secret = broker.secret if token == "SECRET" else ""
+    code, answer = request_json(broker.url, "GET", f"/v1/export{query}", token=secret)
+    assert code == status, answer
+    assert answer["error"]["code"] in ("unauthenticated", "validation_failed")
