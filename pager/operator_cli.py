@@ -163,6 +163,32 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_reset(args: argparse.Namespace) -> int:
+    from pager.cli import _ensure_running, _paths
+    from pager.launch.lifecycle import LifecycleError
+    from pager.launch.reset import reset_database
+    from pager.store import StoreError
+
+    if not args.yes:
+        raise CommandError(
+            "reset deletes every identity, session and message (a backup copy is kept):"
+            " add --yes to go ahead"
+        )
+    try:
+        done = reset_database(_paths())
+    except (LifecycleError, StoreError, OSError) as exc:
+        raise CommandError(f"nothing was reset: {exc}") from None
+    _ensure_running()  # a fresh broker on an empty database
+    if args.json:
+        backup = None if done.backup is None else str(done.backup)
+        sys.stdout.write(json.dumps({"deleted": done.deleted, "backup": backup}) + "\n")
+        return EXIT_OK
+    counts = ", ".join(f"{count} {table}" for table, count in done.deleted.items())
+    kept = f"; the old database is kept at {done.backup}" if done.backup else ""
+    print(f"reset: deleted {counts}{kept}")
+    return EXIT_OK
+
+
 def add_commands(commands: Any) -> None:
     for action, what in ACTIONS.items():
         parser = commands.add_parser(
@@ -189,5 +215,19 @@ def add_commands(commands: Any) -> None:
         "--since", metavar="WHEN", help="only messages sent since WHEN: an ISO time, or 7d, 12h"
     )
 
+    reset = commands.add_parser(
+        "reset",
+        help="recreate an empty database (after a backup copy): pager reset --yes",
+        description="Stop the broker, copy the database to pager.db.bak-reset-<time>, delete"
+        " it and start a fresh broker on an empty one; prints how many identities, sessions"
+        " and messages it deleted.",
+    )
+    reset.add_argument("--yes", action="store_true", help="go ahead (required)")
+    reset.add_argument("--json", action="store_true", help="print the counts as JSON")
 
-HANDLERS: dict[str, Any] = {**dict.fromkeys(ACTIONS, cmd_action), "export": cmd_export}
+
+HANDLERS: dict[str, Any] = {
+    **dict.fromkeys(ACTIONS, cmd_action),
+    "export": cmd_export,
+    "reset": cmd_reset,
+}

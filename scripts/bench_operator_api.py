@@ -20,8 +20,10 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import os
 import random
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -289,6 +291,57 @@ def figure_snapshot(brokers: Brokers, *, agents: int, messages: int, count: int)
     }
 
 
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def figure_export(brokers: Brokers, *, agents: int, messages: int) -> dict[str, Any]:
+    """`pager export -o FILE` of a store of `messages`: records/s, the command's peak RSS
+    and how far the broker's RSS rose while it streamed (constant memory: neither grows with
+    the store)."""
+    progress("starting a broker to create the export database")
+    broker, _ = brokers.start("export")
+    brokers.stop(broker)
+    build_store(broker.home / "pager.db", agents=agents, messages=messages)
+    broker, _ = brokers.start("export")
+    settle(broker.pid)
+    out = broker.home / "export.jsonl"
+    pager = str(Path(sys.executable).parent / "pager")
+    before = _rss_mb(broker.pid)
+    peak = before
+    progress(f"exporting {agents + messages:,} records")
+    begin = time.perf_counter()
+    child = subprocess.Popen(
+        [pager, "export", "-o", str(out)], env=broker.env, stderr=subprocess.DEVNULL
+    )
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        peak = max(peak, _rss_mb(broker.pid))
+        time.sleep(0.1)  # sampling the broker's memory, not waiting for a timer
+    seconds = time.perf_counter() - begin
+    brokers.stop(broker)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("pager export failed")
+    with out.open("rb") as file:
+        records = sum(1 for _ in file)
+    if records != agents + messages:
+        raise RuntimeError(f"exported {records} records, not {agents + messages}")
+    return {
+        "records": records,
+        "seconds": round(seconds, 1),
+        "records_per_s": round(records / seconds),
+        "file_mb": round(out.stat().st_size / 2**20, 1),
+        "cli_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "broker_rss_before_mb": round(before, 1),
+        "broker_rss_rise_mb": round(peak - before, 1),
+    }
+
+
 # -- report ------------------------------------------------------------------------------------
 
 
@@ -309,6 +362,20 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{snap['agents_page_p50_ms']} ms; {snap['messages_page_p50_ms']} ms",
             "(reported)",
         ),
+        *(
+            [
+                (
+                    f"`pager export -o FILE` of {exp['records']:,} records"
+                    f" ({exp['file_mb']} MiB): records/s; the command's peak RSS; the broker's"
+                    " RSS rise while it streamed",
+                    f"{exp['records_per_s']:,}/s ({exp['seconds']} s); {exp['cli_peak_rss_mb']}"
+                    f" MiB; +{exp['broker_rss_rise_mb']} MiB (from {exp['broker_rss_before_mb']})",
+                    "constant memory",
+                )
+            ]
+            if (exp := results.get("export"))
+            else []
+        ),
     ]
 
 
@@ -316,6 +383,12 @@ def main() -> int:
     parser = bench_parser(__doc__, runs=BASE_RUNS, runs_help="scales the sample size (default 15)")
     parser.add_argument("--agents", type=int, default=1_000, help="identities (default 1,000)")
     parser.add_argument("--messages", type=int, default=100_000, help="messages (default 100,000)")
+    parser.add_argument(
+        "--export-messages",
+        type=int,
+        default=1_000_000,
+        help="messages of the store `pager export` streams (default 1,000,000; 0: skip)",
+    )
     args = parser.parse_args()
     count = max(20, round(200 * max(args.runs, 1) / BASE_RUNS))
     results: dict[str, Any] = {"machine": machine(), "runs": args.runs, "targets": TARGETS}
@@ -323,6 +396,10 @@ def main() -> int:
         results["snapshot"] = figure_snapshot(
             brokers, agents=args.agents, messages=args.messages, count=count
         )
+        if args.export_messages:
+            results["export"] = figure_export(
+                brokers, agents=args.agents, messages=args.export_messages
+            )
     return report(results, table(results), as_json=args.json)
 
 

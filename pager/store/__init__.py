@@ -6,6 +6,7 @@ Everything here is blocking stdlib `sqlite3` code; the broker calls it from one 
 
 from pager.store._database import (
     CheckpointResult,
+    backup_copy,
     checkpoint,
     close_database,
     open_database,
@@ -48,6 +49,7 @@ __all__ = [
     "StoreTooNew",
     "StoreUnreadable",
     "StoreUnwritable",
+    "backup_copy",
     "checkpoint",
     "close_database",
     "get_meta",

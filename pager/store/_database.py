@@ -110,7 +110,7 @@ def open_database(
             conn.execute("PRAGMA synchronous = FULL")  # before the upgrade commits, too
             backup = None
             if 0 < found.version < supported:
-                backup = _backup(conn, path, found.version)
+                backup = backup_copy(conn, path, str(found.version))
             apply_migrations(conn, path, supported, migrations=migrations, backup=backup)
             # After migrating: SQLite's table-rebuild recipe for schema changes needs foreign
             # keys off, and the pragma is a no-op inside a transaction anyway.
@@ -312,8 +312,9 @@ def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
         )
 
 
-def _backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
-    """Copy the database to `<name>.bak-<version>` (0600) before it is migrated.
+def backup_copy(conn: sqlite3.Connection, path: Path, version: str) -> Path:
+    """Copy the database to `<name>.bak-<version>` (0600): before it is migrated (`version`
+    the schema version it had), or before `pager reset` (`reset-<time>`).
 
     The copy is made under a temporary name and then hard-linked to its final name, so a crash
     never leaves a half-written backup under a real backup name, and an existing backup is

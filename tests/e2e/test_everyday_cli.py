@@ -295,3 +295,27 @@ def test_export_route_refuses_bad_requests(
     code, answer = request_json(broker.url, "GET", f"/v1/export{query}", token=secret)
     assert code == status, answer
     assert answer["error"]["code"] in ("unauthenticated", "validation_failed")
+
+
+async def test_reset_keeps_a_backup_and_starts_empty(
+    broker: Broker, places: dict[str, Path]
+) -> None:
+    import sqlite3
+
+    bob = await broker.register("bob")
+    desk = places["desk"]
+    assert pager(broker, desk, "send", bob["address"], "hello").returncode == 0
+    refused = pager(broker, desk, "reset")
+    assert refused.returncode == 1
+    assert "add --yes" in refused.stderr
+    assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(1,)]
+    done = answer(pager(broker, desk, "reset", "--yes", "--json"))
+    assert done["deleted"] == {"identities": 2, "sessions": 1, "messages": 1}
+    backup = Path(done["backup"])
+    assert backup.name.startswith("pager.db.bak-reset-")
+    assert os.stat(backup).st_mode & 0o777 == 0o600
+    with sqlite3.connect(backup) as kept:
+        assert kept.execute("SELECT body FROM messages").fetchall() == [("hello",)]
+    assert pager(broker, desk, "status").returncode == 0  # a fresh broker runs
+    assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
+    assert broker.db_rows("SELECT COUNT(*) FROM identities") == [(0,)]
