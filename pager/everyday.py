@@ -270,9 +270,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         query["with"] = args.with_
     if args.thread is not None:
         query["thread"] = args.thread
+    if args.full:
+        query["full"] = "true"
     history = Me().call("GET", f"/history?{urlencode(query)}")
     if args.json:
         _print_json(history)
+        return EXIT_OK
+    if args.full:  # each message whole, oldest first
+        for message in reversed(history["messages"]):
+            sys.stdout.write(message["envelope"] + "\n\n")
         return EXIT_OK
     now = time.time()
     rows = [
@@ -390,6 +396,7 @@ def add_commands(commands: Any) -> None:
     history.add_argument("--with", dest="with_", metavar="X", help="only those with X")
     history.add_argument("--thread", metavar="T", help="only thread T")
     history.add_argument("-n", dest="limit", type=int, default=20, help="the last N (default 20)")
+    history.add_argument("--full", action="store_true", help="print each message whole")
     _json(history)
     sent = commands.add_parser(
         "sent",

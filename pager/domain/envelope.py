@@ -7,7 +7,8 @@ opening and a closing marker that both carry a fresh random nonce, and a note wh
     <<<pager-message id=msg_… nonce=9f2c…>>>
     …body…
     <<<end-pager-message nonce=9f2c…>>>
-    [truncated: showing 4,096 of 9,000 characters; read it all with `history`]
+    [truncated: showing 4,096 of 9,000 characters; the whole body: `history` with `full: true`,
+    or `pager history --full` in a shell]
 
 A one-line preamble comes first (once per batch). The closing marker cannot be forged from inside a
 body, twice over: the sender cannot know the nonce, and `neutralise` puts a zero-width space between
@@ -48,6 +49,8 @@ _UNSAFE_ATTRIBUTE = re.compile(r"[^A-Za-z0-9_.:-]")
 _ATTRIBUTE_MAX = 64
 _FIELD_MAX = 120
 _ZWJ = "\u200d"
+#: Where a cut body's note sends the reader: to what prints it whole, never cut again.
+WHOLE_BODY = "the whole body: `history` with `full: true`, or `pager history --full` in a shell"
 _MAX_BACKOFF = 16  # a cluster longer than this is cut inside: only abuse builds such clusters
 
 
@@ -186,9 +189,7 @@ def _render_block(item: ShownMessage, display_cap: int, nonce: str) -> str:
         f"{CLOSE_MARKER} nonce={nonce}>>>",
     ]
     if cut < len(body):
-        lines.append(
-            f"[truncated: showing {cut:,} of {len(body):,} characters; read it all with `history`]"
-        )
+        lines.append(f"[truncated: showing {cut:,} of {len(body):,} characters; {WHOLE_BODY}]")
     return "\n".join(lines)
 
 

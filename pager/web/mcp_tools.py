@@ -209,12 +209,15 @@ class History(ToolArgs):
     )
     thread: OptionalName = None
     limit: Annotated[int, Field(ge=1, le=200)] = 50
+    full: bool = Field(False, description="show each body whole (not cut); use a small limit")
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
         return await api.history(caller, with_=self.with_, thread=self.thread, limit=self.limit)
 
     def render(self, result: JSON, display_cap: int) -> str | None:
         messages = result.get("messages", [])
+        if self.full:  # the pointer of a cut body leads here: nothing is cut again
+            display_cap = max([display_cap, *(len(str(m.get("body", ""))) for m in messages)])
         if not messages:
             return "No messages."
         parts = [f"{len(messages)} message(s), newest first (read-only: nothing is claimed)."]

@@ -343,6 +343,10 @@ SCHEMAS: dict[str, Schema] = {
             "direction": {"enum": ["sent", "received"]},
             "dead_reason": NULLABLE_STRING,
             "settled_at": NULLABLE_TIME,
+            "envelope": {
+                "type": "string",
+                "description": "`history` with `full`: the message whole, in the envelope",
+            },
         },
         "required": ["id", "from", "to", "body", "thread", "reply_to", "sent_at", "attempt"],
         "additionalProperties": False,

@@ -138,7 +138,12 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     @bp.get("/history")
     async def history() -> Response:
         caller, _ = await me_caller(service, secret)
-        return _answer(await _from_query(History).call(service, caller))
+        args = _from_query(History)
+        result = await args.call(service, caller)
+        if isinstance(args, History) and args.full:  # whole, for `pager history --full`
+            for message in result["messages"]:
+                message["envelope"] = envelope(message, whole)
+        return _answer(result)
 
     @bp.get("/sent")
     async def sent() -> Response:

@@ -319,3 +319,16 @@ async def test_reset_keeps_a_backup_and_starts_empty(
     assert pager(broker, desk, "status").returncode == 0  # a fresh broker runs
     assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
     assert broker.db_rows("SELECT COUNT(*) FROM identities") == [(0,)]
+
+
+async def test_history_full_prints_a_long_body_whole(
+    broker: Broker, places: dict[str, Path]
+) -> None:
+    desk = places["desk"]
+    me = answer(pager(broker, desk, "whoami", "--json"))
+    body = "".join(f"line {n:05d}\n" for n in range(2000))
+    assert pager(broker, desk, "send", me["alias"], "-", stdin=body).returncode == 0
+    full = pager(broker, desk, "history", "--full", "-n", "1")
+    assert full.returncode == 0, full.stderr
+    assert body in full.stdout
+    assert "[truncated" not in full.stdout

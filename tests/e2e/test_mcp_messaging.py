@@ -171,3 +171,24 @@ async def test_send_reusing_idempotency_key_for_another_recipient_is_a_conflict(
             assert error["message_id"] == sent["message_id"]
             assert sent["message_id"] in error["message"]
             assert structured(await c.call_tool("fetch", {}))["claims"] == []
+
+
+async def test_a_cut_body_points_to_where_it_is_whole(broker: Broker) -> None:
+    """A body over the display cap is cut with a note; the tool the note names (`history` with
+    `full: true`) shows it whole, not cut again (issue 11, item 7)."""
+    alice = await broker.register("alice")
+    bob = await broker.register("bob")
+    body = "".join(f"line {n:05d}\n" for n in range(2000))  # 22,000 characters
+    with trio.fail_after(60):
+        async with mcp_session(broker.url, alice["token"]) as a:
+            structured(await a.call_tool("send", {"to": "bob", "body": body}))
+        async with mcp_session(broker.url, bob["token"]) as b:
+            fetched = await b.call_tool("fetch", {})
+            text = fetched.content[0].text  # type: ignore[union-attr]
+            assert "[truncated: showing" in text
+            assert "`history` with `full: true`" in text
+            assert "line 01999" not in text
+            whole = await b.call_tool("history", {"full": True, "limit": 1})
+            shown = whole.content[0].text  # type: ignore[union-attr]
+            assert "line 01999" in shown
+            assert "[truncated" not in shown

@@ -38,7 +38,7 @@ TOOL_ARGUMENTS: dict[str, tuple[set[str], set[str]]] = {
     "fetch": ({"limit", "wait_s"}, set()),
     "ack": ({"tokens"}, {"tokens"}),
     "roster": ({"scope"}, set()),
-    "history": ({"with", "thread", "limit"}, set()),
+    "history": ({"with", "thread", "limit", "full"}, set()),
     "message_status": ({"message_id"}, {"message_id"}),
     "update_agent_alias": ({"alias", "force"}, {"alias"}),
     "move_to_workspace": ({"path"}, {"path"}),
