@@ -154,6 +154,7 @@ class IdentityDeps:
     windows: Windows
     providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]]  # by implementation
     on_passivate: Callable[[str], None]
+    send_limits: ms.SendLimits = attrs.Factory(ms.SendLimits)
 
 
 @attrs.define
@@ -303,6 +304,12 @@ class IdentityActor(Actor[IdentityMessage]):
 
     # -- handlers --------------------------------------------------------------------------
 
+    async def _record_refusal(self, request: Enqueue, exc: PagerError, now: float) -> None:
+        """A send the loop guard or a rate refused, for the operator (SPEC §8.1)."""
+        data = {"sender_id": request.sender_id, "recipient_id": self.identity_id,
+                "reason": exc.code.value, **exc.details}  # fmt: skip
+        await self._write(lambda conn: ms.record_event(conn, now, "send.refused", data))
+
     async def _enqueue(self, request: Enqueue, reply: Reply[Any] | None) -> None:
         now = self.deps.clock.now()
         since = now - self.deps.windows.idempotency
@@ -329,6 +336,9 @@ class IdentityActor(Actor[IdentityMessage]):
                 )
                 if original is not None:
                     return original, True
+            origin, hop = ms.origin_and_hop(
+                conn, request.sender_id, recipient, now, self.deps.send_limits
+            )
             message = ms.insert_message(
                 conn,
                 message_id=ids.new_message_id(),
@@ -338,6 +348,8 @@ class IdentityActor(Actor[IdentityMessage]):
                 thread=request.thread,
                 reply_to=request.reply_to,
                 now=now,
+                origin=origin,
+                hop=hop,
             )
             if key is not None:
                 ms.remember_idempotency(conn, request.sender_id, key, message.id, now)
@@ -347,6 +359,8 @@ class IdentityActor(Actor[IdentityMessage]):
         try:
             message, duplicate = await self._write(op)
         except PagerError as exc:
+            if exc.code in (ErrorCode.HOP_LIMIT, ErrorCode.RATE_LIMITED):
+                await self._record_refusal(request, exc, now)
             if reply is not None:
                 reply.fail(exc)
             return

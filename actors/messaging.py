@@ -24,6 +24,7 @@ from pager.domain.clock import WallClock
 from pager.domain.workspace import Workspace
 from pager.implementations.manifest import Wake
 from pager.service import BrokerService
+from pager.store import messaging as ms
 
 
 async def run_messaging(
@@ -45,6 +46,11 @@ async def run_messaging(
             windows=config.windows,
             providers=providers,
             on_passivate=lambda _agent_id: None,  # replaced by the directory
+            send_limits=ms.SendLimits(
+                max_hops=config.limits.max_hops,
+                agent_per_hour=config.limits.agent_sends_per_hour,
+                pair_per_hour=config.limits.pair_sends_per_hour,
+            ),
         )
         directory_deps = DirectoryDeps(
             store, timers, clock, config.windows, identity_deps, allow_force=config.allow_force

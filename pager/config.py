@@ -58,10 +58,13 @@ def parse_schedule(text: str, *, source: str) -> tuple[float, ...]:
     return tuple(parse_duration(part, source=source) for part in parts)
 
 
-def parse_count(value: object, *, source: str) -> int:
+def parse_count(value: object, *, source: str, zero: bool = False) -> int:
+    """A whole number of at least 1 (at least 0 with `zero`: 0 turns a limit off)."""
     text = str(value).strip()
-    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
-        raise ConfigError(f"{source}: {value!r} is not a whole number of at least 1")
+    least = 0 if zero else 1
+    if isinstance(value, bool) or not text.isdigit() or int(text) < least:
+        what = "0 (off) or more" if zero else "at least 1"
+        raise ConfigError(f"{source}: {value!r} is not a whole number of {what}")
     return int(text)
 
 
@@ -102,12 +105,17 @@ class Windows:
 
 @attrs.frozen
 class Limits:
-    """Size limits of SPEC §9, in bytes; and the operator stream's buffer, in events."""
+    """Size limits of SPEC §9, in bytes; the operator stream's buffer, in events; and the loop
+    guard and send rates of SPEC §8.1 (counts; 0 turns one off)."""
 
     body_cap: int = 32 * 1024
     display_cap: int = 4 * 1024
     request_cap: int = 1024 * 1024
     event_buffer: int = 1024  # a count of events, not bytes: see _limit_value
+    max_hops: int = 3
+    agent_sends_per_hour: int = 120
+    pair_sends_per_hour: int = 60
+    token_sends_per_hour: int = 600
 
 
 @attrs.frozen
@@ -124,6 +132,8 @@ class Config:
 
 _WINDOW_FIELDS = {field.name: field for field in attrs.fields(Windows)}
 _LIMIT_FIELDS = {field.name: field for field in attrs.fields(Limits)}
+#: Limits that are counts, where 0 turns the limit off (SPEC §8.1).
+_GUARD_COUNTS = {"max_hops", "agent_sends_per_hour", "pair_sends_per_hour", "token_sends_per_hour"}
 _TOP_KEYS = {"host", "port", "allow_force", "allow_remote", "windows", "limits", "cli"}
 _CLI_KEYS = {"name": "the person's alias in every workspace (default: the login name)"}
 
@@ -144,6 +154,8 @@ def _limit_value(name: str, raw: object, source: str) -> int:
     # An operator stream may fall this many events behind before it is cut off: a count.
     if name == "event_buffer":
         return parse_count(raw, source=source)
+    if name in _GUARD_COUNTS:
+        return parse_count(raw, source=source, zero=True)
     return parse_size(raw, source=source)
 
 

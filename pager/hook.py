@@ -128,6 +128,8 @@ def _run(options: dict[str, Any]) -> int:
     token = session_token(os.environ)
     if token:  # inside `pager <implementation>`: binds a new id
         claim["session_token"] = token
+    if _typed_prompt(str(event), payload):
+        claim["prompted"] = True
     deadline = time.monotonic() + options["wait_max"]
     while True:
         wait_s = min(WAIT_SLICE, max(0.0, deadline - time.monotonic())) if options["wait"] else 0
@@ -161,6 +163,22 @@ def _run(options: dict[str, Any]) -> int:
         timeout=TIMEOUT,
     )
     return WAKE_STATUS if options["wait"] else 0
+
+
+#: The events whose payload carries the prompt the user submitted.
+PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
+
+
+def _typed_prompt(event: str, payload: dict[str, Any]) -> bool:
+    """A person typed this prompt (SPEC §8.1): a prompt event with text, other than the text
+    Pager's own wake put there (it starts with the envelope's `[pager]` preamble)."""
+    prompt = payload.get("prompt")
+    return (
+        event in PROMPT_EVENTS
+        and isinstance(prompt, str)
+        and bool(prompt.strip())
+        and not prompt.lstrip().startswith("[pager]")
+    )
 
 
 def _format(kind: str, event: str, text: str) -> str:

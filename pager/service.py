@@ -334,6 +334,7 @@ class BrokerService:
         max_chars: int,
         wait_s: float = 0.0,
         session_token: str | None = None,
+        prompted: bool = False,
     ) -> JSON:
         """Claim waiting mail for the session of a conversation and render what fits in
         `max_chars` inside the envelope; claims that do not fit are handed back unclaimed."""
@@ -354,6 +355,9 @@ class BrokerService:
             )
         if agent_id is None:
             return {"agent_id": None, "text": "", "tokens": []}
+        if prompted:  # before the claim: mail handed over with this prompt is the new cause
+            prompted_id = agent_id
+            await self.checkpoint.write(lambda conn: ms.reset_cause(conn, prompted_id))
         claims: list[ClaimView] = await self._call_identity(
             agent_id, Fetch(None, HOOK_BATCH, wait_s, via="hook"), timeout=wait_s + 30.0
         )

@@ -46,6 +46,9 @@ class HookClaimRequest:
     # The wrapper's session token from the hook's environment: binds a conversation the
     # broker does not know yet (a harness whose ids the wrapper cannot choose) to its session.
     session_token: str | None = None
+    # A person typed a prompt into the harness (not a wake Pager caused): the identity's next
+    # send starts a new chain (SPEC §8.1).
+    prompted: bool = False
 
 
 @attrs.frozen
@@ -132,4 +135,6 @@ def message_json(message: Message, *, sender: str, recipient: str) -> dict[str, 
         "reply_to": message.reply_to,
         "sent_at": iso(message.sent_at),
         "attempt": message.attempts,
+        "origin": message.origin,  # SPEC §8.1: human, agent or script
+        "hop": message.hop,
     }

@@ -29,6 +29,7 @@ from typing import Any
 import httpx2
 import trio
 from benchlib import (  # scripts/benchlib.py, beside this file
+    NO_SEND_LIMITS,
     bench_parser,
     print_table,
     progress,
@@ -148,6 +149,7 @@ def main() -> int:
     runs = max(args.runs, 3)
     with tempfile.TemporaryDirectory(prefix="pager-bench-impl-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PAGER_")}
+        env.update(NO_SEND_LIMITS)
         env["PAGER_HOME"] = str(Path(tmp) / "home")
         workspace = Path(tmp) / "repo"
         workspace.mkdir()

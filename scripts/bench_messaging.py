@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from benchlib import (  # scripts/benchlib.py, beside this file
+    NO_SEND_LIMITS,
     bench_parser,
     chosen_figures,
     machine,
@@ -106,7 +107,7 @@ class Brokers:
     def env(self, home: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PAGER_")}
         env["PAGER_HOME"] = str(home)
-        return env
+        return {**env, **NO_SEND_LIMITS}
 
     def start(self, name: str) -> tuple[Broker, float]:
         """`pager start` on `root/name`; the broker and the command's wall time."""

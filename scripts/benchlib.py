@@ -93,3 +93,13 @@ def report(results: dict[str, Any], rows: Iterable[tuple[str, str, str]], *, as_
     print(f"machine: {results['machine']}; --runs {results['runs']}")
     print_table(rows)
     return 0
+
+
+#: SPEC §8.1: "benchmarks and load tests turn them off explicitly" (a bench sends far more than
+#: any agent should in an hour).
+NO_SEND_LIMITS = {
+    "PAGER_LIMIT_MAX_HOPS": "0",
+    "PAGER_LIMIT_AGENT_SENDS_PER_HOUR": "0",
+    "PAGER_LIMIT_PAIR_SENDS_PER_HOUR": "0",
+    "PAGER_LIMIT_TOKEN_SENDS_PER_HOUR": "0",
+}

@@ -17,6 +17,7 @@ class ErrorCode(enum.StrEnum):
     EXPIRED = "expired"
     ENDED = "ended"
     RATE_LIMITED = "rate_limited"
+    HOP_LIMIT = "hop_limit"
     UNAUTHENTICATED = "unauthenticated"
     NOT_FOUND = "not_found"
     UNAVAILABLE = "unavailable"
@@ -35,6 +36,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.EXPIRED: 401,
     ErrorCode.ENDED: 401,
     ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.HOP_LIMIT: 409,
     ErrorCode.UNAUTHENTICATED: 401,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.UNAVAILABLE: 503,

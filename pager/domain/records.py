@@ -82,6 +82,8 @@ class Message:
     available_at: float
     dead_reason: str | None = None
     settled_at: float | None = None
+    origin: str = "agent"  # SPEC §8.1: human, agent or script
+    hop: int = 0
 
 
 @attrs.frozen

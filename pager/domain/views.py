@@ -110,6 +110,8 @@ class MessageView:
     attempts: int
     dead_reason: str | None
     settled_at: str | None
+    origin: str  # SPEC §8.1: human, agent or script
+    hop: int
 
 
 @attrs.frozen

@@ -1,5 +1,6 @@
 """The JSON Lines export (SPEC §4.1 `pager export`, §6 `GET /v1/export`): one record per
-identity, then one per message, each with its format version `v`. A generator over one read
+identity, then one per message (with its origin and hop, SPEC §8.1), each with its format
+version `v`. A generator over one read
 transaction, so a caller can stream any size in constant memory (it pulls a batch at a time)."""
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def export_records(conn: sqlite3.Connection, *, since: float | None = None) -> I
     messages = conn.execute(
         "SELECT m.id, m.sender_id, m.recipient_id, m.body, m.thread, m.reply_to, m.sent_at,"
         " m.state, m.attempts, m.dead_reason, m.settled_at,"
-        " s.alias, sw.slug, r.alias, rw.slug FROM messages m"
+        " s.alias, sw.slug, r.alias, rw.slug, m.origin, m.hop FROM messages m"
         " LEFT JOIN identities s ON s.id = m.sender_id"
         " LEFT JOIN workspaces sw ON sw.key = s.workspace_key"
         " LEFT JOIN identities r ON r.id = m.recipient_id"
@@ -65,4 +66,6 @@ def export_records(conn: sqlite3.Connection, *, since: float | None = None) -> I
             "attempts": row[8],
             "dead_reason": row[9],
             "settled_at": iso(row[10]),
+            "origin": row[15],
+            "hop": row[16],
         }

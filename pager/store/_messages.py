@@ -21,7 +21,7 @@ from pager.store._identities import addresses
 
 _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
-    " available_at, dead_reason, settled_at"
+    " available_at, dead_reason, settled_at, origin, hop"
 )
 
 
@@ -40,6 +40,8 @@ def _message(row: Any) -> Message:
         available_at=float(row[10]),
         dead_reason=None if row[11] is None else str(row[11]),
         settled_at=None if row[12] is None else float(row[12]),
+        origin=str(row[13]),
+        hop=int(row[14]),
     )
 
 
@@ -53,11 +55,14 @@ def insert_message(
     thread: str | None,
     reply_to: str | None,
     now: float,
+    origin: str = "agent",
+    hop: int = 0,
 ) -> Message:
     cursor = conn.execute(
         "INSERT INTO messages (id, sender_id, recipient_id, body, thread, reply_to, sent_at,"
-        " state, attempts, available_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?)",
-        (message_id, sender_id, recipient_id, body, thread, reply_to, now, now),
+        " state, attempts, available_at, origin, hop)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
+        (message_id, sender_id, recipient_id, body, thread, reply_to, now, now, origin, hop),
     )
     seq = cursor.lastrowid
     assert seq is not None
@@ -65,8 +70,9 @@ def insert_message(
         conn,
         now,
         "message.queued",
-        {"message_id": message_id, "sender_id": sender_id, "recipient_id": recipient_id},
-    )
+        {"message_id": message_id, "sender_id": sender_id, "recipient_id": recipient_id,
+         "origin": origin, "hop": hop},
+    )  # fmt: skip
     return Message(
         seq=seq,
         id=message_id,
@@ -79,6 +85,8 @@ def insert_message(
         state=MessageState.QUEUED,
         attempts=0,
         available_at=now,
+        origin=origin,
+        hop=hop,
     )
 
 
@@ -234,6 +242,11 @@ def claim_waiting(
         )
     if events:
         record_events(conn, now, events)
+    if claims:  # the last batch delivered: its deepest hop is the cause of the next send
+        conn.execute(
+            "UPDATE identities SET cause_hop = ? WHERE id = ?",
+            (max(claim.message.hop for claim in claims), recipient_id),
+        )
     return claims
 
 

@@ -236,12 +236,24 @@ def _v4_operator_views(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX purged_sessions_at ON purged_sessions (purged_at)")
 
 
+def _v5_loop_guard(conn: sqlite3.Connection) -> None:
+    # SPEC §8.1: every message's origin and hop (messages sent before are agents' at hop 0),
+    # and each identity's cause: the deepest hop of the last batch delivered to it, cleared
+    # when its person types a prompt.
+    conn.execute("ALTER TABLE messages ADD COLUMN origin TEXT NOT NULL DEFAULT 'agent'")
+    conn.execute("ALTER TABLE messages ADD COLUMN hop INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE identities ADD COLUMN cause_hop INTEGER")
+    # The send rates count a sender's (and a pair's) sends of the last hour.
+    conn.execute("CREATE INDEX messages_sent_recently ON messages (sender_id, sent_at)")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
     Migration(2, "clean-stop bookkeeping and operator events", _v2_clean_stop_and_events),
     Migration(3, "identities, sessions, messages and claims", _v3_messaging),
     Migration(4, "inbox count index and purged session tokens", _v4_operator_views),
+    Migration(5, "message origin and hop, identity cause hop (loop guard)", _v5_loop_guard),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -37,7 +37,7 @@ _AGENT_COLUMNS = (
 _AGENT_FROM = "FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
 _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
-    " dead_reason, settled_at"
+    " dead_reason, settled_at, origin, hop"
 )
 #: IN lists are cut into chunks this long (SQLite limits bound parameters per statement).
 _CHUNK = 500
@@ -309,6 +309,8 @@ def agent_messages(
             attempts=int(attempts),
             dead_reason=dead_reason,
             settled_at=iso(settled_at),
+            origin=str(origin),
+            hop=int(hop),
         )
         for (
             _seq,
@@ -323,6 +325,8 @@ def agent_messages(
             attempts,
             dead_reason,
             settled_at,
+            origin,
+            hop,
         ) in page
     ]
     return views, (int(page[-1][0]) if more else None)

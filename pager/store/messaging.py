@@ -2,6 +2,7 @@
 
 from pager.store._events import Event, events_after, latest_event_seq, record_event
 from pager.store._export import EXPORT_VERSION, export_records
+from pager.store._guard import SendLimits, origin_and_hop, reset_cause
 from pager.store._identities import (
     addresses,
     alias_reserved_by,
@@ -80,6 +81,7 @@ __all__ = [
     "Event",
     "Plan",
     "Pruned",
+    "SendLimits",
     "acknowledge",
     "addresses",
     "alias_reserved_by",
@@ -113,6 +115,7 @@ __all__ = [
     "mark_exchanged",
     "move_conversation",
     "next_deadline",
+    "origin_and_hop",
     "plan_sweep",
     "prune",
     "purge_identity",
@@ -125,6 +128,7 @@ __all__ = [
     "release_claims",
     "remember_idempotency",
     "reserve_alias",
+    "reset_cause",
     "retire_credentials",
     "sent_by",
     "session_by_resume",

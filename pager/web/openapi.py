@@ -219,6 +219,8 @@ SCHEMAS: dict[str, Schema] = {
             "attempts": COUNT,
             "dead_reason": NULLABLE_STRING,
             "settled_at": NULLABLE_TIME,
+            "origin": {"enum": ["human", "agent", "script"]},
+            "hop": COUNT,
         }
     ),
     "MessagePage": _object(
@@ -275,7 +277,12 @@ SCHEMAS: dict[str, Schema] = {
     "Detached": _object({"detached": {"const": True}, "session_id": STRING}),
     "HookClaimRequest": _object(
         {"implementation": STRING, "conversation_key": STRING},
-        {"max_chars": MAX_CHARS, "wait_s": WAIT_S, "session_token": NULLABLE_STRING},
+        {
+            "max_chars": MAX_CHARS,
+            "wait_s": WAIT_S,
+            "session_token": NULLABLE_STRING,
+            "prompted": BOOLEAN,
+        },
     ),
     "HookClaimed": _object(
         {
@@ -339,6 +346,8 @@ SCHEMAS: dict[str, Schema] = {
             "reply_to": NULLABLE_STRING,
             "sent_at": TIME,
             "attempt": COUNT,
+            "origin": {"enum": ["human", "agent", "script"]},
+            "hop": COUNT,
             "state": {"enum": [state.value for state in MessageState]},
             "direction": {"enum": ["sent", "received"]},
             "dead_reason": NULLABLE_STRING,

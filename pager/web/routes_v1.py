@@ -85,6 +85,7 @@ def v1_blueprint(
             max_chars=body.max_chars,
             wait_s=body.wait_s,
             session_token=body.session_token,
+            prompted=body.prompted,
         )
         return Response(json.dumps(result), mimetype="application/json")
 

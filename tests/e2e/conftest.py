@@ -25,6 +25,12 @@ FAST_WINDOWS = {
     "PAGER_WINDOW_REDELIVERY": "200ms",
     "PAGER_WINDOW_LEASE_TTL": "30s",
 }
+#: For tests that send in bulk (SPEC §8.1: load tests turn the send limits off explicitly).
+NO_SEND_LIMITS = {
+    "PAGER_LIMIT_MAX_HOPS": "0",
+    "PAGER_LIMIT_AGENT_SENDS_PER_HOUR": "0",
+    "PAGER_LIMIT_PAIR_SENDS_PER_HOUR": "0",
+}
 
 
 @attrs.define

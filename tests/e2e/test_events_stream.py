@@ -15,7 +15,14 @@ import httpx2
 import pytest
 import trio
 
-from tests.e2e.conftest import FAST_WINDOWS, Broker, mcp_session, start_broker, structured
+from tests.e2e.conftest import (
+    FAST_WINDOWS,
+    NO_SEND_LIMITS,
+    Broker,
+    mcp_session,
+    start_broker,
+    structured,
+)
 from tests.launch.conftest import PagerHome
 
 #: The stalled-client test's buffer: a handful of events, so it is cut off soon.
@@ -30,6 +37,7 @@ def small_buffer_broker(tmp_path: Path) -> Iterator[Broker]:
         home,
         tmp_path / "repo",
         **FAST_WINDOWS,
+        **NO_SEND_LIMITS,
         PAGER_LIMIT_EVENT_BUFFER=str(SMALL_BUFFER),
         PAGER_WINDOW_EVENT_HEARTBEAT="200ms",
     )

@@ -13,6 +13,7 @@ import httpx2
 import pytest
 import trio
 
+from pager.versions import SCHEMA_VERSION
 from tests.e2e.conftest import Broker, mcp_session, start_broker, structured
 from tests.fakes.delivery_inbox import running_inbox
 from tests.launch.conftest import PagerHome
@@ -123,7 +124,7 @@ async def test_snapshot_counts_agents_in_two_workspaces(op: Broker, tmp_path: Pa
     snap = await _get(op, "/v1/snapshot")
 
     assert snap["broker"]["ok"] is True
-    assert snap["broker"]["schema_version"] == 4
+    assert snap["broker"]["schema_version"] == SCHEMA_VERSION
     [(latest,)] = op.db_rows("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
     assert snap["seq"] == latest
     slugs = {alice["address"].split("@")[1], carol["address"].split("@")[1]}

@@ -17,7 +17,7 @@ from actors._runtime import Actor, ActorRef, Reply, start_actor
 from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
 from actors.messaging import run_messaging
-from pager.config import Config, Windows
+from pager.config import Config, Limits, Windows
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
 from pager.domain.workspace import Workspace, resolve_workspace
@@ -82,6 +82,7 @@ async def open_harness(
     clock: TrioWallClock | None = None,
     *,
     allow_force: bool = True,
+    limits: Limits | None = None,
 ) -> AsyncIterator[Harness]:
     """The subtree over `tmp_path/pager.db`; pass the same `clock` to reopen it later."""
     workspace = tmp_path / "repo"
@@ -101,7 +102,7 @@ async def open_harness(
                 run_messaging,
                 checkpoint=lambda: checkpoint,
                 providers=providers,
-                config=Config(windows=windows, allow_force=allow_force),
+                config=Config(windows=windows, allow_force=allow_force, limits=limits or Limits()),
                 clock=clock or TrioWallClock(),
                 resolve=_resolve_inline,
             )

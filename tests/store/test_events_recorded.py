@@ -347,11 +347,21 @@ def test_move_records_moved_with_old_workspace(store: Store, tmp_path: Path) -> 
 
 
 def test_send_records_queued(store: Store, pair: tuple[str, str]) -> None:
-    """A send records message.queued with the message, sender and recipient ids only."""
+    """A send records message.queued with the message, sender and recipient ids, and the
+    message's origin and hop (SPEC §8.1)."""
     alice, bob = pair
     message_id = store.send(alice, bob)
     assert store.new_events() == [
-        ("message.queued", {"message_id": message_id, "sender_id": alice, "recipient_id": bob})
+        (
+            "message.queued",
+            {
+                "message_id": message_id,
+                "sender_id": alice,
+                "recipient_id": bob,
+                "origin": "agent",
+                "hop": 0,
+            },
+        )
     ]
 
 
