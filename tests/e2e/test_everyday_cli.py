@@ -332,3 +332,43 @@ async def test_history_full_prints_a_long_body_whole(
     assert full.returncode == 0, full.stderr
     assert body in full.stdout
     assert "[truncated" not in full.stdout
+
+
+async def test_the_loop_guard_chain_through_real_processes(broker: Broker) -> None:
+    """The person (`pager send`) → a (hop 0) → b (1) → a (2) → b (3) → a: refused, a tool
+    error that tells b to ask its person; b's person types a prompt (its real `pager hook`
+    reports it) and b's next send starts again at hop 1. `pager export` shows the hops."""
+    from tests.e2e.conftest import mcp_session, structured, tool_error
+
+    a = await broker.register("a")
+    b = await broker.register("b", implementation="claude", conversation_key="conv-b")
+    sent = pager(broker, broker.workspace, "send", "a", "please ask b")
+    assert sent.returncode == 0, sent.stderr
+    with trio.fail_after(60):
+        async with (
+            mcp_session(broker.url, a["token"]) as ma,
+            mcp_session(broker.url, b["token"]) as mb,
+        ):
+
+            async def take_and_send(client: Any, to: str) -> Any:
+                claims = structured(await client.call_tool("fetch", {}))["claims"]
+                tokens = [c["token"] for c in claims]
+                structured(await client.call_tool("ack", {"tokens": tokens}))
+                return await client.call_tool("send", {"to": to, "body": "on"})
+
+            for client, to in ((ma, "b"), (mb, "a"), (ma, "b")):
+                structured(await take_and_send(client, to))
+            refused = tool_error(await take_and_send(mb, "a"))
+            assert (refused["code"], refused["hop"], refused["max_hops"]) == ("hop_limit", 4, 3)
+            assert "Ask your person" in refused["message"]
+            payload = json.dumps({"session_id": "conv-b", "hook_event_name": "UserPromptSubmit",
+                                  "prompt": "yes, go on"})  # fmt: skip
+            hooked = pager(broker, broker.workspace, "hook", "--implementation", "claude",
+                           "UserPromptSubmit", stdin=payload)  # fmt: skip
+            assert hooked.returncode == 0, hooked.stderr
+            structured(await mb.call_tool("send", {"to": "a", "body": "my person says go on"}))
+    records = [json.loads(line) for line in
+               pager(broker, broker.workspace, "export").stdout.splitlines()]  # fmt: skip
+    assert [(r["origin"], r["hop"]) for r in records if r["kind"] == "message"] == [
+        ("human", 0), ("agent", 1), ("agent", 2), ("agent", 3), ("agent", 1)
+    ]  # fmt: skip

@@ -208,6 +208,38 @@ def test_open_database_upgrades_v3_adding_operator_views(tmp_path: Path) -> None
     assert (tmp_path / "pager.db.bak-3").exists()
 
 
+def test_open_database_upgrades_v4_adding_origin_and_hop(tmp_path: Path) -> None:
+    """A v4 database gains each message's origin and hop and each identity's cause hop (v5,
+    the loop guard): every row is kept, earlier messages count as agents' at hop 0."""
+    path = tmp_path / "pager.db"
+    conn = open_database(path, migrations=MIGRATIONS[:4])
+    conn.execute("INSERT INTO workspaces VALUES ('/w', 'w-0a1b2c', '/w', 1.0)")
+    conn.execute(
+        "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
+        " created_at, last_seen) VALUES ('agt_a', '/w', 'a', 'a', 1, 'shell', 1.0, 1.0)"
+    )
+    conn.executemany(
+        "INSERT INTO messages (id, sender_id, recipient_id, body, sent_at, state,"
+        " available_at) VALUES (?, 'agt_a', 'agt_a', 'hi', 1.0, ?, 1.0)",
+        [("msg_1", "queued"), ("msg_2", "acknowledged")],
+    )
+    close_database(conn)
+
+    conn = open_database(path)
+    try:
+        assert read_schema_version(conn) == CURRENT_SCHEMA_VERSION
+        assert conn.execute(
+            "SELECT id, body, state, origin, hop FROM messages ORDER BY id"
+        ).fetchall() == [
+            ("msg_1", "hi", "queued", "agent", 0),
+            ("msg_2", "hi", "acknowledged", "agent", 0),
+        ]
+        assert conn.execute("SELECT id, cause_hop FROM identities").fetchall() == [("agt_a", None)]
+    finally:
+        close_database(conn)
+    assert (tmp_path / "pager.db.bak-4").exists()
+
+
 def test_open_database_upgrade_keeps_an_existing_backup(tmp_path: Path) -> None:
     """An existing pager.db.bak-1 is never overwritten; the new copy goes to .bak-1.1."""
     path = tmp_path / "pager.db"
