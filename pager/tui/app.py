@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Header, Static
 
 from pager.tui.confirm import ConfirmScreen
 from pager.tui.errors import ApiError, Unreachable
+from pager.tui.help import HelpScreen
 from pager.tui.install_menu import InstallMenu, Runner
 from pager.tui.keyhelp import KeyHelp
 from pager.tui.live import Backoff, RefreshGate
@@ -91,7 +92,11 @@ class PagerApp(App[None]):
     #agents { height: 1fr; }
     #status { height: 1; padding: 0 1; background: $boost; }
     """
+    # `q` and `?` first: the help line ends with an ellipsis when the terminal is narrow,
+    # and these two must show at 80 columns.
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help", key_display="?"),
         Binding("space", "toggle_mark", "mark"),
         Binding("a", "act('archive')", "archive"),
         Binding("u", "act('unarchive')", "unarchive"),
@@ -99,7 +104,6 @@ class PagerApp(App[None]):
         Binding("m", "menu", "install skill/plugin"),
         Binding("r", "refresh", "refresh"),
         Binding("escape", "clear_marks", "clear marks", show=False),
-        Binding("q", "quit", "quit"),
     ]
 
     def __init__(
@@ -136,7 +140,7 @@ class PagerApp(App[None]):
         yield Header()
         yield AgentsTable(id="agents", cursor_type="row")
         yield Static(id="status", markup=False)
-        yield KeyHelp([*AgentsTable.BINDINGS, *self.BINDINGS], id="keys")
+        yield KeyHelp([*self.BINDINGS, *AgentsTable.BINDINGS], id="keys")
 
     def on_mount(self) -> None:
         table = self.table
@@ -281,6 +285,9 @@ class PagerApp(App[None]):
             table.move_cursor(row=keys.index(current), animate=False)
         elif keys:
             table.move_cursor(row=min(index, len(keys) - 1), animate=False)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen([*self.BINDINGS, *AgentsTable.BINDINGS]))
 
     def _show_status(self) -> None:
         parts = []

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Static
 
 #: The dialog lists this many agents, then says how many more.
 SHOWN = 15
@@ -47,11 +47,11 @@ class ConfirmScreen(ModalScreen[bool]):
         if len(self.names) > SHOWN:
             shown.append(f"  … and {len(self.names) - SHOWN} more")
         with Vertical():
-            yield Label(self.question, id="question", markup=False)
+            yield Static(self.question, id="question", markup=False)  # wraps: never cut
             with VerticalScroll(id="names"):
                 yield Static("\n".join(shown), markup=False)
             if self.warning:
-                yield Label(self.warning, id="warning", markup=False)
+                yield Static(self.warning, id="warning", markup=False)
             with Horizontal():
                 yield Button(f"{self.verb} (y)", variant="error", id="confirm")
                 yield Button("Cancel (n)", variant="primary", id="cancel")

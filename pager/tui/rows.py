@@ -50,8 +50,17 @@ def cursor_key(table: DataTable[Any]) -> str | None:
     return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
 
 
+#: What an empty broker shows instead of a blank table: how to get a first session.
+EMPTY_HINT = (
+    "  No agents yet. Start a harness as one: `pager claude` (`pager implementations` lists"
+    " them), or `pager shell -- CMD`; or send yourself a note: `pager send $USER hello`."
+)
+
+
 def table_rows(snapshot: Snapshot, now: datetime, marked: set[str]) -> list[Row]:
     rows: list[Row] = []
+    if not snapshot.workspaces:
+        return [Row("empty", _blank(Text(EMPTY_HINT, "dim")))]
     for workspace in snapshot.workspaces:
         rows.append(_heading(workspace))
         rows += [_agent_row(agent, now, agent.agent_id in marked) for agent in workspace.active]

@@ -8,9 +8,11 @@ import pytest
 
 from pager.tui.app import PagerApp
 from pager.tui.confirm import ConfirmScreen
+from pager.tui.help import HINTS, HelpScreen
 from pager.tui.install_menu import InstallMenu
 from pager.tui.installs import InstallChoice, InstallResult, describe
 from pager.tui.messages import MessagesScreen
+from pager.tui.rows import EMPTY_HINT
 from pager.tui.source import HttpSource
 from tests.fakes.fake_operator_api import FakeOperatorApi, running_api
 from tests.tui.pilot import SIZE, fast_backoff, move_to, row_keys, run, shown_aliases, until
@@ -345,3 +347,70 @@ def test_install_menu_lists_plugin_harnesses_and_shows_what_was_written() -> Non
                 await until(pilot, lambda: not isinstance(app.screen, InstallMenu), "closed")
 
         run(scenario)
+
+
+def test_app_purge_warning_is_whole_at_80_columns() -> None:
+    """The purge dialog wraps its warning instead of cutting it (issue 11, item 7)."""
+    with running_api() as api:
+        bob = api.add_agent("api-111111", "bob")
+
+        async def scenario() -> None:
+            app = _app(api)
+            async with app.run_test(size=(80, 24)) as pilot:
+                await until(pilot, lambda: app.snapshot is not None, "the first snapshot")
+                await move_to(pilot, app, bob)
+                await pilot.press("p")
+                await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the dialog")
+                await pilot.pause()
+                warning = app.screen.query_one("#warning")
+                lines = [
+                    "".join(segment.text for segment in strip)
+                    for strip in warning.render_lines(warning.region.reset_offset)
+                ]
+                shown = " ".join(line.strip() for line in lines)
+                assert "becomes dead letters. This cannot be undone." in shown
+                assert warning.region.height >= 2  # wrapped, not cut
+
+        run(scenario)
+
+
+def test_app_question_mark_shows_every_key_and_how_to_add_a_session() -> None:
+    with running_api() as api:
+
+        async def scenario() -> None:
+            app = _app(api)
+            async with app.run_test(size=SIZE) as pilot:
+                await until(pilot, lambda: app.snapshot is not None, "the first snapshot")
+                await pilot.press("question_mark")
+                await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+                assert isinstance(app.screen, HelpScreen)
+                for key in ("q", "?", "space", "a", "u", "p", "m", "r", "⏎"):
+                    assert f"  {key} " in app.screen.keys, key
+                assert "pager claude" in HINTS
+                await pilot.press("escape")
+                await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "closed")
+
+        run(scenario)
+
+
+def test_app_empty_broker_says_how_to_add_an_agent() -> None:
+    with running_api() as api:
+
+        async def scenario() -> None:
+            app = _app(api)
+            async with app.run_test(size=SIZE) as pilot:
+                await until(pilot, lambda: app.snapshot is not None, "the first snapshot")
+                assert row_keys(app) == ["empty"]
+                cells = [str(cell) for cell in app.table.get_row("empty")]
+                assert EMPTY_HINT in cells
+
+        run(scenario)
+
+
+def test_help_line_keeps_quit_and_help_at_80_columns() -> None:
+    from pager.tui.app import AgentsTable
+    from pager.tui.keyhelp import help_text
+
+    shown = help_text([*PagerApp.BINDINGS, *AgentsTable.BINDINGS]).plain[:80]
+    assert " q  quit" in shown
+    assert " ?  help" in shown
