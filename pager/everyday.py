@@ -150,6 +150,8 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_inbox(args: argparse.Namespace) -> int:
+    if args.all:
+        return _all_inboxes(args)
     inbox = Me().call("GET", f"/inbox?limit={args.limit}")
     if args.json:
         _print_json(inbox)
@@ -168,6 +170,26 @@ def cmd_inbox(args: argparse.Namespace) -> int:
     if more > 0:
         print(f"… and {more} more (pager inbox -n {inbox['waiting']})")
     print("read them with `pager read`")
+    return EXIT_OK
+
+
+def _all_inboxes(args: argparse.Namespace) -> int:
+    """`inbox --all`: every inbox with mail waiting, as three stable columns (for status bars
+    and scripts): its address, how many wait, whether a session is attached."""
+    from pager.operator_cli import Operator
+
+    snapshot = Operator().call("GET", "/v1/snapshot")
+    rows = [
+        (agent["address"], int(agent["inbox"]["queued"]), bool(agent["attached"]))
+        for workspace in snapshot["workspaces"]
+        for agent in workspace["agents"]
+        if agent["inbox"]["queued"] and not agent["archived"]
+    ]
+    if args.json:
+        _print_json([{"inbox": a, "waiting": w, "attached": t} for a, w, t in rows])
+        return EXIT_OK
+    lines = [[a, str(w), "yes" if t else "no"] for a, w, t in rows]
+    print(_table(["INBOX", "WAITING", "ATTACHED"], lines))
     return EXIT_OK
 
 
@@ -341,6 +363,9 @@ def add_commands(commands: Any) -> None:
         "Nothing is claimed; `pager read` reads it.",
     )
     inbox.add_argument("-n", dest="limit", type=int, default=50, help="at most N (default 50)")
+    inbox.add_argument(
+        "--all", action="store_true", help="every inbox with mail waiting: INBOX WAITING ATTACHED"
+    )
     _json(inbox)
     read = commands.add_parser(
         "read",

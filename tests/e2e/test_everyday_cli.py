@@ -372,3 +372,52 @@ async def test_the_loop_guard_chain_through_real_processes(broker: Broker) -> No
     assert [(r["origin"], r["hop"]) for r in records if r["kind"] == "message"] == [
         ("human", 0), ("agent", 1), ("agent", 2), ("agent", 3), ("agent", 1)
     ]  # fmt: skip
+
+
+async def test_inbox_all_lists_every_waiting_inbox_in_three_columns(
+    broker: Broker, places: dict[str, Path]
+) -> None:
+    bob = await broker.register("bob")
+    carol = await broker.register("carol", workspace=str(places["web"]))
+    await broker.register("dave")  # nothing waiting: not listed
+    desk = places["desk"]
+    for to in (bob["address"], bob["address"], carol["address"]):
+        assert pager(broker, desk, "send", to, "hi").returncode == 0
+    listed = answer(pager(broker, desk, "inbox", "--all", "--json"))
+    assert sorted((i["inbox"], i["waiting"], i["attached"]) for i in listed) == [
+        (bob["address"], 2, True), (carol["address"], 1, True)
+    ]  # fmt: skip
+    lines = pager(broker, desk, "inbox", "--all").stdout.splitlines()
+    assert lines[0].split() == ["INBOX", "WAITING", "ATTACHED"]
+    assert sorted(line.split() for line in lines[1:]) == [
+        [bob["address"], "2", "yes"], [carol["address"], "1", "yes"]
+    ]  # fmt: skip
+
+
+def test_read_follow_keeps_reading_until_interrupted(
+    broker: Broker, places: dict[str, Path]
+) -> None:
+    import signal
+
+    desk = places["desk"]
+    me = answer(pager(broker, desk, "whoami", "--json"))
+    follower = subprocess.Popen(
+        [*PAGER, "read", "--follow", "--json"],
+        env=broker.home.env,
+        cwd=desk,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        for n in range(3):
+            assert pager(broker, desk, "send", me["alias"], f"note {n}").returncode == 0
+            line = follower.stdout.readline()  # each one as it arrives
+            assert json.loads(line)["message"]["body"] == f"note {n}"
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(timeout=PROCESS_BOUND) == 130
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    assert answer(pager(broker, desk, "inbox", "--json"))["waiting"] == 0  # all acknowledged
