@@ -196,6 +196,7 @@ def build_store(db: Path, *, agents: int, messages: int, seed: int = 5) -> dict[
         "attached": len(attached),
         "archived": len(archived),
         **totals,
+        "refused_sends": 0,
     }
 
 

@@ -71,6 +71,7 @@ class Totals:
     queued: int
     claimed: int
     dead: int
+    refused_sends: int = 0  # SPEC §8.1: sends the loop guard or a rate refused (event retention)
 
 
 @attrs.frozen

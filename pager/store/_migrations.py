@@ -245,6 +245,8 @@ def _v5_loop_guard(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE identities ADD COLUMN cause_hop INTEGER")
     # The send rates count a sender's (and a pair's) sends of the last hour.
     conn.execute("CREATE INDEX messages_sent_recently ON messages (sender_id, sent_at)")
+    # The snapshot counts the refused sends: a partial index keeps that off the event log.
+    conn.execute("CREATE INDEX events_send_refused ON events (seq) WHERE type = 'send.refused'")
 
 
 # Append only. Released migrations are frozen: fix mistakes with a new migration.

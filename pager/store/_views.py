@@ -188,6 +188,7 @@ def snapshot(conn: sqlite3.Connection, broker: dict[str, Any]) -> Snapshot:
         queued=sum(agent.inbox.queued for agent in every),
         claimed=sum(agent.inbox.claimed for agent in every),
         dead=sum(agent.inbox.dead for agent in every),
+        refused_sends=refused_sends(conn),
     )
     return Snapshot(broker=broker, workspaces=workspaces, totals=totals, seq=seq)
 
@@ -216,7 +217,15 @@ def totals(conn: sqlite3.Connection) -> Totals:
         queued=int(by_state.get("queued", 0)),
         claimed=int(by_state.get("claimed", 0)) + int(by_state.get("delivered", 0)),
         dead=int(by_state.get("dead", 0)),
+        refused_sends=refused_sends(conn),
     )
+
+
+def refused_sends(conn: sqlite3.Connection) -> int:
+    """Sends the loop guard or a send rate refused, over the events still retained (a walk of
+    a partial index: no scan of the event log)."""
+    (count,) = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'send.refused'").fetchone()
+    return int(count)
 
 
 def totals_snapshot(conn: sqlite3.Connection, broker: dict[str, Any]) -> Snapshot:

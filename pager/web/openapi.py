@@ -188,6 +188,7 @@ SCHEMAS: dict[str, Schema] = {
                 "queued",
                 "claimed",
                 "dead",
+                "refused_sends",
             )
         }
     ),

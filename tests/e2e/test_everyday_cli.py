@@ -361,6 +361,10 @@ async def test_the_loop_guard_chain_through_real_processes(broker: Broker) -> No
             refused = tool_error(await take_and_send(mb, "a"))
             assert (refused["code"], refused["hop"], refused["max_hops"]) == ("hop_limit", 4, 3)
             assert "Ask your person" in refused["message"]
+            from pager.client import request_json
+
+            _, snapshot = request_json(broker.url, "GET", "/v1/snapshot", token=broker.secret)
+            assert snapshot["totals"]["refused_sends"] == 1  # counted for the operator
             payload = json.dumps({"session_id": "conv-b", "hook_event_name": "UserPromptSubmit",
                                   "prompt": "yes, go on"})  # fmt: skip
             hooked = pager(broker, broker.workspace, "hook", "--implementation", "claude",

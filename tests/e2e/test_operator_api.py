@@ -153,6 +153,7 @@ async def test_snapshot_counts_agents_in_two_workspaces(op: Broker, tmp_path: Pa
         "queued": 3,
         "claimed": 1,
         "dead": 1,
+        "refused_sends": 0,
     }
 
 
