@@ -38,13 +38,22 @@ class Me:
         self.paths, broker = running_broker()
         self.url: str = broker.url
         token = session_token(os.environ)
+        self.harness: tuple[int, str, str] | None = None
         if token is not None:
             self.credential, self.query, self.why = token, "", "the session of this launch"
-        else:
-            from urllib.parse import quote
+            return
+        from urllib.parse import quote
 
-            self.credential = self.paths.secret.read_text().strip()
-            self.query = f"workspace={quote(os.getcwd())}"
+        from pager.launch.ancestry import harness_ancestor
+
+        self.credential = self.paths.secret.read_text().strip()
+        self.query = f"workspace={quote(os.getcwd())}"
+        self.harness = harness_ancestor(harness_programs())
+        if self.harness is not None:
+            pid, started, name = self.harness
+            self.query += f"&harness={pid}:{quote(started)}"
+            self.why = f"the session of {name} (pid {pid}), which this command runs inside"
+        else:
             self.why = "the person at this terminal (no Pager session in this environment)"
 
     def call(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
@@ -70,6 +79,14 @@ class Me:
         """The broker's message, and what to do about it from a command line."""
         if code in ("hop_limit", "rate_limited"):
             return f"{message} (ask your person before sending more)"
+        if self.harness is not None and code == "not_found" and "harness process" in message:
+            pid, _, name = self.harness
+            return (
+                f"this command runs inside {name} (pid {pid}), and Pager knows no session of"
+                f" it, so it acts as nobody rather than as you. Start it with `pager {name}`,"
+                f" or install its plugin (`pager plugin install {name}`) so its hook binds it;"
+                " to act as yourself, run the command outside it"
+            )
         if not self.query and code in ("unauthenticated", "expired", "ended"):
             return (
                 f"{message}. This command acts as the session whose token is in PAGER_TOKEN"
@@ -77,6 +94,19 @@ class Me:
                 " with `pager <harness>`, or unset PAGER_TOKEN to act as yourself"
             )
         return message
+
+
+def harness_programs() -> frozenset[str]:
+    """The programs of the known harnesses (the built-in manifests' `executable`)."""
+    import tomllib
+    from pathlib import Path
+
+    names = set()
+    for manifest in (Path(__file__).parent / "implementations" / "builtin").glob("*.toml"):
+        executable = tomllib.loads(manifest.read_text()).get("executable", "")
+        if isinstance(executable, str) and executable and "{" not in executable:
+            names.add(executable)
+    return frozenset(names)
 
 
 def running_broker() -> tuple[Any, Any]:

@@ -130,6 +130,11 @@ def _run(options: dict[str, Any]) -> int:
         claim["session_token"] = token
     if _typed_prompt(str(event), payload):
         claim["prompted"] = True
+    from pager.launch.ancestry import harness_ancestor
+
+    harness = harness_ancestor(frozenset({options["implementation"]}))
+    if harness is not None:  # so that a command its agent runs finds this session (§4.2)
+        claim["harness"] = f"{harness[0]}:{harness[1]}"
     deadline = time.monotonic() + options["wait_max"]
     while True:
         wait_s = min(WAIT_SLICE, max(0.0, deadline - time.monotonic())) if options["wait"] else 0

@@ -74,6 +74,7 @@ class BrokerService:
         self.checkpoint = checkpoint
         self.config = config
         self.clock = clock
+        self._harnesses: dict[str, str] = {}  # harness process -> identity (see _bind_harness)
         # Reading .git files is I/O: off the event loop, except in mock-clock tests.
         self.resolve = resolve or _resolve_in_thread
 
@@ -335,6 +336,7 @@ class BrokerService:
         wait_s: float = 0.0,
         session_token: str | None = None,
         prompted: bool = False,
+        harness: str | None = None,
     ) -> JSON:
         """Claim waiting mail for the session of a conversation and render what fits in
         `max_chars` inside the envelope; claims that do not fit are handed back unclaimed."""
@@ -355,6 +357,8 @@ class BrokerService:
             )
         if agent_id is None:
             return {"agent_id": None, "text": "", "tokens": []}
+        if harness is not None:
+            self._bind_harness(harness, agent_id)
         if prompted:  # before the claim: mail handed over with this prompt is the new cause
             prompted_id = agent_id
             await self.checkpoint.write(lambda conn: ms.reset_cause(conn, prompted_id))
@@ -379,6 +383,20 @@ class BrokerService:
         if batch.shown < len(tokens):
             await self._call_identity(agent_id, Release(tuple(tokens[batch.shown :])))
         return {"agent_id": agent_id, "text": batch.text, "tokens": tokens[: batch.shown]}
+
+    def _bind_harness(self, harness: str, agent_id: str) -> None:
+        """Remember which identity a harness process's hook bound (SPEC §4.2, rule 2): the
+        latest per process, at most HARNESSES of them (a restarted broker learns them again
+        at each harness's next hook)."""
+        self._harnesses.pop(harness, None)
+        self._harnesses[harness] = agent_id
+        while len(self._harnesses) > HARNESSES:
+            self._harnesses.pop(next(iter(self._harnesses)))
+
+    def harness_caller(self, harness: str) -> Caller | None:
+        """The identity the hook of harness process `harness` (`pid:start`) bound, if any."""
+        agent_id = self._harnesses.get(harness)
+        return None if agent_id is None else Caller(session_id=None, agent_id=agent_id, epoch=0)
 
     async def hook_ack(self, *, agent_id: str, tokens: list[str]) -> JSON:
         result: ms.AckResult = await self._call_identity(agent_id, Ack(tuple(tokens)))
@@ -430,6 +448,10 @@ async def _resolve_in_thread(path: str) -> Workspace:
 class _Resolved:
     id: str
     address: str
+
+
+#: Harness processes remembered (a few bytes each; far more than one machine runs at once).
+HARNESSES = 10_000
 
 
 def _listed(conn: sqlite3.Connection, messages: list[Message]) -> list[JSON]:

@@ -49,6 +49,9 @@ class HookClaimRequest:
     # A person typed a prompt into the harness (not a wake Pager caused): the identity's next
     # send starts a new chain (SPEC §8.1).
     prompted: bool = False
+    # The harness process the hook runs under (`pid:start time`): commands its agent runs find
+    # the session through it (SPEC §4.2, rule 2).
+    harness: str | None = None
 
 
 @attrs.frozen

@@ -324,7 +324,7 @@ SCHEMAS: dict[str, Schema] = {
                     {"type": "null"},
                 ]
             },
-            "acting_as": {"enum": ["session", "person"]},
+            "acting_as": {"enum": ["session", "person", "harness"]},
         }
     ),
     "SendResult": _object(
@@ -515,6 +515,17 @@ ME_WORKSPACE: Schema = {
 }
 
 
+#: `?harness=`: act as the identity the hook of that harness process bound (SPEC §4.2, rule 2).
+ME_HARNESS: Schema = {
+    "name": "harness",
+    "in": "query",
+    "required": False,
+    "description": "with the local secret: `pid:start time` of a harness process whose hook"
+    " bound a session; the request acts as that identity (404 when none is known)",
+    "schema": {"type": "string", "pattern": "^[0-9]+:[0-9A-Za-z:-]+$"},
+}
+
+
 def _query_of(tool: type[ToolArgs]) -> tuple[Schema, ...]:
     """A tool's arguments as query parameters (the route reads them from the query string)."""
     schema = tool.input_schema()
@@ -553,7 +564,7 @@ def _me(
         SESSION_OR_SECRET,
         (200, summary, _ref(result)),
         errors=errors,
-        parameters=(ME_WORKSPACE, *query),
+        parameters=(ME_WORKSPACE, ME_HARNESS, *query),
         body=None if body is None else body.input_schema(),
     )
 
@@ -621,6 +632,7 @@ ME_ROUTES: tuple[Route, ...] = (
         errors=(400, 401, 404, 413),
         parameters=(
             ME_WORKSPACE,
+            ME_HARNESS,
             {"name": "message_id", "in": "path", "required": True, "schema": STRING},
         ),
     ),

@@ -57,6 +57,17 @@ async def me_caller(service: BrokerService, secret: str) -> tuple[Caller, str]:
             " secret with `?workspace=<directory>` to act as the person at the terminal",
         )
     if hmac.compare_digest(credential.encode(), secret.encode()):
+        harness = request.args.get("harness")
+        if harness is not None:
+            found = service.harness_caller(harness)
+            if found is None:
+                raise PagerError(
+                    ErrorCode.NOT_FOUND,
+                    f"no Pager session is known for the harness process {harness}: its hook has"
+                    " not run (yet), or the harness was not set up for Pager",
+                    harness=harness,
+                )
+            return found, "harness"
         if not workspace:
             raise PagerError(
                 ErrorCode.VALIDATION_FAILED,
@@ -69,7 +80,7 @@ async def me_caller(service: BrokerService, secret: str) -> tuple[Caller, str]:
 
 
 def _query() -> dict[str, Any]:
-    return {key: value for key, value in request.args.items() if key != "workspace"}
+    return {k: v for k, v in request.args.items() if k not in ("workspace", "harness")}
 
 
 def _from_query(spec: type[ToolArgs]) -> ToolArgs:

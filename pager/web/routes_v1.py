@@ -86,6 +86,7 @@ def v1_blueprint(
             wait_s=body.wait_s,
             session_token=body.session_token,
             prompted=body.prompted,
+            harness=body.harness,
         )
         return Response(json.dumps(result), mimetype="application/json")
 

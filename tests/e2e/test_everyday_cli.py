@@ -425,3 +425,53 @@ def test_read_follow_keeps_reading_until_interrupted(
         if follower.poll() is None:
             follower.kill()
     assert answer(pager(broker, desk, "inbox", "--json"))["waiting"] == 0  # all acknowledged
+
+
+def _shim(tmp_path: Path, name: str, script: str) -> Path:
+    """A FAKE harness program `name` (a shell script) that runs `script`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    shim = bin_dir / name
+    shim.write_text(f"#!/bin/sh\n{script}\n")
+    shim.chmod(0o755)
+    return shim
+
+
+def _in_harness(broker: Broker, shim: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    return subprocess.run(
+        [str(shim)], env={**broker.home.env, "PATH": path}, cwd=cwd, capture_output=True,
+        text=True, timeout=PROCESS_BOUND, check=False,
+    )  # fmt: skip
+
+
+async def test_a_command_inside_a_harness_acts_as_the_session_its_hook_bound(
+    broker: Broker, places: dict[str, Path], tmp_path: Path
+) -> None:
+    """A harness started without `pager` (its session joined through a plugin): its hook
+    names the harness process, and a command its agent runs later acts as that session."""
+    x = await broker.register("x", implementation="claude", conversation_key="conv-x")
+    payload = json.dumps({"session_id": "conv-x", "hook_event_name": "UserPromptSubmit",
+                          "prompt": "hi"})  # fmt: skip
+    shim = _shim(
+        tmp_path,
+        "claude",
+        f"echo '{payload}' | pager hook --implementation claude UserPromptSubmit >/dev/null\n"
+        "pager whoami --json",
+    )
+    done = _in_harness(broker, shim, places["desk"])
+    assert done.returncode == 0, done.stderr
+    me = json.loads(done.stdout)
+    assert (me["agent_id"], me["acting_as"]) == (x["agent_id"], "harness")
+    assert me["why"].startswith("the session of claude (pid ")
+
+
+def test_a_harness_without_a_session_is_refused_not_taken_for_the_person(
+    broker: Broker, places: dict[str, Path], tmp_path: Path
+) -> None:
+    shim = _shim(tmp_path, "codex", "pager send somebody hello")
+    done = _in_harness(broker, shim, places["desk"])
+    assert done.returncode == 1
+    assert "this command runs inside codex (pid " in done.stderr
+    assert "`pager codex`" in done.stderr
+    assert broker.db_rows("SELECT COUNT(*) FROM identities") == [(0,)]
