@@ -412,6 +412,9 @@ def test_read_follow_keeps_reading_until_interrupted(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a suite started in the background (`&`) ignores SIGINT, and a
+        # child inherits that, so Ctrl-C (SIGINT here) would never reach it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert follower.stdout is not None
