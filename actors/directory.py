@@ -25,6 +25,7 @@ from actors.registration import (
     RegisterPlan,
     Takeover,
     claim_alias,
+    holder_details,
     identity_of,
     not_attached,
     take_over_by_alias,
@@ -69,6 +70,9 @@ class Rename:
     caller: Caller
     alias: str
     force: bool
+    #: `pager claim` (SPEC §4.1): take the identity holding `alias` over, as `force` does, but
+    #: without `force` only when its holder is not attached.
+    claim: bool = False
 
 
 @attrs.frozen
@@ -595,11 +599,13 @@ class DirectoryActor(Actor[DirectoryMessage]):
         agent_id = command.caller.agent_id
         session_id = command.caller.session_id
         mine = None if session_id is None else self.by_session.get(session_id)
-        if command.force and session_id is None:
+        takes_over = command.force or command.claim
+        if takes_over and session_id is None:
             raise PagerError(
                 ErrorCode.CONFLICT,
-                "the person at the terminal has no session to hand an identity to; rename"
-                " without force, or take the name over from inside a session",
+                "taking an identity over hands it to a session, and this caller has none (the"
+                " person at the terminal, or a harness seen only through its hook); rename"
+                " without force, or run the command inside a `pager <harness>` session",
             )
         attached = {agent: live.session for agent, live in self.by_identity.items()}
         now, lease_ttl = self.deps.clock.now(), self.deps.windows.lease_ttl
@@ -607,7 +613,19 @@ class DirectoryActor(Actor[DirectoryMessage]):
         def op(conn: sqlite3.Connection) -> tuple[dict[str, Any], Takeover | None]:
             me = identity_of(conn, agent_id)
             holder = ms.identity_by_alias(conn, me.workspace_key, alias_key(alias))
-            if command.force and holder is not None and holder.id != me.id:
+            if command.claim and holder is None:
+                raise PagerError(
+                    ErrorCode.UNKNOWN_RECIPIENT,
+                    f"no identity is named {alias!r} in this workspace; `pager who` lists them",
+                )
+            if command.claim and not command.force and holder is not None and holder.id in attached:
+                raise PagerError(
+                    ErrorCode.ALIAS_CONFLICT,
+                    f"{alias!r} is attached to a session; claim it with --force to end that"
+                    " session and take it over",
+                    **holder_details(conn, holder),
+                )
+            if takes_over and holder is not None and holder.id != me.id:
                 if mine is None:  # it ended while this request waited
                     raise PagerError(
                         ErrorCode.ENDED, "this session ended before the takeover; nothing changed"

@@ -281,6 +281,15 @@ def cmd_alias(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_claim(args: argparse.Namespace) -> int:
+    taken = Me().call("POST", "/claim-identity", {"name": args.name, "force": args.force})
+    if args.json:
+        _print_json(taken)
+    else:
+        print(f"you are now {taken['address']} ({taken['agent_id']}), with its inbox and history")
+    return EXIT_OK
+
+
 def cmd_whoami(args: argparse.Namespace) -> int:
     me = Me()
     who = me.call("GET", "")
@@ -430,6 +439,16 @@ def add_commands(commands: Any) -> None:
         "--force", action="store_true", help="take NAME from the agent holding it (it is ended)"
     )
     _json(alias)
+    claim = commands.add_parser(
+        "claim",
+        help="take over NAME's identity and inbox: pager claim NAME [--force]",
+        description="Become the identity named NAME in this workspace (its id, inbox and"
+        " history): allowed when its holder detached, lapsed or was archived; with --force also"
+        " while it is attached (that session is told and ended). Run it inside a session.",
+    )
+    claim.add_argument("name", metavar="NAME")
+    claim.add_argument("--force", action="store_true", help="also while NAME is attached")
+    _json(claim)
     whoami = commands.add_parser(
         "whoami",
         help="which identity commands here act as, and why",
@@ -476,6 +495,7 @@ HANDLERS = {
     "ack": cmd_ack,
     "whoami": cmd_whoami,
     "alias": cmd_alias,
+    "claim": cmd_claim,
     "who": cmd_who,
     "history": cmd_history,
     "sent": cmd_sent,

@@ -320,6 +320,12 @@ class BrokerService:
         result: JSON = await self.directory.call(Rename(caller, alias, force))
         return result
 
+    async def claim_identity(self, caller: Caller, *, name: str, force: bool = False) -> JSON:
+        """`pager claim` (SPEC §4.1): become the identity named `name` in the caller's
+        workspace (its id, inbox, history), when its holder is not attached, or with `force`."""
+        result: JSON = await self.directory.call(Rename(caller, name, force, claim=True))
+        return result
+
     async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON:
         workspace = await self.resolve(path)
         result: JSON = await self.directory.call(Move(caller, workspace))

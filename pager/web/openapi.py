@@ -553,9 +553,13 @@ def _me(
     result: str,
     *,
     body: type[ToolArgs] | None = None,
+    body_fields: dict[str, Schema] | None = None,
     query: tuple[Schema, ...] = (),
     errors: tuple[int, ...] = (400, 401, 413),
 ) -> Route:
+    schema = None if body is None else body.input_schema()
+    if schema is not None and body_fields:
+        schema = {**schema, "properties": {**schema["properties"], **body_fields}}
     return Route(
         method,
         f"/v1/me{path}",
@@ -565,7 +569,7 @@ def _me(
         (200, summary, _ref(result)),
         errors=errors,
         parameters=(ME_WORKSPACE, ME_HARNESS, *query),
-        body=None if body is None else body.input_schema(),
+        body=schema,
     )
 
 
@@ -636,6 +640,18 @@ ME_ROUTES: tuple[Route, ...] = (
             {"name": "message_id", "in": "path", "required": True, "schema": STRING},
         ),
     ),
+    Route(
+        "post",
+        "/v1/me/claim-identity",
+        "meClaimIdentity",
+        "Take over the identity holding a name (`pager claim`): when its holder is not"
+        " attached, or with `force`",
+        SESSION_OR_SECRET,
+        (200, "the identity now held", _ref("AliasResult")),
+        errors=(400, 401, 404, 409, 413),
+        parameters=(ME_WORKSPACE, ME_HARNESS),
+        body=_object({"name": ALIAS}, {"force": BOOLEAN}),
+    ),
     _me(
         "post",
         "/alias",
@@ -643,6 +659,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "Rename (the `update_agent_alias` tool)",
         "AliasResult",
         body=UpdateAgentAlias,
+        body_fields={"alias": ALIAS},  # what the rename enforces (SPEC §7)
         errors=(400, 401, 409, 413),
     ),
 )

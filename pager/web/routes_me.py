@@ -46,6 +46,15 @@ class Listing(BaseModel):
     limit: int = Field(50, ge=1, le=LIST_MAX)
 
 
+class ClaimIdentity(BaseModel):
+    """`POST /v1/me/claim-identity`: `pager claim NAME [--force]`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str = Field(min_length=1, max_length=64)
+    force: bool = False
+
+
 async def me_caller(service: BrokerService, secret: str) -> tuple[Caller, str]:
     """Who the request acts as, and as what (`session` or `person`)."""
     credential = bearer(request.headers)
@@ -171,5 +180,15 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     async def alias() -> Response:
         caller, _ = await me_caller(service, secret)
         return _answer(await (await _from_body(UpdateAgentAlias)).call(service, caller))
+
+    @bp.post("/claim-identity")
+    async def claim_identity() -> Response:
+        caller, _ = await me_caller(service, secret)
+        body = await json_body()
+        try:
+            args = ClaimIdentity.model_validate(body)
+        except ValidationError as exc:
+            raise validation_failed("claim-identity", exc) from None
+        return _answer(await service.claim_identity(caller, name=args.name, force=args.force))
 
     return bp

@@ -478,3 +478,36 @@ def test_a_harness_without_a_session_is_refused_not_taken_for_the_person(
     assert "this command runs inside codex (pid " in done.stderr
     assert "`pager codex`" in done.stderr
     assert broker.db_rows("SELECT COUNT(*) FROM identities") == [(0,)]
+
+
+async def test_claim_takes_over_a_detached_identity_and_its_inbox(
+    broker: Broker, places: dict[str, Path], tmp_path: Path
+) -> None:
+    """Inside a session, `pager claim old` becomes `old` (id, inbox) when old is detached;
+    an attached holder needs --force; the person has no session to take one over with."""
+    old = await broker.register("old")
+    status, _ = await broker.post("/v1/sessions/current/detach", {}, token=old["token"])
+    assert status == 200
+    desk = places["desk"]
+    assert pager(broker, desk, "send", old["address"], "for old").returncode == 0
+    busy = await broker.register("busy")
+    out = tmp_path / "claimed.json"
+    script = (
+        f"pager claim busy 2> {tmp_path}/refused.txt;"
+        f" pager claim old --json > {out} && pager inbox --json > {tmp_path}/inbox.json"
+    )
+    shell = start_shell(broker, broker.workspace, "newcomer", script)
+    _, err = await trio.to_thread.run_sync(shell.communicate, None, PROCESS_BOUND)
+    assert shell.returncode == 0, err
+    assert (
+        "'busy' is attached to a session; claim it with --force"
+        in (tmp_path / "refused.txt").read_text()
+    )
+    claimed = json.loads(out.read_text())
+    assert (claimed["agent_id"], claimed["alias"]) == (old["agent_id"], "old")
+    inbox = json.loads((tmp_path / "inbox.json").read_text())
+    assert [m["body"] for m in inbox["messages"]] == ["for old"]
+    assert busy["agent_id"] != claimed["agent_id"]
+    person = pager(broker, desk, "claim", "old")
+    assert person.returncode == 1
+    assert "run the command inside a `pager <harness>` session" in person.stderr
