@@ -97,15 +97,20 @@ class Me:
 
 
 def harness_programs() -> frozenset[str]:
-    """The programs of the known harnesses (the built-in manifests' `executable`)."""
-    import tomllib
+    """The programs of the known harnesses: the built-in manifests' `executable` lines. Read
+    as plain lines (these files are ours, and `executable = "…"` is a top-level key): importing
+    tomllib and re costs these commands ~10 ms, a tenth of their whole run."""
     from pathlib import Path
 
     names = set()
     for manifest in (Path(__file__).parent / "implementations" / "builtin").glob("*.toml"):
-        executable = tomllib.loads(manifest.read_text()).get("executable", "")
-        if isinstance(executable, str) and executable and "{" not in executable:
-            names.add(executable)
+        for line in manifest.read_text().splitlines():
+            key, eq, value = line.partition("=")
+            if eq and key.strip() == "executable":
+                name = value.split("#", 1)[0].strip().strip('"')
+                if name and "{" not in name:
+                    names.add(name)
+                break
     return frozenset(names)
 
 
