@@ -57,29 +57,23 @@ class Me:
             self.why = "the person at this terminal (no Pager session in this environment)"
 
     def call(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
-        """`/v1/me{path}`; the answer, or CommandError with the broker's message."""
-        from pager.client import BrokerUnreachable, request_json
-
+        """`/v1/me{path}`; the answer, or CommandError with the broker's message and advice."""
         target = f"/v1/me{path}"
         if self.query:
             target += ("&" if "?" in target else "?") + self.query
         try:
-            status, answer = request_json(
+            return call_broker(
                 self.url, method, target, token=self.credential, body=body, timeout=timeout
             )
-        except BrokerUnreachable as exc:
-            raise CommandError(f"the broker did not answer ({exc}); see `pager status`") from None
-        if status >= 400 or not isinstance(answer, dict):
-            error = answer.get("error", {}) if isinstance(answer, dict) else {}
-            message = error.get("message") or f"the broker answered HTTP {status}"
-            raise CommandError(self._advice(str(error.get("code", "")), message))
-        return answer
+        except BrokerRefused as refused:
+            raise CommandError(self._advice(refused)) from None
 
-    def _advice(self, code: str, message: str) -> str:
+    def _advice(self, refused: BrokerRefused) -> str:
         """The broker's message, and what to do about it from a command line."""
+        code, message = refused.code, str(refused)
         if code in ("hop_limit", "rate_limited"):
             return f"{message} (ask your person before sending more)"
-        if self.harness is not None and code == "not_found" and "harness process" in message:
+        if self.harness is not None and "harness" in refused.error:
             pid, _, name = self.harness
             return (
                 f"this command runs inside {name} (pid {pid}), and Pager knows no session of"
@@ -94,6 +88,32 @@ class Me:
                 " with `pager <harness>`, or unset PAGER_TOKEN to act as yourself"
             )
         return message
+
+
+class BrokerRefused(CommandError):
+    """The broker answered an everyday or operator command with an error."""
+
+    def __init__(self, status: int, answer: Any) -> None:
+        error = answer.get("error") if isinstance(answer, dict) else None
+        self.error: dict[str, Any] = error if isinstance(error, dict) else {}
+        self.code = str(self.error.get("code", ""))
+        super().__init__(self.error.get("message") or f"the broker answered HTTP {status}")
+
+
+def call_broker(
+    url: str, method: str, path: str, *, token: str, body: Any = None, timeout: float = 30.0
+) -> Any:
+    """One JSON request of a command; its answer, BrokerRefused, or CommandError when the
+    broker does not answer."""
+    from pager.client import BrokerUnreachable, request_json
+
+    try:
+        status, answer = request_json(url, method, path, token=token, body=body, timeout=timeout)
+    except BrokerUnreachable as exc:
+        raise CommandError(f"the broker did not answer ({exc}); see `pager status`") from None
+    if status >= 400 or not isinstance(answer, dict):
+        raise BrokerRefused(status, answer)
+    return answer
 
 
 def harness_programs() -> frozenset[str]:

@@ -36,18 +36,9 @@ class Operator:
         self.secret = paths.secret.read_text().strip()
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        from pager.client import BrokerUnreachable, request_json
+        from pager.everyday import call_broker
 
-        try:
-            status, answer = request_json(
-                self.url, method, path, token=self.secret, body=body, timeout=30
-            )
-        except BrokerUnreachable as exc:
-            raise CommandError(f"the broker did not answer ({exc}); see `pager status`") from None
-        if status >= 400 or not isinstance(answer, dict):
-            error = answer.get("error", {}) if isinstance(answer, dict) else {}
-            raise CommandError(error.get("message") or f"the broker answered HTTP {status}")
-        return answer
+        return call_broker(self.url, method, path, token=self.secret, body=body)
 
 
 def resolve(agents: list[dict[str, Any]], given: str) -> dict[str, Any]:

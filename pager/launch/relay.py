@@ -231,7 +231,7 @@ class Relay:
                 head, after = await _read_head(upstream, client_side=False)
                 if attempt == 1 and request.credential and head.startswith(b"HTTP/1.1 401 "):
                     after += await _read_to_end(upstream)
-                    if _error_code(after) in REJOINABLE and await session.rejoin(token):
+                    if error_code(after) in REJOINABLE and await session.rejoin(token):
                         token = session.token
                         continue
                     await client.send_all(head + b"\r\n\r\n" + after)
@@ -279,7 +279,8 @@ async def _read_to_end(stream: trio.SocketStream) -> bytes:
     return data
 
 
-def _error_code(body: bytes) -> str | None:
+def error_code(body: bytes) -> str | None:
+    """The `code` of a Pager error body, or None."""
     try:
         error: Any = json.loads(body)["error"]
         return str(error["code"])

@@ -29,7 +29,7 @@ from pager.client import BrokerUnreachable, request_json
 from pager.launch.discovery import BrokerLocator
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 from pager.launch.paths import StatePaths
-from pager.launch.relay import REJOINABLE, Relay, RelaySession
+from pager.launch.relay import REJOINABLE, Relay, RelaySession, error_code
 from pager.launch.session import WrappedSession
 from pager.launch.wrapper_args import (
     Conversation,
@@ -328,7 +328,8 @@ async def hold_lease(session: RelaySession) -> None:
                         delay = 0.5
                         if not seen and data.startswith(b"HTTP/1.1 4"):
                             answer = data + await _rest_of(stream)
-                            if _code(answer) in REJOINABLE and await session.rejoin(token):
+                            code = error_code(answer.partition(b"\r\n\r\n")[2])
+                            if code in REJOINABLE and await session.rejoin(token):
                                 break
                             _refused(answer)  # `ended`, or no rejoin: retrying cannot help
                             session.end("refused")
@@ -358,14 +359,6 @@ async def _rest_of(stream: trio.abc.ReceiveStream) -> bytes:
             if len(rest) > 65536:
                 break
     return rest
-
-
-def _code(answer: bytes) -> str | None:
-    _, _, body = answer.partition(b"\r\n\r\n")
-    try:
-        return str(json.loads(body)["error"]["code"])
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def _refused(answer: bytes) -> None:
