@@ -28,7 +28,7 @@ from actors.directory import (
     StreamOpened,
 )
 from actors.identity import Ack, ClaimView, Enqueue, Fetch, IdentityMessage, Release, Sent
-from actors.registration import RegisterCommand, Registered, person_identity
+from actors.registration import PERSON, RegisterCommand, Registered, person_identity
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
@@ -126,8 +126,19 @@ class BrokerService:
         """The person at the terminal in `workspace` (SPEC §4.2): their durable identity, made
         on first use; a caller without a session."""
         ws = await self.resolve(workspace)
-        alias = self.config.person_name or alias_of_login(_login_name())
         now = self.clock.now()
+        known = self.checkpoint.lookup(
+            lambda conn: ms.identity_of_implementation(conn, ws.key, PERSON)
+        )
+        # Most commands find the person as they left them: a read, no commit. `last_seen` is
+        # written at most every lease_ttl / 2, as for a session's requests.
+        if (
+            known is not None
+            and known.archived_at is None
+            and now - known.last_seen < self.config.windows.lease_ttl / 2
+        ):
+            return Caller(session_id=None, agent_id=known.id, epoch=0)
+        alias = self.config.person_name or alias_of_login(_login_name())
         identity = await self.checkpoint.write(lambda conn: person_identity(conn, ws, alias, now))
         return Caller(session_id=None, agent_id=identity.id, epoch=0)
 
