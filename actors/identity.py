@@ -336,7 +336,7 @@ class IdentityActor(Actor[IdentityMessage]):
                 )
                 if original is not None:
                     return original, True
-            origin, hop = ms.origin_and_hop(
+            stands = ms.origin_and_hop(
                 conn, request.sender_id, recipient, now, self.deps.send_limits
             )
             message = ms.insert_message(
@@ -348,8 +348,9 @@ class IdentityActor(Actor[IdentityMessage]):
                 thread=request.thread,
                 reply_to=request.reply_to,
                 now=now,
-                origin=origin,
-                hop=hop,
+                origin=stands.origin,
+                hop=stands.hop,
+                cause_id=stands.cause_id,
             )
             if key is not None:
                 ms.remember_idempotency(conn, request.sender_id, key, message.id, now)

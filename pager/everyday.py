@@ -39,6 +39,7 @@ class Me:
         self.url: str = broker.url
         token = session_token(os.environ)
         self.harness: tuple[int, str, str] | None = None
+        self.person_query: str | None = None  # the query that acts as the person
         if token is not None:
             self.credential, self.query, self.why = token, "", "the session of this launch"
             return
@@ -47,7 +48,7 @@ class Me:
         from pager.launch.ancestry import harness_ancestor
 
         self.credential = self.paths.secret.read_text().strip()
-        self.query = f"workspace={quote(os.getcwd())}"
+        self.query = self.person_query = f"workspace={quote(os.getcwd())}"
         self.harness = harness_ancestor(harness_programs())
         if self.harness is not None:
             pid, started, name = self.harness
@@ -250,6 +251,42 @@ def _all_inboxes(args: argparse.Namespace) -> int:
 
 def cmd_read(args: argparse.Namespace) -> int:
     me = Me()
+    if not args.follow:
+        return _read(me, args)
+    attached = _attach_person(me)
+    try:
+        return _read(me, args)
+    finally:
+        if attached:
+            _detach(me)
+
+
+def _attach_person(me: Me) -> bool:
+    """While `read --follow` runs, the person shows as attached (SPEC §4.2): it reads through
+    a session of the person's identity, detached when it ends (or lapsing with its lease when
+    it is killed). A second follower in the workspace reads as the person, without one."""
+    if me.query != me.person_query:
+        return False  # a session or a harness's identity: attached or not by its own launch
+    alias = me.call("GET", "")["alias"]
+    request = {"workspace": os.getcwd(), "implementation": "human", "session_name": alias}
+    try:
+        opened = call_broker(me.url, "POST", "/v1/register", token=me.credential, body=request)
+    except BrokerRefused as refused:
+        if refused.code == "alias_conflict":
+            return False  # another `read --follow` holds it
+        raise CommandError(me._advice(refused)) from None
+    me.credential, me.query = str(opened["token"]), ""
+    return True
+
+
+def _detach(me: Me) -> None:
+    from contextlib import suppress
+
+    with suppress(CommandError):  # else its lease lapses instead
+        call_broker(me.url, "POST", "/v1/sessions/current/detach", token=me.credential, body={})
+
+
+def _read(me: Me, args: argparse.Namespace) -> int:
     wait = args.wait
     while True:
         # The broker waits at most 60 s per call; --wait longer, and --follow, call again.
@@ -324,7 +361,7 @@ def cmd_whoami(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{who['address']}  ({who['agent_id']}, {who['implementation']})")
     print(f"acting as {me.why}")
-    print(f"workspace {who['workspace']}")
+    print(f"workspace {who['workspace']} on {who['host']}")
     return EXIT_OK
 
 
@@ -338,13 +375,14 @@ def cmd_who(args: argparse.Namespace) -> int:
         [
             a["address"] + (" (you)" if a["you"] else ""),
             a["implementation"],
+            a["host"],
             "yes" if a["attached"] else "no",
             _ago(a["last_seen"], now),
             str(a["waiting"]),
         ]
         for a in roster["agents"]
     ]
-    print(_table(["ADDRESS", "IMPLEMENTATION", "ATTACHED", "LAST SEEN", "WAITING"], rows))
+    print(_table(["ADDRESS", "IMPLEMENTATION", "HOST", "ATTACHED", "LAST SEEN", "WAITING"], rows))
     return EXIT_OK
 
 

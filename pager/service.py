@@ -7,6 +7,7 @@ and sends every state change to the actor that owns it.
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -75,6 +76,9 @@ class BrokerService:
         self.config = config
         self.clock = clock
         self._harnesses: dict[str, str] = {}  # harness process -> identity (see _bind_harness)
+        # The machine every identity of this store lives on (SPEC §4.1 `who`, `whoami`): one
+        # host per store until brokers share one (SPEC §13).
+        self.host = socket.gethostname().split(".")[0] or "localhost"
         # Reading .git files is I/O: off the event loop, except in mock-clock tests.
         self.resolve = resolve or _resolve_in_thread
 
@@ -118,6 +122,15 @@ class BrokerService:
     async def stream_closed(self, caller: Caller) -> None:
         await self.directory.call(StreamClosed(_session_of(caller)))
 
+    async def prompted(self, caller: Caller) -> JSON:
+        """The person typed a prompt into the caller's harness (a plugin or extension says
+        so; hooks say it in `hook_claim`): its next send starts a new chain (SPEC §8.1)."""
+        await self._start_chain(caller.agent_id)
+        return {"prompted": True, "agent_id": caller.agent_id}
+
+    async def _start_chain(self, agent_id: str) -> None:
+        await self.checkpoint.write(lambda conn: ms.reset_cause(conn, agent_id))
+
     async def detach(self, caller: Caller) -> JSON:
         await self.directory.call(DetachSession(_session_of(caller)))
         return {"detached": True, "session_id": caller.session_id}
@@ -156,6 +169,7 @@ class BrokerService:
                 "workspace": ms.workspace_path(conn, me.workspace_key),
                 "implementation": me.implementation,
                 "durable": me.durable,
+                "host": self.host,
                 "session": None  # the person at the terminal has none
                 if caller.session_id is None
                 else {
@@ -239,6 +253,7 @@ class BrokerService:
                         "address": format_address(identity.alias, slug),
                         "alias": identity.alias,
                         "implementation": identity.implementation,
+                        "host": self.host,
                         "attached": identity.id in attached,
                         "last_seen": iso(identity.last_seen),
                         "waiting": ms.waiting_count(conn, identity.id),
@@ -377,8 +392,7 @@ class BrokerService:
         if harness is not None:
             self._bind_harness(harness, agent_id)
         if prompted:  # before the claim: mail handed over with this prompt is the new cause
-            prompted_id = agent_id
-            await self.checkpoint.write(lambda conn: ms.reset_cause(conn, prompted_id))
+            await self._start_chain(agent_id)
         claims: list[ClaimView] = await self._call_identity(
             agent_id, Fetch(None, HOOK_BATCH, wait_s, via="hook"), timeout=wait_s + 30.0
         )

@@ -9,6 +9,7 @@ import sqlite3
 import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.store._identities import addresses
 
 HUMAN, AGENT, SCRIPT = "human", "agent", "script"
 #: The implementation of the person's identity (SPEC §4.2).
@@ -25,27 +26,44 @@ class SendLimits:
     pair_per_hour: int = 60
 
 
+@attrs.frozen
+class SendOrigin:
+    """Where a new message stands in its chain (SPEC §8.1)."""
+
+    origin: str
+    hop: int
+    cause_id: str | None  # the message whose delivery led to this send
+
+
 def origin_and_hop(
     conn: sqlite3.Connection, sender_id: str, recipient_id: str, now: float, limits: SendLimits
-) -> tuple[str, int]:
-    """The new message's origin and hop, or PagerError `hop_limit` / `rate_limited`."""
+) -> SendOrigin:
+    """The new message's origin, hop and cause, or PagerError `hop_limit` / `rate_limited`."""
     row = conn.execute(
-        "SELECT implementation, cause_hop FROM identities WHERE id = ?", (sender_id,)
+        "SELECT implementation, cause_hop, cause_id FROM identities WHERE id = ?", (sender_id,)
     ).fetchone()
     if row is None:
         raise PagerError(ErrorCode.ENDED, "the sending identity no longer exists (purged)")
-    implementation, cause = row
+    implementation, cause_hop, cause_id = row
     if implementation == PERSON_IMPLEMENTATION:
-        return HUMAN, 0
-    hop = 1 + int(cause or 0)
+        return SendOrigin(HUMAN, 0, None)
+    hop = 1 + int(cause_hop or 0)
     if limits.max_hops and hop > limits.max_hops:
+        ends = addresses(conn, (sender_id, recipient_id))
+        chain = [
+            *_chain(conn, cause_id, limits.max_hops + 1),
+            f"{ends.get(sender_id, sender_id)} (you)",
+            ends.get(recipient_id, recipient_id),
+        ]
         raise PagerError(
             ErrorCode.HOP_LIMIT,
             f"not sent: this would be message {hop} of a chain in which agents answer each"
-            f" other without a person in between (the limit is {limits.max_hops}). Ask your"
-            " person whether to go on; once they type a prompt to you, the chain starts again.",
+            f" other without a person in between ({' → '.join(chain)}; the limit is"
+            f" {limits.max_hops}). Ask your person whether to go on; once they type a prompt"
+            " to you, the chain starts again.",
             hop=hop,
             max_hops=limits.max_hops,
+            chain=chain,
         )
     since = now - HOUR
     checks = (
@@ -74,9 +92,27 @@ def origin_and_hop(
                 retry_after_s=retry,
                 limit=limit,
             )
-    return AGENT, hop
+    return SendOrigin(AGENT, hop, None if cause_id is None else str(cause_id))
+
+
+def _chain(conn: sqlite3.Connection, cause_id: object, longest: int) -> list[str]:
+    """The senders of the chain that ends in message `cause_id`, first to last, by address
+    (an identity purged since by its id); at most `longest` of them."""
+    senders: list[str] = []
+    while cause_id is not None and len(senders) < longest:
+        row = conn.execute(
+            "SELECT sender_id, cause_id FROM messages WHERE id = ?", (cause_id,)
+        ).fetchone()
+        if row is None:
+            break
+        senders.append(str(row[0]))
+        cause_id = row[1]
+    known = addresses(conn, senders)
+    return [known.get(sender, sender) for sender in reversed(senders)]
 
 
 def reset_cause(conn: sqlite3.Connection, identity_id: str) -> None:
     """The identity's person typed a prompt: its next send starts a new chain."""
-    conn.execute("UPDATE identities SET cause_hop = NULL WHERE id = ?", (identity_id,))
+    conn.execute(
+        "UPDATE identities SET cause_hop = NULL, cause_id = NULL WHERE id = ?", (identity_id,)
+    )

@@ -57,13 +57,17 @@ def insert_message(
     now: float,
     origin: str = "agent",
     hop: int = 0,
+    cause_id: str | None = None,
 ) -> Message:
     cursor = conn.execute(
         "INSERT INTO messages (id, sender_id, recipient_id, body, thread, reply_to, sent_at,"
-        " state, attempts, available_at, origin, hop)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
-        (message_id, sender_id, recipient_id, body, thread, reply_to, now, now, origin, hop),
-    )
+        " state, attempts, available_at, origin, hop, cause_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?)",
+        (
+            message_id, sender_id, recipient_id, body, thread, reply_to, now, now, origin, hop,
+            cause_id,
+        ),
+    )  # fmt: skip
     seq = cursor.lastrowid
     assert seq is not None
     record_event(
@@ -242,10 +246,11 @@ def claim_waiting(
         )
     if events:
         record_events(conn, now, events)
-    if claims:  # the last batch delivered: its deepest hop is the cause of the next send
+    if claims:  # the last batch delivered: its deepest message is the cause of the next send
+        cause = max((claim.message for claim in claims), key=lambda m: m.hop)
         conn.execute(
-            "UPDATE identities SET cause_hop = ? WHERE id = ?",
-            (max(claim.message.hop for claim in claims), recipient_id),
+            "UPDATE identities SET cause_hop = ?, cause_id = ? WHERE id = ?",
+            (cause.hop, cause.id, recipient_id),
         )
     return claims
 

@@ -249,6 +249,14 @@ def _v5_loop_guard(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_send_refused ON events (seq) WHERE type = 'send.refused'")
 
 
+def _v6_named_chains(conn: sqlite3.Connection) -> None:
+    # SPEC §8.1 names the chain a `hop_limit` refusal ends: each message keeps the message that
+    # caused its send, and each identity the message of its current cause (with its hop), so
+    # the chain reads back sender by sender. Messages sent before have no known cause.
+    conn.execute("ALTER TABLE messages ADD COLUMN cause_id TEXT")
+    conn.execute("ALTER TABLE identities ADD COLUMN cause_id TEXT")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
@@ -256,6 +264,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "identities, sessions, messages and claims", _v3_messaging),
     Migration(4, "inbox count index and purged session tokens", _v4_operator_views),
     Migration(5, "message origin and hop, identity cause hop (loop guard)", _v5_loop_guard),
+    Migration(6, "the message that caused each send (named chains)", _v6_named_chains),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

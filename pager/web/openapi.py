@@ -276,6 +276,7 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "Detached": _object({"detached": {"const": True}, "session_id": STRING}),
+    "Prompted": _object({"prompted": {"const": True}, "agent_id": STRING}),
     "HookClaimRequest": _object(
         {"implementation": STRING, "conversation_key": STRING},
         {
@@ -318,6 +319,7 @@ SCHEMAS: dict[str, Schema] = {
     "Me": _object(
         {
             **IDENTITY_FIELDS,
+            "host": STRING,
             "session": {
                 "anyOf": [
                     _object({"id": STRING, "epoch": COUNT, "lease_expires_at": TIME}),
@@ -394,6 +396,7 @@ SCHEMAS: dict[str, Schema] = {
                         "address": STRING,
                         "alias": STRING,
                         "implementation": STRING,
+                        "host": STRING,
                         "attached": BOOLEAN,
                         "last_seen": NULLABLE_TIME,
                         "waiting": COUNT,
@@ -683,6 +686,17 @@ ROUTES: tuple[Route, ...] = (
         "End the calling session gracefully (its identity and mail stay)",
         SESSION,
         (200, "the session is detached", _ref("Detached")),
+        errors=(401, 413),
+    ),
+    Route(
+        "post",
+        "/v1/sessions/current/prompted",
+        "prompted",
+        "Say that the session's person typed a prompt into its harness: the session's next"
+        " send starts a new chain (SPEC §8.1). For plugins and extensions; never for a prompt"
+        " Pager's own delivery caused",
+        SESSION,
+        (200, "the chain starts again", _ref("Prompted")),
         errors=(401, 413),
     ),
     Route(

@@ -102,6 +102,11 @@ def v1_blueprint(
         caller = await session_caller(service, request.headers)
         return Response(json.dumps(await service.detach(caller)), mimetype="application/json")
 
+    @bp.post("/sessions/current/prompted")
+    async def prompted() -> Response:
+        caller = await session_caller(service, request.headers)
+        return Response(json.dumps(await service.prompted(caller)), mimetype="application/json")
+
     @bp.get("/sessions/current/events")
     async def events() -> Response:
         caller = await session_caller(service, request.headers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,12 @@ async def test_a_person_and_two_wrapped_sessions_talk_through_the_cli(
         by_alias = {a["alias"]: a for a in roster}
         assert by_alias[person["alias"]]["attached"] is False
         assert by_alias[person["alias"]]["you"] is True
+        host = socket.gethostname().split(".")[0]  # one machine: every identity is on it
+        assert person["host"] == host
+        assert {a["host"] for a in roster} == {host}
+        table = pager(broker, places["desk"], "who", "--all").stdout.splitlines()
+        assert table[0].split() == ["ADDRESS", "IMPLEMENTATION", "HOST", "ATTACHED", "LAST",
+                                    "SEEN", "WAITING"]  # fmt: skip
         me_alice = by_alias["alice"]
         sent = answer(pager(broker, places["desk"], "send", me_alice["address"],
                             "please review #12", "--json"))  # fmt: skip
@@ -360,6 +367,9 @@ async def test_the_loop_guard_chain_through_real_processes(broker: Broker) -> No
                 structured(await take_and_send(client, to))
             refused = tool_error(await take_and_send(mb, "a"))
             assert (refused["code"], refused["hop"], refused["max_hops"]) == ("hop_limit", 4, 3)
+            person_at = answer(pager(broker, broker.workspace, "whoami", "--json"))["address"]
+            assert refused["chain"] == [person_at, a["address"], b["address"], a["address"],
+                                        f"{b['address']} (you)", a["address"]]  # fmt: skip
             assert "Ask your person" in refused["message"]
             from pager.client import request_json
 
@@ -405,6 +415,13 @@ def test_read_follow_keeps_reading_until_interrupted(
 
     desk = places["desk"]
     me = answer(pager(broker, desk, "whoami", "--json"))
+
+    def attached(alias: str) -> bool:
+        agents = answer(pager(broker, desk, "who", "--json"))["agents"]
+        [person] = [agent for agent in agents if agent["alias"] == alias]
+        return bool(person["attached"])
+
+    assert not attached(me["alias"])
     follower = subprocess.Popen(
         [*PAGER, "read", "--follow", "--json"],
         env=broker.home.env,
@@ -422,12 +439,14 @@ def test_read_follow_keeps_reading_until_interrupted(
             assert pager(broker, desk, "send", me["alias"], f"note {n}").returncode == 0
             line = follower.stdout.readline()  # each one as it arrives
             assert json.loads(line)["message"]["body"] == f"note {n}"
+        assert attached(me["alias"]), "the person shows attached while a follower is open"
         follower.send_signal(signal.SIGINT)
         assert follower.wait(timeout=PROCESS_BOUND) == 130
     finally:
         if follower.poll() is None:
             follower.kill()
     assert answer(pager(broker, desk, "inbox", "--json"))["waiting"] == 0  # all acknowledged
+    assert not attached(me["alias"]), "and no longer once it has ended"
 
 
 def _shim(tmp_path: Path, name: str, script: str) -> Path:

@@ -52,7 +52,13 @@ async def test_person_a_b_a_b_then_a_is_refused_until_a_prompt_is_typed(
         with pytest.raises(PagerError) as refused:
             await relay(harness, b, "a")
         assert refused.value.code is ErrorCode.HOP_LIMIT
-        assert refused.value.details == {"hop": 4, "max_hops": 3}
+        person_at, a_at, b_at = [
+            (await harness.service.whoami(c))["address"] for c in (person, a, b)
+        ]
+        # The chain, named sender by sender: who started it and who answered whom.
+        chain = [person_at, a_at, b_at, a_at, f"{b_at} (you)", a_at]
+        assert refused.value.details == {"hop": 4, "max_hops": 3, "chain": chain}
+        assert " → ".join(chain) in refused.value.message
         assert "Ask your person" in refused.value.message
         events = harness.checkpoint.lookup(
             lambda conn: conn.execute(

@@ -208,6 +208,38 @@ def test_open_database_upgrades_v3_adding_operator_views(tmp_path: Path) -> None
     assert (tmp_path / "pager.db.bak-3").exists()
 
 
+def test_open_database_upgrades_v5_adding_causes(tmp_path: Path) -> None:
+    """A v5 database gains each message's and identity's cause (v6, the loop guard names
+    chains): every row is kept, with no known cause, and a cause hop stays as it was."""
+    path = tmp_path / "pager.db"
+    conn = open_database(path, migrations=MIGRATIONS[:5])
+    conn.execute("INSERT INTO workspaces VALUES ('/w', 'w-0a1b2c', '/w', 1.0)")
+    conn.execute(
+        "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
+        " created_at, last_seen, cause_hop) VALUES ('agt_a', '/w', 'a', 'a', 1, 'shell', 1.0,"
+        " 1.0, 2)"
+    )
+    conn.execute(
+        "INSERT INTO messages (id, sender_id, recipient_id, body, sent_at, state,"
+        " available_at, origin, hop) VALUES ('msg_1', 'agt_a', 'agt_a', 'hi', 1.0, 'queued',"
+        " 1.0, 'agent', 2)"
+    )
+    close_database(conn)
+
+    conn = open_database(path)
+    try:
+        assert read_schema_version(conn) == CURRENT_SCHEMA_VERSION
+        assert conn.execute("SELECT id, body, hop, cause_id FROM messages").fetchall() == [
+            ("msg_1", "hi", 2, None)
+        ]
+        assert conn.execute("SELECT id, cause_hop, cause_id FROM identities").fetchall() == [
+            ("agt_a", 2, None)
+        ]
+    finally:
+        close_database(conn)
+    assert (tmp_path / "pager.db.bak-5").exists()
+
+
 def test_open_database_upgrades_v4_adding_origin_and_hop(tmp_path: Path) -> None:
     """A v4 database gains each message's origin and hop and each identity's cause hop (v5,
     the loop guard): every row is kept, earlier messages count as agents' at hop 0."""
