@@ -336,7 +336,8 @@ async def test_opencode_plugin_wakes_the_idle_session_with_mail(
     plugin = record(fakes, "plugin")
     assert "error" not in plugin, plugin
     assert plugin["exported"] == [["PagerPlugin", "function"]]  # OpenCode calls every export
-    assert plugin["hooks"] == ["event"]
+    assert plugin["hooks"] == ["event", "chat.message"]
+    assert plugin["errors"] == []
     [prompt] = plugin["prompts"]
     assert prompt["path"] == {"id": "ses_root"}  # the root session, not the child
     assert "noReply" not in prompt["body"]
@@ -362,9 +363,118 @@ async def test_pi_extension_registers_tools_and_delivers_mail(
     assert {"pager_whoami", "pager_send", "pager_fetch", "pager_ack"} <= set(plugin["tools"])
     assert plugin["schemas"]["pager_send"]["required"] == ["to", "body"]
     assert plugin["whoami"]["details"]["alias"] == "x"
+    assert {"session_start", "session_shutdown", "input"} <= set(plugin["events"])
     [sent] = plugin["sent"]
     assert sent["options"] == {"deliverAs": "followUp", "triggerTurn": True}
     assert sent["message"]["customType"] == "pager"
     assert "mail for pi" in sent["message"]["content"]
     assert alice["address"] in sent["message"]["content"]
     assert await state_of(broker, alice, message_id) == "acknowledged"
+
+
+# -- OpenCode plugin and Pi extension: typed prompts restart the chain (SPEC §8.1) ------------
+
+
+async def send_hop_2(broker: Broker, to: str) -> tuple[dict[str, Any], str]:
+    """carol → alice (hop 1); alice takes it and sends `to` a message of hop 2, so that `to`'s
+    next send, once this message is delivered to it, has hop 3. Returns alice's registration
+    and the message id."""
+    carol = await broker.register("carol")
+    alice = await broker.register("alice")
+    async with mcp_session(broker.url, carol["token"]) as c:
+        structured(await c.call_tool("send", {"to": "alice", "body": "ask x"}))
+    async with mcp_session(broker.url, alice["token"]) as a:
+        claims = structured(await a.call_tool("fetch", {}))["claims"]
+        structured(await a.call_tool("ack", {"tokens": [claim["token"] for claim in claims]}))
+        sent = structured(await a.call_tool("send", {"to": to, "body": "mail for x"}))
+    message_id = str(sent["message_id"])
+    assert broker.db_rows("SELECT hop FROM messages WHERE id = ?", message_id) == [(2,)]
+    return alice, message_id
+
+
+async def hop_of_next_send(broker: Broker, start: dict[str, Any]) -> int:
+    """The hop of a send by the wrapped session, over MCP with its token (the launch relay's)."""
+    env = start["env"]
+    async with mcp_session(env["PAGER_URL"], env["PAGER_TOKEN"]) as x:
+        sent = structured(await x.call_tool("send", {"to": "alice", "body": "x answers"}))
+    [(origin, hop)] = broker.db_rows(
+        "SELECT origin, hop FROM messages WHERE id = ?", sent["message_id"]
+    )
+    assert origin == "agent"
+    return int(hop)
+
+
+async def typed_prompt_chain(
+    broker: Broker, fakes: Path, tmp_path: Path, kind: str, not_typed: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Launch the fake `kind` as `x` and, against the real broker: x is delivered a message of
+    hop 2 by the plugin (x's next send: hop 3); the fake runs the `not_typed` steps (x's next
+    send: still hop 3); then the person types a prompt (`typed:yes go on`; x's next send: hop
+    1). Returns the fake's `prompt` records, the typed prompt's last."""
+    gates = [tmp_path / f"gate-{n}" for n in range(4)]
+    steps = [f"wait:{gates[0]}", "plugin", f"wait:{gates[1]}", *not_typed,
+             f"wait:{gates[2]}", "typed:yes go on", f"wait:{gates[3]}", "exit:0"]  # fmt: skip
+    wrapper = launch(broker, kind, ",".join(steps), "--session-name", "x")
+
+    def prompts() -> list[dict[str, Any]]:
+        return [r["prompt"] for r in records(fakes) if "prompt" in r]
+
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        [start] = [r for r in records(fakes) if "argv" in r]
+        alice, message_id = await send_hop_2(broker, "x")
+        gates[0].touch()
+        wait_for(lambda: any("plugin" in r for r in records(fakes)), "the plugin to deliver")
+        plugin = record(fakes, "plugin")
+        assert "error" not in plugin, plugin
+        assert plugin["errors"] == []
+        assert plugin["reports"] == []  # delivering mail is no typed prompt
+        assert await state_of(broker, alice, message_id) == "acknowledged"
+        assert await hop_of_next_send(broker, start) == 3
+
+        gates[1].touch()
+        wait_for(lambda: len(prompts()) == len(not_typed), "the steps that are not typed")
+        for prompt in prompts():
+            assert (prompt["reports"], prompt["errors"]) == ([], []), prompt
+        assert await hop_of_next_send(broker, start) == 3
+
+        gates[2].touch()
+        wait_for(lambda: len(prompts()) == len(not_typed) + 1, "the typed prompt")
+        typed = prompts()[-1]
+        assert (typed["text"], typed["reports"], typed["errors"]) == ("yes go on", [200], [])
+        assert await hop_of_next_send(broker, start) == 1
+    finally:
+        for gate in gates:
+            gate.touch()
+        status, err = await finish(wrapper)
+    assert status == 0, err
+    return prompts()
+
+
+@needs_node
+async def test_opencode_plugin_reports_typed_prompts_but_not_its_own(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """x (OpenCode) is delivered a hop-2 message by its plugin, whose own prompt with the mail
+    reaches `chat.message` (as in OpenCode) and is not reported: x's next send has hop 3. Nor
+    are Pager's `[pager]` wake text, an empty prompt, or a prompt in a child session (what the
+    task tool gives a subagent): still hop 3. A prompt the person types in the root session is
+    reported to /v1/sessions/current/prompted (answered 200): x's next send has hop 1."""
+    not_typed = ("typed:[pager] 1 message waiting", "typed: ", "subtask:look into the test")
+    prompts = await typed_prompt_chain(broker, fakes, tmp_path, "opencode", not_typed)
+    assert [p["step"] for p in prompts] == ["typed", "typed", "subtask", "typed"]
+
+
+@needs_node
+async def test_pi_extension_reports_typed_prompts_but_not_an_extensions(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """x (Pi) is delivered a hop-2 message by its extension: x's next send has hop 3. Input
+    with Pager's `[pager]` wake text, empty input, and input another extension sent (source
+    "extension") are not reported: still hop 3. Input the person typed (source "interactive")
+    is reported to /v1/sessions/current/prompted (answered 200): x's next send has hop 1. The
+    extension lets every input go on (`{action: "continue"}`)."""
+    not_typed = ("typed:[pager] 1 message waiting", "typed: ", "extension:look into the test")
+    prompts = await typed_prompt_chain(broker, fakes, tmp_path, "pi", not_typed)
+    assert [p["step"] for p in prompts] == ["typed", "typed", "extension", "typed"]
+    assert all(p["returned"] == {"action": "continue"} for p in prompts)

@@ -16,8 +16,15 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   from the settings and extensions of its home, with the sanitized environment Gemini CLI's
   redaction leaves; Codex: from the `-c hooks=…` override), recording its exit status and
   output;
-- `plugin`: runs Pager's OpenCode plugin or Pi extension under Node with a fake host (needs
-  `node`), and records what it did: tools registered, messages pushed into the session;
+- `plugin`: starts Pager's OpenCode plugin or Pi extension under Node with a fake host (needs
+  `node`; it runs until the fake exits) and, once mail was delivered, records what it did:
+  tools registered, messages pushed into the session (OpenCode: each also passed to the
+  plugin's `chat.message`, as OpenCode does), reports of typed prompts;
+- after `plugin`, `typed:TEXT`: the person types TEXT (OpenCode: a user message in the root
+  session through `chat.message`; Pi: an `input` event with source "interactive");
+  `subtask:TEXT` (OpenCode): a user message in the child session, as the task tool makes;
+  `extension:TEXT` (Pi): an `input` event with source "extension". Each records what the hook
+  returned and the plugin's reports of typed prompts meanwhile (their HTTP statuses);
 - `wait:PATH`, `exit:N`, `signal:NAME` as in tests/fakes/fake_harness.py.
 
 Everything goes to FAKE_HARNESS_LOG as JSON lines.
@@ -28,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -294,27 +302,88 @@ def run_hook(kind: str, argv: list[str], event: str, session: str) -> dict[str, 
 
 # -- plugins under Node ------------------------------------------------------------------------
 
-OPENCODE_DRIVER = r"""
+# Shared by both drivers: the plugin's reports of typed prompts (its POSTs to
+# /v1/sessions/current/prompted) are recorded with the answer's status; once the plugin has
+# delivered mail (or timeoutMs passed) the driver prints what the plugin did as one JSON line,
+# then serves steps, one JSON command a line on stdin, each answered by a JSON line, until
+# `{"end": true}`.
+DRIVER_PRELUDE = r"""
+import { createInterface } from "node:readline";
 const [plugin, timeoutMs] = [process.argv[2], Number(process.argv[3])];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const errors = []; // what the plugin's hooks threw at the host
+const reports = []; // the status of each report of a typed prompt, in order
+const pending = new Set();
+const realFetch = globalThis.fetch;
+globalThis.fetch = (url, init) => {
+  const answer = realFetch(url, init);
+  if (String(url).endsWith("/v1/sessions/current/prompted")) {
+    const tracked = answer.then((r) => reports.push(r.status), (e) => reports.push(String(e)))
+      .finally(() => pending.delete(tracked));
+    pending.add(tracked);
+  }
+  return answer;
+};
+const caught = async (call) => {
+  try { return await call(); } catch (error) { errors.push(String(error?.stack ?? error)); }
+};
+const delivered = async (count) => {
+  const deadline = Date.now() + timeoutMs;
+  while (count() === 0 && Date.now() < deadline) await sleep(50);
+  await sleep(500); // let the acknowledgement go out
+};
+async function serve(step) {
+  for await (const line of createInterface({ input: process.stdin })) {
+    const command = JSON.parse(line);
+    if (command.end) return;
+    const [reported, threw] = [reports.length, errors.length];
+    const returned = await caught(() => step(command));
+    await Promise.race([Promise.allSettled([...pending]), sleep(10_000)]);
+    console.log(JSON.stringify({ ...command, returned: returned ?? null,
+      reports: reports.slice(reported), errors: errors.slice(threw) }));
+  }
+}
+"""
+
+# OpenCode calls the plugin's `chat.message` for every new user message, the plugin's own
+# prompts included (so the fake client does too, before promptAsync answers).
+OPENCODE_DRIVER = r"""
 const prompts = [];
-const client = { session: { promptAsync: async (args) => { prompts.push(args); return {}; } } };
+let hooks = {};
+let messages = 0;
+const message = (sessionID, parts) => caught(() => hooks["chat.message"]?.(
+  { sessionID, agent: "build", messageID: `msg_${++messages}` },
+  { message: { id: `msg_${messages}`, sessionID, role: "user", time: { created: Date.now() },
+               agent: "build", model: { providerID: "p", modelID: "m" } },
+    parts: parts.map((part, n) => ({ id: `prt_${messages}_${n}`, sessionID,
+                                     messageID: `msg_${messages}`, ...part })) }));
+const client = { session: { promptAsync: async (args) => {
+  prompts.push(args);
+  await message(args.path.id, args.body.parts);
+  return {};
+} } };
 const mod = await import(plugin);
 const exported = Object.entries(mod).map(([name, value]) => [name, typeof value]);
-const hooks = await mod.PagerPlugin({ client, directory: process.cwd() });
+hooks = await mod.PagerPlugin({ client, directory: process.cwd() });
 await hooks.event({ event: { type: "session.created", properties: { info: { id: "ses_root" } } } });
 await hooks.event({ event: { type: "session.created",
   properties: { info: { id: "ses_child", parentID: "ses_root" } } } });
 await hooks.event({ event: { type: "session.idle", properties: { sessionID: "ses_child" } } });
 await hooks.event({ event: { type: "session.idle", properties: { sessionID: "ses_root" } } });
-const deadline = Date.now() + timeoutMs;
-while (prompts.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-await new Promise((r) => setTimeout(r, 500)); // let the acknowledgement go out
-console.log(JSON.stringify({ exported, hooks: Object.keys(hooks), prompts }));
+await delivered(() => prompts.length);
+console.log(JSON.stringify({ exported, hooks: Object.keys(hooks), prompts,
+  reports: [...reports], errors: [...errors] }));
+await serve(({ step, text }) => {
+  // typed: the person's prompt in the root session; subtask: a prompt the task tool gives a
+  // child session.
+  if (step === "typed") return message("ses_root", [{ type: "text", text }]);
+  if (step === "subtask") return message("ses_child", [{ type: "text", text }]);
+  throw new Error(`no step ${step} for OpenCode`);
+});
 process.exit(0);
 """
 
 PI_DRIVER = r"""
-const [extension, timeoutMs] = [process.argv[2], Number(process.argv[3])];
 const tools = new Map();
 const handlers = {};
 const sent = [];
@@ -323,41 +392,87 @@ const pi = {
   on: (event, handler) => { handlers[event] = handler; },
   sendMessage: (message, options) => sent.push({ message, options }),
 };
-const mod = await import(extension);
+const mod = await import(plugin);
 mod.default(pi);
 const ctx = { cwd: process.cwd() };
 await handlers.session_start({ reason: "startup" }, ctx);
 const whoami = await tools.get("pager_whoami").execute("call-1", {}, undefined, undefined, ctx);
-const deadline = Date.now() + timeoutMs;
-while (sent.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-await new Promise((r) => setTimeout(r, 500)); // let the acknowledgement go out
-await handlers.session_shutdown({}, ctx);
+await delivered(() => sent.length);
 const schemas = Object.fromEntries([...tools].map(([name, tool]) => [name, tool.parameters]));
-console.log(JSON.stringify({ tools: [...tools.keys()], schemas, whoami, sent }));
+console.log(JSON.stringify({ tools: [...tools.keys()], schemas, whoami, sent,
+  events: Object.keys(handlers), reports: [...reports], errors: [...errors] }));
+await serve(({ step, text }) => {
+  // typed: input the person typed; extension: input another extension sent.
+  const source = { typed: "interactive", extension: "extension" }[step];
+  if (!source) throw new Error(`no step ${step} for Pi`);
+  return handlers.input?.({ type: "input", text, source }, ctx);
+});
+await caught(() => handlers.session_shutdown({}, ctx));
 process.exit(0);
 """
 
+DRIVERS = {"opencode": OPENCODE_DRIVER, "pi": PI_DRIVER}
 
-def run_plugin(kind: str, argv: list[str]) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as scratch:
+
+class PluginHost:
+    """Pager's OpenCode plugin or Pi extension under Node with a fake host, from the `plugin`
+    step until the fake exits (or its steps end)."""
+
+    def __init__(self, kind: str, argv: list[str]) -> None:
+        self.scratch = tempfile.mkdtemp()
         # As an .mjs copy: Node runs it as an ES module (Bun and Pi's jiti need no hint), and
         # the Pi extension as plain JavaScript (it has no type annotations).
-        module = os.path.join(scratch, "module.mjs")
+        module = os.path.join(self.scratch, "module.mjs")
         Path(module).write_bytes(Path(pointed_files(kind, argv)[0]).read_bytes())
-        driver = OPENCODE_DRIVER if kind == "opencode" else PI_DRIVER
-        script = os.path.join(scratch, "driver.mjs")
-        Path(script).write_text(driver, encoding="utf-8")
-        done = subprocess.run(
+        script = os.path.join(self.scratch, "driver.mjs")
+        Path(script).write_text(DRIVER_PRELUDE + DRIVERS[kind], encoding="utf-8")
+        self.stderr = open(os.path.join(self.scratch, "stderr"), "w+", encoding="utf-8")  # noqa: SIM115
+        self.node = subprocess.Popen(
             ["node", script, Path(module).as_uri(), os.environ.get("FAKE_PLUGIN_WAIT_MS", "20000")],
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
             text=True,
-            timeout=60,
-            check=False,
         )
-    if done.returncode != 0:
-        return {"error": done.stderr}
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+
+    def started(self) -> dict[str, Any]:
+        """What the plugin did until mail was delivered once (or the driver gave up)."""
+        return self._answer()
+
+    def step(self, name: str, text: str) -> dict[str, Any]:
+        """The host acts (`typed`, `subtask`, `extension`: see the drivers) and waits for the
+        plugin's hook; the answer lists the plugin's reports of typed prompts meanwhile."""
+        try:
+            assert self.node.stdin is not None
+            self.node.stdin.write(json.dumps({"step": name, "text": text}) + "\n")
+            self.node.stdin.flush()
+        except OSError:
+            pass  # Node is gone: _answer says why
+        return self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.node.stdout is not None
+        for line in self.node.stdout:
+            try:
+                answer: dict[str, Any] = json.loads(line)
+            except ValueError:
+                continue
+            return answer
+        self.node.wait(timeout=10)
+        self.stderr.seek(0)
+        return {"error": self.stderr.read() or f"node exited {self.node.returncode}"}
+
+    def close(self) -> None:
+        try:
+            if self.node.poll() is None and self.node.stdin is not None:
+                self.node.stdin.write(json.dumps({"end": True}) + "\n")
+                self.node.stdin.close()
+            self.node.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.node.kill()
+            self.node.wait()
+        self.stderr.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -384,24 +499,33 @@ def main() -> int:
         }
     )
     session = option(argv, "--session-id") or option(argv, "--resume") or "thread-unknown"
-    for step in filter(None, os.environ.get("FAKE_HARNESS_STEPS", "").split(",")):
-        name, _, arg = step.partition(":")
-        if name == "mcp":
-            url, headers = mcp_endpoint(kind, argv)
-            log({"mcp": call_tool(url, headers, "whoami", {})})
-        elif name == "hook":
-            log({"hook": run_hook(kind, argv, arg, session)})
-        elif name == "plugin":
-            log({"plugin": run_plugin(kind, argv)})
-        elif name == "wait":
-            while not os.path.exists(arg):
-                time.sleep(0.02)
-        elif name == "exit":
-            return int(arg)
-        elif name == "signal":
-            os.kill(os.getpid(), getattr(signal, arg))
-            time.sleep(5)
-    return 0
+    host: PluginHost | None = None
+    try:
+        for step in filter(None, os.environ.get("FAKE_HARNESS_STEPS", "").split(",")):
+            name, _, arg = step.partition(":")
+            if name == "mcp":
+                url, headers = mcp_endpoint(kind, argv)
+                log({"mcp": call_tool(url, headers, "whoami", {})})
+            elif name == "hook":
+                log({"hook": run_hook(kind, argv, arg, session)})
+            elif name == "plugin":
+                host = PluginHost(kind, argv)
+                log({"plugin": host.started()})
+            elif name in ("typed", "subtask", "extension"):
+                assert host is not None, f"{name} needs the plugin step first"
+                log({"prompt": host.step(name, arg)})
+            elif name == "wait":
+                while not os.path.exists(arg):
+                    time.sleep(0.02)
+            elif name == "exit":
+                return int(arg)
+            elif name == "signal":
+                os.kill(os.getpid(), getattr(signal, arg))
+                time.sleep(5)
+        return 0
+    finally:
+        if host is not None:
+            host.close()
 
 
 if __name__ == "__main__":

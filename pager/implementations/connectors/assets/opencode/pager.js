@@ -11,11 +11,26 @@
 // same configuration. Checked in a real OpenCode (1.18.33) by scripts/verify_harnesses.py (the
 // idle wake; the busy path is not): see docs/implementations/opencode.md.
 //
+// It reports the prompts the person types, for the loop guard (SPEC §8.1): OpenCode calls
+// `chat.message` for every new user message, this plugin's own deliveries included, so for one in
+// the root session whose text (without the parts OpenCode adds itself) is neither such a delivery
+// (DELIVERY_PREFIX) nor Pager's wake text ("[pager]…"), it POSTs /v1/sessions/current/prompted,
+// and the session's next send starts a new chain. It waits at most REPORT_WAIT_MS for the broker
+// and never fails the prompt. Checked against the fake host of tests/fakes/fake_harness_generic.py
+// only, not yet in a real OpenCode.
+//
 // Only one export: OpenCode 1.x calls every exported function of a plugin module.
 
 const POLL_WAIT_S = 25; // the broker's long-poll bound is 60 s
 const RETRY_MAX_MS = 30_000;
 const PROMPT_GRACE_MS = 3_000; // how long a blocking prompt() may take to fail before we ack
+const REPORT_WAIT_MS = 2_000; // how long a typed prompt waits for its report to reach the broker
+const REPORT_TIMEOUT_MS = 15_000; // then the report goes on in the background until this bound
+// How this plugin's own mail prompts begin: OpenCode calls `chat.message` for them too, and they
+// are not typed by the person.
+const DELIVERY_PREFIX = "Pager delivered ";
+// How Pager's own wake text begins (the envelope's preamble), as `pager hook` tells it apart.
+const PAGER_PREFIX = "[pager]";
 
 export const PagerPlugin = async ({ client }) => {
   const base = process.env.PAGER_URL;
@@ -93,6 +108,19 @@ export const PagerPlugin = async ({ client }) => {
 
   loop();
 
+  async function reportPrompt() {
+    // The person typed a prompt: the session's next send starts a new chain (SPEC §8.1).
+    const reported = fetch(`${base}/v1/sessions/current/prompted`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: "{}",
+      signal: AbortSignal.timeout(REPORT_TIMEOUT_MS),
+    })
+      .then((response) => response.text())
+      .catch(() => {}); // fail open: unreported, the chain just does not start again
+    await within(reported, REPORT_WAIT_MS);
+  }
+
   const isRoot = (id) => Boolean(id) && !state.children.has(id);
   const select = (id) => {
     state.session = id;
@@ -129,6 +157,14 @@ export const PagerPlugin = async ({ client }) => {
           break;
       }
     },
+    "chat.message": async (input, output) => {
+      try {
+        if (!isRoot(input?.sessionID)) return; // a child session's prompt comes from its agent
+        if (typedByPerson(promptText(output?.parts))) await reportPrompt();
+      } catch {
+        // Never in the person's way: unreported, the chain just does not start again.
+      }
+    },
   };
 };
 
@@ -156,10 +192,23 @@ function mailText(result, claims) {
     .filter((line) => !tokens.has(line))
     .join("\n");
   return (
-    `Pager delivered ${claims.length} message(s) from other agents (already acknowledged; ` +
+    `${DELIVERY_PREFIX}${claims.length} message(s) from other agents (already acknowledged; ` +
     "answer with the pager MCP tool `send` if a reply is needed).\n" +
     rendered
   );
+}
+
+function promptText(parts) {
+  // The message's text, without the parts OpenCode adds itself (`synthetic`: e.g. files read).
+  return (Array.isArray(parts) ? parts : [])
+    .filter((part) => part?.type === "text" && !part.synthetic && typeof part.text === "string")
+    .map((part) => part.text)
+    .join("\n")
+    .trim();
+}
+
+function typedByPerson(text) {
+  return Boolean(text) && !text.startsWith(DELIVERY_PREFIX) && !text.startsWith(PAGER_PREFIX);
 }
 
 function isFinal(result) {
@@ -173,4 +222,13 @@ function isFinal(result) {
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function within(promise, ms) {
+  // `promise`, or nothing after `ms` (it goes on in the background).
+  let timer;
+  const timeout = new Promise((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

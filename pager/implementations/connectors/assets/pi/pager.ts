@@ -7,7 +7,14 @@
 //     the broker's MCP endpoint and forwards each call there over HTTP with the session token;
 //   - delivers mail: it long-polls the MCP tool `fetch` and hands what arrives to the session
 //     with pi.sendMessage(…, { deliverAs: "followUp", triggerTurn: true }), which starts a turn
-//     when the agent is idle (and queues after the current one otherwise), then acknowledges it.
+//     when the agent is idle (and queues after the current one otherwise), then acknowledges it;
+//   - reports the prompts a person types, for the loop guard (SPEC §8.1): on Pi's `input` event
+//     (a prompt typed interactively or sent by an RPC driver; its own sendMessage delivery does
+//     not pass there) with text that does not start with Pager's "[pager]" and a source other
+//     than "extension", it POSTs /v1/sessions/current/prompted, so the session's next send starts
+//     a new chain. It waits at most REPORT_WAIT_MS for the broker, always lets the input go on
+//     and never throws. Checked against the fake host of tests/fakes/fake_harness_generic.py
+//     only, not yet in a real Pi.
 //
 // Checked in a real Pi (0.73.1) by scripts/verify_harnesses.py: the tools are registered and
 // offered to the model, and mail wakes an idle session; see docs/implementations/pi.md. Written
@@ -16,6 +23,10 @@
 const PREFIX = "pager_";
 const POLL_WAIT_S = 25; // the broker's long-poll bound is 60 s
 const RETRY_MAX_MS = 30_000;
+const REPORT_WAIT_MS = 2_000; // how long a typed prompt waits for its report to reach the broker
+const REPORT_TIMEOUT_MS = 15_000; // then the report goes on in the background until this bound
+// How Pager's own wake text begins (the envelope's preamble), as `pager hook` tells it apart.
+const PAGER_PREFIX = "[pager]";
 
 export default function pagerExtension(pi) {
   const base = process.env.PAGER_URL;
@@ -94,6 +105,19 @@ export default function pagerExtension(pi) {
     }
   }
 
+  async function reportPrompt() {
+    // The person typed a prompt: the session's next send starts a new chain (SPEC §8.1).
+    const reported = fetch(`${base}/v1/sessions/current/prompted`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: "{}",
+      signal: AbortSignal.timeout(REPORT_TIMEOUT_MS),
+    })
+      .then((response) => response.text())
+      .catch(() => {}); // fail open: unreported, the chain just does not start again
+    await within(reported, REPORT_WAIT_MS);
+  }
+
   const tools = registerTools().catch(() => {
     // The broker did not answer: the session runs without Pager's tools.
   });
@@ -104,6 +128,18 @@ export default function pagerExtension(pi) {
     const controller = new AbortController();
     poller = controller;
     poll(controller.signal);
+  });
+
+  pi.on("input", async (event) => {
+    try {
+      const text = typeof event?.text === "string" ? event.text.trim() : "";
+      if (event?.source !== "extension" && text && !text.startsWith(PAGER_PREFIX)) {
+        await reportPrompt();
+      }
+    } catch {
+      // Never in the person's way: unreported, the chain just does not start again.
+    }
+    return { action: "continue" };
   });
 
   pi.on("session_shutdown", async () => {
@@ -157,4 +193,13 @@ function isFinal(result) {
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function within(promise, ms) {
+  // `promise`, or nothing after `ms` (it goes on in the background).
+  let timer;
+  const timeout = new Promise((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
