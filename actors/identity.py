@@ -43,11 +43,13 @@ IDLE_AFTER = 300.0
 
 @attrs.frozen
 class Enqueue:
-    sender_id: str
+    sender_id: str  # an identity, or a mailbox token's id for a page (SPEC §8.2)
     body: str
     thread: str | None
     reply_to: str | None
     idempotency_key: str | None
+    fields: str | None = None  # a page's fields, as a JSON object
+    script: bool = False  # a page about a job (`pager run`): script origin, hop 0
 
 
 @attrs.frozen
@@ -337,8 +339,9 @@ class IdentityActor(Actor[IdentityMessage]):
                 if original is not None:
                     return original, True
             stands = ms.origin_and_hop(
-                conn, request.sender_id, recipient, now, self.deps.send_limits
-            )
+                conn, request.sender_id, recipient, now, self.deps.send_limits,
+                script=request.script,
+            )  # fmt: skip
             message = ms.insert_message(
                 conn,
                 message_id=ids.new_message_id(),
@@ -351,6 +354,7 @@ class IdentityActor(Actor[IdentityMessage]):
                 origin=stands.origin,
                 hop=stands.hop,
                 cause_id=stands.cause_id,
+                fields=request.fields,
             )
             if key is not None:
                 ms.remember_idempotency(conn, request.sender_id, key, message.id, now)

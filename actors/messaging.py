@@ -50,6 +50,7 @@ async def run_messaging(
                 max_hops=config.limits.max_hops,
                 agent_per_hour=config.limits.agent_sends_per_hour,
                 pair_per_hour=config.limits.pair_sends_per_hour,
+                script_per_hour=config.limits.token_sends_per_hour,
             ),
         )
         directory_deps = DirectoryDeps(

@@ -94,10 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--workspace", help="workspace directory (env PAGER_WORKSPACE; the cwd)")
     mcp.add_argument("--no-hold-lease", action="store_true", help="let an idle session lapse")
     mcp.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    from pager import everyday, operator_cli
+    from pager import everyday, operator_cli, paging_cli
 
     everyday.add_commands(commands)
     operator_cli.add_commands(commands)
+    paging_cli.add_commands(commands)
     commands.add_parser(
         "help",
         help="the help of a command: pager help [COMMAND]",
@@ -148,10 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "help":
         return cmd_help(parser, args.topic)
     if args.command not in handlers and args.command is not None:
-        from pager import everyday, operator_cli
+        from pager import everyday, operator_cli, paging_cli
 
         handlers.update(everyday.HANDLERS)
         handlers.update(operator_cli.HANDLERS)
+        handlers.update(paging_cli.HANDLERS)
     try:
         if args.command is None:
             return cmd_tui()

@@ -67,7 +67,7 @@ class Me:
                 self.url, method, target, token=self.credential, body=body, timeout=timeout
             )
         except BrokerRefused as refused:
-            raise CommandError(self._advice(refused)) from None
+            raise CommandRefused(self._advice(refused), refused.code) from None
 
     def _advice(self, refused: BrokerRefused) -> str:
         """The broker's message, and what to do about it from a command line."""
@@ -89,6 +89,23 @@ class Me:
                 " with `pager <harness>`, or unset PAGER_TOKEN to act as yourself"
             )
         return message
+
+
+class CommandRefused(CommandError):
+    """The broker refused what a command asked (retrying the same request will not help),
+    as opposed to a CommandError for a broker that did not answer or could not start."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def send_page(to: str | None, page: dict[str, Any], *, run: bool = False) -> dict[str, Any]:
+    """A page (SPEC §8.2) from this command's identity (SPEC §4.2) to `to` (None: to itself);
+    `run`: it reports a job `pager run` watched (script origin, hop 0). The send's result,
+    CommandRefused, or CommandError when no broker answers."""
+    result: dict[str, Any] = Me().call("POST", "/notify", {"to": to, "run": run, "page": page})
+    return result
 
 
 class BrokerRefused(CommandError):

@@ -35,6 +35,7 @@ from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
 from pager.domain.names import (
     Address,
     alias_key,
@@ -42,6 +43,7 @@ from pager.domain.names import (
     format_address,
     parse_address,
 )
+from pager.domain.pages import Page
 from pager.domain.records import Delivery, Identity, Message
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.store import messaging as ms
@@ -191,6 +193,64 @@ class BrokerService:
         reply_to: str | None = None,
         idempotency_key: str | None = None,
     ) -> JSON:
+        self._check_body(body)
+        address = parse_address(to)
+        recipient = self.checkpoint.lookup(lambda conn: _resolve(conn, caller, address, to))
+        request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
+        return await self._enqueue(recipient, request)
+
+    async def notify(self, caller: Caller, *, to: str | None, page: Page, run: bool) -> JSON:
+        """A page (SPEC §8.2) from the caller to `to` (None: to itself). `run`: it reports a
+        job (`pager run`), so it has script origin and hop 0; otherwise it is the caller's
+        send like any other (SPEC §8.1)."""
+        body = page.body
+        self._check_body(body)
+        target = to if to is not None else caller.agent_id
+        address = parse_address(target)
+        recipient = self.checkpoint.lookup(lambda conn: _resolve(conn, caller, address, target))
+        request = Enqueue(
+            caller.agent_id, body, page.job_id, None, None, fields=page.fields_json, script=run
+        )
+        return await self._enqueue(recipient, request)
+
+    async def notify_with_token(
+        self, mailbox: ms.MailboxToken, page: Page, *, to: str | None = None
+    ) -> JSON:
+        """A page with a mailbox token (SPEC §8.2): to the token's identity only, from the
+        token (shown as its label), script origin. `to`, when given, must name that identity
+        (a bare alias in its workspace). The token is checked again inside the page's own
+        transaction (`unauthenticated` if it was revoked since `mailbox`)."""
+        body = page.body
+        self._check_body(body)
+        owner = Caller(session_id=None, agent_id=mailbox.identity_id, epoch=0)
+
+        def recipient_of(conn: sqlite3.Connection) -> _Resolved:
+            mine = _resolve(conn, owner, parse_address(mailbox.identity_id), mailbox.identity_id)
+            if to is not None and _named(conn, owner, to) != mine.id:
+                # The same answer whether `to` exists or not: a token learns of no one else.
+                raise PagerError(
+                    ErrorCode.UNKNOWN_RECIPIENT,
+                    f"this token pages {mine.address} only, not {to[:200]!r}; nothing was sent",
+                    mailbox=mine.address,
+                )
+            return mine
+
+        recipient = self.checkpoint.lookup(recipient_of)
+        request = Enqueue(mailbox.id, body, page.job_id, None, None, fields=page.fields_json)
+        return await self._enqueue(recipient, request)
+
+    def mailbox(self, token: str) -> ms.MailboxToken:
+        """The mailbox token `token` if it is usable now, else PagerError `unauthenticated`
+        (the same words for unknown, revoked and expired)."""
+        if not looks_like(Kind.MAILBOX_TOKEN, token):
+            raise PagerError(ErrorCode.UNAUTHENTICATED, ms.UNUSABLE)
+        digest = hash_token(token)
+        mailbox = self.checkpoint.lookup(lambda conn: ms.mailbox_token_by_hash(conn, digest))
+        if mailbox is None or not mailbox.usable(self.clock.now()):
+            raise PagerError(ErrorCode.UNAUTHENTICATED, ms.UNUSABLE)
+        return mailbox
+
+    def _check_body(self, body: str) -> None:
         if not body.strip():
             raise PagerError(
                 ErrorCode.VALIDATION_FAILED,
@@ -205,9 +265,8 @@ class BrokerService:
                 limit=cap,
                 size=size,
             )
-        address = parse_address(to)
-        recipient = self.checkpoint.lookup(lambda conn: _resolve(conn, caller, address, to))
-        request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
+
+    async def _enqueue(self, recipient: _Resolved, request: Enqueue) -> JSON:
         sent: Sent = await self._call_identity(recipient.id, request)
         message = sent.message
         return {
@@ -217,6 +276,48 @@ class BrokerService:
             "recipient": {"agent_id": recipient.id, "address": recipient.address},
             "wake": sent.wake,
         }
+
+    # -- mailbox tokens (SPEC §8.2; the person's, through the local secret) ---------------
+
+    async def create_token(
+        self, *, to: str, workspace: str, label: str | None, expires_s: float | None
+    ) -> JSON:
+        """A new mailbox token for the identity `to` names (a bare alias: in `workspace`, the
+        person's): the token itself is in this answer only."""
+        address = parse_address(to)
+        person = await self.person(workspace)
+        now = self.clock.now()
+        token, token_id = new_token(Kind.MAILBOX_TOKEN), new_mailbox_id()
+
+        def write(conn: sqlite3.Connection) -> JSON:
+            recipient = _resolve(conn, person, address, to)
+            made = ms.insert_mailbox_token(
+                conn,
+                token_id=token_id,
+                token_hash=hash_token(token),
+                identity_id=recipient.id,
+                label=label or token_id,
+                now=now,
+                expires_at=None if expires_s is None else now + expires_s,
+            )
+            return {**ms.token_json(conn, made), "token": token}
+
+        return await self.checkpoint.write(write)
+
+    async def list_tokens(self, *, revoked: bool = False) -> JSON:
+        def read(conn: sqlite3.Connection) -> JSON:
+            listed = ms.list_mailbox_tokens(conn, revoked=revoked)
+            return {"tokens": [ms.token_json(conn, token) for token in listed]}
+
+        return await self.checkpoint.read(read)
+
+    async def revoke_token(self, token_id: str) -> JSON:
+        now = self.clock.now()
+
+        def write(conn: sqlite3.Connection) -> JSON:
+            return ms.token_json(conn, ms.revoke_mailbox_token(conn, token_id, now))
+
+        return await self.checkpoint.write(write)
 
     async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON:
         wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
@@ -561,6 +662,14 @@ def _resolve(
             agent_id=current.id,
         )
     raise _unknown(text)
+
+
+def _named(conn: sqlite3.Connection, caller: Caller, text: str) -> str | None:
+    """The id of the identity `text` names now, or None."""
+    try:
+        return _resolve(conn, caller, parse_address(text), text).id
+    except PagerError:
+        return None
 
 
 def _unknown(text: str, why: str | None = None) -> PagerError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
 import attrs
@@ -140,4 +141,6 @@ def message_json(message: Message, *, sender: str, recipient: str) -> dict[str, 
         "attempt": message.attempts,
         "origin": message.origin,  # SPEC §8.1: human, agent or script
         "hop": message.hop,
+        # A page's fields (SPEC §8.2), also shown in its body; null for other messages.
+        "fields": None if message.fields is None else json.loads(message.fields),
     }

@@ -128,6 +128,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         from pager.web.routes_export import export_blueprint
         from pager.web.routes_me import me_blueprint
         from pager.web.routes_operator import operator_blueprint
+        from pager.web.routes_paging import paging_blueprint
         from pager.web.routes_v1 import v1_blueprint
         from pager.web.server import run_web_server
 
@@ -148,6 +149,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 blueprints=[
                     v1_blueprint(service, ctx.secret, ctx.shutdown.wait),
                     me_blueprint(service, ctx.secret),
+                    paging_blueprint(service, ctx.secret),
                     export_blueprint(ctx.paths.database, ctx.secret),
                     operator_blueprint(operator, ctx.secret),
                     openapi_blueprint(),

@@ -3,12 +3,13 @@
 Ids are a three-letter prefix, `_`, and lower-case Crockford base32 (`0-9 a-z` without `i l o u`),
 so one alphabet serves every id and ids survive case-insensitive handling unharmed:
 
-- `agt_` + 16 characters (80 random bits), `ses_` + 16 characters (80 random bits);
+- `agt_`, `ses_` and `mbx_` (a mailbox token's id) + 16 characters (80 random bits);
 - `msg_` + 20 characters: a 48-bit millisecond timestamp and 50 random bits, ULID-like, so
   message ids sort by creation time (to the millisecond; pass `after=` for strict order within one).
 
 Tokens are a prefix and 43 URL-safe base64 characters (`secrets.token_urlsafe(32)`, 256 bits):
-`pst_` session tokens, `clm_` claim tokens, `prt_` resume tokens. They are stored only as
+`pst_` session tokens, `clm_` claim tokens, `prt_` resume tokens, `pmt_` mailbox tokens (SPEC
+§8.2). They are stored only as
 `hash_token` digests and compared with `tokens_equal` (constant time).
 
 `looks_like(kind, text)` checks shape only (prefix, alphabet, length) so malformed input is refused
@@ -37,11 +38,15 @@ class Kind(enum.StrEnum):
     SESSION_TOKEN = "pst"
     CLAIM_TOKEN = "clm"
     RESUME_TOKEN = "prt"
+    MAILBOX = "mbx"  # a mailbox token's id (SPEC §8.2): listed, revoked, a page's sender
+    MAILBOX_TOKEN = "pmt"
 
 
-TOKEN_KINDS = frozenset({Kind.SESSION_TOKEN, Kind.CLAIM_TOKEN, Kind.RESUME_TOKEN})
+TOKEN_KINDS = frozenset(
+    {Kind.SESSION_TOKEN, Kind.CLAIM_TOKEN, Kind.RESUME_TOKEN, Kind.MAILBOX_TOKEN}
+)
 
-_ID_LENGTH = {Kind.AGENT: 16, Kind.SESSION: 16, Kind.MESSAGE: 20}
+_ID_LENGTH = {Kind.AGENT: 16, Kind.SESSION: 16, Kind.MESSAGE: 20, Kind.MAILBOX: 16}
 _TOKEN_LENGTH = 43  # len(secrets.token_urlsafe(32))
 _TOKEN_BYTES = 32
 
@@ -91,6 +96,11 @@ def new_agent_id() -> str:
     return _random_id(Kind.AGENT)
 
 
+def new_mailbox_id() -> str:
+    """A fresh mailbox token id: `mbx_` + 16 random base32 characters."""
+    return _random_id(Kind.MAILBOX)
+
+
 def new_session_id() -> str:
     """A fresh session id: `ses_` + 16 random base32 characters."""
     return _random_id(Kind.SESSION)
@@ -126,7 +136,8 @@ def message_time_ms(message_id: str) -> int:
 
 
 def new_token(prefix: Kind | str) -> str:
-    """A fresh token of kind `pst`, `clm` or `prt`: the prefix, `_`, 43 URL-safe characters."""
+    """A fresh token of kind `pst`, `clm`, `prt` or `pmt`: the prefix, `_`, 43 URL-safe
+    characters."""
     kind = _kind(prefix)
     if kind not in TOKEN_KINDS:
         raise ValueError(f"{kind.value!r} is an id kind, not a token kind")

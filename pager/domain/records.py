@@ -84,6 +84,7 @@ class Message:
     settled_at: float | None = None
     origin: str = "agent"  # SPEC §8.1: human, agent or script
     hop: int = 0
+    fields: str | None = None  # a page's fields as a JSON object (SPEC §8.2)
 
 
 @attrs.frozen

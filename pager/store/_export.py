@@ -1,10 +1,12 @@
 """The JSON Lines export (SPEC §4.1 `pager export`, §6 `GET /v1/export`): one record per
-identity, then one per message (with its origin and hop, SPEC §8.1), each with its format
+identity, then one per message (with its origin, hop and cause, SPEC §8.1, and a page's
+fields, §8.2), each with its format
 version `v`. A generator over one read
 transaction, so a caller can stream any size in constant memory (it pulls a batch at a time)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -41,8 +43,10 @@ def export_records(conn: sqlite3.Connection, *, since: float | None = None) -> I
     messages = conn.execute(
         "SELECT m.id, m.sender_id, m.recipient_id, m.body, m.thread, m.reply_to, m.sent_at,"
         " m.state, m.attempts, m.dead_reason, m.settled_at,"
-        " s.alias, sw.slug, r.alias, rw.slug, m.origin, m.hop FROM messages m"
+        " s.alias, sw.slug, r.alias, rw.slug, m.origin, m.hop, m.cause_id, m.fields, t.label"
+        " FROM messages m"
         " LEFT JOIN identities s ON s.id = m.sender_id"
+        " LEFT JOIN mailbox_tokens t ON t.id = m.sender_id"
         " LEFT JOIN workspaces sw ON sw.key = s.workspace_key"
         " LEFT JOIN identities r ON r.id = m.recipient_id"
         " LEFT JOIN workspaces rw ON rw.key = r.workspace_key"
@@ -55,7 +59,7 @@ def export_records(conn: sqlite3.Connection, *, since: float | None = None) -> I
             "kind": "message",
             "message_id": row[0],
             "from": row[1],
-            "from_address": None if row[11] is None else format_address(row[11], row[12]),
+            "from_address": _sender_address(row[11], row[12], row[19]),
             "to": row[2],
             "to_address": None if row[13] is None else format_address(row[13], row[14]),
             "body": row[3],
@@ -68,4 +72,14 @@ def export_records(conn: sqlite3.Connection, *, since: float | None = None) -> I
             "settled_at": iso(row[10]),
             "origin": row[15],
             "hop": row[16],
+            "cause": row[17],  # the message whose delivery led to this send (SPEC §8.1)
+            "fields": None if row[18] is None else json.loads(row[18]),  # a page's (§8.2)
         }
+
+
+def _sender_address(alias: str | None, slug: str | None, token_label: str | None) -> str | None:
+    """An identity's address, a mailbox token's `<label> (script)` (SPEC §8.2), or None for
+    a sender purged since."""
+    if alias is not None and slug is not None:
+        return format_address(alias, slug)
+    return None if token_label is None else f"{token_label} (script)"

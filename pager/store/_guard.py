@@ -10,6 +10,7 @@ import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
 from pager.store._identities import addresses
+from pager.store._tokens import MAILBOX_PREFIX, page_with_token
 
 HUMAN, AGENT, SCRIPT = "human", "agent", "script"
 #: The implementation of the person's identity (SPEC §4.2).
@@ -24,6 +25,7 @@ class SendLimits:
     max_hops: int = 3
     agent_per_hour: int = 120
     pair_per_hour: int = 60
+    script_per_hour: int = 600  # pages per mailbox token, or per identity's `pager run`
 
 
 @attrs.frozen
@@ -36,15 +38,32 @@ class SendOrigin:
 
 
 def origin_and_hop(
-    conn: sqlite3.Connection, sender_id: str, recipient_id: str, now: float, limits: SendLimits
+    conn: sqlite3.Connection,
+    sender_id: str,
+    recipient_id: str,
+    now: float,
+    limits: SendLimits,
+    *,
+    script: bool = False,
 ) -> SendOrigin:
-    """The new message's origin, hop and cause, or PagerError `hop_limit` / `rate_limited`."""
+    """The new message's origin, hop and cause, or PagerError `hop_limit` / `rate_limited`
+    (or `unauthenticated` for a mailbox token no longer usable). `script`: a page about a job
+    (`pager run`), which starts a chain like a person's message."""
+    if sender_id.startswith(MAILBOX_PREFIX):
+        page_with_token(conn, sender_id, recipient_id, now)
+        _within_rate(conn, limits.script_per_hour, "sender_id = ?", (sender_id,), SCRIPT, now,
+                     "this token sent")  # fmt: skip
+        return SendOrigin(SCRIPT, 0, None)
     row = conn.execute(
         "SELECT implementation, cause_hop, cause_id FROM identities WHERE id = ?", (sender_id,)
     ).fetchone()
     if row is None:
         raise PagerError(ErrorCode.ENDED, "the sending identity no longer exists (purged)")
     implementation, cause_hop, cause_id = row
+    if script:
+        _within_rate(conn, limits.script_per_hour, "sender_id = ?", (sender_id,), SCRIPT, now,
+                     "you paged")  # fmt: skip
+        return SendOrigin(SCRIPT, 0, None)
     if implementation == PERSON_IMPLEMENTATION:
         return SendOrigin(HUMAN, 0, None)
     hop = 1 + int(cause_hop or 0)
@@ -65,34 +84,39 @@ def origin_and_hop(
             max_hops=limits.max_hops,
             chain=chain,
         )
-    since = now - HOUR
-    checks = (
-        (limits.agent_per_hour, "sender_id = ?", (sender_id,), "you sent"),
-        (
-            limits.pair_per_hour,
-            "sender_id = ? AND recipient_id = ?",
-            (sender_id, recipient_id),
-            "you sent this recipient",
-        ),
-    )
-    for limit, where, params, who in checks:
-        if not limit:
-            continue
-        count, oldest = conn.execute(
-            f"SELECT COUNT(*), MIN(sent_at) FROM messages WHERE {where}"
-            " AND sent_at > ? AND origin = 'agent'",
-            (*params, since),
-        ).fetchone()
-        if count >= limit:
-            retry = max(1, math.ceil(float(oldest) + HOUR - now))
-            raise PagerError(
-                ErrorCode.RATE_LIMITED,
-                f"not sent: {who} {count} messages in the last hour (the limit is {limit})."
-                f" Wait {retry} s, and ask your person whether this many are needed.",
-                retry_after_s=retry,
-                limit=limit,
-            )
+    _within_rate(conn, limits.agent_per_hour, "sender_id = ?", (sender_id,), AGENT, now,
+                 "you sent")  # fmt: skip
+    _within_rate(conn, limits.pair_per_hour, "sender_id = ? AND recipient_id = ?",
+                 (sender_id, recipient_id), AGENT, now, "you sent this recipient")  # fmt: skip
     return SendOrigin(AGENT, hop, None if cause_id is None else str(cause_id))
+
+
+def _within_rate(
+    conn: sqlite3.Connection,
+    limit: int,
+    where: str,
+    params: tuple[str, ...],
+    origin: str,
+    now: float,
+    who: str,
+) -> None:
+    """PagerError `rate_limited` when the sends of `origin` that `where` picks reached `limit`
+    in the last hour (0: no limit)."""
+    if not limit:
+        return
+    count, oldest = conn.execute(
+        f"SELECT COUNT(*), MIN(sent_at) FROM messages WHERE {where} AND sent_at > ? AND origin = ?",
+        (*params, now - HOUR, origin),
+    ).fetchone()
+    if count >= limit:
+        retry = max(1, math.ceil(float(oldest) + HOUR - now))
+        raise PagerError(
+            ErrorCode.RATE_LIMITED,
+            f"not sent: {who} {count} messages in the last hour (the limit is {limit})."
+            f" Wait {retry} s, and ask your person whether this many are needed.",
+            retry_after_s=retry,
+            limit=limit,
+        )
 
 
 def _chain(conn: sqlite3.Connection, cause_id: object, longest: int) -> list[str]:

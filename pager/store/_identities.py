@@ -401,7 +401,8 @@ def set_lease(conn: sqlite3.Connection, session_id: str, expires_at: float) -> N
 
 
 def addresses(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> dict[str, str]:
-    """`alias@slug` of each identity that still exists (purged ones are left out)."""
+    """`alias@slug` of each identity that still exists (purged ones are left out), and
+    `<label> (script)` of each mailbox token among them."""
     wanted = sorted(set(identity_ids))
     if not wanted:
         return {}
@@ -411,7 +412,13 @@ def addresses(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> dict[str
         f" ON w.key = i.workspace_key WHERE i.id IN ({marks})",
         wanted,
     )
-    return {str(row[0]): f"{row[1]}@{row[2]}" for row in rows}
+    found = {str(row[0]): f"{row[1]}@{row[2]}" for row in rows}
+    pagers = [sender for sender in wanted if sender.startswith("mbx_")]
+    if pagers:  # a page's sender is its mailbox token (SPEC §8.2): shown by the token's label
+        marks = ", ".join("?" for _ in pagers)
+        rows = conn.execute(f"SELECT id, label FROM mailbox_tokens WHERE id IN ({marks})", pagers)
+        found.update({str(row[0]): f"{row[1]} (script)" for row in rows})
+    return found
 
 
 # -- operator events -------------------------------------------------------------------------

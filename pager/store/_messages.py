@@ -21,7 +21,7 @@ from pager.store._identities import addresses
 
 _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
-    " available_at, dead_reason, settled_at, origin, hop"
+    " available_at, dead_reason, settled_at, origin, hop, fields"
 )
 
 
@@ -42,6 +42,7 @@ def _message(row: Any) -> Message:
         settled_at=None if row[12] is None else float(row[12]),
         origin=str(row[13]),
         hop=int(row[14]),
+        fields=None if row[15] is None else str(row[15]),
     )
 
 
@@ -58,14 +59,15 @@ def insert_message(
     origin: str = "agent",
     hop: int = 0,
     cause_id: str | None = None,
+    fields: str | None = None,
 ) -> Message:
     cursor = conn.execute(
         "INSERT INTO messages (id, sender_id, recipient_id, body, thread, reply_to, sent_at,"
-        " state, attempts, available_at, origin, hop, cause_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?)",
+        " state, attempts, available_at, origin, hop, cause_id, fields)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?)",
         (
             message_id, sender_id, recipient_id, body, thread, reply_to, now, now, origin, hop,
-            cause_id,
+            cause_id, fields,
         ),
     )  # fmt: skip
     seq = cursor.lastrowid
@@ -91,6 +93,7 @@ def insert_message(
         available_at=now,
         origin=origin,
         hop=hop,
+        fields=fields,
     )
 
 

@@ -257,6 +257,29 @@ def _v6_named_chains(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE identities ADD COLUMN cause_id TEXT")
 
 
+def _v7_mailbox_tokens(conn: sqlite3.Connection) -> None:
+    # SPEC §8.2: a mailbox token pages one identity and dies with it; only its hash is kept.
+    # A revoked token's row stays (revoked_at), so the pages it sent still name their label.
+    conn.execute(
+        """
+        CREATE TABLE mailbox_tokens (
+            id TEXT PRIMARY KEY,
+            token_hash TEXT NOT NULL UNIQUE,
+            identity_id TEXT NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+            label TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            last_used_at REAL,
+            expires_at REAL,
+            revoked_at REAL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX mailbox_tokens_identity ON mailbox_tokens (identity_id)")
+    # A page's structured fields (status, exit_code, logs, …) as JSON, beside the body that
+    # shows them; NULL for every other message.
+    conn.execute("ALTER TABLE messages ADD COLUMN fields TEXT")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
@@ -265,6 +288,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "inbox count index and purged session tokens", _v4_operator_views),
     Migration(5, "message origin and hop, identity cause hop (loop guard)", _v5_loop_guard),
     Migration(6, "the message that caused each send (named chains)", _v6_named_chains),
+    Migration(7, "mailbox tokens and page fields", _v7_mailbox_tokens),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -16,11 +16,20 @@ from quart import Blueprint, Response
 
 from pager.domain.errors import ErrorCode
 from pager.domain.names import ALIAS_MAX
+from pager.domain.pages import (
+    EXIT_CODE_RANGE,
+    FIELDS_MAX,
+    JOB_ID_MAX,
+    JOB_ID_PATTERN,
+    KEY_PATTERN,
+    STATUS_MAX,
+)
 from pager.domain.records import MessageState
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
 from pager.service import MAX_WAIT_S
 from pager.versions import VERSION
 from pager.web.mcp_tools import (
+    BODY_CAP,
     Ack,
     Fetch,
     History,
@@ -32,6 +41,7 @@ from pager.web.mcp_tools import (
 from pager.web.routes_events import MAX_ID
 from pager.web.routes_me import LIST_MAX
 from pager.web.routes_operator import cursor_pattern
+from pager.web.routes_paging import EXPIRES_MAX_S, LABEL_PATTERN
 
 Schema = dict[str, Any]
 
@@ -39,6 +49,9 @@ SECRET = "localSecret"
 SESSION = "sessionToken"
 #: `/v1/me/…`: a session token, or the local secret with `workspace` (the person, SPEC §4.2).
 SESSION_OR_SECRET = "sessionToken or localSecret"
+MAILBOX = "mailboxToken"
+#: A mailbox token's id (`ids.Kind.MAILBOX`).
+MAILBOX_ID = "^mbx_[0-9a-hjkmnp-tv-z]{16}$"
 
 
 def _ref(name: str) -> Schema:
@@ -103,6 +116,14 @@ ALIAS: Schema = {
     "maxLength": ALIAS_MAX,
     "pattern": f"^(?![Aa][Gg][Tt]_)[A-Za-z0-9][A-Za-z0-9._-]{{0,{ALIAS_MAX - 1}}}$",
 }
+#: `names.parse_address`: an alias, `alias@slug` or an agent id.
+ADDRESS: Schema = {
+    "type": "string",
+    "maxLength": 200,
+    "pattern": "^(agt_[0-9a-hjkmnp-tv-z]{16}|(?![Aa][Gg][Tt]_)[A-Za-z0-9][A-Za-z0-9._-]"
+    f"{{0,{ALIAS_MAX - 1}}}(@[A-Za-z0-9._-]{{1,40}}-[0-9A-Fa-f]{{6}})?)$",
+    "description": "an alias, alias@workspace-slug, or an agent id",
+}
 #: `service._optional_text`.
 CONVERSATION_KEY: Schema = {"type": "string", "minLength": 1, "maxLength": 256}
 #: `service._delivery`.
@@ -121,6 +142,40 @@ IDENTITY_FIELDS: dict[str, Schema] = {
     "workspace": STRING,
     "implementation": STRING,
     "durable": BOOLEAN,
+}
+
+#: A page's own fields (`pages.parse_page`); any other field is kept as given.
+PAGE_TEXT: Schema = {"type": "string", "pattern": "\\S", "maxLength": BODY_CAP}
+PAGE: Schema = {
+    "type": "object",
+    "description": "a page (SPEC §8.2): `message` (or `body`) and any fields, shown to the"
+    " reader as `key: value` lines and `logs` as a block",
+    "properties": {
+        "message": PAGE_TEXT,
+        "body": PAGE_TEXT,
+        "job_id": {"type": "string", "minLength": 1, "maxLength": JOB_ID_MAX,
+                   "pattern": JOB_ID_PATTERN,
+                   "description": "the job this page is about; it becomes the thread"},
+        "status": {"type": "string", "minLength": 1, "maxLength": STATUS_MAX},
+        "exit_code": {"type": "integer", "minimum": EXIT_CODE_RANGE[0],
+                      "maximum": EXIT_CODE_RANGE[1]},
+        "logs": {"type": "string", "maxLength": BODY_CAP},
+        "project": {"type": "string", "maxLength": BODY_CAP},
+    },
+    "oneOf": [{"required": ["message"]}, {"required": ["body"]}],
+    "propertyNames": {"pattern": f"^{KEY_PATTERN.pattern}$"},
+    "maxProperties": FIELDS_MAX + 2,
+    "additionalProperties": True,
+}  # fmt: skip
+MAILBOX_TOKEN_FIELDS: dict[str, Schema] = {
+    "id": {"type": "string", "pattern": MAILBOX_ID},
+    "label": STRING,
+    "mailbox": STRING,
+    "agent_id": STRING,
+    "created_at": TIME,
+    "last_used_at": NULLABLE_TIME,
+    "expires_at": NULLABLE_TIME,
+    "revoked_at": NULLABLE_TIME,
 }
 
 SCHEMAS: dict[str, Schema] = {
@@ -276,6 +331,16 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "Detached": _object({"detached": {"const": True}, "session_id": STRING}),
+    "Page": PAGE,
+    "PageAccepted": _object({"message_id": STRING}),
+    "MailboxToken": _object(MAILBOX_TOKEN_FIELDS),
+    "NewMailboxToken": _object(
+        {
+            **MAILBOX_TOKEN_FIELDS,
+            "token": {"type": "string", "description": "the token (`pmt_…`), shown only here"},
+        }
+    ),
+    "MailboxTokens": _object({"tokens": {"type": "array", "items": _ref("MailboxToken")}}),
     "Prompted": _object({"prompted": {"const": True}, "agent_id": STRING}),
     "HookClaimRequest": _object(
         {"implementation": STRING, "conversation_key": STRING},
@@ -434,6 +499,7 @@ ERRORS: dict[int, str] = {
     409: "the request conflicts with the current state (`conflict`, `alias_conflict`)",
     413: "the body is over the request cap (`oversized_content`)",
     421: "the `Host` is not the broker's loopback address",
+    429: "over a send rate (`rate_limited`, with `retry_after_s`; SPEC §8.1)",
     503: "the broker cannot use its database right now (`unavailable`): its disk is full or"
     " failing, or the database is busy; the message says what to do",
 }
@@ -585,7 +651,8 @@ ME_ROUTES: tuple[Route, ...] = (
         "Send a message (the `send` tool)",
         "SendResult",
         body=Send,
-        errors=(400, 401, 404, 409, 413),
+        body_fields={"to": ADDRESS},  # what `parse_address` takes
+        errors=(400, 401, 404, 409, 413, 429),
     ),
     _me(
         "get",
@@ -654,6 +721,30 @@ ME_ROUTES: tuple[Route, ...] = (
         errors=(400, 401, 404, 409, 413),
         parameters=(ME_WORKSPACE, ME_HARNESS),
         body=_object({"name": ALIAS}, {"force": BOOLEAN}),
+    ),
+    Route(
+        "post",
+        "/v1/me/notify",
+        "meNotify",
+        "Page someone, or yourself, with a structured message (`pager notify`, `pager run`;"
+        " SPEC §8.2)",
+        SESSION_OR_SECRET,
+        (200, "the page was sent", _ref("SendResult")),
+        errors=(400, 401, 404, 409, 413, 429),
+        parameters=(ME_WORKSPACE, ME_HARNESS),
+        body=_object(
+            {"page": _ref("Page")},
+            {
+                "to": {
+                    "anyOf": [ADDRESS, {"type": "null"}],
+                    "description": "alias, alias@slug or agent id; null: yourself",
+                },
+                "run": {
+                    "type": "boolean",
+                    "description": "a page about a job `pager run` watched: script origin, hop 0",
+                },
+            },
+        ),
     ),
     _me(
         "post",
@@ -865,6 +956,80 @@ ROUTES: tuple[Route, ...] = (
     ),
     *ME_ROUTES,
     Route(
+        "post",
+        "/v1/notify",
+        "notify",
+        "Page the mailbox token's identity (SPEC §8.2); answers 202 once the page is stored",
+        MAILBOX,
+        (202, "stored; delivered like any message", _ref("PageAccepted")),
+        errors=(400, 401, 404, 413, 429),
+        parameters=(
+            {
+                "name": "to",
+                "in": "query",
+                "required": False,
+                "description": "whom the script means to page: refused unless it names the"
+                " token's identity",
+                "schema": ADDRESS,
+            },
+        ),
+        body=_ref("Page"),
+    ),
+    Route(
+        "post",
+        "/v1/tokens",
+        "createToken",
+        "Make a mailbox token for one identity (`pager token create`)",
+        SECRET,
+        (201, "the token, shown this once", _ref("NewMailboxToken")),
+        errors=(400, 401, 404, 409, 413),
+        body=_object(
+            {
+                "to": ADDRESS,
+                "workspace": WORKSPACE_PATH,
+            },
+            {
+                "label": {"type": "string", "pattern": LABEL_PATTERN},
+                "expires_s": {"type": "number", "exclusiveMinimum": 0, "maximum": EXPIRES_MAX_S},
+            },
+        ),
+    ),
+    Route(
+        "get",
+        "/v1/tokens",
+        "listTokens",
+        "The mailbox tokens (never the tokens themselves)",
+        SECRET,
+        (200, "the tokens, oldest first", _ref("MailboxTokens")),
+        errors=(400, 401),
+        parameters=(
+            {
+                "name": "revoked",
+                "in": "query",
+                "required": False,
+                "description": "true: revoked ones too",
+                "schema": {"enum": ["true", "false"]},
+            },
+        ),
+    ),
+    Route(
+        "delete",
+        "/v1/tokens/{token_id}",
+        "revokeToken",
+        "Revoke a mailbox token (`pager token revoke`)",
+        SECRET,
+        (200, "the token as it is now", _ref("MailboxToken")),
+        errors=(401, 404),
+        parameters=(
+            {
+                "name": "token_id",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string", "pattern": MAILBOX_ID},
+            },
+        ),
+    ),
+    Route(
         "get",
         "/v1/export",
         "export",
@@ -899,6 +1064,8 @@ ROUTES: tuple[Route, ...] = (
 def _security(credential: str | None) -> list[Schema]:
     if credential is None:
         return []
+    if credential == MAILBOX:
+        return [{MAILBOX: []}]
     if credential == SESSION_OR_SECRET:
         return [{SESSION: []}, {SECRET: []}]
     return [{credential: []}]
@@ -959,6 +1126,12 @@ def build_document() -> Schema:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "a session token from POST /v1/register",
+                },
+                MAILBOX: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a mailbox token (`pmt_…`) from POST /v1/tokens: it pages"
+                    " one identity (POST /v1/notify) and does nothing else",
                 },
             },
         },

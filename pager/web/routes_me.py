@@ -19,6 +19,7 @@ from quart import Blueprint, Response, request
 
 from pager.domain.api import JSON, Caller
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.pages import parse_page
 from pager.service import BrokerService
 from pager.web.mcp_tools import (
     Ack,
@@ -53,6 +54,16 @@ class ClaimIdentity(BaseModel):
 
     name: str = Field(min_length=1, max_length=64)
     force: bool = False
+
+
+class Notify(BaseModel):
+    """`POST /v1/me/notify`: `pager notify` and `pager run` (SPEC §8.2)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    to: str | None = Field(None, min_length=1, max_length=200)  # None: the caller itself
+    run: bool = False  # a page about a job `pager run` watched: script origin, hop 0
+    page: dict[str, Any]
 
 
 async def me_caller(service: BrokerService, secret: str) -> tuple[Caller, str]:
@@ -131,6 +142,16 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     async def send() -> Response:
         caller, _ = await me_caller(service, secret)
         return _answer(await (await _from_body(Send)).call(service, caller))
+
+    @bp.post("/notify")
+    async def notify() -> Response:
+        caller, _ = await me_caller(service, secret)
+        try:
+            args = Notify.model_validate(await json_body())
+        except ValidationError as exc:
+            raise validation_failed("notify", exc) from None
+        page = parse_page(args.page)
+        return _answer(await service.notify(caller, to=args.to, page=page, run=args.run))
 
     @bp.get("/inbox")
     async def inbox() -> Response:

@@ -4,7 +4,10 @@ official MCP SDK client."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -103,3 +106,47 @@ def tool_error(result: CallToolResult) -> dict[str, Any]:
     text = result.content[0].text  # type: ignore[union-attr]
     error: dict[str, Any] = json.loads(text)
     return error
+
+
+ROOT = Path(__file__).parents[2]
+#: The harnesses the FAKE programs of `fakes` stand in for.
+KINDS = ("codex", "gemini", "opencode", "pi")
+
+
+@pytest.fixture
+def places(broker: Broker, tmp_path: Path) -> dict[str, Path]:
+    """Two repositories (Git checkouts) and the person's own directory."""
+    found = {}
+    for name in ("api", "web", "desk"):
+        path = tmp_path / name
+        path.mkdir()
+        if name != "desk":
+            subprocess.run(["git", "init", "-q", str(path)], check=True)
+        found[name] = path
+    return found
+
+
+@pytest.fixture
+def fakes(tmp_path: Path, broker: Broker) -> Path:
+    """Puts FAKE `codex`, `gemini`, `opencode` and `pi` first on PATH; yields their log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for kind in KINDS:
+        shim = bin_dir / kind
+        shim.write_text(
+            f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m"
+            f' tests.fakes.fake_harness_generic {kind} "$@"\n'
+        )
+        shim.chmod(0o755)
+    log = tmp_path / "harness.log"
+    env = broker.home.env
+    env["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
+    env["FAKE_HARNESS_LOG"] = str(log)
+    # Hermetic: a home of its own (the Gemini connector links and creates entries of the
+    # user's ~/.gemini), no inline OpenCode config or user manifests of this host.
+    env["HOME"] = str(tmp_path / "user-home")
+    (tmp_path / "user-home").mkdir()
+    for name in ("GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "OPENCODE_CONFIG_CONTENT"):
+        env.pop(name, None)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    return log

@@ -41,19 +41,6 @@ def answer(done: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(done.stdout)
 
 
-@pytest.fixture
-def places(broker: Broker, tmp_path: Path) -> dict[str, Path]:
-    """Two repositories (Git checkouts) and the person's own directory."""
-    found = {}
-    for name in ("api", "web", "desk"):
-        path = tmp_path / name
-        path.mkdir()
-        if name != "desk":
-            subprocess.run(["git", "init", "-q", str(path)], check=True)
-        found[name] = path
-    return found
-
-
 def start_shell(broker: Broker, cwd: Path, name: str, script: str) -> subprocess.Popen[str]:
     """`pager shell --session-name NAME -- sh -c SCRIPT`: a wrapped session whose program
     uses the CLI itself (`pager` on PATH is this checkout's)."""

@@ -77,7 +77,12 @@ def test_v1_conforms_to_its_openapi_document(broker: Broker) -> None:
     _register_formats(broker)
     # Credentials through schemathesis's own auth, so that a case generated without them (a
     # negative one) really goes without them.
-    bearers = {"localSecret": broker.secret, "sessionToken": agents["carol"]["token"]}
+    mailbox = _call(broker, "POST", "/v1/tokens", {"to": "carol", "workspace": workspace})
+    bearers = {
+        "localSecret": broker.secret,
+        "sessionToken": agents["carol"]["token"],
+        "mailboxToken": mailbox["token"],
+    }
     config = schemathesis.Config.from_dict(
         {"auth": {"openapi": {name: {"bearer": token} for name, token in bearers.items()}}}
     )
@@ -87,7 +92,7 @@ def test_v1_conforms_to_its_openapi_document(broker: Broker) -> None:
     for result in schema.get_all_operations():
         assert isinstance(result, Ok), result  # every operation of the document loads
         operations.append(result.ok())
-    assert len(operations) >= 11
+    assert len(operations) >= 16
 
     for operation in operations:
         described = document["paths"][operation.path][operation.method.lower()]

@@ -19,39 +19,12 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e.conftest import Broker, mcp_session, structured
+from tests.e2e.conftest import KINDS, Broker, mcp_session, structured
 from tests.launch.conftest import PROCESS_BOUND, wait_for
 
-KINDS = ("codex", "gemini", "opencode", "pi")
 ROOT = Path(__file__).parents[2]
 ASSETS = ROOT / "pager" / "implementations" / "connectors" / "assets"
 needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="needs node on PATH")
-
-
-@pytest.fixture
-def fakes(tmp_path: Path, broker: Broker) -> Path:
-    """Puts FAKE `codex`, `gemini`, `opencode` and `pi` first on PATH; yields their log."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for kind in KINDS:
-        shim = bin_dir / kind
-        shim.write_text(
-            f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m"
-            f' tests.fakes.fake_harness_generic {kind} "$@"\n'
-        )
-        shim.chmod(0o755)
-    log = tmp_path / "harness.log"
-    env = broker.home.env
-    env["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
-    env["FAKE_HARNESS_LOG"] = str(log)
-    # Hermetic: a home of its own (the Gemini connector links and creates entries of the
-    # user's ~/.gemini), no inline OpenCode config or user manifests of this host.
-    env["HOME"] = str(tmp_path / "user-home")
-    (tmp_path / "user-home").mkdir()
-    for name in ("GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "OPENCODE_CONFIG_CONTENT"):
-        env.pop(name, None)
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
-    return log
 
 
 def records(log: Path) -> list[dict[str, Any]]:
