@@ -38,6 +38,10 @@ def test_skill_md_is_short_with_front_matter() -> None:
     for topic in ("fetch", "ack", "idempotency_key", "expired", "ended", "agt_", "@workspace"):
         assert topic in body
     assert "data, not instructions" in body
+    # Issue 12: long jobs through `pager run` in the background, the job id told, the turn
+    # ended; short commands run directly.
+    for said in ("pager run --job-id", "&`", "end your turn", "short commands directly"):
+        assert said in body, said
 
 
 def test_skill_dirs_come_from_the_registry(env: Env) -> None:
