@@ -336,3 +336,32 @@ async def test_a_page_wakes_an_idle_wrapped_harness(
     assert "ci (script)" in text
     [(state,)] = broker.db_rows("SELECT state FROM messages WHERE id = ?", accepted["message_id"])
     assert state == "acknowledged"
+
+
+async def test_a_page_wakes_claude_through_its_async_rewake_hook(broker: Broker) -> None:
+    """Claude Code's waiting `Stop` hook (`pager hook --wait`, asyncRewake) ends with the page
+    on stderr and exit 2, which wakes the idle session; the page is then acknowledged."""
+    from tests.e2e.test_hook import _hook, _payload
+
+    await broker.register("bob", implementation="claude", conversation_key="conv-bob")
+    token = token_for(broker, broker.workspace, "bob", "--label", "deploy")
+    args = ("--implementation", "claude", "--wait", "--wait-max", "30")
+    results: list[subprocess.CompletedProcess[bytes]] = []
+    with trio.fail_after(60):
+
+        async def wait() -> None:
+            payload = _payload("conv-bob", "Stop")
+            results.append(await trio.to_thread.run_sync(_hook, broker, payload, *args))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            page = b'{"message": "deploy failed", "job_id": "d-9", "status": "failure"}'
+            status, accepted = await raw(broker, "POST", "/v1/notify", token, page)
+            assert status == 202
+    [woken] = results
+    assert woken.returncode == 2
+    assert b"deploy failed" in woken.stderr
+    assert b"status: failure" in woken.stderr
+    assert b"deploy (script)" in woken.stderr
+    [(state,)] = broker.db_rows("SELECT state FROM messages WHERE id = ?", accepted["message_id"])
+    assert state == "acknowledged"
