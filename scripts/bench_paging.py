@@ -2,7 +2,9 @@
 
 - `pager notify` (as the person, in a workspace) against a bare interpreter that imports json
   and http.client, alternating: <= 1.5x. `pager notify --token` (no state directory used) too.
-- `pager run -- true` against `true`, alternating (the run's page included): adds <= 100 ms.
+- `pager run -- true` against `true`, alternating (the run's page included): adds <= 100 ms;
+  also as installed from the wheel (what `pipx install .` gives: no editable install's finder
+  imported at every start), beside that environment's bare interpreter.
 - `POST /v1/notify` with a mailbox token, one kept-alive client, sequential: p50 <= 5 ms
   (p99 recorded), alternating with `POST /v1/me/send` (a plain send through the same route
   stack) as the yardstick of the moment: these machines' speed drifts by a third in minutes.
@@ -58,6 +60,31 @@ def side_by_side(
         base.append(timed(baseline, env, cwd))
         progress(f"{name} {run + 1}/{runs}")
     return measured, base
+
+
+def wheel_install(tmp: Path) -> Path:
+    """`pager` as `pipx install .` leaves it (without its dependencies, which the commands
+    measured here never import): the wheel of the tracked files in a fresh environment, so
+    not this checkout's editable install and its import-time finder. Its `bin`. Offline, as
+    tests/launch/test_wheel_install.py builds it."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                             check=True).stdout.decode().split("\0")  # fmt: skip
+    source = tmp / "source"
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp / "wheels"),
+                    str(source)], check=True, capture_output=True)  # fmt: skip
+    [wheel] = (tmp / "wheels").glob("pager-*.whl")
+    fresh = tmp / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True)
+    subprocess.run([*pip, "--python", str(fresh / "bin" / "python"), "install", "--no-deps",
+                    str(wheel)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run([str(fresh / "bin" / "python"), "-m", "compileall", "-q", str(fresh)],
+                   check=True, capture_output=True)  # fmt: skip
+    return fresh / "bin"
 
 
 def notify_latency(
@@ -133,6 +160,14 @@ def main() -> int:
                 "pager run -- true", [PAGER, "run", "--", true], [true], env, workspace, runs
             )
             secret = (Path(env["PAGER_HOME"]) / "secret").read_text().strip()
+            progress("building the wheel")
+            fresh = wheel_install(Path(tmp) / "wheel")
+            # No PYTHONPATH: `pager run` needs only the standard library (the broker runs).
+            ran_installed = side_by_side(
+                "pager run -- true (wheel)", [str(fresh / "pager"), "run", "--", true],
+                [str(fresh / "python"), "-I", "-c", "import json, http.client"], env,
+                workspace, runs,
+            )  # fmt: skip
             latency, sends = notify_latency(url, token, secret, workspace, me, NOTIFY_REQUESTS)
         finally:
             subprocess.run([PAGER, "exit"], env=env, capture_output=True, check=False)
@@ -147,6 +182,8 @@ def main() -> int:
         "run_true_ms": ms(med(ran[0])),
         "true_ms": ms(med(ran[1])),
         "run_overhead_ms": ms(med(ran[0]) - med(ran[1])),
+        "run_true_wheel_ms": ms(med(ran_installed[0])),
+        "bare_wheel_ms": ms(med(ran_installed[1])),
         "post_notify_p50_ms": ms(percentile(latency, 50)),
         "post_notify_p99_ms": ms(percentile(latency, 99)),
         "post_me_send_p50_ms": ms(percentile(sends, 50)),
@@ -161,6 +198,9 @@ def main() -> int:
         ("`pager run -- true` minus `true`, medians",
          f"{results['run_true_ms']} ms - {results['true_ms']} ms = "
          f"{results['run_overhead_ms']} ms", "<= 100 ms"),
+        ("the same, `pager` installed from the wheel (no editable finder) / its bare"
+         " interpreter", f"{results['run_true_wheel_ms']} ms / {results['bare_wheel_ms']} ms",
+         "(`true` itself: ~1 ms)"),
         (f"`POST /v1/notify`, {NOTIFY_REQUESTS} sequential, p50 / p99",
          f"{results['post_notify_p50_ms']} ms / {results['post_notify_p99_ms']} ms", "p50 <= 5 ms"),
         ("`POST /v1/me/send` (a plain send, alternating with the pages), p50 / p99",
