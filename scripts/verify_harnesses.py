@@ -21,11 +21,15 @@ No model is reached: every harness runs with a throwaway HOME (no credentials of
 dummy key aimed at a local *recorder*, a loopback HTTP server that records each model request
 and refuses it (HTTP 400). So a check can see what would have reached the model: the mail a hook
 or plugin added, and Pager's tools among the tools offered. Mail is sent to each launch's
-session by a second session and followed to `acknowledged`.
+session by a second session and followed to `acknowledged`. For OpenCode and Pi, a prompt is
+then typed into the same session (OpenCode's HTTP API, Pi's RPC `prompt`), and the broker's
+`pager.db` (read-only) must show the identity's loop-guard cause set by the delivery and cleared
+by the typed prompt's report (SPEC §8.1).
 
 With --keep, the run directory (`.cache/harnesses/run-*`) stays: the broker's log, each
-harness's home and workspace, Claude Code's debug logs, Gemini CLI's output and the recorded
-model requests (`workspace-<id>/model-requests.jsonl`).
+harness's home and workspace, Claude Code's debug logs, the output of Gemini CLI, of
+`opencode serve` and of Pi's RPC mode, and the recorded model requests
+(`workspace-<id>/model-requests.jsonl`).
 
 Not part of `./scripts/test`: it needs npm, several hundred MB of packages and a few minutes.
 Exit status: 0 when nothing was rejected, 1 when something was, 2 on a usage error.
@@ -45,6 +49,7 @@ import shlex
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -94,6 +99,7 @@ PACKAGES = {
 }
 ACCEPTED, REJECTED, UNCHECKED = "accepted", "rejected", "could not check"
 MAIL_BOUND = 45.0  # seconds for mail to reach `acknowledged` through a harness
+PROMPT_BOUND = 30.0  # seconds for a typed prompt's report to clear the loop-guard cause
 
 
 # ---------------------------------------------------------------------------------- recorder
@@ -307,6 +313,29 @@ class Broker:
             time.sleep(0.5)
             state = self.state(workspace, message_id)
         return state
+
+    def cause(self, agent_id: str) -> tuple[Any, Any]:
+        """The identity's loop-guard cause (`cause_hop`, `cause_id`) as the broker's `pager.db`
+        holds it (SPEC §8.1), read read-only: (None, None) once a typed prompt has cleared it."""
+        uri = self.paths.database.as_uri() + "?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+            row = conn.execute(
+                "SELECT cause_hop, cause_id FROM identities WHERE id = ?", (agent_id,)
+            ).fetchone()
+        if row is None:
+            raise Unchecked(f"the identity {agent_id} is not in the broker's pager.db")
+        return row[0], row[1]
+
+    def wait_cause_cleared(self, agent_id: str, bound: float = PROMPT_BOUND) -> float | None:
+        """Seconds until the identity's cause was NULL, or None if it still was not after
+        `bound`."""
+        start = time.monotonic()
+        while True:
+            if self.cause(agent_id) == (None, None):
+                return time.monotonic() - start
+            if time.monotonic() - start > bound:
+                return None
+            time.sleep(0.5)
 
 
 # ----------------------------------------------------------------------------------- launch
@@ -1100,11 +1129,12 @@ def check_opencode(ctx: Context) -> list[Check]:
     port = _free_port()
     args = ["serve", "--port", str(port), "--print-logs", "--log-level", "DEBUG"]
     with ctx.launch(args) as launch:
+        url = f"http://127.0.0.1:{port}"
+        process = Process(launch.argv, launch.env, ctx.workspace)
+        delivered: dict[str, str] = {}  # the OpenCode session and the message the plugin added
+        try:
 
-        def plugin() -> str:
-            process = Process(launch.argv, launch.env, ctx.workspace)
-            url = f"http://127.0.0.1:{port}"
-            try:
+            def plugin() -> str:
                 process.expect(lambda _s, line: "listening on" in line, 60, "the server")
                 status, created = request_json(url, "POST", "/session", body={}, timeout=30)
                 if status != 200:
@@ -1118,24 +1148,114 @@ def check_opencode(ctx: Context) -> list[Check]:
                 state = ctx.broker.wait_state(ctx.workspace, message)
                 with contextlib.suppress(Rejected):
                     ctx.model.wait_for("pager_whoami", 20)  # the turn's request, with the tools
-            finally:
-                process.stop()
-            errors = _grep("".join(process.output), r"(?i)plugin.*(error|fail)")
-            if errors:
-                raise Rejected("\n".join(errors[:5]))
-            if state != "acknowledged":
-                raise Rejected(f"the mail was added to the session but is {state}")
-            roles = [m["info"]["role"] for m in found]
-            return (
-                "the plugin loaded with `opencode serve`, followed the session created over"
-                " its HTTP API and, when mail arrived, added it as a user message starting"
-                f" 'Pager delivered 1 message(s)' and OpenCode started a turn (messages:"
-                f" {', '.join(roles)}) whose model request (POST {path}) carried it;"
-                " acknowledged"
-            )
+                errors = _grep("".join(process.output), r"(?i)plugin.*(error|fail)")
+                if errors:
+                    raise Rejected("\n".join(errors[:5]))
+                if state != "acknowledged":
+                    raise Rejected(f"the mail was added to the session but is {state}")
+                delivered.update(session=session, message=message)
+                roles = [m["info"]["role"] for m in found]
+                return (
+                    "the plugin loaded with `opencode serve`, followed the session created over"
+                    " its HTTP API and, when mail arrived, added it as a user message starting"
+                    f" 'Pager delivered 1 message(s)' and OpenCode started a turn (messages:"
+                    f" {', '.join(roles)}) whose model request (POST {path}) carried it;"
+                    " acknowledged"
+                )
 
-        checks.append(ctx.check("Pager's plugin: mail into an idle session", launch, plugin))
+            checks.append(ctx.check("Pager's plugin: mail into an idle session", launch, plugin))
+
+            def typed_prompt() -> str:
+                if not delivered:
+                    raise Unchecked("the mail check did not get as far as a delivery, so there"
+                                    " is no loop-guard cause to clear")  # fmt: skip
+                agent, session = str(launch.session["agent_id"]), delivered["session"]
+                before = _cause_after_delivery(
+                    ctx, agent, delivered["message"], "the plugin's own mail prompt"
+                )
+                text = "verify: a prompt the person typed"
+                answer: dict[str, Any] = {}
+
+                def prompt() -> None:  # answers when the turn has ended (the model refused)
+                    try:
+                        answer["reply"] = request_json(
+                            url, "POST", f"/session/{session}/message",
+                            body={"parts": [{"type": "text", "text": text}]}, timeout=120,
+                        )  # fmt: skip
+                    except BrokerUnreachable as exc:
+                        answer["error"] = str(exc)
+
+                sending = threading.Thread(target=prompt, daemon=True)
+                sending.start()
+                cleared = ctx.broker.wait_cause_cleared(agent)
+                sending.join(30)
+                _, listed = request_json(url, "GET", f"/session/{session}/message", timeout=10)
+                users = [
+                    m for m in (listed if isinstance(listed, list) else [])
+                    if m["info"]["role"] == "user"
+                    and any(part.get("text") == text for part in m.get("parts", []))
+                ]  # fmt: skip
+                answered = _opencode_answer(answer)
+                if not users:
+                    raise Unchecked(f"OpenCode did not add the prompt to the session ({answered})")
+                if cleared is None:
+                    hop, cause = ctx.broker.cause(agent)
+                    raise Rejected(
+                        f"after the plugin's own mail prompt the cause was {before}, as it should"
+                        f" be; then a prompt typed over OpenCode's HTTP API (POST"
+                        f" /session/{{id}}/message, {answered}) became a user message of the"
+                        f" session, but {PROMPT_BOUND:.0f} s later the identity's cause was"
+                        f" still cause_hop {hop}, cause_id {cause}: the plugin did not report"
+                        " it (POST /v1/sessions/current/prompted never cleared it)"
+                    )
+                carried = ""
+                with contextlib.suppress(Rejected):
+                    carried = f"; its model request (POST {ctx.model.wait_for(text, 20)[0]})"
+                    carried += " carried the prompt unchanged"
+                return (
+                    f"after the plugin's own mail prompt ('Pager delivered …') and its turn the"
+                    f" identity's cause was still set ({before}): the delivery did not count as"
+                    f" typed; a prompt typed as the TUI sends it (POST /session/{{id}}/message"
+                    f" with a text part, {answered}) became a user message and the cause was"
+                    f" NULL {cleared:.1f} s after it was sent (the plugin's chat.message hook"
+                    f" reported it with POST /v1/sessions/current/prompted){carried}"
+                )
+
+            checks.append(
+                ctx.check("Pager's plugin: a typed prompt restarts the chain", launch, typed_prompt)
+            )
+        finally:
+            process.stop()
+            output = launch.redact("".join(process.output))
+            (ctx.workspace / "opencode-serve.log").write_text(output)  # for --keep
     return checks
+
+
+def _opencode_answer(answer: dict[str, Any]) -> str:
+    """What OpenCode answered a prompt (POST /session/{id}/message), in a few words."""
+    if "error" in answer:
+        return f"the request failed: {answer['error']}"
+    if "reply" not in answer:
+        return "no answer yet"
+    status, reply = answer["reply"]
+    info = reply.get("info", {}) if isinstance(reply, dict) else {}
+    error = info.get("error") or {}
+    refused = f", the turn ending with {error.get('name')}" if error else ""
+    return f"answered {status} with an {info.get('role', '?')} message{refused}"
+
+
+def _cause_after_delivery(ctx: Context, agent_id: str, message: str, what: str) -> str:
+    """The identity's cause after the harness's own delivery of `message` (which set it when
+    the broker delivered it): Rejected if the delivery counted as a typed prompt."""
+    time.sleep(3)  # longer than the connector lets a report hold a prompt (REPORT_WAIT_MS)
+    hop, cause = ctx.broker.cause(agent_id)
+    if cause is None:
+        raise Rejected(
+            f"the mail was delivered (which sets the cause), but after {what} the identity's"
+            " cause was already NULL: the delivery was reported as a prompt the person typed"
+        )
+    which = "the delivered message" if cause == message else f"not the delivered {message}"
+    return f"cause_hop {hop}, cause_id {cause} ({which})"
 
 
 def _opencode_wait(url: str, session: str, message: str) -> list[dict[str, Any]]:
@@ -1214,6 +1334,8 @@ def check_pi(ctx: Context) -> list[Check]:
 
             checks.append(ctx.check("extension: Pager's tools registered", launch, tools))
 
+            delivered: list[str] = []  # the message the extension delivered
+
             def mail() -> str:
                 body = "verify: pi extension"
                 message = ctx.broker.send(ctx.workspace, launch.address, body)
@@ -1234,6 +1356,7 @@ def check_pi(ctx: Context) -> list[Check]:
                 errors = _grep("".join(process.output), r'"type":"extension_error"')
                 if errors:
                     raise Rejected("\n".join(errors[:5]))
+                delivered.append(message)
                 return (
                     "mail sent to the idle session arrived as a custom 'pager' message and"
                     f" started a turn whose model request (POST {path}) carried it;"
@@ -1241,8 +1364,67 @@ def check_pi(ctx: Context) -> list[Check]:
                 )
 
             checks.append(ctx.check("extension: mail wakes the idle session", launch, mail))
+
+            def typed_prompt() -> str:
+                if not delivered:
+                    raise Unchecked("the mail check did not get as far as a delivery, so there"
+                                    " is no loop-guard cause to clear")  # fmt: skip
+                agent = str(launch.session["agent_id"])
+
+                def ended() -> bool:
+                    return '"type":"agent_end"' in "".join(process.output)
+
+                deadline = time.monotonic() + 30
+                while not ended() and time.monotonic() < deadline:
+                    time.sleep(0.5)  # the mail's turn ends (a prompt while busy is refused)
+                if not ended():
+                    raise Unchecked("the mail's turn did not end within 30 s:\n" + process.tail())
+                before = _cause_after_delivery(
+                    ctx, agent, delivered[0], "the extension's own delivery and its turn"
+                )
+                text = "verify: a prompt the person typed"
+                process.write(json.dumps({"type": "prompt", "message": text}))
+                line = process.expect(
+                    lambda _s, out: '"command":"prompt"' in out and '"type":"response"' in out,
+                    30,
+                    "Pi's response to the prompt command",
+                )
+                response = _json(line) or {}
+                if not response.get("success"):
+                    raise Unchecked(f"Pi refused the prompt command: {line}")
+                cleared = ctx.broker.wait_cause_cleared(agent)
+                if cleared is None:
+                    hop, cause = ctx.broker.cause(agent)
+                    raise Rejected(
+                        f"after the extension's own delivery the cause was {before}, as it"
+                        ' should be; then Pi accepted an RPC prompt (`{"type": "prompt"}`,'
+                        f" answered {line.strip()}), but {PROMPT_BOUND:.0f} s later the"
+                        f" identity's cause was still cause_hop {hop}, cause_id {cause}: the"
+                        " extension's `input` handler did not report it"
+                    )
+                errors = _grep("".join(process.output), r'"type":"extension_error"')
+                if errors:
+                    raise Rejected("\n".join(errors[:5]))
+                carried = ""
+                with contextlib.suppress(Rejected):
+                    carried = f"; its model request (POST {ctx.model.wait_for(text, 20)[0]})"
+                    carried += " carried the prompt unchanged (the input went on)"
+                return (
+                    "after the extension's own delivery (pi.sendMessage) and its turn the"
+                    f" identity's cause was still set ({before}): the delivery did not count as"
+                    ' typed; then Pi took an RPC prompt ({"type": "prompt"}, an `input` event of'
+                    ' source "rpc"; Pi answered success) and the cause was NULL'
+                    f" {cleared:.1f} s after Pi answered (the extension reported it with POST"
+                    f" /v1/sessions/current/prompted){carried}"
+                )
+
+            checks.append(
+                ctx.check("extension: a typed prompt restarts the chain", launch, typed_prompt)
+            )
         finally:
             process.stop()
+            output = launch.redact("".join(process.output))
+            (ctx.workspace / "pi-rpc.log").write_text(output)  # for --keep
     return checks
 
 

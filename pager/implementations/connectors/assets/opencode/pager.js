@@ -16,8 +16,9 @@
 // the root session whose text (without the parts OpenCode adds itself) is neither such a delivery
 // (DELIVERY_PREFIX) nor Pager's wake text ("[pager]…"), it POSTs /v1/sessions/current/prompted,
 // and the session's next send starts a new chain. It waits at most REPORT_WAIT_MS for the broker
-// and never fails the prompt. Checked against the fake host of tests/fakes/fake_harness_generic.py
-// only, not yet in a real OpenCode.
+// and never fails the prompt. Checked in a real OpenCode (1.18.33) by scripts/verify_harnesses.py
+// (a prompt sent over the TUI's HTTP API is reported; the plugin's own delivery is not), the
+// other cases against the fake host of tests/fakes/fake_harness_generic.py.
 //
 // Only one export: OpenCode 1.x calls every exported function of a plugin module.
 

@@ -13,8 +13,9 @@
 //     not pass there) with text that does not start with Pager's "[pager]" and a source other
 //     than "extension", it POSTs /v1/sessions/current/prompted, so the session's next send starts
 //     a new chain. It waits at most REPORT_WAIT_MS for the broker, always lets the input go on
-//     and never throws. Checked against the fake host of tests/fakes/fake_harness_generic.py
-//     only, not yet in a real Pi.
+//     and never throws. Checked in a real Pi (0.73.1) by scripts/verify_harnesses.py (an RPC
+//     prompt is reported; the sendMessage delivery is not), the other cases against the fake
+//     host of tests/fakes/fake_harness_generic.py.
 //
 // Checked in a real Pi (0.73.1) by scripts/verify_harnesses.py: the tools are registered and
 // offered to the model, and mail wakes an idle session; see docs/implementations/pi.md. Written
