@@ -15,7 +15,6 @@ from typing import Any
 
 import attrs
 import trio
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
@@ -25,6 +24,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pager.domain.api import JSON, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
 from pager.versions import VERSION
+from pager.web import _compat
 from pager.web.dispatch import current_caller, current_hangup
 from pager.web.guard import ASGIApp, allowed_hosts
 from pager.web.mcp_tools import TOOLS, ToolArgs
@@ -58,8 +58,10 @@ def create_mcp(
     port: int,
     request_cap: int,
     display_cap: int = DISPLAY_CAP,
+    shims: _compat.ShimReport | None = None,
 ) -> McpEndpoint:
-    """The MCP endpoint for a broker listening on `host:port`."""
+    """The MCP endpoint for a broker listening on `host:port`; the SDK shims it applies
+    (pager/web/_compat.py) are recorded in `shims`, which warns of any not in effect."""
     hosts = sorted(allowed_hosts(host, port))
     # MCPServer calls logging.basicConfig(INFO): a no-op once `pager serve` configured logging.
     server: MCPServer[Any] = _PagerServer(
@@ -71,12 +73,6 @@ def create_mcp(
         # publishes nothing on it, and such a stream would hold up a graceful shutdown.
         subscriptions=False,
     )
-    # The SDK wraps every message in an OpenTelemetry span, "a no-op until an exporter is
-    # installed"; Pager installs none, and the span still costs each tool call (~3% of the
-    # broker's CPU per call under load). Its documented opt-out: drop it from the chain.
-    server.middleware[:] = [
-        m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)
-    ]
     # The Starlette app is not served: the dispatcher calls the session manager directly, so
     # nothing but /mcp is mounted (no OAuth metadata routes, no trailing-slash redirect).
     server.streamable_http_app(
@@ -91,12 +87,14 @@ def create_mcp(
         host=host,
     )
     manager = server.session_manager
+    report = _compat.ShimReport() if shims is None else shims
+    # On the served low-level server, drop the SDK's OpenTelemetry span per message (Pager
+    # installs no exporter) and, while no Pager tool declares an `x-mcp-header`, its walk of
+    # the called tool's schema for them. See pager/web/_compat.py.
+    report.record(_compat.drop_otel_middleware(manager.app))
     schemas = [spec.input_schema() for spec in TOOLS]
     if not any(_declares_header_params(schema) for schema in schemas):
-        # The SDK checks each call's `Mcp-Param-*` headers against the tool's `x-mcp-header`
-        # declarations, walking its input schema twice per call (~2% of the broker's CPU per
-        # call). No Pager tool declares one, so there is nothing to check: say so up front.
-        manager.app.get_tool_input_schema = _no_schema
+        report.record(_compat.skip_param_header_check(manager.app))
     return McpEndpoint(app=manager.handle_request, api=api, run=manager.run)
 
 
@@ -121,10 +119,6 @@ TOOL_NAMES = frozenset(spec.name for spec in TOOLS)
 
 def _declares_header_params(schema: dict[str, Any]) -> bool:
     return "x-mcp-header" in json.dumps(schema)
-
-
-def _no_schema(name: str) -> None:
-    return None
 
 
 class _OwnValidation(FuncMetadata):

@@ -16,7 +16,7 @@ from hypercorn.trio import serve
 from quart import Blueprint
 
 from pager.launch.proof import health_proof
-from pager.web import idle_timer
+from pager.web import _compat
 from pager.web.app import create_app
 from pager.web.dispatch import McpDispatcher
 from pager.web.guard import EdgeGuard
@@ -90,10 +90,14 @@ async def run_web_server(
     api: MessagingApi | None = None,
     blueprints: Sequence[Blueprint] = (),
     display_cap: int = 4096,
+    shims: _compat.ShimReport | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until `shutdown_trigger` returns (a graceful stop: returns normally).
-    With `api`, `/mcp` is served too, its tools calling `api`."""
+    With `api`, `/mcp` is served too, its tools calling `api`. Whether each shim on a
+    dependency's internals took effect is recorded in `shims` (pager/web/_compat.py): the
+    Hypercorn one at start, the MCP SDK ones when `/mcp` is first asked for."""
+    shims = _compat.check_shims(shims)
     port = sock.getsockname()[1]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     address, instance = url.removeprefix("http://"), str(health.get("instance_id", ""))
@@ -111,12 +115,11 @@ async def run_web_server(
     )
     lazy: LazyMcp | None = None
     if api is not None:
-        lazy = LazyMcp(partial(_build_mcp, api, host, port, request_cap, display_cap))
+        lazy = LazyMcp(partial(_build_mcp, api, host, port, request_cap, display_cap, shims))
         # The edge guard stays outermost; the dispatcher authenticates /mcp behind it.
         assert isinstance(app, EdgeGuard)
         app.app = McpDispatcher(web=app.app, mcp=lazy.app, api=api)
     config = hypercorn_config(sock)
-    idle_timer.install()
     async with trio.open_nursery() as outer:
         if lazy is not None:
             await outer.start(lazy.run)
@@ -130,8 +133,20 @@ async def run_web_server(
 
 
 def _build_mcp(
-    api: MessagingApi, host: str, port: int, request_cap: int, display_cap: int
+    api: MessagingApi,
+    host: str,
+    port: int,
+    request_cap: int,
+    display_cap: int,
+    shims: _compat.ShimReport,
 ) -> McpEndpoint:
     from pager.web.mcp import create_mcp  # the MCP SDK: imported on first use, in a thread
 
-    return create_mcp(api, host=host, port=port, request_cap=request_cap, display_cap=display_cap)
+    return create_mcp(
+        api,
+        host=host,
+        port=port,
+        request_cap=request_cap,
+        display_cap=display_cap,
+        shims=shims,
+    )
