@@ -98,10 +98,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     mcp.add_argument("--workspace", help="workspace directory (env PAGER_WORKSPACE; the cwd)")
     mcp.add_argument("--no-hold-lease", action="store_true", help="let an idle session lapse")
     mcp.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    from pager import everyday, operator_cli, paging_cli, run_job
+    from pager import everyday, operator_cli, paging_cli, run
 
     everyday.add_commands(commands)
-    run_job.add_command(commands)
+    run.add_command(commands)
     operator_cli.add_commands(commands)
     paging_cli.add_commands(commands)
     commands.add_parser(
@@ -155,10 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "help":
         return cmd_help(parser, args.topic)
     if args.command not in handlers and args.command is not None:
-        from pager import everyday, operator_cli, paging_cli, run_job
+        from pager import everyday, operator_cli, paging_cli, run
 
         handlers.update(everyday.HANDLERS)
-        handlers["run"] = run_job.cmd_run
+        handlers["run"] = run.cmd_run
         handlers.update(operator_cli.HANDLERS)
         handlers.update(paging_cli.HANDLERS)
     try:
