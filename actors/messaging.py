@@ -2,7 +2,8 @@
 the sweeper that applies the retention windows.
 
 Started as one child of the broker tree; its started value is the `BrokerService` the web
-edge calls. A crash anywhere in here fails the child as a whole, and the supervisor restarts
+edge calls, which reads the roster through `reads` (a read-only connection the caller opens
+and closes). A crash anywhere in here fails the child as a whole, and the supervisor restarts
 it (with the web child after it); state comes back from the store.
 """
 
@@ -23,6 +24,7 @@ from pager.config import Config
 from pager.domain.clock import WallClock
 from pager.domain.workspace import Workspace
 from pager.implementations.manifest import Wake
+from pager.operator import ReadViews
 from pager.service import BrokerService
 from pager.store import messaging as ms
 
@@ -33,6 +35,7 @@ async def run_messaging(
     providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]],
     config: Config,
     clock: WallClock,
+    reads: ReadViews,
     resolve: Callable[[str], Awaitable[Workspace]] | None = None,
     task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -62,7 +65,9 @@ async def run_messaging(
         sweeper_deps = SweeperDeps(directory, store, timers, clock, config.windows)
         # Its first sweep runs before the service is handed out.
         await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
-        task_status.started(BrokerService(directory, store, config, clock, resolve=resolve))
+        task_status.started(
+            BrokerService(directory, store, config, clock, reads=reads, resolve=resolve)
+        )
 
 
 def _wake_of(implementation: str) -> Wake | None:

@@ -382,8 +382,21 @@ def cmd_whoami(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: Agents per roster request of `pager who` (the most the broker gives in one page).
+WHO_PAGE = 500
+
+
 def cmd_who(args: argparse.Namespace) -> int:
-    roster = Me().call("GET", f"/roster?scope={'all' if args.all else 'workspace'}")
+    from urllib.parse import urlencode
+
+    me = Me()
+    query = {"scope": "all" if args.all else "workspace", "limit": str(WHO_PAGE)}
+    roster = me.call("GET", f"/roster?{urlencode(query)}")
+    agents = roster["agents"]
+    while roster.get("next_cursor"):  # every page, so the listing is the whole roster
+        roster = me.call("GET", f"/roster?{urlencode({**query, 'cursor': roster['next_cursor']})}")
+        agents += roster["agents"]
+    roster = {"scope": roster["scope"], "agents": agents}
     if args.json:
         _print_json(roster)
         return EXIT_OK

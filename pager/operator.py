@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import trio
 
-from actors._runtime import ActorRef
+from actors._runtime import ActorRef, off_loop
 from actors.directory import (
     ArchiveIdentity,
     DirectoryMessage,
@@ -50,17 +51,22 @@ OPERATOR_REASON = "operator"
 
 
 class ReadViews:
-    """The operator's read-only connection: opened on first use, one user at a time."""
+    """A read-only connection for views (the operator's; the messaging service has one of its
+    own for the roster): opened on first use, one user at a time.
 
-    def __init__(self, database: Path) -> None:
+    `inline` runs reads on the event loop: only for tests on trio's mock clock, where a
+    worker thread would let the clock jump while the read runs (as `CheckpointActor`'s)."""
+
+    def __init__(self, database: Path, *, inline: bool = False) -> None:
         self._database = database
         self._conn: sqlite3.Connection | None = None
         self._lock = trio.Lock()
+        self._inline = inline
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(conn)` in a worker thread, inside one read transaction (a consistent view)."""
         async with self._lock:
-            return await trio.to_thread.run_sync(self._run, fn)
+            return await off_loop(partial(self._run, fn), inline=self._inline)
 
     def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._conn is None:

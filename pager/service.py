@@ -45,8 +45,11 @@ from pager.domain.names import (
 )
 from pager.domain.pages import Page
 from pager.domain.records import Delivery, Identity, Message
+from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
+from pager.operator import ReadViews
 from pager.store import messaging as ms
+from pager.store import views
 from pager.wire import RegisterRequest, message_json
 
 T = TypeVar("T")
@@ -57,6 +60,10 @@ MAX_WAIT_S = 60.0
 IDENTITY_REFS_KEPT = 1024
 #: Messages one hook run claims at most (what does not fit its size limit is handed back).
 HOOK_BATCH = 10
+#: Roster page sizes (SPEC §8 `roster`: `limit`), and the view its cursors name.
+ROSTER_LIMIT = 100
+ROSTER_MAX = 500
+ROSTER_VIEW = "roster"
 
 
 class BrokerService:
@@ -67,6 +74,7 @@ class BrokerService:
         config: Config,
         clock: WallClock,
         *,
+        reads: ReadViews,
         resolve: Callable[[str], Awaitable[Workspace]] | None = None,
     ) -> None:
         self.directory = directory
@@ -75,6 +83,9 @@ class BrokerService:
         # still decides every activation; a ref that stopped is asked for again.
         self._identity_refs: dict[str, ActorRef[IdentityMessage]] = {}
         self.checkpoint = checkpoint
+        # Reads that scan or page (the roster) go to a read-only connection of their own, not
+        # to the checkpoint's writer connection: they never wait for a write, nor delay one.
+        self.reads = reads
         self.config = config
         self.clock = clock
         self._harnesses: dict[str, str] = {}  # harness process -> identity (see _bind_harness)
@@ -334,36 +345,49 @@ class BrokerService:
             "not_applied": [{"token": t, "reason": r} for t, r in result.not_applied],
         }
 
-    async def roster(self, caller: Caller, *, scope: str = "workspace") -> JSON:
+    async def roster(
+        self,
+        caller: Caller,
+        *,
+        scope: str = "workspace",
+        limit: int = ROSTER_LIMIT,
+        cursor: str | None = None,
+    ) -> JSON:
+        """One page of who the caller can reach (SPEC §8 `roster`), by workspace then alias,
+        with `next_cursor` to the next page (None at the end).
+
+        Read on the service's own read-only connection, so it never queues behind a write
+        (nor a write behind it), with the page's waiting counts in one batched count."""
+        after = None if cursor is None else _roster_key(cursor)
+        limit = min(max(limit, 1), ROSTER_MAX)
         attached = await self._attached_ids()
 
         def read(conn: sqlite3.Connection) -> JSON:
             me = _me(conn, caller)
-            identities = ms.list_identities(conn, None if scope == "all" else me.workspace_key)
-            slugs: dict[str, str] = {}
-            agents = []
-            for identity in identities:
-                slug = slugs.get(identity.workspace_key)
-                if slug is None:
-                    slug = slugs[identity.workspace_key] = ms.workspace_slug(
-                        conn, identity.workspace_key
-                    )
-                agents.append(
-                    {
-                        "agent_id": identity.id,
-                        "address": format_address(identity.alias, slug),
-                        "alias": identity.alias,
-                        "implementation": identity.implementation,
-                        "host": self.host,
-                        "attached": identity.id in attached,
-                        "last_seen": iso(identity.last_seen),
-                        "waiting": ms.waiting_count(conn, identity.id),
-                        "you": identity.id == me.id,
-                    }
-                )
-            return {"scope": scope, "agents": agents}
+            entries, last = views.roster(
+                conn,
+                workspace_key=None if scope == "all" else me.workspace_key,
+                limit=limit,
+                after=after,
+            )
+            agents = [
+                {
+                    "agent_id": entry.agent_id,
+                    "address": entry.address,
+                    "alias": entry.alias,
+                    "implementation": entry.implementation,
+                    "host": self.host,
+                    "attached": entry.agent_id in attached,
+                    "last_seen": entry.last_seen,
+                    "waiting": entry.waiting,
+                    "you": entry.agent_id == me.id,
+                }
+                for entry in entries
+            ]
+            next_cursor = None if last is None else encode_cursor(ROSTER_VIEW, "/".join(last))
+            return {"scope": scope, "agents": agents, "next_cursor": next_cursor}
 
-        return await self.checkpoint.read(read)
+        return await self.reads.read(read)
 
     async def history(
         self,
@@ -619,6 +643,20 @@ def _me(conn: sqlite3.Connection, caller: Caller) -> Identity:
     if me is None:
         raise PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
     return me
+
+
+def _roster_key(cursor: str) -> views.RosterKey:
+    """Where the page of a roster cursor starts after; `validation_failed` naming `cursor`
+    for anything `roster` did not hand out."""
+    slug, slash, alias = decode_cursor(ROSTER_VIEW, cursor, str).partition("/")
+    if not slash:  # slugs never hold a slash: the first one ends the slug
+        raise PagerError(
+            ErrorCode.VALIDATION_FAILED,
+            "cursor is not a cursor roster handed out; pass next_cursor from the previous page"
+            " unchanged, or leave it out to start from the first page",
+            parameter="cursor",
+        )
+    return slug, alias
 
 
 def _resolve(

@@ -32,6 +32,7 @@ from pager import store as db
 from pager.config import Config, is_loopback, remote_warning
 from pager.domain.clock import SystemClock, WallClock
 from pager.launch.paths import StatePaths
+from pager.operator import ReadViews
 from pager.service import BrokerService
 from pager.store.events import open_read_only, record_event
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
@@ -177,13 +178,20 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     async def start_messaging(
         *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        await run_messaging(
-            checkpoint=store,
-            providers=hub.get,
-            config=ctx.config,
-            clock=ctx.clock,
-            task_status=task_status,
-        )
+        # The service's own read-only connection (the roster), apart from the operator's.
+        reads = ReadViews(ctx.paths.database)
+        try:
+            await run_messaging(
+                checkpoint=store,
+                providers=hub.get,
+                config=ctx.config,
+                clock=ctx.clock,
+                reads=reads,
+                task_status=task_status,
+            )
+        finally:
+            with trio.CancelScope(shield=True):
+                await reads.aclose()
 
     root = Supervisor(
         "broker",

@@ -49,7 +49,14 @@ class MessagingApi(Protocol):
 
     async def ack(self, caller: Caller, *, tokens: list[str]) -> JSON: ...
 
-    async def roster(self, caller: Caller, *, scope: str = "workspace") -> JSON: ...
+    async def roster(
+        self,
+        caller: Caller,
+        *,
+        scope: str = "workspace",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> JSON: ...
 
     async def history(
         self,

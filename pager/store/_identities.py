@@ -228,21 +228,6 @@ def mark_exchanged(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> Non
     )
 
 
-def list_identities(conn: sqlite3.Connection, workspace_key: str | None) -> list[Identity]:
-    if workspace_key is None:
-        rows = conn.execute(
-            f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE archived_at IS NULL"
-            " ORDER BY alias_key"
-        )
-    else:
-        rows = conn.execute(
-            f"SELECT {_IDENTITY_COLUMNS} FROM identities"
-            " WHERE workspace_key = ? AND archived_at IS NULL ORDER BY alias_key",
-            (workspace_key,),
-        )
-    return [_identity(row) for row in rows]
-
-
 def identity_of_implementation(
     conn: sqlite3.Connection, workspace_key: str, implementation: str
 ) -> Identity | None:

@@ -1,8 +1,9 @@
-"""The operator's read views (SPEC §6): snapshot, agents, one agent, an agent's messages.
+"""The read views (SPEC §6, §8): snapshot, agents, one agent, an agent's messages, the roster.
 
-Sync, read-only functions on a connection. The operator runs them on its own read-only
-connection inside one read transaction per request, so a snapshot is consistent (counts,
-sessions and the event seq from one instant) and never waits for, or holds up, the writer.
+Sync, read-only functions on a connection. The operator (and the messaging service, for the
+roster) runs them on a read-only connection of its own inside one read transaction per
+request, so a snapshot is consistent (counts, sessions and the event seq from one instant) and
+never waits for, or holds up, the writer.
 
 Counts are one aggregate over the partial index `messages_inbox` (queued, claimed, delivered
 and dead mail): a covering index scan that never touches the table, however much acknowledged
@@ -14,6 +15,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import attrs
 
 from pager.domain.clock import iso
 from pager.domain.names import format_address
@@ -264,6 +267,77 @@ def get_agent(conn: sqlite3.Connection, agent_id: str) -> AgentView | None:
     rows = conn.execute(f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} WHERE i.id = ?", (agent_id,))
     found = _agents(conn, rows.fetchall())
     return found[0][0] if found else None
+
+
+@attrs.frozen
+class RosterEntry:
+    """One identity of a roster page (SPEC §8 `roster`), as the store knows it."""
+
+    agent_id: str
+    alias: str
+    address: str
+    implementation: str
+    last_seen: str
+    waiting: int  # queued, claimed and delivered: its mail not yet acknowledged
+
+
+#: Where a roster page starts after: the (workspace slug, alias key) of the last one shown.
+RosterKey = tuple[str, str]
+
+_ROSTER_SELECT = (
+    "SELECT i.id, i.alias, i.alias_key, w.slug, i.implementation, i.last_seen"
+    f" {_AGENT_FROM} WHERE i.archived_at IS NULL"
+)
+
+
+def roster(
+    conn: sqlite3.Connection,
+    *,
+    workspace_key: str | None,
+    limit: int,
+    after: RosterKey | None,
+) -> tuple[list[RosterEntry], RosterKey | None]:
+    """One page of the identities that are not archived (of one workspace, or of every one)
+    by workspace slug then alias, and the key of the last one shown when there are more.
+
+    The key is unique (aliases are unique per workspace, slugs per store), so a page starts
+    exactly after the last one shown whatever was added or removed meanwhile. Two index walks
+    that stop at the limit (the rest of the key's workspace from its alias on, then the
+    workspaces after it), then the waiting counts of the whole page in one batched count."""
+    slug, alias = after or ("", "")
+    scope = "" if workspace_key is None else " AND i.workspace_key = ?"
+    params: tuple[str, ...] = () if workspace_key is None else (workspace_key,)
+    rows: list[Any] = []
+    if after is not None:  # the rest of the last one's workspace
+        rows += conn.execute(
+            f"{_ROSTER_SELECT}{scope} AND w.slug = ? AND i.alias_key > ?"
+            " ORDER BY i.alias_key LIMIT ?",
+            (*params, slug, alias, limit + 1),
+        ).fetchall()
+    if len(rows) <= limit:
+        rows += conn.execute(
+            f"{_ROSTER_SELECT}{scope} AND w.slug > ? ORDER BY w.slug, i.alias_key LIMIT ?",
+            (*params, slug, limit + 1 - len(rows)),
+        ).fetchall()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    counts = inbox_counts(conn, [str(row[0]) for row in rows])
+    empty = InboxCounts()
+    entries = []
+    for agent_id, name, _key, workspace, implementation, last_seen in rows:
+        waiting = counts.get(agent_id, empty)
+        entries.append(
+            RosterEntry(
+                agent_id=agent_id,
+                alias=name,
+                address=format_address(name, workspace),
+                implementation=implementation,
+                last_seen=_iso(last_seen),
+                waiting=waiting.queued + waiting.claimed,
+            )
+        )
+    last = (str(rows[-1][3]), str(rows[-1][2])) if more else None
+    return entries, last
 
 
 def correspondents(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Correspondent]:

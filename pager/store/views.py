@@ -1,6 +1,9 @@
-"""The operator's read views of the store, as one namespace: `from pager.store import views`."""
+"""The read views of the store (the operator's, and the roster), as one namespace:
+`from pager.store import views`."""
 
 from pager.store._views import (
+    RosterEntry,
+    RosterKey,
     agent_messages,
     correspondents,
     get_agent,
@@ -8,12 +11,15 @@ from pager.store._views import (
     inbox_counts,
     list_agents,
     live_sessions,
+    roster,
     snapshot,
     totals,
     totals_snapshot,
 )
 
 __all__ = [
+    "RosterEntry",
+    "RosterKey",
     "agent_messages",
     "correspondents",
     "get_agent",
@@ -21,6 +27,7 @@ __all__ = [
     "inbox_counts",
     "list_agents",
     "live_sessions",
+    "roster",
     "snapshot",
     "totals",
     "totals_snapshot",

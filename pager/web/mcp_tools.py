@@ -7,6 +7,7 @@ Field names are the API's keyword names; aliases are the wire names where they d
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -182,17 +183,40 @@ class Ack(ToolArgs):
         return await api.ack(caller, tokens=list(self.tokens))
 
 
+def _cursor_pattern(view: str) -> str:
+    """The shape of `view`'s cursors (`views.encode_cursor`: unpadded URL-safe base64 of
+    `{"v":"<view>","k":…}`, so its first characters spell the view): as
+    `routes_operator.cursor_pattern`, which the tools do not import (it brings the server)."""
+    head = f'{{"v":"{view}","k":'.encode()
+    fixed = base64.urlsafe_b64encode(head[: len(head) // 3 * 3]).decode()
+    return f"^{fixed}[A-Za-z0-9_-]+$"
+
+
+RosterCursor = Annotated[
+    str,
+    Field(
+        pattern=_cursor_pattern("roster"),
+        max_length=1000,
+        description="next_cursor of the previous page, unchanged",
+        json_schema_extra={"format": "roster-cursor"},
+    ),
+]
+
+
 class Roster(ToolArgs):
     name = "roster"
     description = (
-        "Agents you can reach: address, alias, implementation, attached, last seen, waiting count."
+        "Agents you can reach: address, alias, implementation, attached, last seen, waiting count"
+        " (a page; pass next_cursor back as cursor for the next one)."
     )
     read_only = True
 
     scope: Literal["workspace", "all"] = "workspace"
+    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    cursor: RosterCursor | None = None
 
     async def call(self, api: MessagingApi, caller: Caller) -> JSON:
-        return await api.roster(caller, scope=self.scope)
+        return await api.roster(caller, scope=self.scope, limit=self.limit, cursor=self.cursor)
 
 
 class History(ToolArgs):

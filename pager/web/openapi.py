@@ -469,6 +469,8 @@ SCHEMAS: dict[str, Schema] = {
                     }
                 ),
             },
+            # The next page's `cursor` (opaque); null on the last page.
+            "next_cursor": NULLABLE_STRING,
         }
     ),
     "MessageStatus": _object(
@@ -675,7 +677,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "get",
         "/roster",
         "meRoster",
-        "Who can be reached (the `roster` tool)",
+        "Who can be reached, one page at a time (the `roster` tool)",
         "Roster",
         query=_query_of(Roster),
     ),

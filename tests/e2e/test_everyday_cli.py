@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 
+from pager.everyday import WHO_PAGE
 from tests.e2e.conftest import Broker
 from tests.launch.conftest import PROCESS_BOUND, wait_for
 
@@ -393,6 +395,37 @@ async def test_inbox_all_lists_every_waiting_inbox_in_three_columns(
     assert sorted(line.split() for line in lines[1:]) == [
         [bob["address"], "2", "yes"], [carol["address"], "1", "yes"]
     ]  # fmt: skip
+
+
+async def test_who_lists_a_roster_longer_than_a_page_whole(
+    broker: Broker, places: dict[str, Path]
+) -> None:
+    """More agents than one roster page holds (500): `pager who` follows next_cursor, so its
+    table and its one `--json` document list every agent once, by workspace then alias."""
+    count = WHO_PAGE + 20
+    workspace = str(places["api"])
+    body = {"workspace": workspace, "implementation": "shell"}
+    headers = {"Authorization": f"Bearer {broker.secret}"}
+    with trio.fail_after(PROCESS_BOUND):
+        async with httpx2.AsyncClient(base_url=broker.url, headers=headers, timeout=30) as http:
+            for n in range(count):
+                registered = await http.post(
+                    "/v1/register", json={**body, "session_name": f"peer-{n:03d}"}
+                )
+                assert registered.status_code == 201, registered.text
+    bob = await broker.register("bob")  # in the broker's own workspace
+    listed = answer(pager(broker, places["api"], "who", "--all", "--json"))
+    assert set(listed) == {"scope", "agents"}
+    agents = listed["agents"]
+    assert len(agents) == len({a["agent_id"] for a in agents}) == count + 2  # and the person
+    assert bob["agent_id"] in {a["agent_id"] for a in agents}
+    order = [(a["address"].split("@")[1], a["alias"].lower()) for a in agents]
+    assert order == sorted(order)
+    here = answer(pager(broker, places["api"], "who", "--json"))["agents"]
+    assert len(here) == count + 1  # the workspace's peers and the person in it
+    table = pager(broker, places["api"], "who", "--all").stdout.splitlines()
+    assert len(table) == 1 + count + 2
+    assert [line.split()[0] for line in table[1:]] == [a["address"] for a in agents]
 
 
 def test_read_follow_keeps_reading_until_interrupted(

@@ -14,6 +14,7 @@ import trio
 
 from pager.client import request_json
 from pager.domain.names import alias_of_login
+from pager.domain.views import encode_cursor
 from tests.e2e.conftest import FAST_WINDOWS, Broker, mcp_session, start_broker, structured
 from tests.launch.conftest import PagerHome
 
@@ -76,6 +77,25 @@ async def test_the_person_and_an_agent_exchange_mail(broker: Broker) -> None:
     assert roster[LOGIN_ALIAS]["you"] is True
 
 
+async def test_the_roster_comes_in_pages_that_follow_next_cursor(broker: Broker) -> None:
+    """`GET /v1/me/roster?limit=&cursor=`: the tool's pages over HTTP, by alias, to the end."""
+    names = [f"peer-{n}" for n in range(4)]
+    for name in names:
+        await broker.register(name)
+    person = ok(as_person(broker, "GET", ""))
+    page = ok(as_person(broker, "GET", "/roster?limit=2"))
+    pages = [page]
+    while page["next_cursor"] is not None:
+        page = ok(as_person(broker, "GET", f"/roster?limit=2&cursor={page['next_cursor']}"))
+        pages.append(page)
+    assert [len(p["agents"]) for p in pages] == [2, 2, 1]
+    aliases = [agent["alias"] for p in pages for agent in p["agents"]]
+    assert aliases == sorted([*names, person["alias"]], key=str.lower)
+    whole = ok(as_person(broker, "GET", "/roster?scope=all&limit=500"))
+    assert [agent["alias"] for agent in whole["agents"]] == aliases
+    assert whole["next_cursor"] is None
+
+
 async def test_the_person_has_one_identity_per_workspace(broker: Broker, tmp_path: Path) -> None:
     here = ok(as_person(broker, "GET", ""))
     again = ok(as_person(broker, "GET", ""))
@@ -128,6 +148,9 @@ async def test_a_persons_name_held_by_an_agent_is_refused_naming_the_fix(broker:
         ("/ack", {"tokens": []}, 400, "validation_failed"),
         ("/inbox?limit=zero", None, 400, "validation_failed"),
         ("/history?colour=red", None, 400, "validation_failed"),
+        ("/roster?limit=501", None, 400, "validation_failed"),
+        ("/roster?cursor=0", None, 400, "validation_failed"),
+        (f"/roster?cursor={encode_cursor('roster', 'no-slash')}", None, 400, "validation_failed"),
     ],
 )
 async def test_bad_input_is_refused_and_changes_nothing(

@@ -31,7 +31,7 @@ EXAMPLES = 12
 def _register_formats(broker: Broker) -> None:
     """Strategies for what the document marks with a format of its own because no schema can
     say it: a directory that exists, and a cursor a view could have handed out (any agent id,
-    any SQLite rowid: one past the end is an empty page). Every check runs,
+    any SQLite rowid, any slug and alias: one past the end is an empty page). Every check runs,
     `positive_data_acceptance` included."""
     directories = [str(broker.workspace), str(broker.workspace) + "/", "/", "/tmp"]
     schemathesis.openapi.format("existing-directory", st.sampled_from(directories))
@@ -41,6 +41,15 @@ def _register_formats(broker: Broker) -> None:
     schemathesis.openapi.format(
         "messages-cursor",
         st.builds(encode_cursor, st.just("messages"), st.integers(-(2**63), 2**63 - 1)),
+    )
+    # A roster cursor holds where its page ends: a workspace slug, a slash, an alias key.
+    schemathesis.openapi.format(
+        "roster-cursor",
+        st.builds(
+            lambda slug, alias: encode_cursor("roster", f"{slug}/{alias}"),
+            st.text(max_size=40),
+            st.text(max_size=40),
+        ),
     )
 
 

@@ -116,9 +116,19 @@ class FakeMessagingApi:
             "not_applied": [{"token": t, "reason": "unknown_token"} for t in tokens[1:]],
         }
 
-    async def roster(self, caller: Caller, *, scope: str = "workspace") -> JSON:
-        self._record("roster", caller, scope=scope)
-        return {"agents": [{"address": "bob@web-1b2c3d", "alias": "bob", "attached": True}]}
+    async def roster(
+        self,
+        caller: Caller,
+        *,
+        scope: str = "workspace",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> JSON:
+        self._record("roster", caller, scope=scope, limit=limit, cursor=cursor)
+        return {
+            "agents": [{"address": "bob@web-1b2c3d", "alias": "bob", "attached": True}],
+            "next_cursor": None,
+        }
 
     async def history(
         self,

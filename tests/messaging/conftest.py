@@ -1,5 +1,5 @@
-"""The messaging subtree in process: real SQLite (queries inline), trio's mock clock, and a
-FAKE provider standing in for delivery addresses."""
+"""The messaging subtree in process: real SQLite (queries inline, the service's read-only
+connection too), trio's mock clock, and a FAKE provider standing in for delivery addresses."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pager.config import Config, Limits, Windows
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
 from pager.domain.workspace import Workspace, resolve_workspace
+from pager.operator import ReadViews
 from pager.service import BrokerService
 from pager.wire import DeliveryRequest, RegisterRequest
 
@@ -76,6 +77,16 @@ async def _resolve_inline(path: str) -> Workspace:
 
 
 @contextlib.asynccontextmanager
+async def reads_closed(reads: ReadViews) -> AsyncIterator[ReadViews]:
+    """`reads`, its connection closed on the way out."""
+    try:
+        yield reads
+    finally:
+        with trio.CancelScope(shield=True):
+            await reads.aclose()
+
+
+@contextlib.asynccontextmanager
 async def open_harness(
     tmp_path: Path,
     windows: Windows = WINDOWS,
@@ -87,7 +98,8 @@ async def open_harness(
     """The subtree over `tmp_path/pager.db`; pass the same `clock` to reopen it later."""
     workspace = tmp_path / "repo"
     workspace.mkdir(exist_ok=True)
-    async with trio.open_nursery() as nursery:
+    reads = ReadViews(tmp_path / "pager.db", inline=True)
+    async with reads_closed(reads), trio.open_nursery() as nursery:
         store = CheckpointActor(tmp_path / "pager.db", None, lambda: "now", inline=True)
         store_ref = await start_actor(nursery, store, name="store")
         inbox = FakeInbox()
@@ -104,6 +116,7 @@ async def open_harness(
                 providers=providers,
                 config=Config(windows=windows, allow_force=allow_force, limits=limits or Limits()),
                 clock=clock or TrioWallClock(),
+                reads=reads,
                 resolve=_resolve_inline,
             )
         )

@@ -19,9 +19,17 @@ from actors.messaging import run_messaging
 from actors.providers import ProviderHub
 from pager.config import Config
 from pager.domain.clock import TrioWallClock
+from pager.operator import ReadViews
 from pager.service import BrokerService
 from supervisors import Supervisor
-from tests.messaging.conftest import WINDOWS, FakeInbox, Harness, _resolve_inline, http_delivery
+from tests.messaging.conftest import (
+    WINDOWS,
+    FakeInbox,
+    Harness,
+    _resolve_inline,
+    http_delivery,
+    reads_closed,
+)
 
 
 class CrashingProvider(Actor[ProviderMessage]):
@@ -54,7 +62,8 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
     async def on_disabled(implementation: str, reason: str) -> None:
         disabled.append(implementation)
 
-    async with trio.open_nursery() as nursery:
+    reads = ReadViews(tmp_path / "pager.db", inline=True)
+    async with reads_closed(reads), trio.open_nursery() as nursery:
         store = CheckpointActor(tmp_path / "pager.db", None, lambda: "now", inline=True)
         checkpoint = Checkpoint(
             await start_actor(nursery, store, name="store"), QuickReads(tmp_path / "pager.db")
@@ -69,6 +78,7 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
                 providers=hub.get,
                 config=Config(windows=WINDOWS),
                 clock=TrioWallClock(),
+                reads=reads,
                 resolve=_resolve_inline,
             )
         )

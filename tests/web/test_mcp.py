@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
 from pager.domain.api import Caller
+from pager.domain.views import encode_cursor
 from pager.web.mcp import INSTRUCTIONS, _declares_header_params, call_tool
 from pager.web.mcp_tools import TOOLS, Whoami
 from pager.web.server import bind_listener, run_web_server
@@ -37,7 +38,7 @@ TOOL_ARGUMENTS: dict[str, tuple[set[str], set[str]]] = {
     "send": ({"to", "body", "thread", "reply_to", "idempotency_key"}, {"to", "body"}),
     "fetch": ({"limit", "wait_s"}, set()),
     "ack": ({"tokens"}, {"tokens"}),
-    "roster": ({"scope"}, set()),
+    "roster": ({"scope", "limit", "cursor"}, set()),
     "history": ({"with", "thread", "limit", "full"}, set()),
     "message_status": ({"message_id"}, {"message_id"}),
     "update_agent_alias": ({"alias", "force"}, {"alias"}),
@@ -145,8 +146,13 @@ ROUND_TRIPS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("fetch", {}, {"limit": 10, "wait_s": 0.0}),
     ("fetch", {"limit": 3, "wait_s": 0.01}, {"limit": 3, "wait_s": 0.01}),
     ("ack", {"tokens": ["c1", "c2"]}, {"tokens": ["c1", "c2"]}),
-    ("roster", {}, {"scope": "workspace"}),
-    ("roster", {"scope": "all"}, {"scope": "all"}),
+    ("roster", {}, {"scope": "workspace", "limit": 100, "cursor": None}),
+    ("roster", {"scope": "all"}, {"scope": "all", "limit": 100, "cursor": None}),
+    (
+        "roster",
+        {"limit": 500, "cursor": encode_cursor("roster", "web-1b2c3d/bob")},
+        {"scope": "workspace", "limit": 500, "cursor": encode_cursor("roster", "web-1b2c3d/bob")},
+    ),
     (
         "history",
         {"with": "bob@web-1b2c3d", "limit": 5},
@@ -261,6 +267,9 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("ack", {"tokens": ["t" * 201]}, "tokens"),
     ("ack", {"tokens": "c1"}, "tokens"),
     ("roster", {"scope": "galaxy"}, "scope"),
+    ("roster", {"limit": 501}, "limit"),
+    ("roster", {"cursor": "0"}, "cursor"),
+    ("roster", {"cursor": encode_cursor("agents", "agt_x")}, "cursor"),  # another view's
     ("history", {"with_": "bob"}, "with_"),  # the Python name is not an argument
     ("history", {"limit": 201}, "limit"),
     ("message_status", {}, "message_id"),

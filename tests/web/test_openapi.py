@@ -171,3 +171,24 @@ def test_openapi_cursor_pattern_matches_every_cursor_its_view_hands_out(
         cursor = encode_cursor(view, key)
         assert re.fullmatch(cursor_pattern(view), cursor)
         assert not re.fullmatch(cursor_pattern(other), cursor)
+
+
+def test_the_roster_cursor_is_a_query_parameter_with_the_pattern_of_its_view() -> None:
+    """`GET /v1/me/roster` takes the `roster` tool's arguments; its cursor has the shape
+    every view's cursor has (the tool spells the pattern itself, not to import the server)."""
+    document = build_document()
+    parameters = {p["name"]: p for p in document["paths"]["/v1/me/roster"]["get"]["parameters"]}
+    assert {"scope", "limit", "cursor"} <= set(parameters)
+    assert parameters["limit"]["schema"] == {
+        "type": "integer", "minimum": 1, "maximum": 500, "default": 100
+    }  # fmt: skip
+    [string, _null] = parameters["cursor"]["schema"]["anyOf"]
+    assert string["pattern"] == cursor_pattern("roster")
+    assert string["format"] == "roster-cursor"
+    for key in ["repo-1b2c3d/bob", "/", "é\u0000/x" * 9]:
+        cursor = encode_cursor("roster", key)
+        assert re.fullmatch(cursor_pattern("roster"), cursor)
+        assert not re.fullmatch(cursor_pattern("agents"), cursor)
+    roster = document["components"]["schemas"]["Roster"]
+    assert roster["properties"]["next_cursor"] == {"type": ["string", "null"]}
+    assert "next_cursor" in roster["required"]
