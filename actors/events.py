@@ -28,6 +28,7 @@ from typing import TypeVar
 import trio
 
 from actors._runtime import off_loop
+from pager.sse import text_frame
 from pager.store import events as ev
 
 log = logging.getLogger("pager.events")
@@ -53,7 +54,7 @@ def render(seq: int, at: str, kind: str, data: str) -> bytes:
     payload = (
         f'{{"seq": {seq}, "at": {json.dumps(at)}, "type": {json.dumps(kind)}, "data": {data}}}'
     )
-    return f"id: {seq}\nevent: {kind}\ndata: {payload}\n\n".encode()
+    return text_frame(kind, payload, id=seq)
 
 
 def _frames(rows: list[tuple[int, str, str, str]]) -> list[Frame]:

@@ -4,6 +4,10 @@
 `pager status` is measured against a bare interpreter, so this speaks just enough HTTP to the
 broker itself: one request per connection, a JSON body in, a JSON body out (Content-Length or
 chunked).
+
+The answer's framing is read here once for every client that speaks HTTP by hand (the wrapper's
+lease holder on trio, the TUI's event stream on asyncio): `parse_head` reads a response head,
+`BodyReader` its body as it arrives, neither doing any I/O.
 """
 
 from __future__ import annotations
@@ -13,12 +17,134 @@ import socket
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds here
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any
+
+#: A response head longer than this is no answer of the broker's.
+HEAD_LIMIT = 64 * 1024
 
 
 class BrokerUnreachable(Exception):
     """No (readable) HTTP answer from the broker's address."""
+
+
+class ResponseHead:
+    """An HTTP/1.x response head: its status line, status code and headers (names in lower
+    case; a repeated header's values joined with ", ")."""
+
+    __slots__ = ("headers", "line", "status")
+
+    def __init__(self, line: str, status: int, headers: dict[str, str]) -> None:
+        self.line, self.status, self.headers = line, status, headers
+
+    @property
+    def chunked(self) -> bool:
+        return "chunked" in self.headers.get("transfer-encoding", "").lower()
+
+    @property
+    def length(self) -> int | None:
+        """The Content-Length, or None when the body is chunked or ends with the connection.
+        Raises ValueError for one that is not a number."""
+        value = self.headers.get("content-length")
+        if value is None or self.chunked:
+            return None
+        if not (value.isascii() and value.isdigit()):
+            raise ValueError(f"Content-Length is not a number: {value[:40]!r}")
+        return int(value)
+
+
+def parse_head(head: bytes) -> ResponseHead:
+    """The response head `head` (up to, not including, its blank line; CRLF or LF line ends).
+    Raises ValueError when it is not an HTTP/1.x response head."""
+    lines = head.split(b"\n")
+    line = lines[0].rstrip(b"\r").decode("latin-1")
+    version, _, rest = line.partition(" ")
+    code = rest[:3]
+    if (
+        not version.startswith("HTTP/1.")
+        or not (code.isascii() and code.isdigit() and len(code) == 3)
+        or rest[3:4] not in ("", " ")
+    ):
+        raise ValueError(f"not an HTTP answer: {line[:60]!r}")
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        name, colon, value = raw.decode("latin-1").partition(":")
+        name = name.strip().lower()
+        if not colon or not name:
+            continue  # a blank line at the end, or no header at all
+        value = value.strip()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return ResponseHead(line, int(code), headers)
+
+
+def split_head(data: bytes) -> tuple[bytes, bytes] | None:
+    """(head, what follows its blank line) once `data`, the start of an answer, holds the
+    whole head; None while it does not. Raises ValueError past `HEAD_LIMIT`."""
+    head, sep, rest = data.partition(b"\r\n\r\n")
+    if sep:
+        return head, rest
+    if len(data) > HEAD_LIMIT:
+        raise ValueError(f"an answer head over {HEAD_LIMIT // 1024} KiB")
+    return None
+
+
+class BodyReader:
+    """A response body's framing, without I/O: `feed` it what arrives after the head, get the
+    body's own bytes. `done` once the body is complete (its Content-Length read, or the last
+    chunk); a body with neither ends when the connection does. A malformed chunk raises
+    ValueError."""
+
+    __slots__ = ("_after", "_buffer", "_chunked", "_left", "done")
+
+    def __init__(self, head: ResponseHead) -> None:
+        self._chunked = head.chunked
+        length = head.length
+        self._left = length or 0  # bytes of the body (or of the current chunk) still to come
+        self._after = False  # a chunk's data was read: its CRLF comes next
+        self._buffer = b""  # an unfinished chunk-size line
+        self.done = length == 0
+
+    def feed(self, data: bytes) -> bytes:
+        if self.done or not data:
+            return b""
+        if not self._chunked:
+            if not self._left:  # ends with the connection
+                return data
+            data = data[: self._left]
+            self._left -= len(data)
+            self.done = not self._left
+            return data
+        buffer = self._buffer + data if self._buffer else data
+        pos, end, out = 0, len(buffer), []
+        while pos < end:
+            if self._left:
+                stop = min(end, pos + self._left)
+                out.append(buffer[pos:stop])
+                self._left -= stop - pos
+                self._after = not self._left
+                pos = stop
+                continue
+            newline = buffer.find(b"\n", pos)
+            if newline < 0:
+                if end - pos > 1024:
+                    raise ValueError("a chunk-size line over 1 KiB")
+                break
+            line = buffer[pos:newline].rstrip(b"\r")
+            pos = newline + 1
+            if self._after:
+                if line:
+                    raise ValueError("chunk data longer than its size")
+                self._after = False
+                continue
+            size = int(line.split(b";", 1)[0].strip(), 16)
+            if size < 0:
+                raise ValueError(f"a negative chunk size: {line[:40]!r}")
+            if size == 0:  # the last chunk (trailers, if any, are not read)
+                self.done = True
+                break
+            self._left = size
+        self._buffer = b"" if self.done else buffer[pos:]
+        return b"".join(out)
 
 
 def request_json(
@@ -44,27 +170,16 @@ def request_json(
     try:
         with socket.create_connection((host.strip("[]"), port), timeout=timeout) as sock:
             sock.sendall(request)
-            data = b""
-            while not _complete(data):
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
+            head, body_reader, rest = _answer(url, sock.recv)
+            raw = b"".join(_body(body_reader, rest, sock.recv))
     except OSError as exc:
         raise BrokerUnreachable(f"{url}: {exc}") from exc
-    head, sep, raw = data.partition(b"\r\n\r\n")
-    if not sep:
-        raise BrokerUnreachable(f"{url}: the connection closed without an answer")
-    try:
-        status = int(head.split(b" ", 2)[1])
-    except (IndexError, ValueError):
+    except ValueError:  # a malformed chunk
         raise BrokerUnreachable(f"{url}: not an HTTP answer") from None
-    if b"transfer-encoding: chunked" in head.lower():
-        raw = _dechunk(raw)
     try:
-        return status, json.loads(raw) if raw else None
+        return head.status, json.loads(raw) if raw else None
     except ValueError:
-        return status, None
+        return head.status, None
 
 
 def _address(url: str) -> tuple[str, int]:
@@ -74,26 +189,29 @@ def _address(url: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _complete(data: bytes) -> bool:
-    head, sep, body = data.partition(b"\r\n\r\n")
-    if not sep:
-        return False
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return len(body) >= int(value)
-    return body.endswith(b"0\r\n\r\n")  # chunked; otherwise read until the server closes
+def _answer(url: str, recv: Callable[[int], bytes]) -> tuple[ResponseHead, BodyReader, bytes]:
+    """The answer's head, its body's reader and what of the body arrived with the head."""
+    data = b""
+    try:
+        while (parts := split_head(data)) is None:
+            chunk = recv(65536)
+            if not chunk:
+                raise BrokerUnreachable(f"{url}: the connection closed without an answer")
+            data += chunk
+        head = parse_head(parts[0])
+        return head, BodyReader(head), parts[1]
+    except ValueError:
+        raise BrokerUnreachable(f"{url}: not an HTTP answer") from None
 
 
-def _dechunk(raw: bytes) -> bytes:
-    out = b""
-    while raw:
-        size_line, _, rest = raw.partition(b"\r\n")
-        size = int(size_line.split(b";")[0] or b"0", 16)
-        if size == 0:
-            break
-        out, raw = out + rest[:size], rest[size + 2 :]
-    return out
+def _body(reader: BodyReader, rest: bytes, recv: Callable[[int], bytes]) -> Iterator[bytes]:
+    """The body's bytes as they arrive, until it is complete or the connection ends."""
+    data = rest
+    while True:
+        if out := reader.feed(data):
+            yield out
+        if reader.done or not (data := recv(65536)):
+            return
 
 
 class BrokerRefused(Exception):
@@ -118,38 +236,23 @@ def stream_lines(url: str, path: str, *, token: str, timeout: float = 30.0) -> I
         raise BrokerUnreachable(f"{url}: {exc}") from exc
     with sock:
         sock.sendall(request)
-        reader = sock.makefile("rb")
-        status_line = reader.readline()
+        head, reader, rest = _answer(url, sock.recv)
+        body = _body(reader, rest, sock.recv)
         try:
-            status = int(status_line.split(b" ", 2)[1])
-        except (IndexError, ValueError):
-            raise BrokerUnreachable(f"{url}: not an HTTP answer") from None
-        chunked = False
-        while (line := reader.readline()) not in (b"\r\n", b"\n", b""):
-            if line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower():
-                chunked = True
-        body = _dechunked(reader) if chunked else iter(lambda: reader.read(65536), b"")
-        if status != 200:
-            raw = b"".join(body)
-            try:
-                answer = json.loads(raw) if raw else None
-            except ValueError:
-                answer = None
-            raise BrokerRefused(status, answer)
-        pending = b""
-        for data in body:
-            pending += data
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line + b"\n"
-        if pending:
-            yield pending
-
-
-def _dechunked(reader: Any) -> Iterator[bytes]:
-    while True:
-        size = int(reader.readline().split(b";")[0].strip() or b"0", 16)
-        if size == 0:
-            return
-        yield reader.read(size)
-        reader.readline()  # the CRLF after the chunk
+            if head.status != 200:
+                raw = b"".join(body)
+                try:
+                    answer = json.loads(raw) if raw else None
+                except ValueError:
+                    answer = None
+                raise BrokerRefused(head.status, answer)
+            pending = b""
+            for data in body:
+                pending += data
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line + b"\n"
+            if pending:
+                yield pending
+        except ValueError:  # a malformed chunk
+            raise BrokerUnreachable(f"{url}: the answer's chunks are malformed") from None

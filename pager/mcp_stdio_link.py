@@ -42,6 +42,7 @@ from mcp.types import CallToolResult, TextContent, Tool
 
 from pager.launch.discovery import RunningBroker
 from pager.launch.files import session_token
+from pager.sse import SseParser
 
 log = logging.getLogger("pager.mcp")
 
@@ -662,14 +663,13 @@ class BrokerLink:
                     failure = BrokerFailure.from_answer(response.status_code, answer)
                     log.warning("the broker refused the session's event stream: %s", failure)
                     return failure.kind
-                event = ""
-                async for line in response.aiter_lines():
-                    if line.startswith("event:"):
-                        event = line[6:].strip()
-                    elif line.startswith("data:") and event == "ended":
-                        log.warning("the broker ended this session: %s", line[5:].strip())
-                    elif line.startswith("data:") and event == "closing":
-                        log.info("the broker is shutting down")
+                parser = SseParser()
+                async for data in response.aiter_bytes():
+                    for event in parser.feed(data):
+                        if event.event == "ended":
+                            log.warning("the broker ended this session: %s", event.data.strip())
+                        elif event.event == "closing":
+                            log.info("the broker is shutting down")
                 return "streamed"
         except httpx2.HTTPError:
             return "dropped"

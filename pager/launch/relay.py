@@ -29,6 +29,7 @@ from typing import Any, NamedTuple, Protocol
 
 import trio
 
+from pager.client import parse_head
 from pager.web.guard import allowed_hosts
 
 #: A request head larger than this is refused (431).
@@ -229,7 +230,7 @@ class Relay:
                     return
                 await upstream.send_all(request.body)
                 head, after = await _read_head(upstream, client_side=False)
-                if attempt == 1 and request.credential and head.startswith(b"HTTP/1.1 401 "):
+                if attempt == 1 and request.credential and _status(head) == 401:
                     after += await _read_to_end(upstream)
                     if error_code(after) in REJOINABLE and await session.rejoin(token):
                         token = session.token
@@ -277,6 +278,15 @@ async def _read_to_end(stream: trio.SocketStream) -> bytes:
     while len(data) <= HEAD_LIMIT and (chunk := await stream.receive_some(65536)):
         data += chunk
     return data
+
+
+def _status(head: bytes) -> int | None:
+    """The status of the broker's answer head, or None when it is no HTTP answer (then it
+    passes to the client as it is)."""
+    try:
+        return parse_head(head).status
+    except ValueError:
+        return None
 
 
 def error_code(body: bytes) -> str | None:

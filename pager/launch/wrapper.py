@@ -25,7 +25,14 @@ from typing import Any
 import attrs
 import trio
 
-from pager.client import BrokerUnreachable, request_json
+from pager.client import (
+    BodyReader,
+    BrokerUnreachable,
+    ResponseHead,
+    parse_head,
+    request_json,
+    split_head,
+)
 from pager.launch.discovery import BrokerLocator
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 from pager.launch.paths import StatePaths
@@ -37,6 +44,7 @@ from pager.launch.wrapper_args import (
     find_conversation,
     parse_wrapper_args,
 )
+from pager.sse import SseEvent, SseParser
 
 #: Signals sent to the wrapper itself that the harness must get too. SIGINT is not among
 #: them: a terminal sends it to the whole foreground group, the harness included.
@@ -323,60 +331,92 @@ async def hold_lease(session: RelaySession) -> None:
                 stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
                 async with stream:
                     await stream.send_all(request)
-                    seen = b""  # the tail of what arrived: an event may span two reads
-                    while data := await stream.receive_some(65536):
+                    answer = await _answer(stream)
+                    if answer is not None:
                         delay = 0.5
-                        if not seen and data.startswith(b"HTTP/1.1 4"):
-                            answer = data + await _rest_of(stream)
-                            code = error_code(answer.partition(b"\r\n\r\n")[2])
-                            if code in REJOINABLE and await session.rejoin(token):
-                                break
-                            _refused(answer)  # `ended`, or no rejoin: retrying cannot help
+                        head, body, rest = answer
+                        if 400 <= head.status < 500:
+                            raw = await _small_body(stream, body, rest)
+                            if error_code(raw) in REJOINABLE and await session.rejoin(token):
+                                continue  # rejoined: the new token's stream at once
+                            _refused(head, raw)  # `ended`, or no rejoin: retrying cannot help
                             session.end("refused")
                             return
-                        seen = seen[-4096:] + data
-                        ended = seen.split(b"event: ended", 1)
-                        if len(ended) == 2 and b"\n\n" in ended[1]:
-                            _notice(ended[1])
+                        ended = await _until_ended(stream, body, rest, head.status == 200)
+                        if ended is not None:
+                            _notice(ended)
                             session.end("ended")
                             return
-                    else:
-                        await trio.sleep(delay)  # the stream dropped: the broker may be gone
-                        delay = min(delay * 2, 15.0)
-                    continue  # rejoined: the new token's stream at once
-            except OSError:
+            except (OSError, trio.BrokenResourceError):  # refused, or reset mid-stream
                 pass
-        await trio.sleep(delay)
+        await trio.sleep(delay)  # the stream dropped: the broker may be gone
         delay = min(delay * 2, 15.0)
 
 
-async def _rest_of(stream: trio.abc.ReceiveStream) -> bytes:
-    """What else of a small error answer arrives in the next moment (it may span reads)."""
-    rest = b""
-    with trio.move_on_after(1.0):
-        while chunk := await stream.receive_some(65536):
-            rest += chunk
-            if len(rest) > 65536:
-                break
-    return rest
+async def _answer(stream: trio.abc.ReceiveStream) -> tuple[ResponseHead, BodyReader, bytes] | None:
+    """The answer's head, its body's reader and what of the body came with the head; None when
+    the connection ends first (what came is read to the end when it is no HTTP answer)."""
+    data = b""
+    try:
+        while (parts := split_head(data)) is None:
+            if not (chunk := await stream.receive_some(65536)):
+                return None
+            data += chunk
+        head = parse_head(parts[0])
+        return head, BodyReader(head), parts[1]
+    except ValueError:
+        while await stream.receive_some(65536):
+            pass  # not the broker's answer: wait for its end, then retry (with backoff)
+        return None
 
 
-def _refused(answer: bytes) -> None:
-    _, _, body = answer.partition(b"\r\n\r\n")
+async def _small_body(stream: trio.abc.ReceiveStream, body: BodyReader, rest: bytes) -> bytes:
+    """A small (error) answer's body: what of it arrives in the next moment, up to 64 KiB."""
+    raw = b""
+    try:
+        raw = body.feed(rest)
+        with trio.move_on_after(1.0):
+            while not body.done and len(raw) <= 65536:
+                if not (chunk := await stream.receive_some(65536)):
+                    break
+                raw += body.feed(bytes(chunk))
+    except ValueError:  # malformed chunks
+        pass
+    return raw
+
+
+async def _until_ended(
+    stream: trio.abc.ReceiveStream, body: BodyReader, rest: bytes, events: bool
+) -> SseEvent | None:
+    """The stream's `ended` event, or None when the stream ends without one. Another answer
+    than 200 carries no events: it is read to its end."""
+    parser = SseParser()
+    data = rest
+    try:
+        while True:
+            received = body.feed(data)
+            for event in parser.feed(received) if events else ():
+                if event.event == "ended":
+                    return event
+            if body.done or not (data := bytes(await stream.receive_some(65536))):
+                return None
+    except ValueError:  # malformed chunks: as if the stream dropped
+        return None
+
+
+def _refused(head: ResponseHead, body: bytes) -> None:
     try:
         error = json.loads(body)["error"]
         reason = f"{error['code']}: {error['message']}"
     except (ValueError, KeyError, TypeError):
-        reason = answer.split(b"\r\n", 1)[0].decode(errors="replace")
+        reason = head.line
     print(f"pager: the broker no longer holds this session ({reason})", file=sys.stderr)
 
 
-def _notice(data: bytes) -> None:
+def _notice(event: SseEvent) -> None:
     """Tells the user why the broker ended the session (its `reason`, not the message meant
     for a program, which would repeat "ended" and add "do not retry")."""
-    for line in data.decode(errors="replace").splitlines():
-        if line.startswith("data: "):
-            with contextlib.suppress(ValueError, AttributeError):
-                event = json.loads(line[6:])
-                reason = event.get("reason") or event.get("message") or "no reason given"
-                print(f"pager: the broker ended this session: {reason}", file=sys.stderr)
+    data = event.json()
+    if isinstance(data, dict):
+        reason = data.get("reason") or data.get("message") or "no reason given"
+        print(f"pager: the broker ended this session: {reason}", file=sys.stderr)

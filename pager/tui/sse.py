@@ -1,8 +1,9 @@
-"""A small Server-Sent Events reader for `GET /v1/events`, on an asyncio stream.
+"""The TUI's reader of `GET /v1/events`, on an asyncio stream.
 
 Textual runs on asyncio, so the stream is read there (cancelling the reading task closes the
-connection); no thread is parked in a blocking read. HTTP/1.1 with either a chunked or a
-close-delimited body. `SseParser` is the line protocol alone, without any I/O.
+connection); no thread is parked in a blocking read. The HTTP framing (the answer's head, a
+chunked or close-delimited body) is `pager.client`'s and the event-stream format
+`pager.sse`'s, shared with the other clients; this module is the asyncio I/O alone.
 """
 
 from __future__ import annotations
@@ -11,58 +12,22 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from pager.client import BodyReader, ResponseHead, parse_head
+from pager.sse import SseEvent, SseParser
 from pager.tui.errors import ApiError, Unreachable
+
+__all__ = ["SseEvent", "address", "stream_events"]
 
 T = TypeVar("T")
 CONNECT_TIMEOUT = 3.0
 #: A stream silent this long is taken for dead (the broker sends heartbeat comments far more
 #: often); a stopped broker closes the connection, which is noticed at once.
 IDLE_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True)
-class SseEvent:
-    id: str | None
-    event: str
-    data: str
-
-    def json(self) -> object:
-        try:
-            return json.loads(self.data) if self.data else None
-        except ValueError:
-            return None
-
-
-class SseParser:
-    """Feed it lines (without their end of line); it returns an event at each blank line."""
-
-    def __init__(self) -> None:
-        self._id: str | None = None
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, line: str) -> SseEvent | None:
-        if not line:
-            if not self._data and not self._event:
-                return None
-            event = SseEvent(self._id, self._event or "message", "\n".join(self._data))
-            self._id, self._event, self._data = None, "", []
-            return event
-        if line.startswith(":"):  # a comment: heartbeats
-            return None
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        elif name == "id" and "\0" not in value:
-            self._id = value
-        return None  # `retry` and unknown fields are ignored
+#: An error answer's body is read up to this size.
+REFUSAL_LIMIT = 64 * 1024
 
 
 def address(url: str) -> tuple[str, int]:
@@ -100,16 +65,21 @@ async def stream_events(
             lines.append(f"Last-Event-ID: {last_event_id}")
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
         await writer.drain()
-        status, headers = await _read_head(reader, idle_timeout)
-        if status != 200:
-            raise await _refusal(reader, status, headers)
+        head = await _read_head(reader, idle_timeout)
+        body = BodyReader(head)
+        if head.status != 200:
+            raise await _refusal(reader, head, body)
         parser = SseParser()
-        body = _chunked_lines if headers.get("transfer-encoding") == "chunked" else _plain_lines
-        async for line in body(reader, idle_timeout):
-            event = parser.feed(line)
-            if event is not None:
+        while not body.done and (data := await _within(idle_timeout, reader.read(65536))):
+            for event in parser.feed(body.feed(data)):
                 yield event
-    except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+    except (
+        OSError,
+        TimeoutError,
+        asyncio.IncompleteReadError,
+        asyncio.LimitOverrunError,
+        ValueError,
+    ) as exc:
         raise Unreachable(f"{url}: the event stream dropped ({exc or type(exc).__name__})") from exc
     finally:
         writer.close()
@@ -125,58 +95,33 @@ async def _within(seconds: float, awaitable: Awaitable[T]) -> T:
         return await awaitable
 
 
-async def _read_head(reader: asyncio.StreamReader, idle: float) -> tuple[int, dict[str, str]]:
-    status_line = await _within(idle, reader.readline())
-    if not status_line:
-        raise Unreachable("the connection closed without an answer")
+async def _read_head(reader: asyncio.StreamReader, idle: float) -> ResponseHead:
     try:
-        status = int(status_line.split(b" ", 2)[1])
-    except (IndexError, ValueError):
-        raise Unreachable(f"not an HTTP answer: {status_line[:60]!r}") from None
-    headers: dict[str, str] = {}
-    while True:
-        line = await _within(idle, reader.readline())
-        if line in (b"\r\n", b"\n", b""):
-            return status, headers
-        name, _, value = line.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip().lower()
+        head = await _within(idle, reader.readuntil(b"\r\n\r\n"))
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            raise Unreachable("the connection closed without an answer") from None
+        raise
+    try:
+        return parse_head(head)
+    except ValueError as exc:
+        raise Unreachable(str(exc)) from None
 
 
 async def _refusal(
-    reader: asyncio.StreamReader, status: int, headers: dict[str, str]
+    reader: asyncio.StreamReader, head: ResponseHead, body: BodyReader
 ) -> ApiError | Unreachable:
-    size = int(headers.get("content-length", "0") or 0)
-    raw = await _within(CONNECT_TIMEOUT, reader.readexactly(size)) if size else b""
+    raw = b""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            while not body.done and len(raw) < REFUSAL_LIMIT and (data := await reader.read(65536)):
+                raw += body.feed(data)
     try:
         error = json.loads(raw).get("error") or {}
     except (ValueError, AttributeError):
         error = {}
     code = str(error.get("code") or "http_error")
-    message = str(error.get("message") or f"GET /v1/events answered {status}")
-    if status >= 500:
+    message = str(error.get("message") or f"GET /v1/events answered {head.status}")
+    if head.status >= 500:
         return Unreachable(message)
-    return ApiError(status, code, message)
-
-
-async def _plain_lines(reader: asyncio.StreamReader, idle: float) -> AsyncIterator[str]:
-    while True:
-        line = await _within(idle, reader.readline())
-        if not line:
-            return
-        yield line.decode("utf-8", errors="replace").rstrip("\r\n")
-
-
-async def _chunked_lines(reader: asyncio.StreamReader, idle: float) -> AsyncIterator[str]:
-    pending = b""
-    while True:
-        size_line = await _within(idle, reader.readline())
-        if not size_line:
-            return
-        size = int(size_line.split(b";")[0].strip() or b"0", 16)
-        if size == 0:
-            return
-        chunk = await _within(idle, reader.readexactly(size + 2))
-        pending += chunk[:-2]  # the chunk's own CRLF
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            yield line.decode("utf-8", errors="replace").rstrip("\r")
+    return ApiError(head.status, code, message)

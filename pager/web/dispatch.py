@@ -50,12 +50,17 @@ _HOW_TO_AUTHENTICATE = (
 )
 
 
-def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The token of the one `Authorization: Bearer …` header, or None if absent or malformed."""
-    values = [value for key, value in headers if key.lower() == b"authorization"]
-    if len(values) != 1:
-        return None
-    scheme, _, token = values[0].decode("latin-1").strip().partition(" ")
+def bearer_token(values: Iterable[str | bytes]) -> str | None:
+    """The token of a request's `Authorization` header, given all its values (the raw bytes
+    of ASGI or the text of Quart's headers): None unless there is exactly one, and it is
+    `Bearer` (any case) and one token without spaces. The one bearer parser of `/mcp` and
+    every `/v1` route."""
+    found = list(values)
+    if len(found) != 1:
+        return None  # none, or two credentials: which would the request act as?
+    value = found[0]
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    scheme, _, token = text.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or any(c.isspace() for c in token):
         return None
@@ -98,7 +103,7 @@ class McpDispatcher:
 
     async def _authenticate(self, scope: Scope, send: Send) -> Caller | None:
         """The request's Caller, or None after answering with the error."""
-        token = bearer_token(scope["headers"])
+        token = bearer_token(v for k, v in scope["headers"] if k.lower() == b"authorization")
         if token is None:
             await send_json(
                 send,

@@ -10,16 +10,15 @@ the last one replayed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
 
 import trio
 from quart import Blueprint, Response, request
 
 from actors.events import EventFeed, Subscription
 from pager.domain.errors import ErrorCode, PagerError
+from pager.sse import HEARTBEAT, frame
 from pager.web.routes_v1 import require_secret
 
 #: A Last-Event-ID longer than this is refused unread (2**63 - 1 has 19 digits).
@@ -48,15 +47,6 @@ def parse_last_event_id(header: str | None, query: str | None) -> int | None:
     if seq > MAX_ID:
         raise PagerError(ErrorCode.VALIDATION_FAILED, f"{name} {seq} is out of range", field=name)
     return seq
-
-
-def sse(event: str, data: dict[str, Any], *, seq: int | None = None) -> bytes:
-    """A control frame (`ready`, `reset`, `overflow`, `closing`)."""
-    head = "" if seq is None else f"id: {seq}\n"
-    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-
-
-HEARTBEAT = b": heartbeat\n\n"
 
 
 def events_blueprint(feed: EventFeed, secret: str, *, heartbeat: float) -> Blueprint:
@@ -126,7 +116,7 @@ async def stream(
                 yield _farewell(sub, last)
                 return
             last = sub.start
-        yield sse("ready", {"seq": sub.start}, seq=sub.start)
+        yield frame("ready", {"seq": sub.start}, id=sub.start)
         while True:
             batch: list[tuple[int, bytes]] | None = None
             with trio.move_on_after(heartbeat):
@@ -146,7 +136,7 @@ async def stream(
 
 
 def _reset(after: int, oldest: int | None) -> bytes:
-    return sse(
+    return frame(
         "reset",
         {
             "reason": "pruned",
@@ -160,7 +150,7 @@ def _reset(after: int, oldest: int | None) -> bytes:
 
 def _farewell(sub: Subscription, last: int) -> bytes:
     if sub.closed == "overflow":
-        return sse(
+        return frame(
             "overflow",
             {
                 "reason": "overflow",
@@ -170,7 +160,7 @@ def _farewell(sub: Subscription, last: int) -> bytes:
                 f" off; reconnect with Last-Event-ID: {last} to read on",
             },
         )
-    return sse(
+    return frame(
         "closing",
         {
             "reason": "broker shutting down",

@@ -14,6 +14,8 @@ from quart import Blueprint, Response, request
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.service import BrokerService
+from pager.sse import HEARTBEAT, frame
+from pager.web.dispatch import bearer_token
 from pager.wire import HookAckRequest, HookClaimRequest, RegisterRequest, structure
 
 #: Comment lines on an idle event stream, so proxies and clients see it is alive.
@@ -21,11 +23,9 @@ HEARTBEAT_S = 15.0
 
 
 def bearer(headers: Any) -> str | None:
-    value = headers.get("Authorization", "")
-    scheme, _, credential = value.partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
-        return None
-    return str(credential.strip())
+    """The bearer token of a Quart request's headers (`bearer_token`: exactly one
+    `Authorization: Bearer <token>`), or None."""
+    return bearer_token(headers.getlist("Authorization"))
 
 
 def require_secret(secret: str, headers: Any) -> None:
@@ -121,10 +121,6 @@ def v1_blueprint(
     return bp
 
 
-def _sse(event: str, data: dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-
-
 #: Why the stream of a session whose identity was taken over ends (its token lives on).
 TAKEN_OVER = "its identity was taken over by another session; its calls now act as a new agent"
 
@@ -138,23 +134,23 @@ async def _session_stream(
     """Holds the lease while open; tells the connector when its session ends."""
     ended = await service.stream_opened(caller)
     try:
-        yield _sse("ready", {"session_id": caller.session_id, "epoch": caller.epoch})
+        yield frame("ready", {"session_id": caller.session_id, "epoch": caller.epoch})
         while True:
             outcome = await _next_event(ended, shutdown)
             if outcome == "closing":
-                yield _sse("closing", {"reason": "broker shutting down"})
+                yield frame("closing", {"reason": "broker shutting down"})
                 return
             if outcome == "ended":
                 try:
                     await session_caller(service, headers)
                 except PagerError as exc:
-                    yield _sse("ended", exc.to_json())
+                    yield frame("ended", exc.to_json())
                     return
                 # The token lives on (a forced takeover handed it a fresh identity).
-                yield _sse("ended", {"code": "ended", "message": "this session was replaced",
+                yield frame("ended", {"code": "ended", "message": "this session was replaced",
                                      "reason": TAKEN_OVER})  # fmt: skip
                 return
-            yield b": heartbeat\n\n"
+            yield HEARTBEAT
     finally:
         with trio.CancelScope(shield=True):
             await service.stream_closed(caller)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import struct
 
 import pytest
 import trio
@@ -136,3 +138,92 @@ async def test_hold_lease_sends_no_token_while_no_broker_is_verified(
             nursery.cancel_scope.cancel()
     assert len(requests) == 1
     assert session.starts == 0  # the lease holder never starts a broker itself
+
+
+def chunked(*pieces: bytes) -> list[bytes]:
+    """Each piece as one chunk of a chunked body."""
+    return [f"{len(piece):x}\r\n".encode() + piece + b"\r\n" for piece in pieces]
+
+
+async def test_hold_lease_reads_a_chunked_crlf_stream_split_anywhere(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The stream as a real server may frame it (chunked, CRLF line ends, a heartbeat, the
+    `ended` frame cut mid-word across chunks and sends) ends the holder with its reason."""
+    body = (
+        b'event: ready\r\ndata: {"session_id": "ses_1"}\r\n\r\n: heartbeat\r\n\r\n'
+        b'event: ended\r\ndata: {"code": "ended", "reason": "archived by the operator"}\r\n\r\n'
+    )
+    cut = body.index(b"ended") + 2
+
+    async def end(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        sends = [
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n",
+            b"transfer-encoding: chunked\r\n\r\n",
+            *chunked(body[:cut], body[cut:-3]),
+            *chunked(body[-3:]),
+        ]
+        for data in b"".join(sends[:3]), *sends[3:]:
+            await stream.send_all(data)
+            await trio.sleep(0.01)
+        await trio.sleep_forever()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            session = FakeSession(await serve(nursery, end))
+            await hold_lease(session)
+            nursery.cancel_scope.cancel()
+    assert session.ended == "ended"
+    assert "the broker ended this session: archived by the operator" in capsys.readouterr().err
+
+
+async def test_hold_lease_reads_a_refusal_whose_head_comes_in_pieces(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A 401 whose status line is split across sends is still a refusal (no rejoin possible
+    here: the holder stops, naming the reason)."""
+
+    async def refuse(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        answer = refusal(ENDED)
+        for piece in answer[:7], answer[7:30], answer[30:]:
+            await stream.send_all(piece)
+            await trio.sleep(0.01)
+        await trio.sleep_forever()  # keep-alive: the body's length says where it ends
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            session = FakeSession(await serve(nursery, refuse))
+            await hold_lease(session)
+            nursery.cancel_scope.cancel()
+    assert session.ended == "refused"
+    assert "ended: taken over by carol" in capsys.readouterr().err
+
+
+async def test_hold_lease_reconnects_after_a_connection_reset(
+    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stream reset mid-way (the broker died with bytes unread) is a dropped stream: the
+    holder reconnects, it does not crash the launch."""
+    connections: list[int] = []
+
+    async def reset_then_end(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        connections.append(1)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+        if len(connections) == 1:
+            linger = struct.pack("ii", 1, 0)  # close with RST
+            stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+            await stream.aclose()
+            return
+        await stream.send_all(b'event: ended\ndata: {"reason": "archived"}\n\n')
+        await trio.sleep_forever()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            session = FakeSession(await serve(nursery, reset_then_end))
+            await hold_lease(session)
+            nursery.cancel_scope.cancel()
+    assert len(connections) == 2
+    assert "the broker ended this session: archived" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""The SSE reader: the line protocol, chunked and close-delimited streams, refusals, drops."""
+"""The TUI's SSE reader: the line protocol (the shared `pager.sse` parser), chunked and
+close-delimited streams, refusals, drops."""
 
 from __future__ import annotations
 
@@ -7,16 +8,17 @@ import socket
 
 import pytest
 
+from pager.sse import SseParser
 from pager.tui.errors import ApiError, Unreachable
 from pager.tui.source import HttpSource
-from pager.tui.sse import SseEvent, SseParser, stream_events
+from pager.tui.sse import SseEvent, stream_events
 from tests.fakes.fake_operator_api import running_api
 from tests.tui.pilot import run
 
 
 def _parse(lines: list[str]) -> list[SseEvent]:
     parser = SseParser()
-    return [event for line in lines if (event := parser.feed(line)) is not None]
+    return [event for line in lines if (event := parser.feed_line(line)) is not None]
 
 
 def test_sse_parser_reads_id_event_and_multiline_data_and_skips_comments() -> None:
@@ -36,7 +38,7 @@ def test_sse_parser_reads_id_event_and_multiline_data_and_skips_comments() -> No
         ]
     )
     assert events == [
-        SseEvent("7", "message.queued", '{"a":\n1}'),
+        SseEvent("7", "message.queued", '{"a":\n1}', 100),
         SseEvent(None, "message", "plain"),
     ]
     assert events[0].json() == {"a": 1}
