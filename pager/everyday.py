@@ -550,7 +550,7 @@ def add_commands(commands: Any) -> None:
     _json(whoami)
     who = commands.add_parser(
         "who",
-        help="who you can reach: address, implementation, attached, last seen, waiting",
+        help="who you can reach: address, implementation, host, attached, last seen, waiting",
         description="Everyone reachable in this workspace (or every workspace with --all).",
     )
     who.add_argument("--all", action="store_true", help="every workspace")
