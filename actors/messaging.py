@@ -1,32 +1,33 @@
 """The messaging subtree's body: the timer service, the directory and its identity actors, and
 the sweeper that applies the retention windows.
 
-Started as one child of the broker tree; its started value is the `BrokerService` the web
-edge calls, which reads the roster through `reads` (a read-only connection the caller opens
-and closes). A crash anywhere in here fails the child as a whole, and the supervisor restarts
-it (with the web child after it); state comes back from the store.
+Started as one child of the broker tree; its started value is what `service` builds from the
+directory and the checkpoint: the tree passes a factory of the `BrokerService` the web edge
+calls, so this module does not import `pager.service` (which imports the actors). A crash
+anywhere in here fails the child as a whole, and the supervisor restarts it (with the web
+child after it); state comes back from the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
 from actors._runtime import ActorRef, start_actor
 from actors.checkpoint import Checkpoint
-from actors.directory import DirectoryActor, DirectoryDeps
+from actors.directory import DirectoryActor, DirectoryDeps, DirectoryMessage
 from actors.identity import IdentityDeps, ProviderMessage
 from actors.provider import DeliveryProvider
 from actors.sweeper import SweeperActor, SweeperDeps
 from actors.timers import TimerService
 from pager.config import Config
 from pager.domain.clock import WallClock
-from pager.domain.workspace import Workspace
 from pager.implementations.manifest import Wake
-from pager.operator import ReadViews
-from pager.service import BrokerService
 from pager.store import messaging as ms
+
+S = TypeVar("S")
 
 
 async def run_messaging(
@@ -35,10 +36,10 @@ async def run_messaging(
     providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]],
     config: Config,
     clock: WallClock,
-    reads: ReadViews,
-    resolve: Callable[[str], Awaitable[Workspace]] | None = None,
-    task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
+    service: Callable[[ActorRef[DirectoryMessage], Checkpoint], S],
+    task_status: trio.TaskStatus[S] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """Start the subtree; report ready with `service(directory, checkpoint)`."""
     store = checkpoint()
     async with trio.open_nursery() as nursery:
         timers: TimerService = await nursery.start(TimerService().run)
@@ -65,9 +66,7 @@ async def run_messaging(
         sweeper_deps = SweeperDeps(directory, store, timers, clock, config.windows)
         # Its first sweep runs before the service is handed out.
         await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
-        task_status.started(
-            BrokerService(directory, store, config, clock, reads=reads, resolve=resolve)
-        )
+        task_status.started(service(directory, store))
 
 
 def _wake_of(implementation: str) -> Wake | None:

@@ -15,6 +15,7 @@ import trio
 
 from actors._runtime import Actor, ActorRef, Reply, start_actor
 from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
+from actors.directory import DirectoryMessage
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
 from actors.messaging import run_messaging
 from pager.config import Config, Limits, Windows
@@ -76,6 +77,19 @@ async def _resolve_inline(path: str) -> Workspace:
     return resolve_workspace(path)
 
 
+def inline_service(
+    config: Config, clock: TrioWallClock, reads: ReadViews
+) -> Callable[[ActorRef[DirectoryMessage], Checkpoint], BrokerService]:
+    """The `service` factory `run_messaging` is given: workspaces resolved inline."""
+
+    def service(directory: ActorRef[DirectoryMessage], checkpoint: Checkpoint) -> BrokerService:
+        return BrokerService(
+            directory, checkpoint, config, clock, reads=reads, resolve=_resolve_inline
+        )
+
+    return service
+
+
 @contextlib.asynccontextmanager
 async def reads_closed(reads: ReadViews) -> AsyncIterator[ReadViews]:
     """`reads`, its connection closed on the way out."""
@@ -109,15 +123,16 @@ async def open_harness(
         async def providers(implementation: str) -> ActorRef[ProviderMessage] | None:
             return inbox_ref
 
+        config = Config(windows=windows, allow_force=allow_force, limits=limits or Limits())
+        clock = clock or TrioWallClock()
         service: BrokerService = await nursery.start(
             partial(
                 run_messaging,
                 checkpoint=lambda: checkpoint,
                 providers=providers,
-                config=Config(windows=windows, allow_force=allow_force, limits=limits or Limits()),
-                clock=clock or TrioWallClock(),
-                reads=reads,
-                resolve=_resolve_inline,
+                config=config,
+                clock=clock,
+                service=inline_service(config, clock, reads),
             )
         )
         yield Harness(service, inbox, workspace, checkpoint)

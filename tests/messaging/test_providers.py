@@ -26,8 +26,8 @@ from tests.messaging.conftest import (
     WINDOWS,
     FakeInbox,
     Harness,
-    _resolve_inline,
     http_delivery,
+    inline_service,
     reads_closed,
 )
 
@@ -71,15 +71,15 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
         providers = Supervisor("providers", [])
         await nursery.start(providers.run)
         hub = ProviderHub(providers, factory, on_disabled=on_disabled)
+        config, clock = Config(windows=WINDOWS), TrioWallClock()
         service: BrokerService = await nursery.start(
             partial(
                 run_messaging,
                 checkpoint=lambda: checkpoint,
                 providers=hub.get,
-                config=Config(windows=WINDOWS),
-                clock=TrioWallClock(),
-                reads=reads,
-                resolve=_resolve_inline,
+                config=config,
+                clock=clock,
+                service=inline_service(config, clock, reads),
             )
         )
         yield Harness(service, inbox, workspace, checkpoint), hub, disabled

@@ -10,9 +10,10 @@ current store and service.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 import attrs
 import trio
@@ -25,6 +26,7 @@ from actors.checkpoint import (
     CheckpointMessage,
     QuickReads,
 )
+from actors.directory import DirectoryMessage
 from actors.events import CommitSignal, EventFeed
 from actors.messaging import delivery_provider, run_messaging
 from actors.providers import ProviderHub, disabled_event
@@ -42,6 +44,45 @@ log = logging.getLogger("pager.broker")
 #: Restart intensity of the root: nested limits multiply, so the root's stays low.
 ROOT_MAX_RESTARTS = 3
 ROOT_PERIOD = 30.0
+
+T = TypeVar("T")
+
+
+class _Slot(Generic[T]):
+    """One child's started value, typed: like ``Supervisor.started_value(child_id)`` (typed
+    ``object``), the value its latest incarnation passed to ``task_status.started()``."""
+
+    def __init__(self, child_id: str) -> None:
+        self.child_id = child_id
+        self._value: tuple[T] | None = None
+
+    def status(self, outer: trio.TaskStatus[Any]) -> trio.TaskStatus[T]:
+        """The ``task_status`` to hand the child: keeps its value, passes it on to ``outer``."""
+        return _Keeping(self, outer)
+
+    def keep(self, value: T) -> None:
+        self._value = (value,)
+
+    def get(self) -> T:
+        if self._value is None:
+            raise KeyError(f"supervisor 'broker' has no started child {self.child_id!r}")
+        return self._value[0]
+
+
+class _Keeping(trio.TaskStatus[T]):
+    def __init__(self, slot: _Slot[T], outer: trio.TaskStatus[Any]) -> None:
+        self._slot = slot
+        self._outer = outer
+
+    @overload
+    def started(self: _Keeping[None]) -> None: ...
+
+    @overload
+    def started(self, value: T) -> None: ...
+
+    def started(self, value: Any = None) -> None:
+        self._outer.started(value)  # the supervisor first: it refuses a second started()
+        self._slot.keep(value)
 
 
 @attrs.define
@@ -61,11 +102,14 @@ class BrokerContext:
 
 def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = ()) -> Supervisor:
     """The root supervisor; `extra_children` start after the store (tests inject faults)."""
-    root: Supervisor
+    # The started values the children hand each other, typed (the tree's own wiring).
+    store_ref: _Slot[ActorRef[CheckpointMessage]] = _Slot("store")
+    listener: _Slot[socket.socket] = _Slot("listener")
+    messaging: _Slot[BrokerService] = _Slot("messaging")
+    events: _Slot[EventFeed] = _Slot("events")
 
     def store() -> Checkpoint:
-        ref: ActorRef[CheckpointMessage] = root.started_value("store")  # type: ignore[assignment]
-        return Checkpoint(ref, quick)
+        return Checkpoint(store_ref.get(), quick)
 
     quick = QuickReads(ctx.paths.database)
     commits = CommitSignal()  # the store tells it each commit; the event feed reads on
@@ -73,7 +117,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     async def start_store(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         actor = CheckpointActor(ctx.paths.database, ctx.run, ctx.utc_now, on_commit=commits.notify)
         try:
-            await run_actor(actor, name="store", task_status=task_status)
+            await run_actor(actor, name="store", task_status=store_ref.status(task_status))
         finally:
             quick.close()
 
@@ -83,7 +127,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             commits,
             buffer=ctx.config.limits.event_buffer,
         )
-        await feed.run(shutdown=ctx.shutdown.wait, task_status=task_status)
+        await feed.run(shutdown=ctx.shutdown.wait, task_status=events.status(task_status))
 
     async def start_listener(
         *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
@@ -117,7 +161,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 log.warning("%s (%d session tokens revoked)", warnings[-1], revoked)
             if warnings:
                 ctx.health["warnings"] = warnings
-            task_status.started(sock)
+            listener.status(task_status).started(sock)
             await trio.sleep_forever()
         finally:
             sock.close()
@@ -133,15 +177,15 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         from pager.web.routes_v1 import v1_blueprint
         from pager.web.server import run_web_server
 
-        sock = root.started_value("listener")
+        sock = listener.get()
         reads = ReadViews(ctx.paths.database)  # the operator's read-only connection
         try:
-            service: BrokerService = root.started_value("messaging")  # type: ignore[assignment]
-            feed: EventFeed = root.started_value("events")  # type: ignore[assignment]
+            service = messaging.get()
+            feed = events.get()
             operator = OperatorService(service.directory, reads, ctx.health)
             await run_web_server(
                 host=ctx.config.host,
-                sock=sock,  # type: ignore[arg-type]
+                sock=sock,
                 health=ctx.health,
                 request_cap=ctx.config.limits.request_cap,
                 shutdown_trigger=ctx.shutdown.wait,
@@ -180,14 +224,18 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     ) -> None:
         # The service's own read-only connection (the roster), apart from the operator's.
         reads = ReadViews(ctx.paths.database)
+
+        def service(directory: ActorRef[DirectoryMessage], checkpoint: Checkpoint) -> BrokerService:
+            return BrokerService(directory, checkpoint, ctx.config, ctx.clock, reads=reads)
+
         try:
             await run_messaging(
                 checkpoint=store,
                 providers=hub.get,
                 config=ctx.config,
                 clock=ctx.clock,
-                reads=reads,
-                task_status=task_status,
+                service=service,
+                task_status=messaging.status(task_status),
             )
         finally:
             with trio.CancelScope(shield=True):
