@@ -212,9 +212,10 @@ def rss_mb(pid: int) -> float:
 class Worker:
     """One `--worker` process: spec in, `ready`, `go`, result out (one JSON line each)."""
 
-    def __init__(self, spec: dict[str, Any], stderr: IO[str]) -> None:
+    def __init__(self, spec: dict[str, Any], stderr: IO[str], script: str = SCRIPT) -> None:
+        """Starts `script --worker` (this one, or another bench's with the same protocol)."""
         self.process = subprocess.Popen(
-            [sys.executable, SCRIPT, "--worker"],
+            [sys.executable, script, "--worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,

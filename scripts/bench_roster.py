@@ -30,17 +30,17 @@ import bisect
 import json
 import random
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 from itertools import pairwise
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from bench_messaging import (  # scripts/, beside this file
     BODY,
     Brokers,
+    Worker,
     _call,
     _encode,
     _handshake,
@@ -62,7 +62,6 @@ from benchlib import (  # scripts/benchlib.py, beside this file
 
 BASE_RUNS = 15
 SCRIPT = str(Path(__file__).resolve())
-WORKER_BOUND = 600.0  # a hang guard for worker handshakes, not a timing
 # -- the store ---------------------------------------------------------------------------------
 
 
@@ -100,47 +99,19 @@ def add_waiting(db: Path, *, waiting: int, sender_id: str, seed: int = 13) -> in
 # -- workers (the client processes) ------------------------------------------------------------
 
 
-class Worker:
-    """One `--worker` process of this script: spec in, `ready`, `go`, result out (JSON lines)."""
-
-    def __init__(self, spec: dict[str, Any], stderr: IO[str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, SCRIPT, "--worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-        self.send(spec)
-
-    def send(self, payload: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(payload) + "\n")
-        self.process.stdin.flush()
-
-    def line(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        text = self.process.stdout.readline()
-        if not text:
-            self.process.wait(timeout=WORKER_BOUND)
-            raise RuntimeError(f"a worker exited with status {self.process.returncode}")
-        answer: dict[str, Any] = json.loads(text)
-        return answer
-
-
 def run_workers(
     specs: list[dict[str, Any]], *, windows: int, window: float, pid: int
 ) -> tuple[list[dict[str, Any]], list[float]]:
     """Both workers together from one start instant: their results, and the broker's CPU
     seconds in each window."""
     with tempfile.TemporaryFile("w+") as errors:
-        workers = [Worker(spec, errors) for spec in specs]
+        workers = [Worker(spec, errors, SCRIPT) for spec in specs]
         try:
             for worker in workers:
                 worker.line()  # ready: connected and warmed up
             start_at = time.monotonic() + 0.3
             for worker in workers:
-                worker.send({"start_at": start_at, "until": start_at + windows * window})
+                worker.go({"start_at": start_at, "until": start_at + windows * window})
             cpu = []
             for k in range(windows + 1):
                 time.sleep(max(0.0, start_at + k * window - time.monotonic()))

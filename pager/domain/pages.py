@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.job_ids import JOB_ID_RULE, is_job_id
 
 #: Fields with a meaning of their own; every other field is shown as given.
 TEXT_FIELDS = ("message", "body")
@@ -36,9 +37,6 @@ KNOWN_FIELDS = ("job_id", "status", "exit_code", "logs", "project")
 #: Bounds on what a script may add (the body cap bounds the whole page too).
 FIELDS_MAX = 32
 KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-JOB_ID_MAX = 200  # a thread name's bound
-#: No control characters or line breaks: a job id is shown on the header line.
-JOB_ID_PATTERN = "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$"
 STATUS_MAX = 64
 EXIT_CODE_RANGE = (-(2**31), 2**31 - 1)
 _LOG_INDENT = "    "
@@ -88,15 +86,8 @@ def parse_page(data: object) -> Page:
     if not isinstance(text, str) or not text.strip():
         raise _invalid(f"`{given[0]}` must be non-empty text")
     job_id = data.get("job_id")
-    if job_id is not None and not (
-        isinstance(job_id, str)
-        and 0 < len(job_id) <= JOB_ID_MAX
-        and re.fullmatch(JOB_ID_PATTERN, job_id) is not None
-    ):
-        raise _invalid(
-            f"`job_id` must be 1-{JOB_ID_MAX} characters without control characters or line"
-            " breaks (it names the thread)"
-        )
+    if job_id is not None and not is_job_id(job_id):
+        raise _invalid(f"`job_id` must be {JOB_ID_RULE}")
     fields: list[tuple[str, Any]] = []
     for key, value in data.items():
         if key in TEXT_FIELDS or key == "job_id" or value is None:

@@ -57,6 +57,7 @@ import sys
 import time
 
 from pager.cli import EXIT_OK, EXIT_USAGE
+from pager.domain.job_ids import JOB_ID_RULE, is_job_id
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
@@ -68,7 +69,6 @@ DEFAULT_RETRY_S = 600.0
 #: How long to wait for CMD's pipes to close once it ended (its background children may hold
 #: them open).
 DRAIN_S = 1.0
-JOB_ID_MAX = 200  # the broker's bound on a thread name (pager/domain/pages.py)
 
 
 class RunUsageError(Exception):
@@ -132,10 +132,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         retry_s = _retry_bound(os.environ.get("PAGER_RUN_RETRY_S"))
         if args.to is not None and not args.to.strip():
             raise RunUsageError("--to needs an address: an alias, alias@slug or an agent id")
-        if args.job_id is not None and not (
-            0 < len(args.job_id) <= JOB_ID_MAX and args.job_id.isprintable()
-        ):
-            raise RunUsageError(f"--job-id must be 1-{JOB_ID_MAX} printable characters")
+        if args.job_id is not None and not is_job_id(args.job_id):
+            raise RunUsageError(f"--job-id must be {JOB_ID_RULE}")
         if args.pid is not None:
             if command:
                 raise RunUsageError(

@@ -15,12 +15,11 @@ import attrs
 from quart import Blueprint, Response
 
 from pager.domain.errors import ErrorCode
+from pager.domain.job_ids import JOB_ID_MAX, JOB_ID_PATTERN
 from pager.domain.names import ALIAS_MAX
 from pager.domain.pages import (
     EXIT_CODE_RANGE,
     FIELDS_MAX,
-    JOB_ID_MAX,
-    JOB_ID_PATTERN,
     KEY_PATTERN,
     STATUS_MAX,
 )

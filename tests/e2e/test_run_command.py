@@ -507,7 +507,8 @@ def test_a_command_that_cannot_start_exits_like_a_shell_and_is_paged(
         (("run", "--pid", "1", "--", "true"), "give either --pid PID or a command"),
         (("run", "--pid", "PID_MAX"), "no process has the pid"),
         (("run", "--pid", "0"), "no process has the pid"),
-        (("run", "--job-id", "j" * 201, "--", "true"), "--job-id must be 1-200 printable"),
+        (("run", "--job-id", "j" * 201, "--", "true"), "--job-id must be 1-200 characters"),
+        (("run", "--job-id", "a\nb", "--", "true"), "without control characters"),
         (("run", "--to", "", "--", "true"), "--to needs an address"),
     ],
 )

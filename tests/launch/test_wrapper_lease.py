@@ -166,7 +166,7 @@ async def test_hold_lease_reads_a_chunked_crlf_stream_split_anywhere(
         ]
         for data in b"".join(sends[:3]), *sends[3:]:
             await stream.send_all(data)
-            await trio.sleep(0.01)
+            await trio.sleep(0.01)  # paces the sends, so most arrive as reads of their own
         await trio.sleep_forever()
 
     with trio.fail_after(10):
@@ -189,7 +189,7 @@ async def test_hold_lease_reads_a_refusal_whose_head_comes_in_pieces(
         answer = refusal(ENDED)
         for piece in answer[:7], answer[7:30], answer[30:]:
             await stream.send_all(piece)
-            await trio.sleep(0.01)
+            await trio.sleep(0.01)  # paces the sends (every split is in tests/test_client.py)
         await trio.sleep_forever()  # keep-alive: the body's length says where it ends
 
     with trio.fail_after(10):
