@@ -1,8 +1,10 @@
-"""One identity: its inbox, open claims, ack-wait and redelivery timers, long polls and pushes.
+"""One identity: its inbox, open claims, session binding and lease timer, ack-wait and
+redelivery timers, long polls and pushes (ARCHITECTURE.md, Ownership).
 
-Virtual: the directory activates it on demand and it passivates itself when idle with nothing
-pending. The store is the truth: every change is committed before it is announced, and the
-actor rebuilds its timers from the store when it starts.
+Virtual: activated on demand (`actors/identities.py`), it passivates when idle with no session
+attached, whatever mail waits: its next due time is kept in the store, where the scheduler
+finds it. The store is the truth: every change is committed before it is announced, and the
+actor rebuilds its binding and timers from the store when it starts (or starts again).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import trio
 
 from actors._runtime import Actor, ActorError, ActorRef, Reply
 from actors.checkpoint import Checkpoint
+from actors.sessions import Binding, SessionIndex
 from actors.timers import TimerService
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.records import Claim, Delivery, Message
+from pager.domain.records import Claim, Delivery, Message, Session, SessionState
 from pager.store import messaging as ms
 
 log = logging.getLogger("pager.identity")
@@ -73,16 +76,32 @@ class Release:
 
 
 @attrs.frozen
-class Attach:
-    session_id: str
-    delivery: Delivery | None
-    implementation: str = ""
-    conversation_key: str | None = None
+class Rebind:
+    """The identity's sessions changed in the store (a registration, a takeover, an archive):
+    bind the attached one, if any, and end what was bound before."""
 
 
 @attrs.frozen
-class Detach:
+class EndSession:
+    """End the session (a detach, or its identity's lease lapsed): committed, then its streams
+    and long polls are told."""
+
     session_id: str
+    state: SessionState
+    reason: str
+
+
+@attrs.frozen
+class LeaseCheck:
+    """End the session if its lease lapsed; else arm the lease timer again."""
+
+
+@attrs.frozen
+class PersistLease:
+    """Record the session's lease (and the identity's last_seen) in the store."""
+
+    session_id: str
+    lease: float
 
 
 @attrs.frozen
@@ -104,7 +123,19 @@ class Pushed:
     refused: tuple[str, ...]
 
 
-IdentityMessage = Enqueue | Fetch | Ack | Release | Attach | Detach | Tick | Idle | Pushed
+IdentityMessage = (
+    Enqueue
+    | Fetch
+    | Ack
+    | Release
+    | Rebind
+    | EndSession
+    | LeaseCheck
+    | PersistLease
+    | Tick
+    | Idle
+    | Pushed
+)
 
 
 @attrs.frozen
@@ -155,7 +186,9 @@ class IdentityDeps:
     clock: WallClock
     windows: Windows
     providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]]  # by implementation
-    on_passivate: Callable[[str], None]
+    index: SessionIndex
+    #: Told when the actor stops idle: (identity, its ref, its next due time for the scheduler).
+    on_passivate: Callable[[str, ActorRef[IdentityMessage], float | None], None]
     send_limits: ms.SendLimits = attrs.Factory(ms.SendLimits)
 
 
@@ -178,10 +211,7 @@ class IdentityActor(Actor[IdentityMessage]):
             max_attempts=deps.windows.max_attempts,
             message_expiry=deps.windows.message_expiry,
         )
-        self.session_id: str | None = None
-        self.delivery: Delivery | None = None
-        self.implementation = ""
-        self.conversation_key: str | None = None
+        self.binding: Binding | None = None  # the attached session, shared with the index
         self.last_wake = -WAKE_EVERY  # trio time of the last wake helper request
         self.push_deadline: float | None = None  # trio time: an unanswered push counts as refused
         self.polls: list[_Poll] = []
@@ -190,25 +220,38 @@ class IdentityActor(Actor[IdentityMessage]):
         self.push_tokens: dict[str, str] = {}  # token -> message id, of the push in flight
         # Senders waiting for the push of their message: answered `delivered` or `queued`.
         self.push_waiters: list[tuple[Reply[Any], Message]] = []
-        self.next_deadline: float | None = None
+        self.next_deadline: float | None = None  # wall clock; also the store's next_due
         self.last_activity = 0.0  # trio time of the last message handled
+
+    @property
+    def session_id(self) -> str | None:
+        return None if self.binding is None else self.binding.session.id
+
+    @property
+    def delivery(self) -> Delivery | None:
+        return None if self.binding is None else self.binding.session.delivery
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def on_start(self) -> None:
         # Activation counts as activity: the idle window starts now, not at trio time 0.
         self.last_activity = trio.current_time()
+        self.next_deadline = self.deps.checkpoint.lookup(
+            lambda conn: ms.next_due_of(conn, self.identity_id)
+        )
+        self._rebind()
         await self._tick()
         # `handle` arms timers after each message, but an identity activated with no message
         # to follow (at start, detached, a claim open) would otherwise never run its deadline.
         self._arm_timers()
 
     async def on_stop(self) -> None:
-        self.deps.timers.cancel((self.identity_id, "inbox"))
-        self.deps.timers.cancel((self.identity_id, "idle"))
+        # A binding stays in the index: a crashed actor's next incarnation takes it up again.
+        for purpose in ("inbox", "idle", "lease"):
+            self.deps.timers.cancel((self.identity_id, purpose))
 
     async def handle(self, message: IdentityMessage, reply: Reply[Any] | None) -> None:
-        if not isinstance(message, Idle | Tick):
+        if not isinstance(message, Idle | Tick | LeaseCheck):
             self.last_activity = trio.current_time()
         match message:
             case Enqueue():
@@ -228,23 +271,22 @@ class IdentityActor(Actor[IdentityMessage]):
                 _answer(reply, released)
                 await self._serve_polls()
                 await self._push()
-            case Attach(
-                session_id=session_id,
-                delivery=delivery,
-                implementation=implementation,
-                conversation_key=conversation_key,
-            ):
-                self.session_id, self.delivery = session_id, delivery
-                self.implementation, self.conversation_key = implementation, conversation_key
+            case Rebind():
+                self._rebind()
                 _answer(reply, None)
                 await self._push()
-            case Detach(session_id=session_id):
-                if self.session_id == session_id:
-                    self.session_id, self.delivery = None, None
-                for poll in [p for p in self.polls if p.session_id == session_id]:
-                    self.polls.remove(poll)
-                    _answer(poll.reply, [])
+            case EndSession(session_id=session_id, state=state, reason=reason):
+                if self.binding is not None and self.binding.session.id == session_id:
+                    await self._end_session(self.binding, state, reason)
                 _answer(reply, None)
+            case LeaseCheck():
+                binding = self.binding
+                if binding is not None and binding.lapsed(self.deps.clock.now()):
+                    log.info("session %s of %s: lease lapsed", binding.session.id, self.identity_id)
+                    await self._end_session(binding, SessionState.EXPIRED, "lease lapsed")
+            case PersistLease(session_id=session_id, lease=lease):
+                if self.session_id == session_id:
+                    await self._persist_lease(session_id, lease)
             case Tick():
                 await self._tick()
             case Pushed():
@@ -252,7 +294,7 @@ class IdentityActor(Actor[IdentityMessage]):
             case Idle():
                 if self._idle() and trio.current_time() - self.last_activity >= IDLE_AFTER:
                     self.ref.stop()
-                    self.deps.on_passivate(self.identity_id)
+                    self.deps.on_passivate(self.identity_id, self.ref, self.next_deadline)
                     return
             case _:
                 self.unhandled(message)
@@ -263,9 +305,14 @@ class IdentityActor(Actor[IdentityMessage]):
     async def _write(self, op: Callable[[sqlite3.Connection], Any], *, heavy: bool = False) -> Any:
         """Run `op` and refresh the inbox deadline in the same transaction."""
         expiry, now = self.policy.message_expiry, self.deps.clock.now()
+        identity_id, known = self.identity_id, self.next_deadline
 
         def with_deadline(conn: sqlite3.Connection) -> tuple[Any, float | None]:
-            return op(conn), ms.next_deadline(conn, self.identity_id, now, expiry)
+            result = op(conn)
+            deadline = ms.next_deadline(conn, identity_id, now, expiry)
+            if deadline != known:  # kept in the store for the scheduler, once it passivates
+                ms.set_next_due(conn, identity_id, deadline)
+            return result, deadline
 
         result, self.next_deadline = await self.deps.checkpoint.write(with_deadline, heavy=heavy)
         return result
@@ -438,14 +485,16 @@ class IdentityActor(Actor[IdentityMessage]):
     async def _push(self) -> None:
         """Write waiting claims to the attached session's delivery address (one push at a time,
         so first deliveries keep send order)."""
-        if self.push_in_flight or self.delivery is None or self.session_id is None:
+        binding = self.binding
+        if self.push_in_flight or binding is None or binding.session.delivery is None:
             return
-        provider = await self.deps.providers(self.implementation)
+        session_id, delivery = binding.session.id, binding.session.delivery
+        provider = await self.deps.providers(binding.implementation)
         if provider is None:  # disabled or not running: the mail waits for a fetch
             self._settle_push_waiters(set())
             return
         claims = await self._write(
-            self._claim_op(PUSH_BATCH, self.session_id, "delivery"), heavy=_many(PUSH_BATCH)
+            self._claim_op(PUSH_BATCH, session_id, "delivery"), heavy=_many(PUSH_BATCH)
         )
         if not claims:
             self._settle_push_waiters(set())
@@ -455,7 +504,7 @@ class IdentityActor(Actor[IdentityMessage]):
         self.push_tokens = {c.claim.token: c.claim.message.id for c in claims}
         # A provider that dies with the push in hand never answers: give up on it in time.
         self.push_deadline = trio.current_time() + PUSH_TIMEOUT
-        deliver = Deliver(self.ref, self.push_id, self.session_id, self.delivery, tuple(claims))
+        deliver = Deliver(self.ref, self.push_id, session_id, delivery, tuple(claims))
         try:
             provider.try_cast(deliver)
         except ActorError as exc:
@@ -465,19 +514,20 @@ class IdentityActor(Actor[IdentityMessage]):
     async def _wake(self) -> None:
         """A session without a delivery address may still be told that mail waits, by its
         implementation's wake helper (if it has one); at most once every WAKE_EVERY."""
-        if self.session_id is None or self.delivery is not None:
+        binding = self.binding
+        if binding is None or binding.session.delivery is not None:
             return
         now = trio.current_time()
         if now - self.last_wake < WAKE_EVERY:
             return
-        provider = await self.deps.providers(self.implementation)
+        provider = await self.deps.providers(binding.implementation)
         if provider is None:
             return
         self.last_wake = now
         values = {
             "agent_id": self.identity_id,
-            "session_id": self.session_id,
-            "conversation_key": self.conversation_key or "",
+            "session_id": binding.session.id,
+            "conversation_key": binding.session.conversation_key or "",
         }
         with contextlib.suppress(ActorError):
             provider.try_cast(WakeSession(values))
@@ -512,9 +562,72 @@ class IdentityActor(Actor[IdentityMessage]):
             _answer(reply, Sent(message, False, wake))
 
     def _idle(self) -> bool:
-        return not (
-            self.session_id or self.polls or self.push_in_flight or self.next_deadline is not None
-        )
+        """Nothing to keep the actor for: its due mail is the scheduler's business."""
+        return not (self.binding or self.polls or self.push_in_flight)
+
+    # -- the session binding ---------------------------------------------------------------
+
+    def _rebind(self) -> None:
+        """Bind the session the store has attached to this identity, if any; a binding it
+        replaced ends (its streams and long polls are told), unless a takeover by alias
+        carried it on to another identity (`SessionIndex.carry_on`)."""
+        identity_id, index = self.identity_id, self.deps.index
+
+        def read(conn: sqlite3.Connection) -> tuple[Session | None, str]:
+            identity = ms.get_identity(conn, identity_id)
+            implementation = "" if identity is None else identity.implementation
+            return ms.attached_session(conn, identity_id), implementation
+
+        session, implementation = self.deps.checkpoint.lookup(read)
+        current = self.binding or index.of_identity(identity_id)
+        if current is not None and (session is None or current.session.id != session.id):
+            old = current.session.id
+            if current.identity_id == identity_id:  # else carried on to another identity
+                index.release(current)
+            self.binding = None
+            self._end_polls(old)
+        if session is None:
+            self.binding = None
+            return
+        binding = index.by_session(session.id) or index.by_token(session.token_hash)
+        if binding is None:
+            # Nobody could renew while it was unbound (a broker start): a fresh lease.
+            lease = self.deps.clock.now() + self.deps.windows.lease_ttl
+            binding = Binding(session, implementation, lease, session.lease_expires_at)
+            index.bind(binding)
+        elif binding.session.id != session.id:
+            index.carry_on(binding, session)  # a takeover by alias: its streams carry on
+        binding.implementation = implementation
+        self.binding = binding
+
+    async def _end_session(self, binding: Binding, state: SessionState, reason: str) -> None:
+        now = self.deps.clock.now()
+        session = binding.session
+
+        def op(conn: sqlite3.Connection) -> None:
+            ms.end_session(conn, session.id, state, reason, now)
+            ms.touch_identity(conn, session.identity_id, now, attached=False)
+
+        await self._write(op)
+        self.deps.index.release(binding)
+        if self.binding is binding:
+            self.binding = None
+        self._end_polls(session.id)
+
+    async def _persist_lease(self, session_id: str, lease: float) -> None:
+        identity_id, now = self.identity_id, self.deps.clock.now()
+
+        def renew(conn: sqlite3.Connection) -> None:
+            ms.set_lease(conn, session_id, lease)
+            ms.touch_identity(conn, identity_id, now)
+
+        await self._write(renew)
+
+    def _end_polls(self, session_id: str) -> None:
+        """Long polls of a session that ended get what they have: nothing."""
+        for poll in [p for p in self.polls if p.session_id == session_id]:
+            self.polls.remove(poll)
+            _answer(poll.reply, [])
 
     # -- timers ----------------------------------------------------------------------------
 
@@ -529,6 +642,13 @@ class IdentityActor(Actor[IdentityMessage]):
             timers.schedule(key, min(deadlines), self.ref, Tick())
         else:
             timers.cancel(key)
+        lease_key, binding = (self.identity_id, "lease"), self.binding
+        if binding is not None and binding.streams == 0:
+            # Renewals only move the lease later: a timer that fires early re-arms itself.
+            deadline = trio_deadline(self.deps.clock, binding.lease_deadline)
+            timers.schedule(lease_key, deadline, self.ref, LeaseCheck())
+        else:
+            timers.cancel(lease_key)  # an open stream holds it; its close re-arms this
         idle_key = (self.identity_id, "idle")
         if not self._idle():
             timers.cancel(idle_key)

@@ -1,16 +1,20 @@
-"""The messaging subtree's body: the timer service, the directory and its identity actors, and
-the sweeper that applies the retention windows.
+"""The messaging subtree's body: the timer service, the identity actors (under their dynamic
+supervisor), the scheduler that wakes identities falling due, the directory, and the sweeper
+that applies the retention windows.
 
 Started as one child of the broker tree; its started value is what `service` builds from the
-directory and the checkpoint: the tree passes a factory of the `BrokerService` the web edge
-calls, so this module does not import `pager.service` (which imports the actors). A crash
-anywhere in here fails the child as a whole, and the supervisor restarts it (with the web
-child after it); state comes back from the store.
+directory, the identities and the checkpoint: the tree passes a factory of the
+`BrokerService` the web edge calls, so this module does not import `pager.service` (which
+imports the actors). A crashed identity actor restarts alone; a crash anywhere else (or too
+many identity crashes) fails the child as a whole, and the supervisor restarts it (with the
+web child after it); state comes back from the store.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TypeVar
 
 import trio
@@ -18,14 +22,21 @@ import trio
 from actors._runtime import ActorRef, start_actor
 from actors.checkpoint import Checkpoint
 from actors.directory import DirectoryActor, DirectoryDeps, DirectoryMessage
-from actors.identity import IdentityDeps, ProviderMessage
+from actors.identities import MAX_RESTARTS, PERIOD, Identities
+from actors.identity import IdentityActor, IdentityDeps, IdentityMessage, ProviderMessage
 from actors.provider import DeliveryProvider
+from actors.scheduler import DueScheduler
+from actors.sessions import SessionIndex
 from actors.sweeper import SweeperActor, SweeperDeps
 from actors.timers import TimerService
 from pager.config import Config
 from pager.domain.clock import WallClock
+from pager.domain.errors import PagerError
 from pager.implementations.manifest import Wake
 from pager.store import messaging as ms
+from supervisors import DynamicSupervisor
+
+log = logging.getLogger("pager.messaging")
 
 S = TypeVar("S")
 
@@ -36,20 +47,32 @@ async def run_messaging(
     providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]],
     config: Config,
     clock: WallClock,
-    service: Callable[[ActorRef[DirectoryMessage], Checkpoint], S],
+    service: Callable[[ActorRef[DirectoryMessage], Identities, Checkpoint], S],
     task_status: trio.TaskStatus[S] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Start the subtree; report ready with `service(directory, checkpoint)`."""
+    """Start the subtree; report ready with `service(directory, identities, checkpoint)`."""
     store = checkpoint()
     async with trio.open_nursery() as nursery:
         timers: TimerService = await nursery.start(TimerService().run)
+        supervisor: DynamicSupervisor = await nursery.start(
+            DynamicSupervisor("identities", max_restarts=MAX_RESTARTS, period=PERIOD).run
+        )
+        scheduler: list[DueScheduler] = []  # made below; passivations before it need none
+
+        def passivated(agent_id: str, ref: ActorRef[IdentityMessage], due: float | None) -> None:
+            identities.passivated(agent_id, ref)
+            for one in scheduler:
+                one.note(due)
+
+        index = SessionIndex()
         identity_deps = IdentityDeps(
             checkpoint=store,
             timers=timers,
             clock=clock,
             windows=config.windows,
             providers=providers,
-            on_passivate=lambda _agent_id: None,  # replaced by the directory
+            index=index,
+            on_passivate=passivated,
             send_limits=ms.SendLimits(
                 max_hops=config.limits.max_hops,
                 agent_per_hour=config.limits.agent_sends_per_hour,
@@ -57,8 +80,25 @@ async def run_messaging(
                 script_per_hour=config.limits.token_sends_per_hour,
             ),
         )
+        identities = Identities(
+            supervisor,
+            partial(IdentityActor, deps=identity_deps),
+            index=index,
+            checkpoint=store,
+            clock=clock,
+            windows=config.windows,
+            nursery=nursery,
+        )
+        # At start only attached identities activate (they hold leases), then the scheduler
+        # those already due; every other identity stays in the store until it is needed.
+        for agent_id in store.lookup(ms.attached_identity_ids):
+            try:
+                await identities.activate(agent_id)
+            except PagerError as exc:
+                log.error("identity %s did not start: %s", agent_id, exc)
+        scheduler.append(await nursery.start(DueScheduler(store, identities, clock).run))
         directory_deps = DirectoryDeps(
-            store, timers, clock, config.windows, identity_deps, allow_force=config.allow_force
+            store, identities, clock, config.windows, allow_force=config.allow_force
         )
         directory = await start_actor(
             nursery, DirectoryActor(nursery, directory_deps), name="directory"
@@ -66,7 +106,7 @@ async def run_messaging(
         sweeper_deps = SweeperDeps(directory, store, timers, clock, config.windows)
         # Its first sweep runs before the service is handed out.
         await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
-        task_status.started(service(directory, store))
+        task_status.started(service(directory, identities, store))
 
 
 def _wake_of(implementation: str) -> Wake | None:

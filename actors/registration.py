@@ -101,7 +101,6 @@ def claim_alias(
     workspace_key: str,
     alias: str,
     agent_id: str,
-    attached: set[str],
     *,
     force: bool,
 ) -> None:
@@ -113,7 +112,8 @@ def claim_alias(
     key = alias_key(alias)
     holder = ms.identity_by_alias(conn, workspace_key, key)
     if holder is not None and holder.id != agent_id:
-        state = "attached" if holder.id in attached else "not attached"
+        attached = ms.attached_session(conn, holder.id) is not None
+        state = "attached" if attached else "not attached"
         raise PagerError(
             ErrorCode.ALIAS_CONFLICT,
             f"the alias {alias!r} belongs to {holder.id} ({state}); choose another alias,"
@@ -300,7 +300,6 @@ class RegisterPlan:
     """Decides create / rejoin / refuse for one registration, inside the commit."""
 
     command: RegisterCommand
-    attached: dict[str, Session]
     now: float
     lease_ttl: float
     token: str
@@ -326,7 +325,7 @@ class RegisterPlan:
             target = None if known is None else ms.get_identity(conn, known)
         if target is None and command.session_name is not None:
             target = self._by_name(conn, command.session_name)
-            if target is not None and target.id in self.attached:
+            if target is not None and ms.attached_session(conn, target.id) is not None:
                 if not command.force:
                     raise PagerError(
                         ErrorCode.ALIAS_CONFLICT,
@@ -352,7 +351,7 @@ class RegisterPlan:
         )
         ended: list[Session] = []
         started: list[tuple[Session, str]] = []
-        previous = self.attached.get(target.id)
+        previous = ms.attached_session(conn, target.id)
         if forced:
             done = take_over(
                 conn,

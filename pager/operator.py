@@ -5,10 +5,11 @@ while the checkpoint actor writes, and a long read never delays a commit), used 
 request at a time in a worker thread, each request inside one read transaction. Actions go to
 the directory actor, which alone ends sessions and commits identity changes.
 
-`attached` in the views is the store's session state. The directory owns leases in memory and
-writes a lapse when its lease timer fires, so a lease that has just lapsed can still show as
-attached for that instant; `lease_expires_at` is the lease as last persisted (the directory
-persists renewals every half lease, so the live lease may run up to `lease_ttl / 2` later).
+`attached` in the views is the store's session state. Each identity actor owns its session's
+lease in memory and writes a lapse when its lease timer fires, so a lease that has just lapsed
+can still show as attached for that instant; `lease_expires_at` is the lease as last persisted
+(renewals are persisted every half lease, so the live lease may run up to `lease_ttl / 2`
+later).
 """
 
 from __future__ import annotations

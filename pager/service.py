@@ -15,20 +15,20 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from actors._runtime import ActorRef, ActorStopped
+from actors._runtime import ActorRef
 from actors.checkpoint import Checkpoint
-from actors.directory import (
-    AttachedIds,
-    Authenticate,
-    DetachSession,
-    DirectoryMessage,
-    IdentityRefFor,
-    Move,
-    Rename,
-    StreamClosed,
-    StreamOpened,
+from actors.directory import DirectoryMessage, Move, Rename
+from actors.identities import Identities
+from actors.identity import (
+    Ack,
+    ClaimView,
+    EndSession,
+    Enqueue,
+    Fetch,
+    IdentityMessage,
+    Release,
+    Sent,
 )
-from actors.identity import Ack, ClaimView, Enqueue, Fetch, IdentityMessage, Release, Sent
 from actors.registration import PERSON, RegisterCommand, Registered, person_identity
 from pager.config import Config
 from pager.domain.api import JSON, Caller
@@ -44,7 +44,7 @@ from pager.domain.names import (
     parse_address,
 )
 from pager.domain.pages import Page
-from pager.domain.records import Delivery, Identity, Message
+from pager.domain.records import Delivery, Identity, Message, SessionState
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.operator import ReadViews
@@ -57,7 +57,6 @@ T = TypeVar("T")
 #: Longest wait a `fetch` may ask for (SPEC §8).
 MAX_WAIT_S = 60.0
 #: Identity refs the service keeps before it forgets those of stopped actors.
-IDENTITY_REFS_KEPT = 1024
 #: Messages one hook run claims at most (what does not fit its size limit is handed back).
 HOOK_BATCH = 10
 #: Roster page sizes (SPEC §8 `roster`: `limit`), and the view its cursors name.
@@ -70,6 +69,7 @@ class BrokerService:
     def __init__(
         self,
         directory: ActorRef[DirectoryMessage],
+        identities: Identities,
         checkpoint: Checkpoint,
         config: Config,
         clock: WallClock,
@@ -78,10 +78,8 @@ class BrokerService:
         resolve: Callable[[str], Awaitable[Workspace]] | None = None,
     ) -> None:
         self.directory = directory
-        # Refs of identity actors met lately, so a call skips asking the directory while the
-        # actor lives (one actor round trip less per send, fetch and ack). The directory
-        # still decides every activation; a ref that stopped is asked for again.
-        self._identity_refs: dict[str, ActorRef[IdentityMessage]] = {}
+        # The identity actors, found by id without a mailbox hop (started when not running).
+        self.identities = identities
         self.checkpoint = checkpoint
         # Reads that scan or page (the roster) go to a read-only connection of their own, not
         # to the checkpoint's writer connection: they never wait for a write, nor delay one.
@@ -124,16 +122,14 @@ class BrokerService:
         }
 
     async def authenticate(self, token: str) -> Caller:
-        caller: Caller = await self.directory.call(Authenticate(token))
-        return caller
+        return self.identities.authenticate(token)
 
     async def stream_opened(self, caller: Caller) -> trio.Event:
         """Holds the lease while the stream is open; the event is set when the session ends."""
-        ended: trio.Event = await self.directory.call(StreamOpened(_session_of(caller)))
-        return ended
+        return self.identities.stream_opened(_session_of(caller))
 
     async def stream_closed(self, caller: Caller) -> None:
-        await self.directory.call(StreamClosed(_session_of(caller)))
+        self.identities.stream_closed(_session_of(caller))
 
     async def prompted(self, caller: Caller) -> JSON:
         """The person typed a prompt into the caller's harness (a plugin or extension says
@@ -145,7 +141,8 @@ class BrokerService:
         await self.checkpoint.write(lambda conn: ms.reset_cause(conn, agent_id))
 
     async def detach(self, caller: Caller) -> JSON:
-        await self.directory.call(DetachSession(_session_of(caller)))
+        end = EndSession(_session_of(caller), SessionState.DETACHED, "detached")
+        await self._call_identity(caller.agent_id, end)
         return {"detached": True, "session_id": caller.session_id}
 
     async def person(self, workspace: str) -> Caller:
@@ -570,30 +567,10 @@ class BrokerService:
         *,
         timeout: float = 30.0,  # noqa: ASYNC109
     ) -> Any:
-        # One retry: an identity may passivate between the lookup and the call.
-        for attempt in range(2):
-            ref = await self._identity_ref(agent_id)
-            try:
-                return await ref.call(message, timeout=timeout)
-            except ActorStopped:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-
-    async def _identity_ref(self, agent_id: str) -> ActorRef[IdentityMessage]:
-        known = self._identity_refs.get(agent_id)
-        if known is not None and known.alive:
-            return known
-        ref: ActorRef[IdentityMessage] = await self.directory.call(IdentityRefFor(agent_id))
-        refs = self._identity_refs
-        if len(refs) >= IDENTITY_REFS_KEPT:  # forget the passivated ones
-            self._identity_refs = refs = {key: r for key, r in refs.items() if r.alive}
-        refs[agent_id] = ref
-        return ref
+        return await self.identities.call(agent_id, message, timeout=timeout)
 
     async def _attached_ids(self) -> frozenset[str]:
-        attached: frozenset[str] = await self.directory.call(AttachedIds())
-        return attached
+        return self.identities.index.attached_ids()
 
 
 async def _resolve_in_thread(path: str) -> Workspace:

@@ -28,6 +28,7 @@ from actors.checkpoint import (
 )
 from actors.directory import DirectoryMessage
 from actors.events import CommitSignal, EventFeed
+from actors.identities import Identities
 from actors.messaging import delivery_provider, run_messaging
 from actors.providers import ProviderHub, disabled_event
 from pager import store as db
@@ -225,8 +226,12 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         # The service's own read-only connection (the roster), apart from the operator's.
         reads = ReadViews(ctx.paths.database)
 
-        def service(directory: ActorRef[DirectoryMessage], checkpoint: Checkpoint) -> BrokerService:
-            return BrokerService(directory, checkpoint, ctx.config, ctx.clock, reads=reads)
+        def service(
+            directory: ActorRef[DirectoryMessage], identities: Identities, checkpoint: Checkpoint
+        ) -> BrokerService:
+            return BrokerService(
+                directory, identities, checkpoint, ctx.config, ctx.clock, reads=reads
+            )
 
         try:
             await run_messaging(

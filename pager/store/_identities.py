@@ -325,6 +325,58 @@ def attached_sessions(conn: sqlite3.Connection) -> list[Session]:
     return [_session(row) for row in rows]
 
 
+def attached_session(conn: sqlite3.Connection, identity_id: str) -> Session | None:
+    """The identity's attached session, if it has one (never more than one)."""
+    row = conn.execute(
+        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = ? AND state = 'attached'"
+        " ORDER BY epoch DESC LIMIT 1",
+        (identity_id,),
+    ).fetchone()
+    return None if row is None else _session(row)
+
+
+def attached_identity_ids(conn: sqlite3.Connection) -> frozenset[str]:
+    """Every identity with an attached session (the partial index holds only those)."""
+    rows = conn.execute("SELECT identity_id FROM sessions WHERE state = 'attached'")
+    return frozenset(str(row[0]) for row in rows)
+
+
+def set_next_due(conn: sqlite3.Connection, identity_id: str, due: float | None) -> None:
+    """When the identity next needs its actor on its own (see `due_identities`)."""
+    conn.execute("UPDATE identities SET next_due = ? WHERE id = ?", (due, identity_id))
+
+
+def next_due_of(conn: sqlite3.Connection, identity_id: str) -> float | None:
+    row = conn.execute("SELECT next_due FROM identities WHERE id = ?", (identity_id,)).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def due_identities(
+    conn: sqlite3.Connection, now: float, after: tuple[float, str] | None, limit: int
+) -> list[tuple[float, str]]:
+    """(next_due, id) of identities due by `now`, in due order, after the cursor `after`."""
+    if after is None:
+        rows = conn.execute(
+            "SELECT next_due, id FROM identities WHERE next_due <= ? ORDER BY next_due, id LIMIT ?",
+            (now, limit),
+        )
+    else:
+        rows = conn.execute(
+            "SELECT next_due, id FROM identities WHERE next_due <= ? AND (next_due, id) > (?, ?)"
+            " ORDER BY next_due, id LIMIT ?",
+            (now, after[0], after[1], limit),
+        )
+    return [(float(due), str(agent_id)) for due, agent_id in rows]
+
+
+def earliest_due_after(conn: sqlite3.Connection, now: float) -> float | None:
+    """The first next-due time later than `now`, of any identity."""
+    (due,) = conn.execute(
+        "SELECT MIN(next_due) FROM identities WHERE next_due > ?", (now,)
+    ).fetchone()
+    return None if due is None else float(due)
+
+
 def end_session(
     conn: sqlite3.Connection,
     session_id: str,

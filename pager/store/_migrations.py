@@ -280,6 +280,35 @@ def _v7_mailbox_tokens(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE messages ADD COLUMN fields TEXT")
 
 
+def _v8_next_due(conn: sqlite3.Connection) -> None:
+    # Identity actors passivate whatever mail waits (ARCHITECTURE.md, Ownership): each
+    # identity's next due time (an ack wait ends, a retry comes, a message expires) is kept
+    # here, indexed, and one scheduler re-activates identities when they fall due. Filled for
+    # mail already waiting with the default expiry (7 days): a broker configured otherwise
+    # corrects it when the identity next runs.
+    conn.execute("ALTER TABLE identities ADD COLUMN next_due REAL")
+    conn.execute(
+        "CREATE INDEX identities_next_due ON identities (next_due) WHERE next_due IS NOT NULL"
+    )
+    conn.execute(
+        """
+        UPDATE identities SET next_due = (
+            SELECT MIN(due) FROM (
+                SELECT MIN(expires_at) AS due FROM claims
+                WHERE claims.identity_id = identities.id AND state = 'open'
+                UNION ALL
+                SELECT MIN(available_at) FROM messages
+                WHERE recipient_id = identities.id AND state = 'queued'
+                AND available_at > CAST(strftime('%s', 'now') AS REAL)
+                UNION ALL
+                SELECT MIN(sent_at) + 604800.0 FROM messages
+                WHERE recipient_id = identities.id AND state IN ('queued', 'claimed', 'delivered')
+            )
+        )
+        """
+    )
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
@@ -289,6 +318,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "message origin and hop, identity cause hop (loop guard)", _v5_loop_guard),
     Migration(6, "the message that caused each send (named chains)", _v6_named_chains),
     Migration(7, "mailbox tokens and page fields", _v7_mailbox_tokens),
+    Migration(8, "each identity's next due time (virtual identity actors)", _v8_next_due),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -16,6 +16,7 @@ import trio
 from actors._runtime import Actor, ActorRef, Reply, start_actor
 from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
 from actors.directory import DirectoryMessage
+from actors.identities import Identities
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
 from actors.messaging import run_messaging
 from pager.config import Config, Limits, Windows
@@ -79,12 +80,14 @@ async def _resolve_inline(path: str) -> Workspace:
 
 def inline_service(
     config: Config, clock: TrioWallClock, reads: ReadViews
-) -> Callable[[ActorRef[DirectoryMessage], Checkpoint], BrokerService]:
+) -> Callable[[ActorRef[DirectoryMessage], Identities, Checkpoint], BrokerService]:
     """The `service` factory `run_messaging` is given: workspaces resolved inline."""
 
-    def service(directory: ActorRef[DirectoryMessage], checkpoint: Checkpoint) -> BrokerService:
+    def service(
+        directory: ActorRef[DirectoryMessage], identities: Identities, checkpoint: Checkpoint
+    ) -> BrokerService:
         return BrokerService(
-            directory, checkpoint, config, clock, reads=reads, resolve=_resolve_inline
+            directory, identities, checkpoint, config, clock, reads=reads, resolve=_resolve_inline
         )
 
     return service

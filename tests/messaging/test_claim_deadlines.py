@@ -9,7 +9,6 @@ from typing import Any, cast
 import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
 
-from actors.directory import ActiveIds, IdentityRefFor
 from pager.domain.clock import TrioWallClock
 from pager.domain.views import MessageView
 from pager.store import views
@@ -86,12 +85,12 @@ async def test_stopped_identity_with_open_claim_is_woken_at_its_deadline(
         await harness.service.send(alice, to="bob", body="requeue me")
         await harness.service.fetch(bob)
         await harness.service.detach(bob)
-        directory = harness.service.directory
-        ref = await directory.call(IdentityRefFor(bob.agent_id))
+        identities = harness.service.identities
+        ref = await identities.activate(bob.agent_id)
         ref.try_cast(cast(Any, "not a message"))  # an unknown message crashes the actor
         await wait_all_tasks_blocked()
         assert not ref.alive
         await trio.sleep(WINDOWS.ack_wait + SLACK)
         [back] = _inbox(harness, bob.agent_id)
         assert (back.state, back.attempts) == ("queued", 1)
-        assert bob.agent_id in await directory.call(ActiveIds())
+        assert bob.agent_id in identities.active_ids()

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-from functools import partial
 from pathlib import Path
 
 import pytest
 import trio
 from trio.testing import MockClock
 
-from actors.directory import AttachedIds
 from pager.domain.errors import ErrorCode, PagerError
 from pager.wire import RegisterRequest
 from tests.messaging.conftest import Harness
@@ -74,13 +72,13 @@ async def test_a_renewed_lease_lapses_on_the_timer_without_further_requests(
     with no request in between."""
     with trio.fail_after(600):
         registered, caller = await harness.register("api")
-        attached = partial(harness.service.directory.call, AttachedIds())
+        attached = harness.service.identities.index.attached_ids
         await trio.sleep(60)
         await harness.service.authenticate(registered["token"])  # renewed to 150 s
         await trio.sleep(40)  # past the first deadline (90 s), before the renewed one
-        assert caller.agent_id in await attached()
+        assert caller.agent_id in attached()
         await trio.sleep(60)  # past the renewed deadline
-        assert caller.agent_id not in await attached()
+        assert caller.agent_id not in attached()
         assert await _code(harness.service.authenticate(registered["token"])) is ErrorCode.EXPIRED
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.directory import ArchiveIdentity, AttachedIds, PurgeIdentity, UnarchiveIdentity
+from actors.directory import ArchiveIdentity, PurgeIdentity, UnarchiveIdentity
 from pager.domain.errors import ErrorCode, PagerError
 from pager.store import messaging as ms
 from tests.messaging.conftest import Harness
@@ -65,13 +65,14 @@ async def test_directory_purge_ends_the_session_for_good(harness: Harness) -> No
         bob, _ = await h.register("bob")
         sent = await h.service.send(alice, to="bob", body="pending")
         directory = h.service.directory
+        identities = h.service.identities
         done: ms.Applied = await directory.call(PurgeIdentity(bob["agent_id"], "operator"))
         assert (done.ended_sessions, done.dead_lettered, done.alias) == (1, 1, "bob")
         with pytest.raises(PagerError) as caught:
             await h.service.authenticate(bob["token"])
         assert caught.value.code is ErrorCode.ENDED
         assert caught.value.details["reason"] == "purged"
-        assert bob["agent_id"] not in await directory.call(AttachedIds())
+        assert bob["agent_id"] not in identities.index.attached_ids()
         status = await h.service.message_status(alice, message_id=sent["message_id"])
         assert (status["state"], status["dead_reason"]) == ("dead", "purged")
         again = PurgeIdentity(bob["agent_id"], "operator")

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
-from trio.testing import MockClock
+from trio.testing import MockClock, wait_all_tasks_blocked
 
-from actors.directory import ActiveIds
 from actors.identity import IDLE_AFTER
 from pager.domain.clock import TrioWallClock
 from tests.messaging.conftest import Harness, open_harness
@@ -58,12 +57,12 @@ async def test_idle_identity_passivates_and_reactivates(
         _, alice = await harness.register("alice")
         _, bob = await harness.register("bob")
         await harness.service.detach(bob)
-        directory = harness.service.directory
-        assert bob.agent_id in await directory.call(ActiveIds())
+        identities = harness.service.identities
+        assert bob.agent_id in identities.active_ids()
         await trio.sleep(IDLE_AFTER + 10)
-        assert bob.agent_id not in await directory.call(ActiveIds())
+        assert bob.agent_id not in identities.active_ids()
         await harness.service.send(alice, to="bob", body="wake the inbox")
-        assert bob.agent_id in await directory.call(ActiveIds())
+        assert bob.agent_id in identities.active_ids()
         _, bob = await harness.register("bob")
         [claim] = (await harness.service.fetch(bob))["claims"]
         assert claim["message"]["body"] == "wake the inbox"
@@ -81,11 +80,54 @@ async def test_mail_reaches_an_identity_that_passivated_after_earlier_mail(
         [claim] = (await harness.service.fetch(bob))["claims"]
         await harness.service.ack(bob, tokens=[claim["token"]])
         await harness.service.detach(bob)
-        directory = harness.service.directory
+        identities = harness.service.identities
         await trio.sleep(IDLE_AFTER + 10)
-        assert bob.agent_id not in await directory.call(ActiveIds())
+        assert bob.agent_id not in identities.active_ids()
         await harness.service.send(alice, to="bob", body="second")
-        assert bob.agent_id in await directory.call(ActiveIds())
+        assert bob.agent_id in identities.active_ids()
         _, bob = await harness.register("bob")
         [claim] = (await harness.service.fetch(bob))["claims"]
         assert claim["message"]["body"] == "second"
+
+
+async def test_identity_with_waiting_mail_passivates_and_the_scheduler_wakes_it_when_due(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """Virtual whatever mail waits: a detached identity holding a message stops when idle (its
+    next due time, the message's expiry, is in the store) and the scheduler starts it again
+    when that time comes, which dead-letters the message."""
+    expiry = harness.service.config.windows.message_expiry
+    with trio.fail_after(2 * expiry):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        await harness.service.detach(bob)
+        sent = await harness.service.send(alice, to="bob", body="expire in the store")
+        identities = harness.service.identities
+        await trio.sleep(IDLE_AFTER + 10)
+        assert bob.agent_id not in identities.active_ids()
+        await trio.sleep(expiry)
+        status = await harness.service.message_status(alice, message_id=sent["message_id"])
+        assert (status["state"], status["dead_reason"]) == ("dead", "expired")
+
+
+async def test_start_activates_only_attached_and_due_identities(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """After a restart, the identities with an attached session and those already due run;
+    one whose mail merely waits stays in the store."""
+    clock = TrioWallClock()
+    with trio.fail_after(600):
+        async with open_harness(tmp_path, clock=clock) as first:
+            _, alice = await first.register("alice")
+            _, bob = await first.register("bob")
+            _, carol = await first.register("carol")
+            await first.service.send(alice, to="bob", body="waits a week")
+            await first.service.send(alice, to="carol", body="claimed, never acked")
+            await first.service.fetch(carol)
+            await first.service.detach(bob)
+            await first.service.detach(carol)
+        await trio.sleep(120)  # carol's ack wait (60 s) ends while the broker is down
+        async with open_harness(tmp_path, clock=clock) as second:
+            await wait_all_tasks_blocked()
+            active = second.service.identities.active_ids()
+            assert active == {alice.agent_id, carol.agent_id}

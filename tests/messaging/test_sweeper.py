@@ -12,7 +12,7 @@ import trio
 import trio.lowlevel
 from trio.testing import MockClock, wait_all_tasks_blocked
 
-from actors.directory import ArchiveIdentity, AttachedIds, IdentityRefFor, ReapIdentity
+from actors.directory import ArchiveIdentity, ReapIdentity
 from actors.sweeper import MIN_PERIOD, sweep_period
 from pager.config import Windows
 from pager.domain.clock import TrioWallClock, iso
@@ -282,11 +282,12 @@ async def test_operator_archive_and_reap_end_attached_sessions(
             api, _ = await h.register("api")
             sent = await h.service.send(alice, to="api", body="pending")
             directory = h.service.directory
+            identities = h.service.identities
             await directory.call(ArchiveIdentity(api["agent_id"], "operator"))
             with pytest.raises(PagerError) as caught:
                 await h.service.authenticate(api["token"])
             assert caught.value.code is ErrorCode.ENDED
-            assert api["agent_id"] not in await directory.call(AttachedIds())
+            assert api["agent_id"] not in identities.index.attached_ids()
             status = await h.service.message_status(alice, message_id=sent["message_id"])
             assert status["state"] == "queued"
             again, _ = await h.register("api")
@@ -298,7 +299,7 @@ async def test_operator_archive_and_reap_end_attached_sessions(
             status = await h.service.message_status(alice, message_id=sent["message_id"])
             assert (status["state"], status["dead_reason"]) == ("dead", "reaped")
             with pytest.raises(PagerError) as caught:
-                await directory.call(IdentityRefFor(api["agent_id"]))
+                await identities.activate(api["agent_id"])
             assert caught.value.code is ErrorCode.NOT_FOUND
             with pytest.raises(PagerError) as caught:
                 await directory.call(ReapIdentity(api["agent_id"], "operator"))

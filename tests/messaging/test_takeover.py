@@ -11,7 +11,6 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from actors.directory import AttachedIds
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.store import messaging as ms
@@ -156,7 +155,7 @@ async def test_update_agent_alias_force_keeps_the_caller_stream_and_lease(
         assert alice_stream.is_set()
         assert not carol_stream.is_set()
         await trio.sleep(WINDOWS.lease_ttl * 2)  # no request: only the open stream holds it
-        attached = await harness.service.directory.call(AttachedIds())
+        attached = harness.service.identities.index.attached_ids()
         assert alice_info["agent_id"] in attached
         await harness.service.stream_closed(carol)  # closed under the id it was opened with
         await trio.sleep(WINDOWS.lease_ttl + WINDOWS.stream_grace + 1)

@@ -50,7 +50,6 @@ class Store:
         self,
         name: str | None,
         *,
-        attached: dict[str, Session] | None = None,
         force: bool = False,
         workspace: Workspace | None = None,
         now: float = NOW,
@@ -65,7 +64,6 @@ class Store:
         )
         plan = RegisterPlan(
             command,
-            attached or {},
             now,
             90.0,
             ids.new_token(ids.Kind.SESSION_TOKEN),
@@ -196,7 +194,7 @@ def test_forced_takeover_records_every_change(store: Store) -> None:
     attached), the new session (attached), and the takeover with both sessions."""
     holder = store.register("alice")
     store.new_events()
-    taker = store.register("alice", attached={holder.identity_id: holder}, force=True)
+    taker = store.register("alice", force=True)
     events = store.new_events()
     kinds = [kind for kind, _ in events]
     assert kinds == [
@@ -227,10 +225,10 @@ def test_forced_takeover_records_every_change(store: Store) -> None:
 def test_refused_registration_records_nothing(store: Store) -> None:
     """A registration refused with alias_conflict (the name is attached) rolls back and
     records nothing."""
-    holder = store.register("alice")
+    store.register("alice")
     store.new_events()
     with pytest.raises(PagerError):
-        store.register("alice", attached={holder.identity_id: holder})
+        store.register("alice")
     assert store.new_events() == []
 
 
@@ -241,7 +239,7 @@ def test_rename_records_renamed_with_old_alias(store: Store) -> None:
     slug = store.workspace.slug
 
     def rename(conn: sqlite3.Connection) -> None:
-        claim_alias(conn, store.workspace.key, "carol", me, set(), force=False)
+        claim_alias(conn, store.workspace.key, "carol", me, force=False)
         ms.set_alias(conn, me, store.workspace.key, "carol", "carol", durable=True, now=NOW)
 
     store.write(rename)
@@ -278,7 +276,7 @@ def test_claim_alias_never_renames_a_holder_even_forced(store: Store) -> None:
     me = store.register("bob").identity_id
     store.new_events()
     with pytest.raises(PagerError):
-        store.write(lambda c: claim_alias(c, store.workspace.key, "alice", me, set(), force=True))
+        store.write(lambda c: claim_alias(c, store.workspace.key, "alice", me, force=True))
     assert store.new_events() == []
 
 

@@ -1,0 +1,245 @@
+"""The running identity actors: activated on demand under a dynamic supervisor (transient
+children: one that crashes comes back, rebuilt from the store, bound to its session), found by
+id without a mailbox hop, and the lookups every request makes before it reaches one.
+
+Authentication is here, not in the directory: a token is looked up in the session index and
+its lease moved later in place; the identity actor owning that binding alone ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from actors._runtime import ActorCrashed, ActorError, ActorRef, ActorStopped, run_actor
+from actors.checkpoint import Checkpoint
+from actors.identity import IdentityActor, IdentityMessage, LeaseCheck, PersistLease
+from actors.registration import not_attached, unknown_token
+from actors.sessions import SessionIndex
+from pager.config import Windows
+from pager.domain import ids
+from pager.domain.api import Caller
+from pager.domain.clock import WallClock
+from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.records import SessionState
+from pager.store import messaging as ms
+from supervisors import ChildSpec, ChildStartFailed, DynamicSupervisor, Restart
+
+log = logging.getLogger("pager.identities")
+
+#: Restart intensity of the identity actors together: more crashes than this within the
+#: period fail the messaging subtree (its supervisor then restarts it from the store).
+MAX_RESTARTS = 20
+PERIOD = 10.0
+
+
+class Identities:
+    """What the service, the directory and the scheduler hold to reach identity actors."""
+
+    def __init__(
+        self,
+        supervisor: DynamicSupervisor,
+        make: Callable[[str], IdentityActor],
+        *,
+        index: SessionIndex,
+        checkpoint: Checkpoint,
+        clock: WallClock,
+        windows: Windows,
+        nursery: trio.Nursery,
+    ) -> None:
+        self._supervisor = supervisor
+        self._make = make
+        self.index = index
+        self._checkpoint = checkpoint
+        self._clock = clock
+        self._windows = windows
+        self._nursery = nursery  # background activations (`tell`)
+        self._refs: dict[str, ActorRef[IdentityMessage]] = {}
+        self._starting: dict[str, trio.Event] = {}
+
+    # -- finding and starting --------------------------------------------------------------
+
+    def get(self, agent_id: str) -> ActorRef[IdentityMessage] | None:
+        """The identity's running actor, if it runs."""
+        ref = self._refs.get(agent_id)
+        return ref if ref is not None and ref.alive else None
+
+    def active_ids(self) -> frozenset[str]:
+        return frozenset(agent for agent, ref in self._refs.items() if ref.alive)
+
+    async def activate(self, agent_id: str) -> ActorRef[IdentityMessage]:
+        """The identity's actor, started if it is not running; `not_found` if the identity
+        does not exist (purged, or never was)."""
+        while True:
+            ref = self.get(agent_id)
+            if ref is not None:
+                return ref
+            starting = self._starting.get(agent_id)
+            if starting is None:
+                break
+            await starting.wait()  # started by another caller meanwhile; look again
+        if self._checkpoint.lookup(lambda c: ms.get_identity(c, agent_id)) is None:
+            raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
+        self._starting[agent_id] = starting = trio.Event()
+        try:
+            spec = ChildSpec(agent_id, self._child(agent_id), restart=Restart.TRANSIENT)
+            if self._supervisor.running(agent_id):  # its last incarnation is still ending
+                await self._supervisor.terminate_child(agent_id)
+            started = await self._supervisor.start_child(spec)
+        except ChildStartFailed as exc:
+            raise PagerError(
+                ErrorCode.INTERNAL, f"identity {agent_id} could not start: {exc.error!r}"
+            ) from exc
+        finally:
+            del self._starting[agent_id]
+            starting.set()
+        assert isinstance(started, ActorRef)
+        return started
+
+    def _child(self, agent_id: str) -> Callable[..., Any]:
+        async def run(*, task_status: trio.TaskStatus[ActorRef[IdentityMessage]]) -> None:
+            # Every incarnation (a restart too) registers its ref when it is ready.
+            await run_actor(
+                self._make(agent_id),
+                name=f"identity:{agent_id}",
+                task_status=_Registering(self._refs, agent_id, task_status),
+            )
+
+        return run
+
+    def passivated(self, agent_id: str, ref: ActorRef[IdentityMessage]) -> None:
+        if self._refs.get(agent_id) is ref:
+            del self._refs[agent_id]
+
+    async def stop(self, agent_id: str) -> None:
+        """Stop the identity's actor for good (its identity was reaped or purged)."""
+        self._refs.pop(agent_id, None)
+        await self._supervisor.terminate_child(agent_id)
+
+    async def call(self, agent_id: str, message: IdentityMessage, *, timeout: float = 30.0) -> Any:  # noqa: ASYNC109
+        """Call the identity's actor, starting it if need be; one retry if it passivated
+        between the lookup and the call."""
+        for attempt in range(2):
+            ref = await self.activate(agent_id)
+            try:
+                return await ref.call(message, timeout=timeout)
+            except ActorStopped:
+                if attempt:
+                    raise
+            except ActorCrashed as exc:
+                # Its supervisor starts it again, bound as before; this call is lost.
+                raise PagerError(
+                    ErrorCode.INTERNAL,
+                    f"the broker failed while handling this call for {agent_id}"
+                    f" ({exc.reason!r}) and recovered; the call may or may not have taken"
+                    " effect: check before retrying (a send: retry with the same"
+                    " idempotency_key)",
+                ) from exc
+        raise AssertionError("unreachable")
+
+    def tell(self, agent_id: str, message: IdentityMessage) -> None:
+        """Cast to the identity's actor, starting it in the background if it is not running."""
+        ref = self.get(agent_id)
+        if ref is not None:
+            with contextlib.suppress(ActorError):
+                ref.try_cast(message)
+                return
+        self._nursery.start_soon(self._tell_later, agent_id, message)
+
+    async def _tell_later(self, agent_id: str, message: IdentityMessage) -> None:
+        try:
+            ref = await self.activate(agent_id)
+            ref.try_cast(message)
+        except (PagerError, ActorError) as exc:
+            log.warning("identity %s did not take %r: %s", agent_id, message, exc)
+
+    # -- the lookups of every request ------------------------------------------------------
+
+    def authenticate(self, token: str) -> Caller:
+        """The caller a session token stands for, its lease moved later; no mailbox hop."""
+        if not ids.looks_like(ids.Kind.SESSION_TOKEN, token):
+            raise unknown_token()
+        token_hash = ids.hash_token(token)
+        binding = self.index.by_token(token_hash)
+        now = self._clock.now()
+        if binding is None:
+            return self._from_store(token_hash)
+        session = binding.session
+        if binding.lapsed(now):
+            self.tell(session.identity_id, LeaseCheck())  # its owner ends it
+            raise not_attached(attrs.evolve(session, state=SessionState.EXPIRED))
+        ttl = self._windows.lease_ttl
+        # A renewal never shortens a lease (a stream's grace may reach past now + ttl).
+        binding.lease_deadline = max(binding.lease_deadline, now + ttl)
+        if binding.lease_deadline - binding.persisted_lease > ttl / 2:
+            # Persisted now and then, not on every request (after a crash the broker grants a
+            # fresh lease anyway); the identity's `last_seen` goes with it.
+            binding.persisted_lease = binding.lease_deadline
+            self.tell(session.identity_id, PersistLease(session.id, binding.lease_deadline))
+        return Caller(session.id, session.identity_id, session.epoch)
+
+    def _from_store(self, token_hash: str) -> Caller:
+        """A token the index does not hold: the store decides. An attached session there is
+        one registered a moment ago, or one whose identity actor is starting again."""
+        session, purged = self._checkpoint.lookup(
+            lambda c: (ms.session_by_token(c, token_hash), ms.purged_session(c, token_hash))
+        )
+        if session is None and purged is not None:
+            raise PagerError(
+                ErrorCode.ENDED,
+                "this session has ended (its identity was purged by the operator); do not retry",
+                session_id=purged,
+                reason="purged",
+            )
+        if session is None or session.state is not SessionState.ATTACHED:
+            raise not_attached(session)
+        if self.get(session.identity_id) is None:
+            self._nursery.start_soon(self._activate_quietly, session.identity_id)
+        return Caller(session.id, session.identity_id, session.epoch)
+
+    async def _activate_quietly(self, agent_id: str) -> None:
+        try:
+            await self.activate(agent_id)
+        except PagerError as exc:
+            log.warning("identity %s did not start: %s", agent_id, exc)
+
+    def stream_opened(self, session_id: str) -> trio.Event:
+        """Holds the lease while the stream is open; the event is set when the session ends."""
+        binding = self.index.by_session(session_id)
+        if binding is None:
+            ended = trio.Event()
+            ended.set()
+            return ended
+        binding.streams += 1
+        return binding.ended
+
+    def stream_closed(self, session_id: str) -> None:
+        binding = self.index.by_session(session_id)
+        if binding is None:
+            return
+        binding.streams -= 1
+        grace = self._clock.now() + self._windows.stream_grace
+        binding.lease_deadline = max(binding.lease_deadline, grace)
+        self.tell(binding.identity_id, LeaseCheck())  # its owner re-arms the lease timer
+
+
+class _Registering(trio.TaskStatus[ActorRef[IdentityMessage]]):
+    def __init__(
+        self,
+        refs: dict[str, ActorRef[IdentityMessage]],
+        agent_id: str,
+        outer: trio.TaskStatus[ActorRef[IdentityMessage]],
+    ) -> None:
+        self._refs = refs
+        self._agent_id = agent_id
+        self._outer = outer
+
+    def started(self, value: ActorRef[IdentityMessage] | None = None) -> None:
+        assert value is not None
+        self._refs[self._agent_id] = value
+        self._outer.started(value)
