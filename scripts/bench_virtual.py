@@ -117,7 +117,14 @@ def measure(
             filled = fill(broker.home / "pager.db", identities)
             ready, rss_ready, rss_later = [], [], []
             for run in range(runs):
-                started, wall = brokers.start(name)
+                begin = time.perf_counter()
+                try:
+                    started, wall = brokers.start(name)
+                except RuntimeError as exc:  # `pager start` gave up waiting: report, go on
+                    failed = time.perf_counter() - begin
+                    progress(f"{name}: not ready after {failed:.1f} s: {exc}")
+                    return {"revision": name, "fill_s": round(filled, 1),
+                            "not_ready_after_s": round(failed, 1)}  # fmt: skip
                 ready.append(wall)
                 rss_ready.append(rss_mib(started.pid))
                 time.sleep(settle)  # what the start left running shows in memory by then
@@ -156,6 +163,9 @@ def main() -> int:
         print(json.dumps(out, indent=2))
     else:
         for r in results:
+            if "not_ready_after_s" in r:
+                print(f"{r['revision']}: not ready after {r['not_ready_after_s']} s (pager start)")
+                continue
             print(
                 f"{r['revision']}: ready {r['ready_s_median']} s (runs {r['ready_s']}),"
                 f" RSS ready {r['rss_mib_ready']} MiB, after {args.settle:g} s"
