@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors._runtime import ActorCrashed, ActorError, ActorRef, ActorStopped, run_actor
+from actors._runtime import ActorError, ActorRef, ActorStopped, run_actor
 from actors.checkpoint import Checkpoint
 from actors.identity import IdentityActor, IdentityMessage, LeaseCheck, PersistLease
 from actors.registration import not_attached, unknown_token
@@ -123,7 +123,9 @@ class Identities:
 
     async def call(self, agent_id: str, message: IdentityMessage, *, timeout: float = 30.0) -> Any:  # noqa: ASYNC109
         """Call the identity's actor, starting it if need be; one retry if it passivated
-        between the lookup and the call."""
+        between the lookup and the call. A crash answers `ActorCrashed` (the edge says
+        `internal`, or `unavailable` when its cause is the disk) while its supervisor starts
+        the actor again."""
         for attempt in range(2):
             ref = await self.activate(agent_id)
             try:
@@ -131,15 +133,6 @@ class Identities:
             except ActorStopped:
                 if attempt:
                     raise
-            except ActorCrashed as exc:
-                # Its supervisor starts it again, bound as before; this call is lost.
-                raise PagerError(
-                    ErrorCode.INTERNAL,
-                    f"the broker failed while handling this call for {agent_id}"
-                    f" ({exc.reason!r}) and recovered; the call may or may not have taken"
-                    " effect: check before retrying (a send: retry with the same"
-                    " idempotency_key)",
-                ) from exc
         raise AssertionError("unreachable")
 
     def tell(self, agent_id: str, message: IdentityMessage) -> None:

@@ -1,5 +1,6 @@
 """Identity actors own their binding and run under a dynamic supervisor: one that crashes comes
-back bound to its session and delivering, its caller gets `internal`, others never notice."""
+back bound to its session and delivering, its caller's call fails (`internal` at the edges),
+others never notice."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
 
-from pager.domain.errors import ErrorCode, PagerError
+from actors._runtime import ActorCrashed
 from pager.store import messaging as ms
 from tests.messaging.conftest import Harness, http_delivery
 
@@ -28,8 +29,8 @@ async def test_identity_store_failure_restarts_it_bound_and_delivering(
     harness: Harness, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A store failure inside one identity's write crashes that actor: the send that hit it
-    answers `internal`, the supervisor starts it again bound to its session (pushes resume),
-    and another identity's mail flows throughout."""
+    fails (ActorCrashed: `internal` at the edges), the supervisor starts it again bound to its
+    session (pushes resume), and another identity's mail flows throughout."""
     with trio.fail_after(600):
         _, alice = await harness.register("alice")
         _, bob = await harness.register("bob", delivery=http_delivery())
@@ -47,9 +48,9 @@ async def test_identity_store_failure_restarts_it_bound_and_delivering(
             return insert(conn, **kwargs)
 
         monkeypatch.setattr(ms, "insert_message", failing_for_bob)
-        with pytest.raises(PagerError) as caught:
+        with pytest.raises(ActorCrashed) as caught:  # the edges answer `internal`
             await harness.service.send(alice, to="bob", body="lost to the fault")
-        assert caught.value.code is ErrorCode.INTERNAL
+        assert isinstance(caught.value.reason, sqlite3.OperationalError)
         sent = await harness.service.send(alice, to="carol", body="meanwhile")
         assert sent["wake"] == "delivered"  # the neighbour never noticed
         monkeypatch.setattr(ms, "insert_message", insert)
@@ -83,7 +84,7 @@ async def test_identity_crash_keeps_its_session_stream_open(
             raise sqlite3.OperationalError("disk I/O error")
 
         monkeypatch.setattr(ms, "insert_message", failing)
-        with pytest.raises(PagerError):
+        with pytest.raises(ActorCrashed):
             await harness.service.send(alice, to="bob", body="lost")
         monkeypatch.setattr(ms, "insert_message", insert)
         await wait_all_tasks_blocked()
