@@ -1,9 +1,9 @@
 """The broker side of `pager mcp`: one registered session, one MCP client on `/mcp`, recovery.
 
-`BrokerLink` registers the calling session (POST /v1/register with the local secret), keeps one
-official MCP client (`mcp.Client` over Streamable HTTP with the session token) open in a task of
-its own, forwards tool calls through it, holds the session's lease with the event stream, and
-recovers per SPEC §7:
+`BrokerLink` registers the calling session (its session client, pager/session_client.py, which
+also holds the session's lease with the event stream and detaches it), keeps one official MCP
+client (`mcp.Client` over Streamable HTTP with the session token) open in a task of its own,
+forwards tool calls through it, and recovers per SPEC §7:
 
 - `expired` (the lease lapsed) or an unknown token: register again (resume token, conversation
   key, name), reconnect, retry the call once;
@@ -29,7 +29,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
@@ -40,9 +40,17 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, Tool
 
-from pager.launch.discovery import RunningBroker
+from pager.launch.discovery import BrokerLocator
 from pager.launch.files import session_token
-from pager.sse import SseParser
+from pager.session_client import (
+    REJOINABLE,
+    RegistrationFailed,
+    SessionClient,
+    SessionEnded,
+    StreamRefusal,
+    hold_lease,
+)
+from pager.sse import SseEvent
 
 log = logging.getLogger("pager.mcp")
 
@@ -52,8 +60,6 @@ REPORT_KEY = "pager_http"
 
 #: `fetch` long-polls up to 60 s, so a call may take that long plus the broker's own work.
 TIMEOUT = httpx2.Timeout(10.0, read=90.0)
-#: The event stream sends a heartbeat every 15 s.
-STREAM_TIMEOUT = httpx2.Timeout(10.0, read=60.0)
 DETACH_TIMEOUT = 2.0
 #: Seconds a refused call waits for the wrapper of its launch to rejoin (it does at once).
 WRAPPER_REJOIN_WAIT = 10.0
@@ -119,7 +125,7 @@ class BrokerFailure(Exception):
         code = error["code"]
         if status == 401 and code == "ended":
             kind = ENDED
-        elif status == 401 and code in ("expired", "unauthenticated"):
+        elif status == 401 and code in REJOINABLE:
             kind = EXPIRED
         else:
             kind = REFUSED
@@ -233,16 +239,13 @@ class BrokerLink:
         self._paths = paths  # StatePaths, resolved lazily so that a bad state dir is reported
         self._nursery: trio.Nursery | None = None
         self._lock = trio.Lock()
-        self._url: str | None = None
-        self._broker: RunningBroker | None = None  # the verified broker at `_url`
-        self._session: dict[str, Any] | None = None
+        #: The session (pager/session_client.py), once a broker was found for the state dir.
+        self._client: SessionClient | None = None
+        self._holding = False  # the lease holder runs
         self._connection: _Connection | None = None
         self._generation = 0
         self._ended: ToolFailure | None = None
         self._tools: list[Tool] | None = None
-        self._changed = trio.Event()  # set (and replaced) whenever the session changes
-        self._http = httpx2.AsyncClient(timeout=TIMEOUT)
-        self._detached = False
         # Inside `pager <implementation>` the wrapper already registered this session, holds
         # its lease and detaches it: use that session rather than register a second one.
         token, agent_id = session_token(os.environ), os.environ.get("PAGER_AGENT_ID")
@@ -261,13 +264,10 @@ class BrokerLink:
                 self._nursery = nursery
                 task_status.started()
                 nursery.start_soon(self._start)
-                if self.options.hold_lease and self._adopted is None:
-                    nursery.start_soon(self._hold_lease)
                 await trio.sleep_forever()
         finally:
             with trio.CancelScope(shield=True):
                 await self.detach()
-                await self._http.aclose()
 
     async def _start(self) -> None:
         try:
@@ -278,23 +278,13 @@ class BrokerLink:
             log.exception("registering with the broker failed; each tool call tries again")
 
     async def detach(self) -> None:
-        """Graceful detach of the current session (its mail keeps waiting); once."""
-        session, url = self._session, self._url
-        if self._detached or session is None or url is None or self._ended is not None:
+        """Graceful detach of the current session (its mail keeps waiting); once. Not the
+        wrapper's session (the wrapper detaches it), nor one that ended."""
+        if self._client is None:
             return
-        if self._adopted is not None and session.get("token") == self._adopted["token"]:
-            return  # the wrapper's session: the wrapper detaches it
-        if not self._broker_still_running():
-            return  # nothing to detach from; the token goes to no one else
-        self._detached = True
-        with trio.move_on_after(DETACH_TIMEOUT), contextlib.suppress(httpx2.HTTPError):
-            await self._http.post(
-                f"{url}/v1/sessions/current/detach",
-                json={},
-                headers=_bearer(session["token"]),
-                timeout=DETACH_TIMEOUT,
-            )
-            log.info("detached")
+        with trio.move_on_after(DETACH_TIMEOUT):
+            if await self._client.detach():
+                log.info("detached")
 
     # -- what the stdio server asks -------------------------------------------------------
 
@@ -328,8 +318,8 @@ class BrokerLink:
     async def _call(
         self, connection: _Connection, name: str, arguments: dict[str, Any]
     ) -> CallToolResult:
-        if not self._broker_still_running():
-            raise _broker_gone()
+        if not self._current(connection):
+            raise _broker_gone()  # never a token to a URL only remembered
         async with self._using(connection) as client:
             try:
                 return await client.call_tool(name, arguments)
@@ -378,7 +368,7 @@ class BrokerLink:
                 raise self._ended
             current = self._connection
             moved_on = current is not None and current is not used and current.usable
-            stale = used.session is not self._session
+            stale = self._client is None or used.session is not self._client.answer
             if failure.kind in (GONE, EXPIRED, ENDED, CLOSED) and (moved_on or stale):
                 # Another call recovered meanwhile, or the session changed under this call:
                 # retry on what is current now.
@@ -402,12 +392,15 @@ class BrokerLink:
                     raise self._give_up(failure)
                 tried.add(failure.kind)
                 log.info("broker said %s (%s); recovering", failure.kind, failure)
+            client = self._client
+            # The token the broker refused, if it did (read before anything is awaited).
+            stale = client.token if client is not None and client.answer is not None else None
             try:
-                if self._url is None or (failure is not None and failure.kind == GONE):
-                    await self._ensure_broker()
-                if self._session is None or (failure is not None and failure.kind == EXPIRED):
-                    await self._register(rejoin=self._session is not None)
-                return await self._connect()
+                if client is None or (failure is not None and failure.kind == GONE):
+                    client = await self._ensure_broker()
+                if client.answer is None or (failure is not None and failure.kind == EXPIRED):
+                    await self._register(client, stale=stale)
+                return await self._connect(client)
             except BrokerFailure as again:
                 failure = again
 
@@ -422,7 +415,8 @@ class BrokerLink:
             )
             self._ended = ToolFailure(error)
             self._retire()
-            self._changed.set()
+            if self._client is not None:
+                self._client.end("ended")  # no rejoin, no detach; the lease holder stops
             log.warning("%s", error["message"])
             return self._ended
         if failure.kind == EXPIRED:
@@ -446,7 +440,8 @@ class BrokerLink:
             )
         return ToolFailure(failure.error)
 
-    async def _ensure_broker(self) -> None:
+    async def _ensure_broker(self) -> SessionClient:
+        """Adopts the running broker or starts one; the session client, which goes with it."""
         from pager.launch.lifecycle import LifecycleError, ensure_broker
         from pager.launch.paths import StateDirError, state_paths
 
@@ -459,85 +454,47 @@ class BrokerLink:
                 "internal", f"`pager mcp` could not start or adopt the Pager broker: {exc}"
             ) from None
         log.info("using the broker at %s (pid %s)", broker.url, broker.pid)
-        self._url, self._broker = broker.url, broker
+        if self._client is None:
+            locator = BrokerLocator(self._paths, broker)
+            notices = _LoggedNotices(self._retire)
+            self._client = SessionClient(locator, self.options.register_body(), notices=notices)
+        else:
+            self._client.locator.broker = broker
+        return self._client
 
-    def _broker_still_running(self) -> bool:
-        """The verified broker still holds its lock (and its port): a file lock probe."""
-        from pager.launch.discovery import still_running
+    def _current(self, connection: _Connection) -> bool:
+        """The connection goes to the verified broker, which still holds its lock (a file lock
+        probe): the broker's old address may now be anyone's."""
+        return self._client is not None and self._client.current_url() == connection.url
 
-        return self._broker is not None and still_running(self._paths, self._broker)
-
-    async def _verified_url(self) -> str | None:
-        """The URL of a broker that proved itself: the current one while it still runs, else
-        one found again (the session's connection moves with it), else None."""
-        if self._broker_still_running():
-            return self._url
-        from pager.launch.discovery import discover
-
-        found = await trio.to_thread.run_sync(discover, self._paths)
-        if found.broker is None:
-            return None
-        async with self._lock:
-            if self._broker is None or found.broker.url != self._url:
-                self._retire()
-            self._url, self._broker = found.broker.url, found.broker
-        return self._url
-
-    async def _register(self, *, rejoin: bool) -> None:
-        """POST /v1/register: rejoin with the resume token if there is one, else by
-        conversation key or name (SPEC §7)."""
-        assert self._url is not None
-        assert self._paths is not None
+    async def _register(self, client: SessionClient, *, stale: str | None) -> None:
+        """Registers the session (SPEC §7): the first time (`stale` None), or again after the
+        broker refused the token `stale`: with the resume token if there is one, else by
+        conversation key or name."""
+        if stale is not None and self._adopted is not None and os.environ.get("PAGER_TOKEN_FILE"):
+            # The wrapper rejoins its session itself and writes the new token to that file.
+            self._adopted = {**self._adopted, "token": await self._renewed_token()}
+            stale = None
+        if stale is None and self._adopted is not None:
+            client.adopt(self._adopted)
+            self._retire()
+            log.info("using the session of the wrapped launch (%s)", self._adopted["address"])
+            return
         try:
-            secret = self._paths.secret.read_text().strip()
+            await client.register(stale=stale)
         except OSError as exc:
             raise ToolFailure.of(
                 "internal", f"`pager mcp` cannot read the local secret {exc.filename}: {exc}"
             ) from None
-        if rejoin and self._adopted is not None and os.environ.get("PAGER_TOKEN_FILE"):
-            # The wrapper rejoins its session itself and writes the new token to that file.
-            self._adopted = {**self._adopted, "token": await self._renewed_token()}
-            rejoin = False
-        if not rejoin and self._adopted is not None:
-            self._session = dict(self._adopted)
-            self._retire()
-            self._changed.set()
-            self._changed = trio.Event()
-            log.info("using the session of the wrapped launch (%s)", self._adopted["address"])
-            return
-        body = self.options.register_body()
-        resume = self._session.get("resume_token") if rejoin and self._session else None
-        if resume:
-            status, answer = await self._post_register({**body, "resume_token": resume}, secret)
-            if status == 401 and _error_code(answer) == "unauthenticated":
-                log.info("the resume token is unknown (identity reaped?); registering afresh")
-                status, answer = await self._post_register(body, secret)
-        else:
-            status, answer = await self._post_register(body, secret)
-        if status != 201 or not isinstance(answer, dict) or "token" not in answer:
-            error = BrokerFailure.from_answer(status, answer).error
-            if error.get("code") == "alias_conflict":
-                raise _conflict(body, error)
-            message = f"`pager mcp` could not register this session: {error.get('message')}"
-            raise ToolFailure({**error, "message": message})
-        previous = self._session
-        self._session = answer
-        self._retire()
-        self._changed.set()
-        self._changed = trio.Event()
-        if previous is not None and previous.get("agent_id") != answer.get("agent_id"):
-            log.warning(
-                "rejoined as a different identity: %s (%s) instead of %s",
-                answer.get("address"),
-                answer.get("agent_id"),
-                previous.get("agent_id"),
-            )
-        log.info(
-            "registered as %s (%s), session %s",
-            answer.get("address"),
-            answer.get("agent_id"),
-            answer.get("session_id"),
-        )
+        except SessionEnded:
+            error = {"code": "ended", "message": "this session has ended"}
+            raise BrokerFailure(ENDED, 401, error) from None
+        except RegistrationFailed as exc:
+            raise _registration_failure(client, exc) from None
+        if self.options.hold_lease and self._adopted is None and not self._holding:
+            assert self._nursery is not None
+            self._holding = True
+            self._nursery.start_soon(self._hold_lease, client)
 
     async def _renewed_token(self) -> str:
         """The wrapped launch's token once its wrapper has rejoined (it differs from ours)."""
@@ -554,27 +511,15 @@ class BrokerLink:
             " restart the harness with `pager <implementation>`",
         )
 
-    async def _post_register(self, body: dict[str, Any], secret: str) -> tuple[int, Any]:
-        if not self._broker_still_running():  # the secret goes to the verified broker only
-            raise _broker_gone()
-        try:
-            response = await self._http.post(
-                f"{self._url}/v1/register", json=body, headers=_bearer(secret)
-            )
-        except httpx2.TransportError as exc:
-            raise BrokerFailure.from_transport(exc, str(self._url)) from None
-        try:
-            return response.status_code, response.json()
-        except ValueError:
-            return response.status_code, None
-
-    async def _connect(self) -> _Connection:
+    async def _connect(self, session: SessionClient) -> _Connection:
         """Opens a client with the current session's token; lists the tools through it."""
         assert self._nursery is not None
-        assert self._url is not None
-        assert self._session is not None
+        assert session.answer is not None
+        url = session.current_url()
+        if url is None:
+            raise _broker_gone()
         self._generation += 1
-        connection = _Connection(self._generation, self._url, self._session)
+        connection = _Connection(self._generation, url, session.answer)
         try:
             await self._nursery.start(_own_client, connection)
         except Exception as exc:  # a Cancelled (a BaseException) passes
@@ -605,85 +550,56 @@ class BrokerLink:
 
     # -- the lease ------------------------------------------------------------------------
 
-    async def _hold_lease(self) -> None:
-        """Keeps the session's event stream open (it holds the lease while the harness runs);
-        reconnects when it drops, follows the session when it changes."""
+    async def _hold_lease(self, client: SessionClient) -> None:
+        """Keeps the session's event stream open (it holds the lease while the harness runs).
+        Tool calls decide when the session ended (after a forced takeover the token runs on as
+        a fresh agent) and register again when a refused stream's rejoin did not cure it."""
         try:
-            await self._hold_lease_loop()
+            await hold_lease(client, decides_the_end=False)
         except Exception:
             log.exception("holding the session's lease failed; it lapses when idle from now on")
 
-    async def _hold_lease_loop(self) -> None:
-        delay = 0.5
-        while True:
-            changed, session = self._changed, self._session
-            if self._ended is not None:
-                return
-            if session is None or self._url is None:
-                await changed.wait()
-                continue
-            url = await self._verified_url()  # never a token to a URL only remembered
-            if url is None:
-                with trio.move_on_after(delay):
-                    await changed.wait()
-                delay = min(delay * 2, 15.0)
-                continue
-            outcome = "dropped"
-            with trio.CancelScope() as scope:
-                async with trio.open_nursery() as watch:
-                    watch.start_soon(_cancel_when_set, changed, scope)
-                    outcome = await self._stream(url, session["token"])
-                    watch.cancel_scope.cancel()
-            if scope.cancelled_caught:
-                delay = 0.5
-                continue
-            if outcome == "streamed":
-                delay = 0.5
-            if outcome in (EXPIRED, ENDED):
-                await changed.wait()  # the next tool call rejoins (or reports `ended`)
-                continue
-            with trio.move_on_after(delay):
-                await changed.wait()
-            delay = min(delay * 2, 15.0)
 
-    async def _stream(self, url: str, token: str) -> str:
-        """One event stream: `streamed` (it ran, then closed), `dropped` (no connection),
-        or the kind of failure the broker answered."""
-        headers = {**_bearer(token), "Accept": "text/event-stream"}
-        try:
-            async with self._http.stream(
-                "GET", f"{url}/v1/sessions/current/events", headers=headers, timeout=STREAM_TIMEOUT
-            ) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    try:
-                        answer = response.json()
-                    except ValueError:
-                        answer = None
-                    failure = BrokerFailure.from_answer(response.status_code, answer)
-                    log.warning("the broker refused the session's event stream: %s", failure)
-                    return failure.kind
-                parser = SseParser()
-                async for data in response.aiter_bytes():
-                    for event in parser.feed(data):
-                        if event.event == "ended":
-                            log.warning("the broker ended this session: %s", event.data.strip())
-                        elif event.event == "closing":
-                            log.info("the broker is shutting down")
-                return "streamed"
-        except httpx2.HTTPError:
-            return "dropped"
+class _LoggedNotices:
+    """What the session client did, told in `pager mcp`'s log (stderr)."""
+
+    def __init__(self, changed: Callable[[], None]) -> None:
+        self._changed = changed  # the MCP connection on the old token is retired
+
+    def info(self, text: str) -> None:
+        log.info("%s", text)
+
+    def warn(self, text: str) -> None:
+        log.warning("%s", text)
+
+    def registered(self, url: str, answer: dict[str, Any], previous: dict[str, Any] | None) -> None:
+        self._changed()
+        if previous is not None and previous.get("agent_id") != answer.get("agent_id"):
+            log.warning(
+                "rejoined as a different identity: %s (%s) instead of %s",
+                answer.get("address"),
+                answer.get("agent_id"),
+                previous.get("agent_id"),
+            )
+        log.info(
+            "registered as %s (%s), session %s",
+            answer.get("address"),
+            answer.get("agent_id"),
+            answer.get("session_id"),
+        )
+
+    def refused(self, refusal: StreamRefusal) -> None:
+        failure = BrokerFailure.from_answer(refusal.status, refusal.answer)
+        log.warning("the broker refused the session's event stream: %s", failure)
+
+    def ended(self, event: SseEvent) -> None:
+        log.warning("the broker ended this session: %s", event.data.strip())
 
 
 def _broker_gone() -> BrokerFailure:
     """The verified broker no longer holds its lock: recover as when nothing listens."""
     error = {"code": "unavailable", "message": "the broker this session used is gone"}
     return BrokerFailure(GONE, None, error)
-
-
-async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 
 
 async def _own_client(
@@ -762,10 +678,18 @@ def _conflict(body: dict[str, Any], error: dict[str, Any]) -> ToolFailure:
     return ToolFailure({**error, "message": message})
 
 
-def _error_code(answer: Any) -> str | None:
-    error = answer.get("error") if isinstance(answer, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else None
+def _registration_failure(client: SessionClient, failed: RegistrationFailed) -> Exception:
+    """What a registration the broker refused (or did not answer) means for the call."""
+    if failed.status == 0:
+        # Nothing listened (a started broker may take it), or the request was dropped.
+        kind, what = (GONE, "does not answer") if failed.gone else (BROKEN, "dropped the request")
+        message = f"the Pager broker {what} ({failed.error.get('message')})"
+        return BrokerFailure(kind, None, {"code": "internal", "message": message})
+    error = BrokerFailure.from_answer(failed.status, failed.answer).error
+    if error.get("code") == "alias_conflict":
+        return _conflict(client.registration, error)
+    message = f"`pager mcp` could not register this session: {error.get('message')}"
+    return ToolFailure({**error, "message": message})
 
 
 def _bearer(token: str) -> dict[str, str]:

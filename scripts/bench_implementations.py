@@ -100,13 +100,15 @@ async def relay_against_direct(
     from pager.launch.discovery import BrokerLocator, discover
     from pager.launch.paths import StatePaths
     from pager.launch.relay import Relay
-    from pager.launch.session import WrappedSession
+    from pager.launch.wrapper import TerminalNotices
+    from pager.session_client import SessionClient
 
     paths = StatePaths(home)
     broker = discover(paths).broker
     assert broker is not None
     relay = Relay.bind()
-    wrapped = WrappedSession(BrokerLocator(paths, broker), body, session)
+    wrapped = SessionClient(BrokerLocator(paths, broker), body, notices=TerminalNotices())
+    wrapped.adopt(session)  # the bench registered it itself
     relayed: list[float] = []
     direct: list[float] = []
     async with trio.open_nursery() as nursery:

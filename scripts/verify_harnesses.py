@@ -74,11 +74,11 @@ from pager.launch.discovery import BrokerLocator  # noqa: E402
 from pager.launch.discovery import discover as discover_broker  # noqa: E402
 from pager.launch.paths import StatePaths  # noqa: E402
 from pager.launch.relay import Relay  # noqa: E402
-from pager.launch.session import WrappedSession  # noqa: E402
 from pager.launch.wrapper import (  # noqa: E402
     HarnessCommand,
     LaunchPlan,
     LaunchSpec,
+    TerminalNotices,
     harness_command,
     launch_values,
     plan_launch,
@@ -86,6 +86,7 @@ from pager.launch.wrapper import (  # noqa: E402
     register,
     registration,
 )
+from pager.session_client import SessionClient  # noqa: E402
 from pager.versions import VERSION as PAGER_VERSION  # noqa: E402
 
 CACHE = ROOT / ".cache" / "harnesses"
@@ -295,7 +296,7 @@ class Broker:
         if str(workspace) not in self._senders:
             body = {"workspace": str(workspace), "implementation": "shell"}
             body["session_name"] = f"verify-sender-{len(self._senders)}"
-            self._senders[str(workspace)] = register(self.url, self.secret, body)["token"]
+            self._senders[str(workspace)] = registered(self, body).token
         return self._senders[str(workspace)]
 
     def send(self, workspace: Path, to: str, body: str) -> str:
@@ -432,11 +433,13 @@ class Context:
             raise Unchecked(f"{plan.executable} is not installed in {self.bin_dir}")
         broker = self.broker
         body = registration(spec, plan, str(self.workspace))
-        session = register(broker.url, broker.secret, body)
+        client = registered(broker, body)
+        assert client.answer is not None
+        session = client.answer
         try:
             with (
                 private_directory() as directory,
-                serving_relay(broker, body, session, Path(directory)) as relay,
+                serving_relay(client, Path(directory)) as relay,
             ):
                 token_file = Path(directory) / "session-token"
                 values = launch_values(
@@ -445,11 +448,7 @@ class Context:
                 command = harness_command(spec, program, plan, values, directory, self.env)
                 yield Launch(self.id, plan, session, command, directory, relay)
         finally:
-            with contextlib.suppress(BrokerUnreachable):
-                request_json(
-                    broker.url, "POST", "/v1/sessions/current/detach",
-                    token=session["token"], body={},
-                )  # fmt: skip
+            trio.run(client.detach)
 
     def check(
         self, name: str, launch: Launch, body: Callable[[], str], argv: Sequence[str] | None = None
@@ -468,18 +467,22 @@ class Context:
         )
 
 
-@contextlib.contextmanager
-def serving_relay(
-    broker: Broker, body: dict[str, Any], session: dict[str, Any], directory: Path
-) -> Iterator[Relay]:
-    """The launch relay of one launch, served by a thread of its own while the block runs,
-    and the launch's token file in `directory`, as `pager <implementation>` has them."""
+def registered(broker: Broker, body: dict[str, Any]) -> SessionClient:
+    """A session registered as `pager <implementation>` registers it (LaunchError if refused)."""
     found = discover_broker(broker.paths).broker
     if found is None:
         raise Unchecked("the broker stopped proving itself")
+    client = SessionClient(BrokerLocator(broker.paths, found), body, notices=TerminalNotices())
+    trio.run(register, client)
+    return client
+
+
+@contextlib.contextmanager
+def serving_relay(wrapped: SessionClient, directory: Path) -> Iterator[Relay]:
+    """The launch relay of one launch, served by a thread of its own while the block runs,
+    and the launch's token file in `directory`, as `pager <implementation>` has them."""
     relay = Relay.bind()
-    locator = BrokerLocator(broker.paths, found)
-    wrapped = WrappedSession(locator, body, session, directory / "session-token")
+    wrapped.token_file = directory / "session-token"
     wrapped.write_token_file()
     started = threading.Event()
     stop: list[Callable[[], None]] = []

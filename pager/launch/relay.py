@@ -13,8 +13,8 @@ might send it to). For each request the relay
 - replaces its credential with the session's current token, and `Host` with the broker's;
 - sends the request on a connection of its own (`Connection: close`, so the answer's end is
   the connection's) and streams the answer back as it arrives (event streams included);
-- meets a refused token (401 `expired` or `unauthenticated`) by rejoining (pager/launch/
-  session.py) and sending the request once more: the broker did not act on it.
+- meets a refused token (401 `expired` or `unauthenticated`) by rejoining (the session client,
+  pager/session_client.py) and sending the request once more: the broker did not act on it.
 
 A request with another `Authorization` (or none) passes unchanged: the broker judges it.
 """
@@ -25,11 +25,12 @@ import contextlib
 import json
 import secrets
 import socket
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple
 
 import trio
 
 from pager.client import parse_head
+from pager.session_client import REJOINABLE, SessionHandle, error_code
 from pager.web.guard import allowed_hosts
 
 #: A request head larger than this is refused (431).
@@ -43,26 +44,10 @@ REQUEST_TIMEOUT = 30.0
 MAX_CONNECTIONS = 64
 #: Headers the relay sets itself on the way to the broker.
 REWRITTEN = frozenset({b"host", b"connection", b"keep-alive", b"proxy-connection", b"expect"})
-#: Refusals that a rejoin can cure; `ended` cannot (SPEC §7).
-REJOINABLE = frozenset({"expired", "unauthenticated"})
 
 REASONS = {400: "Bad Request", 403: "Forbidden", 421: "Misdirected Request",
            431: "Request Header Fields Too Large", 502: "Bad Gateway",
            503: "Service Unavailable"}  # fmt: skip
-
-
-class RelaySession(Protocol):
-    """What the relay and the lease holder need of the session behind them
-    (pager/launch/session.py)."""
-
-    @property
-    def token(self) -> str: ...
-
-    async def url(self, *, start: bool = False) -> str | None: ...
-
-    async def rejoin(self, stale: str) -> bool: ...
-
-    def end(self, reason: str) -> None: ...
 
 
 class Refusal(Exception):
@@ -118,7 +103,7 @@ class Relay:
 
     async def serve(
         self,
-        session: RelaySession,
+        session: SessionHandle,
         *,
         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -129,7 +114,7 @@ class Relay:
 
         await trio.serve_listeners(handle, [listener], task_status=task_status)
 
-    async def _handle(self, client: trio.SocketStream, session: RelaySession) -> None:
+    async def _handle(self, client: trio.SocketStream, session: SessionHandle) -> None:
         async with client:
             if self._open >= MAX_CONNECTIONS:
                 refusal = Refusal(503, "unavailable", "too many connections to the launch relay")
@@ -203,7 +188,7 @@ class Relay:
         return Request(line, kept, credential, body[:length], b"")
 
     async def _forward(
-        self, client: trio.SocketStream, request: Request, session: RelaySession
+        self, client: trio.SocketStream, request: Request, session: SessionHandle
     ) -> None:
         token = session.token
         for attempt in (1, 2):
@@ -286,15 +271,6 @@ def _status(head: bytes) -> int | None:
     try:
         return parse_head(head).status
     except ValueError:
-        return None
-
-
-def error_code(body: bytes) -> str | None:
-    """The `code` of a Pager error body, or None."""
-    try:
-        error: Any = json.loads(body)["error"]
-        return str(error["code"])
-    except (ValueError, KeyError, TypeError):
         return None
 
 

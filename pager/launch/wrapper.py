@@ -4,15 +4,14 @@ Registers first (a refused name exits non-zero without starting the harness), la
 harness with per-launch wiring only (arguments, environment, files in a private temporary
 directory; never the user's own configuration) that points it at the launch relay
 (pager/launch/relay.py), serves that relay and holds the session's lease through the event
-stream while the harness runs (rejoining when the broker revokes the token,
-pager/launch/session.py), forwards termination signals, detaches gracefully and exits with the
-harness's status.
+stream while the harness runs (rejoining when the broker revokes the token: its session
+client, pager/session_client.py), forwards termination signals, detaches gracefully and exits
+with the harness's status.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -25,34 +24,27 @@ from typing import Any
 import attrs
 import trio
 
-from pager.client import (
-    BodyReader,
-    BrokerUnreachable,
-    ResponseHead,
-    parse_head,
-    request_json,
-    split_head,
-)
 from pager.launch.discovery import BrokerLocator
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 from pager.launch.paths import StatePaths
-from pager.launch.relay import REJOINABLE, Relay, RelaySession, error_code
-from pager.launch.session import WrappedSession
+from pager.launch.relay import Relay
 from pager.launch.wrapper_args import (
     Conversation,
     WrapperArgs,
     find_conversation,
     parse_wrapper_args,
 )
-from pager.sse import SseEvent, SseParser
+from pager.session_client import (
+    RegistrationFailed,
+    SessionClient,
+    StreamRefusal,
+    hold_lease,
+)
+from pager.sse import SseEvent
 
 #: Signals sent to the wrapper itself that the harness must get too. SIGINT is not among
 #: them: a terminal sends it to the whole foreground group, the harness included.
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-#: Seconds the register and detach calls wait for the broker: a busy broker commits them in
-#: well under that; a shorter bound turned a slow answer into a failed launch or a session
-#: left to lapse instead of detaching.
-BROKER_CALL_TIMEOUT = 10.0
 
 
 class LaunchError(Exception):
@@ -113,32 +105,27 @@ def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int
         broker = ensure_broker(paths)
     except LifecycleError as exc:
         raise LaunchError(str(exc)) from None
-    secret = paths.secret.read_text().strip()
     body = registration(spec, plan, os.getcwd())
-    answer = register(broker.url, secret, body)
-    session = WrappedSession(BrokerLocator(paths, broker), body, answer)
+    session = SessionClient(BrokerLocator(paths, broker), body, notices=TerminalNotices())
+    return trio.run(_launch, session, spec, plan, program)
+
+
+async def _launch(session: SessionClient, spec: LaunchSpec, plan: LaunchPlan, program: str) -> int:
+    answer = await register(session)
     try:
         relay = Relay.bind()
         with private_directory() as directory:
             session.token_file = Path(directory) / "session-token"
             session.write_token_file()
+            paths = session.locator.paths
             values = launch_values(
                 relay.url, relay.credential, answer, paths, plan, spec, session.token_file
             )
             harness = harness_command(spec, program, plan, values, directory)
-            return trio.run(_run_harness, list(harness.argv), dict(harness.env), relay, session)
+            return await _run_harness(list(harness.argv), dict(harness.env), relay, session)
     finally:
-        url = None if session.ended else session.locator.url()
-        with contextlib.suppress(BrokerUnreachable):
-            if url is not None:  # else the broker is gone: the lease lapses by itself
-                request_json(
-                    url,
-                    "POST",
-                    "/v1/sessions/current/detach",
-                    token=session.token,
-                    body={},
-                    timeout=BROKER_CALL_TIMEOUT,
-                )
+        with trio.CancelScope(shield=True):
+            await session.detach()  # not when the broker is gone or ended the session
 
 
 def plan_launch(spec: LaunchSpec, argv: Sequence[str]) -> LaunchPlan:
@@ -235,25 +222,24 @@ def harness_command(
     return HarnessCommand(argv, env)
 
 
-def register(url: str, secret: str, body: dict[str, Any]) -> dict[str, Any]:
-    """Register a session with the broker at `url`; its answer (token, agent id, …)."""
+async def register(session: SessionClient) -> dict[str, Any]:
+    """Register the launch's session with the broker; its answer (token, agent id, …)."""
     try:
-        status, answer = request_json(
-            url, "POST", "/v1/register", token=secret, body=body, timeout=BROKER_CALL_TIMEOUT
-        )
-    except BrokerUnreachable as exc:
-        raise LaunchError(f"the broker did not answer: {exc}") from None
-    if status == 201 and isinstance(answer, dict):
-        return answer
-    error = answer.get("error", {}) if isinstance(answer, dict) else {}
-    holder = error.get("holder")
-    if error.get("code") == "alias_conflict" and isinstance(holder, dict):
+        return await session.register()
+    except RegistrationFailed as exc:
+        if exc.status == 0:
+            raise LaunchError(f"the broker did not answer: {exc.error.get('message')}") from None
+        error, answer, body = exc.error, exc.answer, session.registration
+        holder = error.get("holder")
+        if error.get("code") == "alias_conflict" and isinstance(holder, dict):
+            raise LaunchError(
+                f"the name {body.get('session_name')!r} is held by {holder.get('address')}"
+                f" ({holder.get('agent_id')}, {holder.get('implementation')}), which is attached."
+                " Choose another --session-name, stop that session, or add --force to take over."
+            ) from None
         raise LaunchError(
-            f"the name {body.get('session_name')!r} is held by {holder.get('address')}"
-            f" ({holder.get('agent_id')}, {holder.get('implementation')}), which is attached."
-            " Choose another --session-name, stop that session, or add --force to take over."
-        )
-    raise LaunchError(f"registration refused ({status}): {error.get('message', answer)}")
+            f"registration refused ({exc.status}): {error.get('message', answer)}"
+        ) from None
 
 
 def _render(template: str, values: Mapping[str, str]) -> str:
@@ -280,7 +266,7 @@ def private_directory() -> Iterator[str]:
 
 
 async def _run_harness(
-    command: list[str], env: dict[str, str], relay: Relay, session: WrappedSession
+    command: list[str], env: dict[str, str], relay: Relay, session: SessionClient
 ) -> int:
     """The launch's small tree: the relay, the lease holder and the harness (stdio inherited)."""
     async with trio.open_nursery() as nursery:
@@ -313,110 +299,38 @@ def _ignoring(signum: int) -> Iterator[None]:
         signal.signal(signum, previous)
 
 
-async def hold_lease(session: RelaySession) -> None:
-    """Keep the session's event stream open (it holds the lease); reconnect if it drops, and
-    rejoin when the broker refuses the token (`expired`, unknown). The URL comes from the
-    session before every connection: only a broker that proved itself gets the token."""
-    delay = 0.5
-    while True:
-        url = await session.url()
-        if url is not None:
-            token = session.token
-            host, _, port = url.removeprefix("http://").rpartition(":")
-            request = (
-                f"GET /v1/sessions/current/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
-            ).encode()
-            try:
-                stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
-                async with stream:
-                    await stream.send_all(request)
-                    answer = await _answer(stream)
-                    if answer is not None:
-                        delay = 0.5
-                        head, body, rest = answer
-                        if 400 <= head.status < 500:
-                            raw = await _small_body(stream, body, rest)
-                            if error_code(raw) in REJOINABLE and await session.rejoin(token):
-                                continue  # rejoined: the new token's stream at once
-                            _refused(head, raw)  # `ended`, or no rejoin: retrying cannot help
-                            session.end("refused")
-                            return
-                        ended = await _until_ended(stream, body, rest, head.status == 200)
-                        if ended is not None:
-                            _notice(ended)
-                            session.end("ended")
-                            return
-            except (OSError, trio.BrokenResourceError):  # refused, or reset mid-stream
-                pass
-        await trio.sleep(delay)  # the stream dropped: the broker may be gone
-        delay = min(delay * 2, 15.0)
+class TerminalNotices:
+    """What the launch's session client did, told the user in `pager: …` lines on stderr."""
+
+    def info(self, text: str) -> None:
+        pass  # a detail for a log; the wrapper's terminal is the harness's
+
+    def warn(self, text: str) -> None:
+        _say(text)
+
+    def registered(self, url: str, answer: dict[str, Any], previous: dict[str, Any] | None) -> None:
+        if previous is None:
+            return  # the launch's own registration: the harness starting says enough
+        same = answer.get("agent_id") == previous.get("agent_id")
+        also = "" if same else " (a different identity)"
+        _say(f"rejoined the broker at {url} as {answer.get('address')}{also}")
+
+    def refused(self, refusal: StreamRefusal) -> None:
+        try:
+            error = refusal.answer["error"]
+            reason = f"{error['code']}: {error['message']}"
+        except (KeyError, TypeError):
+            reason = refusal.line
+        _say(f"the broker no longer holds this session ({reason})")
+
+    def ended(self, event: SseEvent) -> None:
+        """Tells why the broker ended the session (its `reason`, not the message meant for a
+        program, which would repeat "ended" and add "do not retry")."""
+        data = event.json()
+        if isinstance(data, dict):
+            reason = data.get("reason") or data.get("message") or "no reason given"
+            _say(f"the broker ended this session: {reason}")
 
 
-async def _answer(stream: trio.abc.ReceiveStream) -> tuple[ResponseHead, BodyReader, bytes] | None:
-    """The answer's head, its body's reader and what of the body came with the head; None when
-    the connection ends first (what came is read to the end when it is no HTTP answer)."""
-    data = b""
-    try:
-        while (parts := split_head(data)) is None:
-            if not (chunk := await stream.receive_some(65536)):
-                return None
-            data += chunk
-        head = parse_head(parts[0])
-        return head, BodyReader(head), parts[1]
-    except ValueError:
-        while await stream.receive_some(65536):
-            pass  # not the broker's answer: wait for its end, then retry (with backoff)
-        return None
-
-
-async def _small_body(stream: trio.abc.ReceiveStream, body: BodyReader, rest: bytes) -> bytes:
-    """A small (error) answer's body: what of it arrives in the next moment, up to 64 KiB."""
-    raw = b""
-    try:
-        raw = body.feed(rest)
-        with trio.move_on_after(1.0):
-            while not body.done and len(raw) <= 65536:
-                if not (chunk := await stream.receive_some(65536)):
-                    break
-                raw += body.feed(bytes(chunk))
-    except ValueError:  # malformed chunks
-        pass
-    return raw
-
-
-async def _until_ended(
-    stream: trio.abc.ReceiveStream, body: BodyReader, rest: bytes, events: bool
-) -> SseEvent | None:
-    """The stream's `ended` event, or None when the stream ends without one. Another answer
-    than 200 carries no events: it is read to its end."""
-    parser = SseParser()
-    data = rest
-    try:
-        while True:
-            received = body.feed(data)
-            for event in parser.feed(received) if events else ():
-                if event.event == "ended":
-                    return event
-            if body.done or not (data := bytes(await stream.receive_some(65536))):
-                return None
-    except ValueError:  # malformed chunks: as if the stream dropped
-        return None
-
-
-def _refused(head: ResponseHead, body: bytes) -> None:
-    try:
-        error = json.loads(body)["error"]
-        reason = f"{error['code']}: {error['message']}"
-    except (ValueError, KeyError, TypeError):
-        reason = head.line
-    print(f"pager: the broker no longer holds this session ({reason})", file=sys.stderr)
-
-
-def _notice(event: SseEvent) -> None:
-    """Tells the user why the broker ended the session (its `reason`, not the message meant
-    for a program, which would repeat "ended" and add "do not retry")."""
-    data = event.json()
-    if isinstance(data, dict):
-        reason = data.get("reason") or data.get("message") or "no reason given"
-        print(f"pager: the broker ended this session: {reason}", file=sys.stderr)
+def _say(line: str) -> None:
+    print(f"pager: {line}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""A stand-in for the wrapped launch's session (pager/launch/session.py) and a stand-in
+"""A stand-in for the wrapped launch's session (pager/session_client.py) and a stand-in
 broker on 127.0.0.1, for the relay's and the lease holder's tests."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 import trio
+
+from pager.launch.wrapper import TerminalNotices
 
 Handler = Callable[[trio.SocketStream], Awaitable[None]]
 
@@ -29,6 +31,8 @@ class FakeSession:
         self.rejoins: list[str] = []
         self.starts = 0
         self.ended: str | None = None
+        self.changed = trio.Event()  # the lease holder's tests change no token under it
+        self.notices = TerminalNotices()  # what the wrapper prints
 
     async def url(self, *, start: bool = False) -> str | None:
         self.starts += start

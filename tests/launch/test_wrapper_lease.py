@@ -1,4 +1,5 @@
-"""The wrapper's lease holder (`hold_lease`) against a stand-in broker on 127.0.0.1."""
+"""The lease holder (`hold_lease`) with the wrapper's notices against a stand-in broker on
+127.0.0.1."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from pager.launch.wrapper import hold_lease
+from pager.session_client import hold_lease
 from tests.launch.session_fakes import FakeSession, serve
 
 EXPIRED = json.dumps({"error": {"code": "expired", "message": "this session's lease lapsed"}})
@@ -138,6 +139,48 @@ async def test_hold_lease_sends_no_token_while_no_broker_is_verified(
             nursery.cancel_scope.cancel()
     assert len(requests) == 1
     assert session.starts == 0  # the lease holder never starts a broker itself
+
+
+async def test_hold_lease_leaves_the_end_to_the_calls_when_it_does_not_decide_it(
+    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `pager mcp` holds it: an `expired` stream whose rejoin fails does not end the
+    session (the holder waits until a tool call registers again, then holds the new token's
+    stream at once), nor does an `ended` event (a takeover leaves the token to a fresh agent:
+    the holder reconnects); a refusal `ended` does."""
+    requests: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        request = await stream.receive_some(65536)
+        requests.append(request)
+        if b"Bearer tok_old" in request or len(requests) > 2:
+            await stream.send_all(refusal(EXPIRED if b"Bearer tok_old" in request else ENDED))
+            await stream.aclose()
+            return
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
+            b'event: ended\ndata: {"reason": "taken over"}\n\n'
+        )
+        await trio.sleep_forever()
+
+    async def register_again(session: FakeSession) -> None:
+        await trio.testing.wait_all_tasks_blocked()  # the holder waits (no I/O is ready)
+        assert (session.rejoins, session.ended) == (["tok_old"], None)
+        session.token = "tok_new"  # what a tool call's registration does
+        changed, session.changed = session.changed, trio.Event()
+        changed.set()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            session = FakeSession(await serve(nursery, broker), tokens=("tok_old",))
+            nursery.start_soon(register_again, session)
+            await hold_lease(session, decides_the_end=False)
+            nursery.cancel_scope.cancel()
+    assert [r.split(b"Bearer ")[1][:7] for r in requests] == [b"tok_old", b"tok_new", b"tok_new"]
+    assert session.ended == "refused"
+    err = capsys.readouterr().err
+    assert "the broker ended this session: taken over" in err
+    assert "no longer holds this session (ended: taken over by carol)" in err
 
 
 def chunked(*pieces: bytes) -> list[bytes]:
