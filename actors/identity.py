@@ -25,6 +25,7 @@ from actors.timers import TimerService
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.clock import WallClock, trio_deadline
+from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, Delivery, Message, Session, SessionState
 from pager.store import messaging as ms
@@ -60,7 +61,7 @@ class Fetch:
     session_id: str | None
     limit: int
     wait_s: float
-    via: str = "fetch"
+    via: Via = Via.FETCH
 
 
 @attrs.frozen
@@ -318,7 +319,7 @@ class IdentityActor(Actor[IdentityMessage]):
         return result
 
     def _claim_op(
-        self, limit: int, session_id: str | None, via: str
+        self, limit: int, session_id: str | None, via: Via
     ) -> Callable[[sqlite3.Connection], list[ClaimView]]:
         now = self.deps.clock.now()
 
@@ -450,7 +451,7 @@ class IdentityActor(Actor[IdentityMessage]):
             if poll.reply.caller_gone:
                 self.polls.pop(0)
                 continue
-            via = "fetch" if poll.session_id is not None else "hook"
+            via = Via.FETCH if poll.session_id is not None else Via.HOOK
             claims = await self._write(
                 self._claim_op(poll.limit, poll.session_id, via), heavy=_many(poll.limit)
             )
@@ -494,7 +495,7 @@ class IdentityActor(Actor[IdentityMessage]):
             self._settle_push_waiters(set())
             return
         claims = await self._write(
-            self._claim_op(PUSH_BATCH, session_id, "delivery"), heavy=_many(PUSH_BATCH)
+            self._claim_op(PUSH_BATCH, session_id, Via.DELIVERY), heavy=_many(PUSH_BATCH)
         )
         if not claims:
             self._settle_push_waiters(set())

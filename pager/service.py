@@ -33,6 +33,7 @@ from actors.registration import PERSON, RegisterCommand, Registered, person_iden
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
+from pager.domain.delivery import Via
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
@@ -516,7 +517,7 @@ class BrokerService:
         if prompted:  # before the claim: mail handed over with this prompt is the new cause
             await self._start_chain(agent_id)
         claims: list[ClaimView] = await self._call_identity(
-            agent_id, Fetch(None, HOOK_BATCH, wait_s, via="hook"), timeout=wait_s + 30.0
+            agent_id, Fetch(None, HOOK_BATCH, wait_s, via=Via.HOOK), timeout=wait_s + 30.0
         )
         if not claims:
             return {"agent_id": agent_id, "text": "", "tokens": []}

@@ -13,7 +13,9 @@ from typing import Any
 
 import attrs
 
+from pager.domain import delivery
 from pager.domain.clock import iso
+from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._events import record_event, record_events
@@ -193,11 +195,14 @@ def claim_waiting(
     limit: int,
     now: float,
     policy: ClaimPolicy,
-    via: str,
+    via: Via,
     new_token: Callable[[], str],
     hash_token: Callable[[str], str],
 ) -> list[Claim]:
-    """Claim up to `limit` available messages in send order (expired ones die instead)."""
+    """Claim up to `limit` available messages in send order (expired ones die instead).
+
+    Each claim is a guarded update of the queued row it read, so a message another claimer
+    took meanwhile is skipped, never claimed twice."""
     dead_letter_expired(conn, recipient_id, now, policy.message_expiry)
     rows = conn.execute(
         # The IN term repeats the partial index's condition so SQLite walks the unsettled
@@ -207,18 +212,20 @@ def claim_waiting(
         " AND available_at <= ? ORDER BY seq LIMIT ?",
         (recipient_id, now, limit),
     ).fetchall()
-    state = MessageState.DELIVERED if via == "delivery" else MessageState.CLAIMED
     claims: list[Claim] = []
     events: list[tuple[str, dict[str, object]]] = []
     for row in rows:
         message = _message(row)
-        attempt = message.attempts + 1
+        taken = delivery.claim(message.attempts, via, now, policy.ack_wait)
+        state, attempt, expires_at = taken.state, taken.attempt, taken.expires_at
         token = new_token()
-        expires_at = now + policy.ack_wait
-        conn.execute(
-            "UPDATE messages SET state = ?, attempts = ? WHERE id = ?",
-            (state.value, attempt, message.id),
-        )
+        won = conn.execute(
+            "UPDATE messages SET state = ?, attempts = ? WHERE id = ? AND state = 'queued'"
+            " AND attempts = ?",
+            (state.value, attempt, message.id, message.attempts),
+        ).rowcount
+        if not won:
+            continue
         conn.execute(
             "INSERT INTO claims (token_hash, message_id, identity_id, session_id, attempt, via,"
             " claimed_at, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open')",
@@ -228,7 +235,7 @@ def claim_waiting(
                 recipient_id,
                 session_id,
                 attempt,
-                via,
+                via.value,
                 now,
                 expires_at,
             ),
@@ -244,7 +251,9 @@ def claim_waiting(
         events.append(
             (
                 f"message.{state.value}",
-                _fields(message.id, message.sender_id, recipient_id, attempt=attempt, via=via),
+                _fields(
+                    message.id, message.sender_id, recipient_id, attempt=attempt, via=via.value
+                ),
             )
         )
     if events:
@@ -264,7 +273,7 @@ def dead_letter_expired(
     """Unsettled messages older than the expiry become dead letters (`expired`)."""
     # Literal states, not parameters: SQLite uses a partial index only when it can prove
     # the query's condition implies the index's, which it cannot for bound values.
-    cutoff = now - message_expiry
+    cutoff = delivery.expiry_cutoff(now, message_expiry)
     expired = [
         (str(row[0]), str(row[1]), int(row[2]))
         for row in conn.execute(
@@ -279,9 +288,9 @@ def dead_letter_expired(
             (message_id,),
         )
         conn.execute(
-            "UPDATE messages SET state = 'dead', dead_reason = 'expired', settled_at = ?"
-            " WHERE id = ?",
-            (now, message_id),
+            "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ?"
+            " WHERE id = ? AND state IN ('queued', 'claimed', 'delivered')",
+            (delivery.DeadReason.EXPIRED.value, now, message_id),
         )
     if expired:
         record_events(
@@ -348,24 +357,35 @@ def _return_to_queue(
     event: str,
     **data: object,
 ) -> tuple[str, dict[str, object]] | None:
-    """A claim that lapsed or was refused: queue the message again, or let it die.
+    """A claim that lapsed or was refused: queue the message again, or let it die
+    (`delivery.returned`).
 
     The event to record: `event` with `data` when it waits again, `message.dead`
     (max_attempts) when that was its last attempt; None when it was not out on a claim."""
     row = conn.execute(
-        "UPDATE messages SET state = CASE WHEN attempts >= ? THEN 'dead' ELSE 'queued' END,"
-        " dead_reason = CASE WHEN attempts >= ? THEN 'max_attempts' ELSE NULL END,"
-        " settled_at = CASE WHEN attempts >= ? THEN ? ELSE NULL END,"
-        " available_at = ? WHERE id = ? AND state IN ('claimed', 'delivered')"
-        " RETURNING state, sender_id, recipient_id, attempts",
-        (max_attempts, max_attempts, max_attempts, now, available_at, message_id),
+        "SELECT state, sender_id, recipient_id, attempts FROM messages WHERE id = ?"
+        " AND state IN ('claimed', 'delivered')",
+        (message_id,),
     ).fetchone()
     if row is None:
         return None
     state, sender, recipient, attempts = str(row[0]), str(row[1]), str(row[2]), int(row[3])
-    if state == MessageState.DEAD:
-        fields = _fields(message_id, sender, recipient, attempt=attempts, reason="max_attempts")
-        return "message.dead", fields
+    outcome = delivery.returned(attempts, max_attempts, available_at)
+    if isinstance(outcome, delivery.Dead):
+        changed = conn.execute(
+            "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ?"
+            " WHERE id = ? AND state = ? AND attempts = ?",
+            (outcome.reason.value, now, message_id, state, attempts),
+        ).rowcount
+        fields = _fields(message_id, sender, recipient, attempt=attempts, reason=outcome.reason)
+        return ("message.dead", fields) if changed else None
+    changed = conn.execute(
+        "UPDATE messages SET state = 'queued', available_at = ? WHERE id = ? AND state = ?"
+        " AND attempts = ?",
+        (outcome.available_at, message_id, state, attempts),
+    ).rowcount
+    if not changed:
+        return None
     return event, _fields(message_id, sender, recipient, attempt=attempts, **data)
 
 
@@ -380,7 +400,11 @@ def expire_claims(
     ).fetchall()
     events = []
     for token_hash, message_id in rows:
-        conn.execute("UPDATE claims SET state = 'expired' WHERE token_hash = ?", (token_hash,))
+        if not conn.execute(
+            "UPDATE claims SET state = 'expired' WHERE token_hash = ? AND state = 'open'",
+            (token_hash,),
+        ).rowcount:
+            continue
         event = _return_to_queue(
             conn,
             str(message_id),
@@ -413,9 +437,14 @@ def refuse_claims(
             "SELECT message_id, attempt FROM claims WHERE token_hash = ? AND state = 'open'",
             (token_hash,),
         ).fetchone()
-        if row is None:
+        if (
+            row is None
+            or not conn.execute(
+                "UPDATE claims SET state = 'refused' WHERE token_hash = ? AND state = 'open'",
+                (token_hash,),
+            ).rowcount
+        ):
             continue
-        conn.execute("UPDATE claims SET state = 'refused' WHERE token_hash = ?", (token_hash,))
         retry_at = now + retry_delay(int(row[1]))
         event = _return_to_queue(
             conn,
@@ -446,16 +475,28 @@ def release_claims(
             " AND state = 'open'",
             (token_hash, identity_id),
         ).fetchone()
-        if row is None:
+        if (
+            row is None
+            or not conn.execute(
+                "UPDATE claims SET state = 'released' WHERE token_hash = ? AND state = 'open'",
+                (token_hash,),
+            ).rowcount
+        ):
             continue
-        conn.execute("UPDATE claims SET state = 'released' WHERE token_hash = ?", (token_hash,))
-        back = conn.execute(
-            "UPDATE messages SET state = 'queued', attempts = attempts - 1 WHERE id = ?"
-            " AND state IN ('claimed', 'delivered') RETURNING sender_id",
+        out = conn.execute(
+            "SELECT state, attempts, sender_id FROM messages WHERE id = ?"
+            " AND state IN ('claimed', 'delivered')",
             (row[0],),
         ).fetchone()
-        if back is not None:
-            fields = _fields(str(row[0]), str(back[0]), identity_id, reason="released")
+        if (
+            out is not None
+            and conn.execute(
+                "UPDATE messages SET state = 'queued', attempts = ? WHERE id = ? AND state = ?"
+                " AND attempts = ?",
+                (delivery.released(int(out[1])), row[0], out[0], out[1]),
+            ).rowcount
+        ):
+            fields = _fields(str(row[0]), str(out[2]), identity_id, reason="released")
             events.append(("message.requeued", fields))
         released += 1
     if events:
@@ -492,21 +533,29 @@ def acknowledge(
             not_applied.append((token, "unknown_token"))
             continue
         message_id, owner, claim_state, attempt, attempts, message_state, sender = row
-        if owner != identity_id:
-            not_applied.append((token, "not_yours"))
-        elif claim_state == ClaimState.ACKNOWLEDGED:
-            not_applied.append((token, "already_acknowledged"))
-        elif claim_state != ClaimState.OPEN:
-            newer = attempts > attempt or message_state == MessageState.ACKNOWLEDGED
-            not_applied.append((token, "superseded" if newer else "expired"))
+        refused = delivery.ack(
+            caller=identity_id,
+            owner=str(owner),
+            claim_state=ClaimState(claim_state),
+            attempt=int(attempt),
+            attempts=int(attempts),
+            message_state=MessageState(message_state),
+        )
+        if (
+            refused is None
+            and not conn.execute(
+                "UPDATE claims SET state = 'acknowledged' WHERE token_hash = ? AND state = 'open'",
+                (hash_token(token),),
+            ).rowcount
+        ):
+            refused = delivery.NotApplied.EXPIRED  # it lapsed under us
+        if refused is not None:
+            not_applied.append((token, refused.value))
         else:
             conn.execute(
-                "UPDATE claims SET state = 'acknowledged' WHERE token_hash = ?",
-                (hash_token(token),),
-            )
-            conn.execute(
-                "UPDATE messages SET state = 'acknowledged', settled_at = ? WHERE id = ?",
-                (now, message_id),
+                "UPDATE messages SET state = 'acknowledged', settled_at = ? WHERE id = ?"
+                " AND state IN ('claimed', 'delivered') AND attempts = ?",
+                (now, message_id, attempt),
             )
             applied.append(token)
             events.append(
@@ -546,11 +595,13 @@ def next_deadline(
             (recipient_id,),
         ).fetchone()[0],
     ]
-    if candidates[2] is not None:
-        candidates[2] = candidates[2] + message_expiry
-    found = [float(value) for value in candidates if value is not None]
-    row = (min(found),) if found else None
-    return None if row is None or row[0] is None else float(row[0])
+    claim_deadline, retry, oldest = (None if v is None else float(v) for v in candidates)
+    return delivery.next_due(
+        open_claim_deadline=claim_deadline,
+        next_retry=retry,
+        oldest_unsettled_sent_at=oldest,
+        message_expiry=message_expiry,
+    )
 
 
 def inbox_counts(conn: sqlite3.Connection, recipient_id: str) -> dict[str, int]:

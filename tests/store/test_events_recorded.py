@@ -12,6 +12,7 @@ import pytest
 
 from actors.registration import RegisterCommand, RegisterPlan, claim_alias, take_over_by_alias
 from pager.domain import ids
+from pager.domain.delivery import Via
 from pager.domain.errors import PagerError
 from pager.domain.names import alias_key
 from pager.domain.records import Claim, Session, SessionState
@@ -96,7 +97,7 @@ class Store:
                 limit=100,
                 now=now,
                 policy=POLICY,
-                via=via,
+                via=Via(via),
                 new_token=lambda: ids.new_token(ids.Kind.CLAIM_TOKEN),
                 hash_token=ids.hash_token,
             )

@@ -1,0 +1,137 @@
+"""The delivery state machine of SPEC §8, as pure code every store backend calls.
+
+A message is `queued` until a claim takes it (`claimed` by a fetch or a hook, `delivered` when
+written to a delivery address), then `acknowledged` by its claim's token, or back to `queued`
+when the claim lapses, is refused or is released, or `dead` (its last attempt lapsed or was
+refused, it expired, its recipient was reaped or purged). A backend reads the rows, asks these
+functions what follows, and writes the answer with a guarded update (`… WHERE state = <the
+state it read>`), so two brokers racing on one message cannot both apply a transition.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+import attrs
+
+from pager.domain.records import ClaimState, MessageState
+
+#: The states of a message not settled yet: they count towards expiry and the inbox.
+UNSETTLED = frozenset({MessageState.QUEUED, MessageState.CLAIMED, MessageState.DELIVERED})
+#: The states of a message out on an open claim.
+OUT = frozenset({MessageState.CLAIMED, MessageState.DELIVERED})
+
+
+class Via(enum.StrEnum):
+    """How a claim was made (SPEC §8)."""
+
+    FETCH = "fetch"
+    HOOK = "hook"
+    DELIVERY = "delivery"
+
+
+class NotApplied(enum.StrEnum):
+    """Why an ack token was not applied (SPEC §8 `ack`)."""
+
+    UNKNOWN_TOKEN = "unknown_token"
+    NOT_YOURS = "not_yours"
+    ALREADY_ACKNOWLEDGED = "already_acknowledged"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+
+
+class DeadReason(enum.StrEnum):
+    EXPIRED = "expired"
+    MAX_ATTEMPTS = "max_attempts"
+    REAPED = "reaped"
+    PURGED = "purged"
+
+
+@attrs.frozen
+class Claimed:
+    """A queued message taken by a claim: its new state and attempt, and the ack deadline."""
+
+    state: MessageState
+    attempt: int
+    expires_at: float
+
+
+def claim(attempts: int, via: Via, now: float, ack_wait: float) -> Claimed:
+    """What a claim does to a queued message that has had `attempts` attempts."""
+    state = MessageState.DELIVERED if via is Via.DELIVERY else MessageState.CLAIMED
+    return Claimed(state, attempts + 1, now + ack_wait)
+
+
+@attrs.frozen
+class Requeued:
+    """The message waits again from `available_at`."""
+
+    available_at: float
+
+
+@attrs.frozen
+class Dead:
+    reason: DeadReason
+
+
+def returned(attempts: int, max_attempts: int, available_at: float) -> Requeued | Dead:
+    """A claim lapsed or was refused: the message waits again, unless that was its last
+    attempt."""
+    if attempts >= max_attempts:
+        return Dead(DeadReason.MAX_ATTEMPTS)
+    return Requeued(available_at)
+
+
+def refused(
+    attempt: int, attempts: int, max_attempts: int, now: float, delay: Callable[[int], float]
+) -> Requeued | Dead:
+    """The delivery address refused the claim of attempt `attempt`: retry on the schedule."""
+    return returned(attempts, max_attempts, now + delay(attempt))
+
+
+def released(attempts: int) -> int:
+    """A claim handed back unshown: the message waits again, its attempt not counted."""
+    return max(attempts - 1, 0)
+
+
+def ack(
+    *,
+    caller: str,
+    owner: str,
+    claim_state: ClaimState,
+    attempt: int,
+    attempts: int,
+    message_state: MessageState,
+) -> NotApplied | None:
+    """Whether an ack by `caller` of a claim applies (None) or why not."""
+    if owner != caller:
+        return NotApplied.NOT_YOURS
+    if claim_state is ClaimState.ACKNOWLEDGED:
+        return NotApplied.ALREADY_ACKNOWLEDGED
+    if claim_state is not ClaimState.OPEN:
+        newer = attempts > attempt or message_state is MessageState.ACKNOWLEDGED
+        return NotApplied.SUPERSEDED if newer else NotApplied.EXPIRED
+    return None
+
+
+def expiry_cutoff(now: float, message_expiry: float) -> float:
+    """An unsettled message sent at or before this time is a dead letter (`expired`)."""
+    return now - message_expiry
+
+
+def next_due(
+    *,
+    open_claim_deadline: float | None,
+    next_retry: float | None,
+    oldest_unsettled_sent_at: float | None,
+    message_expiry: float,
+) -> float | None:
+    """The earliest time something changes for an inbox on its own: an ack wait ends, a retry
+    becomes available, a message expires. Mail available already needs no timer: whoever
+    consumes it is woken when it arrives."""
+    candidates = [open_claim_deadline, next_retry]
+    if oldest_unsettled_sent_at is not None:
+        candidates.append(oldest_unsettled_sent_at + message_expiry)
+    found = [value for value in candidates if value is not None]
+    return min(found) if found else None
