@@ -11,32 +11,28 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
 
 from actors._runtime import Actor, ActorError, ActorRef, Reply
-from actors.checkpoint import Checkpoint
 from actors.sessions import Binding, SessionIndex
 from actors.timers import TimerService
 from pager.config import Windows
-from pager.domain import ids
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.records import Claim, Delivery, Message, Session, SessionState
+from pager.domain.records import Delivery, Message, SessionState
 from pager.store import messaging as ms
+from pager.store.ports import Changed, ClaimView, Inbox, NewMessage, Sessions
 
 log = logging.getLogger("pager.identity")
+T = TypeVar("T")
 
 #: Claims written to a delivery address in one notification.
 PUSH_BATCH = 20
-#: Claims (or tokens) one write may handle on the event loop; more run whole in the checkpoint's
-#: thread (end to end, a fetch of 100 took ~9 ms more than a fetch of 1: most of it on the loop).
-ROWS_ON_LOOP = 20
 #: A push not answered by its provider within this long is treated as refused.
 PUSH_TIMEOUT = 10.0
 #: Wake helpers run at most this often per identity (a burst of mail is one wake).
@@ -149,15 +145,6 @@ class Sent:
 
 
 @attrs.frozen
-class ClaimView:
-    """A claim with the addresses a reader needs."""
-
-    claim: Claim
-    sender_address: str
-    recipient_address: str
-
-
-@attrs.frozen
 class Deliver:
     """Asks a provider to write claims to a delivery address, then cast `Pushed` back."""
 
@@ -182,7 +169,8 @@ ProviderMessage = Deliver | WakeSession
 class IdentityDeps:
     """What every identity actor shares."""
 
-    checkpoint: Checkpoint
+    inbox: Inbox
+    sessions: Sessions
     timers: TimerService
     clock: WallClock
     windows: Windows
@@ -237,9 +225,7 @@ class IdentityActor(Actor[IdentityMessage]):
     async def on_start(self) -> None:
         # Activation counts as activity: the idle window starts now, not at trio time 0.
         self.last_activity = trio.current_time()
-        self.next_deadline = self.deps.checkpoint.lookup(
-            lambda conn: ms.next_due_of(conn, self.identity_id)
-        )
+        self.next_deadline = self.deps.inbox.next_due(self.identity_id)
         self._rebind()
         await self._tick()
         # `handle` arms timers after each message, but an identity activated with no message
@@ -260,14 +246,17 @@ class IdentityActor(Actor[IdentityMessage]):
             case Fetch():
                 await self._fetch(message, reply)
             case Ack(tokens=tokens):
-                result = await self._write(self._ack_op(tokens), heavy=_many(len(tokens)))
+                now = self.deps.clock.now()
+                result = self._due(
+                    await self.deps.inbox.ack(self.identity_id, tokens, now=now, policy=self.policy)
+                )
                 _answer(reply, result)
             case Release(tokens=tokens):
-                hashes = [ids.hash_token(token) for token in tokens]
                 now = self.deps.clock.now()
-                released = await self._write(
-                    lambda conn: ms.release_claims(conn, self.identity_id, hashes, now),
-                    heavy=_many(len(hashes)),
+                released = self._due(
+                    await self.deps.inbox.release(
+                        self.identity_id, tokens, now=now, policy=self.policy
+                    )
                 )
                 _answer(reply, released)
                 await self._serve_polls()
@@ -301,56 +290,23 @@ class IdentityActor(Actor[IdentityMessage]):
                 self.unhandled(message)
         self._arm_timers()
 
-    # -- store operations (run by the checkpoint, committed before they are announced) -----
+    # -- the store (each change committed before it is announced) -------------------------
 
-    async def _write(self, op: Callable[[sqlite3.Connection], Any], *, heavy: bool = False) -> Any:
-        """Run `op` and refresh the inbox deadline in the same transaction."""
-        expiry, now = self.policy.message_expiry, self.deps.clock.now()
-        identity_id, known = self.identity_id, self.next_deadline
+    def _due(self, changed: Changed[T]) -> T:
+        """Take a change's result; its next due time arms the inbox timer."""
+        self.next_deadline = changed.next_due
+        return changed.value
 
-        def with_deadline(conn: sqlite3.Connection) -> tuple[Any, float | None]:
-            result = op(conn)
-            deadline = ms.next_deadline(conn, identity_id, now, expiry)
-            if deadline != known:  # kept in the store for the scheduler, once it passivates
-                ms.set_next_due(conn, identity_id, deadline)
-            return result, deadline
-
-        result, self.next_deadline = await self.deps.checkpoint.write(with_deadline, heavy=heavy)
-        return result
-
-    def _claim_op(
-        self, limit: int, session_id: str | None, via: Via
-    ) -> Callable[[sqlite3.Connection], list[ClaimView]]:
-        now = self.deps.clock.now()
-
-        def op(conn: sqlite3.Connection) -> list[ClaimView]:
-            claims = ms.claim_waiting(
-                conn,
-                recipient_id=self.identity_id,
-                session_id=session_id,
-                limit=limit,
-                now=now,
-                policy=self.policy,
-                via=via,
-                new_token=lambda: ids.new_token(ids.Kind.CLAIM_TOKEN),
-                hash_token=ids.hash_token,
-            )
-            if not claims:
-                return []
-            known = ms.addresses(conn, [c.message.sender_id for c in claims] + [self.identity_id])
-            me = known.get(self.identity_id, self.identity_id)
-            return [
-                ClaimView(c, known.get(c.message.sender_id, c.message.sender_id), me)
-                for c in claims
-            ]
-
-        return op
-
-    def _ack_op(self, tokens: tuple[str, ...]) -> Callable[[sqlite3.Connection], ms.AckResult]:
-        now = self.deps.clock.now()
-        return lambda conn: ms.acknowledge(
-            conn, identity_id=self.identity_id, tokens=tokens, now=now, hash_token=ids.hash_token
+    async def _claim(self, limit: int, session_id: str | None, via: Via) -> list[ClaimView]:
+        changed = await self.deps.inbox.claim(
+            self.identity_id,
+            session_id=session_id,
+            limit=limit,
+            via=via,
+            now=self.deps.clock.now(),
+            policy=self.policy,
         )
+        return self._due(changed)
 
     # -- handlers --------------------------------------------------------------------------
 
@@ -358,66 +314,38 @@ class IdentityActor(Actor[IdentityMessage]):
         """A send the loop guard or a rate refused, for the operator (SPEC §8.1)."""
         data = {"sender_id": request.sender_id, "recipient_id": self.identity_id,
                 "reason": exc.code.value, **exc.details}  # fmt: skip
-        await self._write(lambda conn: ms.record_event(conn, now, "send.refused", data))
+        await self.deps.inbox.record(now, "send.refused", data)
 
     async def _enqueue(self, request: Enqueue, reply: Reply[Any] | None) -> None:
         now = self.deps.clock.now()
-        since = now - self.deps.windows.idempotency
-        recipient = self.identity_id
-
-        def op(conn: sqlite3.Connection) -> tuple[Message, bool]:
-            # Checked in the same transaction: a reap that committed just before must win.
-            if ms.get_identity(conn, recipient) is None:
-                raise PagerError(
-                    ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped; see `roster`"
-                )
-            key = request.idempotency_key
-            if key is not None:
-                # A true repeat answers the original; a reuse for another send is refused.
-                original = ms.idempotent_original(
-                    conn,
-                    sender_id=request.sender_id,
-                    key=key,
-                    since=since,
-                    recipient_id=recipient,
-                    body=request.body,
-                    thread=request.thread,
-                    reply_to=request.reply_to,
-                )
-                if original is not None:
-                    return original, True
-            stands = ms.origin_and_hop(
-                conn, request.sender_id, recipient, now, self.deps.send_limits,
-                script=request.script,
-            )  # fmt: skip
-            message = ms.insert_message(
-                conn,
-                message_id=ids.new_message_id(),
-                sender_id=request.sender_id,
-                recipient_id=recipient,
-                body=request.body,
-                thread=request.thread,
-                reply_to=request.reply_to,
-                now=now,
-                origin=stands.origin,
-                hop=stands.hop,
-                cause_id=stands.cause_id,
-                fields=request.fields,
-            )
-            if key is not None:
-                ms.remember_idempotency(conn, request.sender_id, key, message.id, now)
-            ms.mark_exchanged(conn, {request.sender_id, recipient})
-            return message, False
-
+        send = NewMessage(
+            sender_id=request.sender_id,
+            body=request.body,
+            thread=request.thread,
+            reply_to=request.reply_to,
+            idempotency_key=request.idempotency_key,
+            fields=request.fields,
+            script=request.script,
+        )
         try:
-            message, duplicate = await self._write(op)
+            enqueued = self._due(
+                await self.deps.inbox.enqueue(
+                    self.identity_id,
+                    send,
+                    now=now,
+                    idempotent_since=now - self.deps.windows.idempotency,
+                    limits=self.deps.send_limits,
+                    policy=self.policy,
+                )
+            )
         except PagerError as exc:
             if exc.code in (ErrorCode.HOP_LIMIT, ErrorCode.RATE_LIMITED):
                 await self._record_refusal(request, exc, now)
             if reply is not None:
                 reply.fail(exc)
             return
-        if duplicate:
+        message = enqueued.message
+        if enqueued.duplicate:
             _answer(reply, Sent(message, True, "queued"))
             return
         # Committed: now wake whoever is waiting for it.
@@ -433,10 +361,7 @@ class IdentityActor(Actor[IdentityMessage]):
         await self._wake()
 
     async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
-        claims = await self._write(
-            self._claim_op(request.limit, request.session_id, request.via),
-            heavy=_many(request.limit),
-        )
+        claims = await self._claim(request.limit, request.session_id, request.via)
         if claims or request.wait_s <= 0 or reply is None:
             _answer(reply, claims)
             return
@@ -452,9 +377,7 @@ class IdentityActor(Actor[IdentityMessage]):
                 self.polls.pop(0)
                 continue
             via = Via.FETCH if poll.session_id is not None else Via.HOOK
-            claims = await self._write(
-                self._claim_op(poll.limit, poll.session_id, via), heavy=_many(poll.limit)
-            )
+            claims = await self._claim(poll.limit, poll.session_id, via)
             if not claims:
                 break
             self.polls.pop(0)
@@ -464,15 +387,7 @@ class IdentityActor(Actor[IdentityMessage]):
 
     async def _tick(self) -> None:
         now = self.deps.clock.now()
-        max_attempts, expiry = self.policy.max_attempts, self.policy.message_expiry
-
-        def op(conn: sqlite3.Connection) -> int:
-            return ms.expire_claims(conn, self.identity_id, now, max_attempts) + (
-                ms.dead_letter_expired(conn, self.identity_id, now, expiry)
-            )
-
-        # Heavy: after a restart every claim whose ack wait passed is requeued here, one by one.
-        await self._write(op, heavy=True)
+        self._due(await self.deps.inbox.lapse(self.identity_id, now=now, policy=self.policy))
         current = trio.current_time()
         if self.push_in_flight and self.push_deadline is not None and self.push_deadline <= current:
             log.warning("push %d for %s unanswered; requeued", self.push_id, self.identity_id)
@@ -494,9 +409,7 @@ class IdentityActor(Actor[IdentityMessage]):
         if provider is None:  # disabled or not running: the mail waits for a fetch
             self._settle_push_waiters(set())
             return
-        claims = await self._write(
-            self._claim_op(PUSH_BATCH, session_id, Via.DELIVERY), heavy=_many(PUSH_BATCH)
-        )
+        claims = await self._claim(PUSH_BATCH, session_id, Via.DELIVERY)
         if not claims:
             self._settle_push_waiters(set())
             return
@@ -539,18 +452,14 @@ class IdentityActor(Actor[IdentityMessage]):
         self.push_in_flight = False
         self.push_deadline = None
         if outcome.refused:
-            now = self.deps.clock.now()
-            hashes = [ids.hash_token(token) for token in outcome.refused]
-            windows = self.deps.windows
-            await self._write(
-                lambda conn: ms.refuse_claims(
-                    conn,
-                    hashes,
-                    now=now,
-                    retry_delay=windows.redelivery_delay,
-                    max_attempts=windows.max_attempts,
-                )
+            refused = await self.deps.inbox.refuse(
+                self.identity_id,
+                outcome.refused,
+                now=self.deps.clock.now(),
+                policy=self.policy,
+                delay=self.deps.windows.redelivery_delay,
             )
+            self._due(refused)
         accepted = {self.push_tokens[t] for t in outcome.accepted if t in self.push_tokens}
         self.push_tokens = {}
         self._settle_push_waiters(accepted)
@@ -573,13 +482,7 @@ class IdentityActor(Actor[IdentityMessage]):
         replaced ends (its streams and long polls are told), unless a takeover by alias
         carried it on to another identity (`SessionIndex.carry_on`)."""
         identity_id, index = self.identity_id, self.deps.index
-
-        def read(conn: sqlite3.Connection) -> tuple[Session | None, str]:
-            identity = ms.get_identity(conn, identity_id)
-            implementation = "" if identity is None else identity.implementation
-            return ms.attached_session(conn, identity_id), implementation
-
-        session, implementation = self.deps.checkpoint.lookup(read)
+        session, implementation = self.deps.sessions.attached(identity_id)
         current = self.binding or index.of_identity(identity_id)
         if current is not None and (session is None or current.session.id != session.id):
             old = current.session.id
@@ -602,27 +505,16 @@ class IdentityActor(Actor[IdentityMessage]):
         self.binding = binding
 
     async def _end_session(self, binding: Binding, state: SessionState, reason: str) -> None:
-        now = self.deps.clock.now()
         session = binding.session
-
-        def op(conn: sqlite3.Connection) -> None:
-            ms.end_session(conn, session.id, state, reason, now)
-            ms.touch_identity(conn, session.identity_id, now, attached=False)
-
-        await self._write(op)
+        await self.deps.sessions.end(session, state, reason, now=self.deps.clock.now())
         self.deps.index.release(binding)
         if self.binding is binding:
             self.binding = None
         self._end_polls(session.id)
 
     async def _persist_lease(self, session_id: str, lease: float) -> None:
-        identity_id, now = self.identity_id, self.deps.clock.now()
-
-        def renew(conn: sqlite3.Connection) -> None:
-            ms.set_lease(conn, session_id, lease)
-            ms.touch_identity(conn, identity_id, now)
-
-        await self._write(renew)
+        now = self.deps.clock.now()
+        await self.deps.sessions.renew(session_id, self.identity_id, lease, now=now)
 
     def _end_polls(self, session_id: str) -> None:
         """Long polls of a session that ended get what they have: nothing."""
@@ -660,7 +552,3 @@ class IdentityActor(Actor[IdentityMessage]):
 def _answer(reply: Reply[Any] | None, value: object) -> None:
     if reply is not None and not reply.done:
         reply.send(value)
-
-
-def _many(count: int) -> bool:
-    return count > ROWS_ON_LOOP

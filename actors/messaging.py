@@ -34,6 +34,7 @@ from pager.domain.clock import WallClock
 from pager.domain.errors import PagerError
 from pager.implementations.manifest import Wake
 from pager.store import messaging as ms
+from pager.store.sqlite_ports import SqliteInbox, SqliteSessions
 from supervisors import DynamicSupervisor
 
 log = logging.getLogger("pager.messaging")
@@ -66,7 +67,8 @@ async def run_messaging(
 
         index = SessionIndex()
         identity_deps = IdentityDeps(
-            checkpoint=store,
+            inbox=SqliteInbox(store),
+            sessions=SqliteSessions(store),
             timers=timers,
             clock=clock,
             windows=config.windows,

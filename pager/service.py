@@ -21,7 +21,6 @@ from actors.directory import DirectoryMessage, Move, Rename
 from actors.identities import Identities
 from actors.identity import (
     Ack,
-    ClaimView,
     EndSession,
     Enqueue,
     Fetch,
@@ -51,6 +50,7 @@ from pager.domain.workspace import Workspace, resolve_workspace
 from pager.operator import ReadViews
 from pager.store import messaging as ms
 from pager.store import views
+from pager.store.ports import ClaimView
 from pager.wire import RegisterRequest, message_json
 
 T = TypeVar("T")

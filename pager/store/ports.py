@@ -1,0 +1,141 @@
+"""The store behind ports (ARCHITECTURE.md): what actors call, typed and backend-neutral.
+
+Actors never see a database connection. An identity actor calls `Inbox` for its mail and
+`Sessions` for its binding; each mutating call commits before it returns (the checkpoint is
+written before the effect is announced) and answers, beside its value, the identity's next due
+time, which the store keeps for the scheduler in the same transaction. A backend (SQLite
+today, `pager/store/sqlite_ports.py`; PostgreSQL next) implements these, calling the delivery
+state machine of `pager/domain/delivery.py`; `tests/store/test_ports_contract.py` holds every
+backend to the same behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Generic, Protocol, TypeVar
+
+import attrs
+
+from pager.domain.delivery import Via
+from pager.domain.records import Claim, Message, Session, SessionState
+from pager.store._guard import SendLimits
+from pager.store._messages import AckResult, ClaimPolicy
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+@attrs.frozen
+class Changed(Generic[T_co]):
+    """A committed change's result and the identity's next due time (wall clock) after it."""
+
+    value: T_co
+    next_due: float | None
+
+
+@attrs.frozen
+class ClaimView:
+    """A claim with the addresses a reader needs."""
+
+    claim: Claim
+    sender_address: str
+    recipient_address: str
+
+
+@attrs.frozen
+class NewMessage:
+    """A send as the recipient's inbox takes it."""
+
+    sender_id: str  # an identity, or a mailbox token's id for a page (SPEC §8.2)
+    body: str
+    thread: str | None
+    reply_to: str | None
+    idempotency_key: str | None
+    fields: str | None = None  # a page's fields, as a JSON object
+    script: bool = False  # a page about a job (`pager run`): script origin, hop 0
+
+
+@attrs.frozen
+class Enqueued:
+    message: Message
+    duplicate: bool  # an unchanged repeat within the idempotency window: the original
+
+
+class Inbox(Protocol):
+    """One identity's mail: every state change of its messages and claims."""
+
+    def next_due(self, identity_id: str) -> float | None:
+        """The identity's next due time as the store holds it (a quick read)."""
+        ...
+
+    async def enqueue(
+        self,
+        recipient_id: str,
+        send: NewMessage,
+        *,
+        now: float,
+        idempotent_since: float,
+        limits: SendLimits,
+        policy: ClaimPolicy,
+    ) -> Changed[Enqueued]:
+        """Queue a message (after the loop guard and rates of SPEC §8.1); PagerError when
+        refused (the recipient gone, a key reused, a hop or rate limit)."""
+        ...
+
+    async def claim(
+        self,
+        recipient_id: str,
+        *,
+        session_id: str | None,
+        limit: int,
+        via: Via,
+        now: float,
+        policy: ClaimPolicy,
+    ) -> Changed[list[ClaimView]]:
+        """Claim up to `limit` available messages in send order."""
+        ...
+
+    async def ack(
+        self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ClaimPolicy
+    ) -> Changed[AckResult]: ...
+
+    async def release(
+        self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ClaimPolicy
+    ) -> Changed[int]:
+        """Open claims handed back unshown: their messages wait again, attempt not counted."""
+        ...
+
+    async def refuse(
+        self,
+        identity_id: str,
+        tokens: Sequence[str],
+        *,
+        now: float,
+        policy: ClaimPolicy,
+        delay: Callable[[int], float],
+    ) -> Changed[int]:
+        """Claims the delivery address refused: retried on the schedule `delay`."""
+        ...
+
+    async def lapse(self, identity_id: str, *, now: float, policy: ClaimPolicy) -> Changed[int]:
+        """Apply what came due: claims past their ack wait return, expired mail dies."""
+        ...
+
+    async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
+        """An operator event with no state change beside it (e.g. `send.refused`)."""
+        ...
+
+
+class Sessions(Protocol):
+    """The sessions of one identity, as its actor binds and ends them."""
+
+    def attached(self, identity_id: str) -> tuple[Session | None, str]:
+        """Its attached session, if any, and its implementation (a quick read)."""
+        ...
+
+    async def end(self, session: Session, state: SessionState, reason: str, *, now: float) -> None:
+        """End the attached session (a detach, a lapsed lease); its identity is detached."""
+        ...
+
+    async def renew(self, session_id: str, identity_id: str, lease: float, *, now: float) -> None:
+        """Record the lease (and the identity's last_seen)."""
+        ...

@@ -1,0 +1,231 @@
+"""The SQLite backend of the store's ports (`pager/store/ports.py`).
+
+Each call is one function on a connection, run by the one writer (the checkpoint actor, group
+commit: statements on the event loop, only `COMMIT` in a worker thread) and committed before
+the call returns; quick reads go through its read-only side connection. Which writes run whole
+in the worker thread (`heavy`: they may touch many rows) is decided here, not by callers. The
+identity's next due time is refreshed in the same transaction as every change of its inbox.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+from pager.domain import ids
+from pager.domain.delivery import Via
+from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.records import Session, SessionState
+from pager.store import messaging as ms
+from pager.store.ports import Changed, ClaimView, Enqueued, NewMessage
+
+T = TypeVar("T")
+
+#: Claims (or tokens) one write may handle on the event loop; more run whole in the writer's
+#: thread (end to end, a fetch of 100 took ~9 ms more than a fetch of 1: most of it on the loop).
+ROWS_ON_LOOP = 20
+
+
+class Writer(Protocol):
+    """The SQLite writer (actors/checkpoint.py `Checkpoint`)."""
+
+    def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T], *, heavy: bool = False) -> T: ...
+
+
+class SqliteInbox:
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    def next_due(self, identity_id: str) -> float | None:
+        return self._writer.lookup(lambda conn: ms.next_due_of(conn, identity_id))
+
+    async def _change(
+        self,
+        identity_id: str,
+        op: Callable[[sqlite3.Connection], T],
+        *,
+        now: float,
+        policy: ms.ClaimPolicy,
+        heavy: bool = False,
+    ) -> Changed[T]:
+        """Run `op` and refresh the identity's next due time in the same transaction."""
+
+        def with_due(conn: sqlite3.Connection) -> Changed[T]:
+            value = op(conn)
+            due = ms.next_deadline(conn, identity_id, now, policy.message_expiry)
+            if due != ms.next_due_of(conn, identity_id):  # an index probe, not a write
+                ms.set_next_due(conn, identity_id, due)
+            return Changed(value, due)
+
+        return await self._writer.write(with_due, heavy=heavy)
+
+    async def enqueue(
+        self,
+        recipient_id: str,
+        send: NewMessage,
+        *,
+        now: float,
+        idempotent_since: float,
+        limits: ms.SendLimits,
+        policy: ms.ClaimPolicy,
+    ) -> Changed[Enqueued]:
+        def op(conn: sqlite3.Connection) -> Enqueued:
+            # Checked in the same transaction: a reap that committed just before must win.
+            if ms.get_identity(conn, recipient_id) is None:
+                raise PagerError(
+                    ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped; see `roster`"
+                )
+            key = send.idempotency_key
+            if key is not None:
+                # A true repeat answers the original; a reuse for another send is refused.
+                original = ms.idempotent_original(
+                    conn,
+                    sender_id=send.sender_id,
+                    key=key,
+                    since=idempotent_since,
+                    recipient_id=recipient_id,
+                    body=send.body,
+                    thread=send.thread,
+                    reply_to=send.reply_to,
+                )
+                if original is not None:
+                    return Enqueued(original, True)
+            stands = ms.origin_and_hop(
+                conn, send.sender_id, recipient_id, now, limits, script=send.script
+            )
+            message = ms.insert_message(
+                conn,
+                message_id=ids.new_message_id(),
+                sender_id=send.sender_id,
+                recipient_id=recipient_id,
+                body=send.body,
+                thread=send.thread,
+                reply_to=send.reply_to,
+                now=now,
+                origin=stands.origin,
+                hop=stands.hop,
+                cause_id=stands.cause_id,
+                fields=send.fields,
+            )
+            if key is not None:
+                ms.remember_idempotency(conn, send.sender_id, key, message.id, now)
+            ms.mark_exchanged(conn, {send.sender_id, recipient_id})
+            return Enqueued(message, False)
+
+        return await self._change(recipient_id, op, now=now, policy=policy)
+
+    async def claim(
+        self,
+        recipient_id: str,
+        *,
+        session_id: str | None,
+        limit: int,
+        via: Via,
+        now: float,
+        policy: ms.ClaimPolicy,
+    ) -> Changed[list[ClaimView]]:
+        def op(conn: sqlite3.Connection) -> list[ClaimView]:
+            claims = ms.claim_waiting(
+                conn,
+                recipient_id=recipient_id,
+                session_id=session_id,
+                limit=limit,
+                now=now,
+                policy=policy,
+                via=via,
+                new_token=lambda: ids.new_token(ids.Kind.CLAIM_TOKEN),
+                hash_token=ids.hash_token,
+            )
+            if not claims:
+                return []
+            known = ms.addresses(conn, [c.message.sender_id for c in claims] + [recipient_id])
+            me = known.get(recipient_id, recipient_id)
+            return [
+                ClaimView(c, known.get(c.message.sender_id, c.message.sender_id), me)
+                for c in claims
+            ]
+
+        heavy = limit > ROWS_ON_LOOP
+        return await self._change(recipient_id, op, now=now, policy=policy, heavy=heavy)
+
+    async def ack(
+        self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ms.ClaimPolicy
+    ) -> Changed[ms.AckResult]:
+        def op(conn: sqlite3.Connection) -> ms.AckResult:
+            return ms.acknowledge(
+                conn, identity_id=identity_id, tokens=tokens, now=now, hash_token=ids.hash_token
+            )
+
+        heavy = len(tokens) > ROWS_ON_LOOP
+        return await self._change(identity_id, op, now=now, policy=policy, heavy=heavy)
+
+    async def release(
+        self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ms.ClaimPolicy
+    ) -> Changed[int]:
+        hashes = [ids.hash_token(token) for token in tokens]
+
+        def op(conn: sqlite3.Connection) -> int:
+            return ms.release_claims(conn, identity_id, hashes, now)
+
+        heavy = len(tokens) > ROWS_ON_LOOP
+        return await self._change(identity_id, op, now=now, policy=policy, heavy=heavy)
+
+    async def refuse(
+        self,
+        identity_id: str,
+        tokens: Sequence[str],
+        *,
+        now: float,
+        policy: ms.ClaimPolicy,
+        delay: Callable[[int], float],
+    ) -> Changed[int]:
+        hashes = [ids.hash_token(token) for token in tokens]
+
+        def op(conn: sqlite3.Connection) -> int:
+            return ms.refuse_claims(
+                conn, hashes, now=now, retry_delay=delay, max_attempts=policy.max_attempts
+            )
+
+        heavy = len(tokens) > ROWS_ON_LOOP
+        return await self._change(identity_id, op, now=now, policy=policy, heavy=heavy)
+
+    async def lapse(self, identity_id: str, *, now: float, policy: ms.ClaimPolicy) -> Changed[int]:
+        def op(conn: sqlite3.Connection) -> int:
+            lapsed = ms.expire_claims(conn, identity_id, now, policy.max_attempts)
+            return lapsed + ms.dead_letter_expired(conn, identity_id, now, policy.message_expiry)
+
+        # Heavy: after a restart every claim whose ack wait passed is requeued here, one by one.
+        return await self._change(identity_id, op, now=now, policy=policy, heavy=True)
+
+    async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
+        await self._writer.write(lambda conn: ms.record_event(conn, now, kind, data))
+
+
+class SqliteSessions:
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    def attached(self, identity_id: str) -> tuple[Session | None, str]:
+        def read(conn: sqlite3.Connection) -> tuple[Session | None, str]:
+            identity = ms.get_identity(conn, identity_id)
+            implementation = "" if identity is None else identity.implementation
+            return ms.attached_session(conn, identity_id), implementation
+
+        return self._writer.lookup(read)
+
+    async def end(self, session: Session, state: SessionState, reason: str, *, now: float) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            ms.end_session(conn, session.id, state, reason, now)
+            ms.touch_identity(conn, session.identity_id, now, attached=False)
+
+        await self._writer.write(op)
+
+    async def renew(self, session_id: str, identity_id: str, lease: float, *, now: float) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            ms.set_lease(conn, session_id, lease)
+            ms.touch_identity(conn, identity_id, now)
+
+        await self._writer.write(op)

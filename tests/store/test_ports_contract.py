@@ -1,0 +1,280 @@
+"""The store ports' contract (pager/store/ports.py): what every backend must do, run against
+each backend unchanged (SQLite today; PostgreSQL adds itself to BACKENDS).
+
+Only the ports are used to act and to observe, except to seed identities and sessions (the
+directory port comes later) and to read a message's state, through `Backend`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from actors._runtime import start_actor
+from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
+from pager.domain import ids
+from pager.domain.delivery import Via
+from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.names import alias_key
+from pager.domain.records import Identity, MessageState, Session, SessionState
+from pager.store import messaging as ms
+from pager.store.ports import Inbox, NewMessage, Sessions
+from pager.store.sqlite_ports import SqliteInbox, SqliteSessions
+
+NOW = 1_800_000_000.0
+POLICY = ms.ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)
+LIMITS = ms.SendLimits(max_hops=0, agent_per_hour=0, pair_per_hour=0, script_per_hour=0)
+WORKSPACE = "/contract/repo"
+
+
+@attrs.define
+class Backend:
+    """The ports of one backend, and the seeding and reading the ports do not offer yet."""
+
+    inbox: Inbox
+    sessions: Sessions
+    checkpoint: Checkpoint
+
+    async def identity(self, alias: str) -> str:
+        agent = Identity(
+            id=ids.new_agent_id(),
+            workspace_key=WORKSPACE,
+            alias=alias,
+            durable=True,
+            implementation="shell",
+            created_at=NOW,
+            last_seen=NOW,
+        )
+
+        def op(conn: Any) -> None:  # the backend's connection
+            ms.ensure_workspace(conn, WORKSPACE, "repo-contract", WORKSPACE, NOW)
+            ms.insert_identity(conn, agent, alias_key(alias))
+
+        await self.checkpoint.write(op)
+        return agent.id
+
+    async def attach(self, identity_id: str) -> Session:
+        session = Session(
+            id=ids.new_session_id(),
+            identity_id=identity_id,
+            epoch=1,
+            token_hash=ids.hash_token(ids.new_token(ids.Kind.SESSION_TOKEN)),
+            resume_hash=ids.hash_token(ids.new_token(ids.Kind.RESUME_TOKEN)),
+            state=SessionState.ATTACHED,
+            created_at=NOW,
+            lease_expires_at=NOW + 90,
+        )
+        await self.checkpoint.write(lambda conn: ms.insert_session(conn, session))
+        return session
+
+    def state(self, message_id: str) -> tuple[MessageState, str | None]:
+        message = self.checkpoint.lookup(lambda conn: ms.get_message(conn, message_id))
+        assert message is not None
+        return message.state, message.dead_reason
+
+
+@contextlib.asynccontextmanager
+async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
+    database = tmp_path / "pager.db"
+    async with trio.open_nursery() as nursery:
+        ref = await start_actor(
+            nursery, CheckpointActor(database, None, lambda: "now", inline=True), name="store"
+        )
+        quick = QuickReads(database)
+        checkpoint = Checkpoint(ref, quick)
+        try:
+            yield Backend(SqliteInbox(checkpoint), SqliteSessions(checkpoint), checkpoint)
+        finally:
+            quick.close()
+            nursery.cancel_scope.cancel()
+
+
+BACKENDS = {"sqlite": sqlite_backend}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    async with BACKENDS[request.param](tmp_path) as opened:
+        yield opened
+
+
+def _send(sender: str, body: str, key: str | None = None) -> NewMessage:
+    return NewMessage(sender, body, thread=None, reply_to=None, idempotency_key=key)
+
+
+async def _enqueue(backend: Backend, sender: str, to: str, body: str, now: float = NOW) -> str:
+    changed = await backend.inbox.enqueue(
+        to, _send(sender, body), now=now, idempotent_since=now - 600, limits=LIMITS, policy=POLICY
+    )
+    return changed.value.message.id
+
+
+async def _claim(backend: Backend, who: str, now: float, limit: int = 10) -> list[str]:
+    changed = await backend.inbox.claim(
+        who, session_id=None, limit=limit, via=Via.FETCH, now=now, policy=POLICY
+    )
+    return [view.claim.token for view in changed.value]
+
+
+async def test_ports_claim_in_send_order_and_keep_next_due(backend: Backend) -> None:
+    """Claims come in send order with their addresses; the next due time is the ack wait."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    for n in range(3):
+        await _enqueue(backend, alice, bob, f"m{n}", now=NOW + n)
+    changed = await backend.inbox.claim(
+        bob, session_id=None, limit=2, via=Via.FETCH, now=NOW + 10, policy=POLICY
+    )
+    assert [v.claim.message.body for v in changed.value] == ["m0", "m1"]
+    assert changed.value[0].sender_address.startswith("alice@")
+    assert changed.value[0].claim.attempt == 1
+    assert changed.next_due == NOW + 10 + POLICY.ack_wait
+    assert backend.inbox.next_due(bob) == changed.next_due
+
+
+async def test_ports_ack_rules(backend: Backend) -> None:
+    """SPEC §8: applied once; then already_acknowledged; not_yours; unknown_token; a lapsed
+    claim is expired, and superseded once the message was claimed again."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    await _enqueue(backend, alice, bob, "one")
+    await _enqueue(backend, alice, bob, "two", now=NOW + 1)
+    [first, second] = await _claim(backend, bob, NOW + 2)
+    acked = await backend.inbox.ack(bob, [first], now=NOW + 3, policy=POLICY)
+    assert acked.value.applied == [first]
+    again = await backend.inbox.ack(bob, [first, "clm_unknown"], now=NOW + 4, policy=POLICY)
+    assert again.value.not_applied == [
+        (first, "already_acknowledged"),
+        ("clm_unknown", "unknown_token"),
+    ]
+    foreign = await backend.inbox.ack(alice, [second], now=NOW + 4, policy=POLICY)
+    assert foreign.value.not_applied == [(second, "not_yours")]
+    await backend.inbox.lapse(bob, now=NOW + 100, policy=POLICY)
+    lapsed = await backend.inbox.ack(bob, [second], now=NOW + 101, policy=POLICY)
+    assert lapsed.value.not_applied == [(second, "expired")]
+    [third] = await _claim(backend, bob, NOW + 102)
+    superseded = await backend.inbox.ack(bob, [second], now=NOW + 103, policy=POLICY)
+    assert superseded.value.not_applied == [(second, "superseded")]
+    assert (await backend.inbox.ack(bob, [third], now=NOW + 104, policy=POLICY)).value.applied
+
+
+async def test_ports_lapse_requeues_then_dead_letters_at_max_attempts(backend: Backend) -> None:
+    """A claim past its ack wait requeues its message; the last attempt's lapse kills it."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    message = await _enqueue(backend, alice, bob, "flaky reader")
+    assert len(await _claim(backend, bob, NOW)) == 1
+    assert (await backend.inbox.lapse(bob, now=NOW + 61, policy=POLICY)).value == 1
+    assert backend.state(message) == (MessageState.QUEUED, None)
+    assert len(await _claim(backend, bob, NOW + 62)) == 1
+    await backend.inbox.lapse(bob, now=NOW + 200, policy=POLICY)
+    assert backend.state(message) == (MessageState.DEAD, "max_attempts")
+    assert await _claim(backend, bob, NOW + 201) == []
+
+
+async def test_ports_refusal_waits_on_the_schedule(backend: Backend) -> None:
+    """A refused delivery is offered again only after the schedule's delay."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    await _enqueue(backend, alice, bob, "retry me")
+    pushed = await backend.inbox.claim(
+        bob, session_id=None, limit=5, via=Via.DELIVERY, now=NOW, policy=POLICY
+    )
+    [token] = [v.claim.token for v in pushed.value]
+    refused = await backend.inbox.refuse(
+        bob, [token], now=NOW + 1, policy=POLICY, delay=lambda attempt: 30.0
+    )
+    assert refused.value == 1
+    assert refused.next_due == NOW + 31
+    assert await _claim(backend, bob, NOW + 30) == []
+    assert len(await _claim(backend, bob, NOW + 31)) == 1
+
+
+async def test_ports_release_does_not_count_an_attempt(backend: Backend) -> None:
+    """A claim handed back unshown: the message waits again as if never claimed."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    message = await _enqueue(backend, alice, bob, "not shown")
+    [token] = await _claim(backend, bob, NOW)
+    released = await backend.inbox.release(bob, [token], now=NOW + 1, policy=POLICY)
+    assert released.value == 1
+    assert backend.state(message) == (MessageState.QUEUED, None)
+    again = await backend.inbox.claim(
+        bob, session_id=None, limit=5, via=Via.FETCH, now=NOW + 2, policy=POLICY
+    )
+    assert again.value[0].claim.attempt == 1
+
+
+async def test_ports_expired_mail_dies_at_its_due_time(backend: Backend) -> None:
+    """Unsettled mail is due at its expiry, and dies then."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    message = await _enqueue(backend, alice, bob, "too late")
+    assert backend.inbox.next_due(bob) == NOW + POLICY.message_expiry
+    lapsed = await backend.inbox.lapse(bob, now=NOW + POLICY.message_expiry, policy=POLICY)
+    assert lapsed.next_due is None
+    assert backend.state(message) == (MessageState.DEAD, "expired")
+
+
+async def test_ports_idempotent_repeat_and_conflicting_reuse(backend: Backend) -> None:
+    """An unchanged repeat answers the original; a key reused for another body is refused."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+
+    async def send(body: str) -> tuple[str, bool]:
+        changed = await backend.inbox.enqueue(
+            bob, _send(alice, body, key="k1"), now=NOW, idempotent_since=NOW - 600,
+            limits=LIMITS, policy=POLICY,
+        )  # fmt: skip
+        return changed.value.message.id, changed.value.duplicate
+
+    first, duplicate = await send("same")
+    assert not duplicate
+    assert await send("same") == (first, True)
+    with pytest.raises(PagerError) as caught:
+        await send("other")
+    assert caught.value.code is ErrorCode.CONFLICT
+
+
+async def test_ports_enqueue_to_a_missing_recipient_is_refused(backend: Backend) -> None:
+    """The recipient is checked in the send's own transaction."""
+    alice = await backend.identity("alice")
+    with pytest.raises(PagerError) as caught:
+        await _enqueue(backend, alice, ids.new_agent_id(), "nobody")
+    assert caught.value.code is ErrorCode.UNKNOWN_RECIPIENT
+
+
+async def test_ports_concurrent_claims_never_share_a_message(backend: Backend) -> None:
+    """Claimers racing on one inbox get disjoint messages, all of them together."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    sent = {await _enqueue(backend, alice, bob, f"m{n}", now=NOW + n) for n in range(12)}
+    taken: list[str] = []
+
+    async def claimer() -> None:
+        changed = await backend.inbox.claim(
+            bob, session_id=None, limit=5, via=Via.FETCH, now=NOW + 20, policy=POLICY
+        )
+        taken.extend(v.claim.message.id for v in changed.value)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(claimer)
+    assert len(taken) == len(set(taken))
+    assert set(taken) <= sent
+    assert len(taken) == 12
+
+
+async def test_ports_sessions_attach_renew_end(backend: Backend) -> None:
+    """The attached session is found with its implementation; a renewal is recorded; an end
+    detaches it."""
+    bob = await backend.identity("bob")
+    assert backend.sessions.attached(bob) == (None, "shell")
+    session = await backend.attach(bob)
+    found, implementation = backend.sessions.attached(bob)
+    assert found is not None
+    assert (found.id, implementation) == (session.id, "shell")
+    await backend.sessions.renew(session.id, bob, NOW + 500, now=NOW + 10)
+    renewed, _ = backend.sessions.attached(bob)
+    assert renewed is not None
+    assert renewed.lease_expires_at == NOW + 500
+    await backend.sessions.end(session, SessionState.DETACHED, "detached", now=NOW + 20)
+    assert backend.sessions.attached(bob) == (None, "shell")
