@@ -26,7 +26,7 @@ from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Delivery, Message, SessionState
 from pager.store import messaging as ms
-from pager.store.ports import Changed, ClaimView, Inbox, NewMessage, Sessions
+from pager.store.ports import Changed, ClaimFor, ClaimView, Inbox, NewMessage, Sessions
 
 log = logging.getLogger("pager.identity")
 T = TypeVar("T")
@@ -189,6 +189,17 @@ class _Poll:
     deadline: float  # trio time
 
 
+@attrs.frozen
+class _PushTarget:
+    provider: ActorRef[ProviderMessage]
+    session_id: str
+    delivery: Delivery
+
+
+def _poll_via(poll: _Poll) -> Via:
+    return Via.FETCH if poll.session_id is not None else Via.HOOK
+
+
 class IdentityActor(Actor[IdentityMessage]):
     mailbox_size = 256
 
@@ -327,6 +338,15 @@ class IdentityActor(Actor[IdentityMessage]):
             fields=request.fields,
             script=request.script,
         )
+        # Whoever waits for mail (a long poll, else the session's delivery address) has its
+        # claim made in the send's own transaction: one commit, not two.
+        poll = self._first_poll()
+        push = None if poll is not None else await self._push_target()
+        claim_for = None
+        if poll is not None:
+            claim_for = ClaimFor(poll.session_id, poll.limit, _poll_via(poll))
+        elif push is not None:
+            claim_for = ClaimFor(push.session_id, PUSH_BATCH, Via.DELIVERY)
         try:
             enqueued = self._due(
                 await self.deps.inbox.enqueue(
@@ -336,6 +356,7 @@ class IdentityActor(Actor[IdentityMessage]):
                     idempotent_since=now - self.deps.windows.idempotency,
                     limits=self.deps.send_limits,
                     policy=self.policy,
+                    claim_for=claim_for,
                 )
             )
         except PagerError as exc:
@@ -348,13 +369,21 @@ class IdentityActor(Actor[IdentityMessage]):
         if enqueued.duplicate:
             _answer(reply, Sent(message, True, "queued"))
             return
-        # Committed: now wake whoever is waiting for it.
+        # Committed: now hand the claims to whoever waits for them.
+        claims = list(enqueued.claims)
+        if poll is not None and claims:
+            self.polls.remove(poll)
+            _answer(poll.reply, claims)
+            _answer(reply, Sent(message, False, "delivered"))
+            await self._serve_polls()
+            return
+        if push is not None and claims:
+            if reply is not None:
+                self.push_waiters.append((reply, message))  # answered with the push's outcome
+            await self._start_push(push, claims)
+            return
         if await self._serve_polls():
             _answer(reply, Sent(message, False, "delivered"))
-            return
-        if self.delivery is not None and reply is not None and not self.push_in_flight:
-            self.push_waiters.append((reply, message))
-            await self._push()  # the reply waits for the provider's outcome
             return
         _answer(reply, Sent(message, False, "queued" if self.session_id else "no_session"))
         await self._push()
@@ -368,19 +397,20 @@ class IdentityActor(Actor[IdentityMessage]):
         deadline = trio.current_time() + request.wait_s
         self.polls.append(_Poll(reply, request.session_id, request.limit, deadline))
 
+    def _first_poll(self) -> _Poll | None:
+        """The oldest long poll whose caller still waits (those gone are dropped)."""
+        while self.polls and self.polls[0].reply.caller_gone:
+            self.polls.pop(0)
+        return self.polls[0] if self.polls else None
+
     async def _serve_polls(self) -> bool:
         """Hand waiting mail to long polls, oldest first; True if any poll got something."""
         served = False
-        while self.polls:
-            poll = self.polls[0]
-            if poll.reply.caller_gone:
-                self.polls.pop(0)
-                continue
-            via = Via.FETCH if poll.session_id is not None else Via.HOOK
-            claims = await self._claim(poll.limit, poll.session_id, via)
+        while (poll := self._first_poll()) is not None:
+            claims = await self._claim(poll.limit, poll.session_id, _poll_via(poll))
             if not claims:
                 break
-            self.polls.pop(0)
+            self.polls.remove(poll)
             _answer(poll.reply, claims)
             served = True
         return served
@@ -401,26 +431,37 @@ class IdentityActor(Actor[IdentityMessage]):
     async def _push(self) -> None:
         """Write waiting claims to the attached session's delivery address (one push at a time,
         so first deliveries keep send order)."""
-        binding = self.binding
-        if self.push_in_flight or binding is None or binding.session.delivery is None:
-            return
-        session_id, delivery = binding.session.id, binding.session.delivery
-        provider = await self.deps.providers(binding.implementation)
-        if provider is None:  # disabled or not running: the mail waits for a fetch
+        target = await self._push_target()
+        if target is None:
             self._settle_push_waiters(set())
             return
-        claims = await self._claim(PUSH_BATCH, session_id, Via.DELIVERY)
+        claims = await self._claim(PUSH_BATCH, target.session_id, Via.DELIVERY)
         if not claims:
             self._settle_push_waiters(set())
             return
+        await self._start_push(target, claims)
+
+    async def _push_target(self) -> _PushTarget | None:
+        """Where a push would go now: none while one is in flight, without a delivery address,
+        or when the implementation's provider is disabled or not running (mail then waits
+        for a fetch)."""
+        binding = self.binding
+        if self.push_in_flight or binding is None or binding.session.delivery is None:
+            return None
+        provider = await self.deps.providers(binding.implementation)
+        if provider is None:
+            return None
+        return _PushTarget(provider, binding.session.id, binding.session.delivery)
+
+    async def _start_push(self, target: _PushTarget, claims: list[ClaimView]) -> None:
         self.push_id += 1
         self.push_in_flight = True
         self.push_tokens = {c.claim.token: c.claim.message.id for c in claims}
         # A provider that dies with the push in hand never answers: give up on it in time.
         self.push_deadline = trio.current_time() + PUSH_TIMEOUT
-        deliver = Deliver(self.ref, self.push_id, session_id, delivery, tuple(claims))
+        deliver = Deliver(self.ref, self.push_id, target.session_id, target.delivery, tuple(claims))
         try:
-            provider.try_cast(deliver)
+            target.provider.try_cast(deliver)
         except ActorError as exc:
             log.warning("provider unavailable for %s: %s", self.identity_id, exc)
             await self._pushed(Pushed(self.push_id, (), tuple(c.claim.token for c in claims)))

@@ -55,9 +55,20 @@ class NewMessage:
 
 
 @attrs.frozen
+class ClaimFor:
+    """Who is waiting for mail when a send arrives: its claim is made in the send's own
+    transaction (one commit, not two)."""
+
+    session_id: str | None
+    limit: int
+    via: Via
+
+
+@attrs.frozen
 class Enqueued:
     message: Message
     duplicate: bool  # an unchanged repeat within the idempotency window: the original
+    claims: tuple[ClaimView, ...] = ()  # made for `claim_for`, in send order
 
 
 class Inbox(Protocol):
@@ -76,9 +87,11 @@ class Inbox(Protocol):
         idempotent_since: float,
         limits: SendLimits,
         policy: ClaimPolicy,
+        claim_for: ClaimFor | None = None,
     ) -> Changed[Enqueued]:
-        """Queue a message (after the loop guard and rates of SPEC §8.1); PagerError when
-        refused (the recipient gone, a key reused, a hop or rate limit)."""
+        """Queue a message (after the loop guard and rates of SPEC §8.1) and, for
+        `claim_for`, claim waiting mail in the same transaction; PagerError when refused (the
+        recipient gone, a key reused, a hop or rate limit)."""
         ...
 
     async def claim(

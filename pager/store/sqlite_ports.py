@@ -18,7 +18,7 @@ from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Session, SessionState
 from pager.store import messaging as ms
-from pager.store.ports import Changed, ClaimView, Enqueued, NewMessage
+from pager.store.ports import Changed, ClaimFor, ClaimView, Enqueued, NewMessage
 
 T = TypeVar("T")
 
@@ -71,6 +71,7 @@ class SqliteInbox:
         idempotent_since: float,
         limits: ms.SendLimits,
         policy: ms.ClaimPolicy,
+        claim_for: ClaimFor | None = None,
     ) -> Changed[Enqueued]:
         def op(conn: sqlite3.Connection) -> Enqueued:
             # Checked in the same transaction: a reap that committed just before must win.
@@ -113,9 +114,13 @@ class SqliteInbox:
             if key is not None:
                 ms.remember_idempotency(conn, send.sender_id, key, message.id, now)
             ms.mark_exchanged(conn, {send.sender_id, recipient_id})
-            return Enqueued(message, False)
+            if claim_for is None:
+                return Enqueued(message, False)
+            claims = _claim(conn, recipient_id, claim_for, now, policy)
+            return Enqueued(message, False, tuple(claims))
 
-        return await self._change(recipient_id, op, now=now, policy=policy)
+        heavy = claim_for is not None and claim_for.limit > ROWS_ON_LOOP
+        return await self._change(recipient_id, op, now=now, policy=policy, heavy=heavy)
 
     async def claim(
         self,
@@ -128,25 +133,7 @@ class SqliteInbox:
         policy: ms.ClaimPolicy,
     ) -> Changed[list[ClaimView]]:
         def op(conn: sqlite3.Connection) -> list[ClaimView]:
-            claims = ms.claim_waiting(
-                conn,
-                recipient_id=recipient_id,
-                session_id=session_id,
-                limit=limit,
-                now=now,
-                policy=policy,
-                via=via,
-                new_token=lambda: ids.new_token(ids.Kind.CLAIM_TOKEN),
-                hash_token=ids.hash_token,
-            )
-            if not claims:
-                return []
-            known = ms.addresses(conn, [c.message.sender_id for c in claims] + [recipient_id])
-            me = known.get(recipient_id, recipient_id)
-            return [
-                ClaimView(c, known.get(c.message.sender_id, c.message.sender_id), me)
-                for c in claims
-            ]
+            return _claim(conn, recipient_id, ClaimFor(session_id, limit, via), now, policy)
 
         heavy = limit > ROWS_ON_LOOP
         return await self._change(recipient_id, op, now=now, policy=policy, heavy=heavy)
@@ -202,6 +189,31 @@ class SqliteInbox:
 
     async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
         await self._writer.write(lambda conn: ms.record_event(conn, now, kind, data))
+
+
+def _claim(
+    conn: sqlite3.Connection,
+    recipient_id: str,
+    claim_for: ClaimFor,
+    now: float,
+    policy: ms.ClaimPolicy,
+) -> list[ClaimView]:
+    claims = ms.claim_waiting(
+        conn,
+        recipient_id=recipient_id,
+        session_id=claim_for.session_id,
+        limit=claim_for.limit,
+        now=now,
+        policy=policy,
+        via=claim_for.via,
+        new_token=lambda: ids.new_token(ids.Kind.CLAIM_TOKEN),
+        hash_token=ids.hash_token,
+    )
+    if not claims:
+        return []
+    known = ms.addresses(conn, [c.message.sender_id for c in claims] + [recipient_id])
+    me = known.get(recipient_id, recipient_id)
+    return [ClaimView(c, known.get(c.message.sender_id, c.message.sender_id), me) for c in claims]
 
 
 class SqliteSessions:

@@ -24,7 +24,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key
 from pager.domain.records import Identity, MessageState, Session, SessionState
 from pager.store import messaging as ms
-from pager.store.ports import Inbox, NewMessage, Sessions
+from pager.store.ports import ClaimFor, Inbox, NewMessage, Sessions
 from pager.store.sqlite_ports import SqliteInbox, SqliteSessions
 
 NOW = 1_800_000_000.0
@@ -278,3 +278,23 @@ async def test_ports_sessions_attach_renew_end(backend: Backend) -> None:
     assert renewed.lease_expires_at == NOW + 500
     await backend.sessions.end(session, SessionState.DETACHED, "detached", now=NOW + 20)
     assert backend.sessions.attached(bob) == (None, "shell")
+
+
+async def test_ports_enqueue_claims_for_a_waiting_reader_in_one_change(backend: Backend) -> None:
+    """A send with a reader waiting claims in its own transaction: the waiting mail first (send
+    order), then the new message, up to the limit."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    older = await _enqueue(backend, alice, bob, "older")
+    changed = await backend.inbox.enqueue(
+        bob, _send(alice, "newest"), now=NOW + 1, idempotent_since=NOW - 600, limits=LIMITS,
+        policy=POLICY, claim_for=ClaimFor(None, 10, Via.FETCH),
+    )  # fmt: skip
+    enqueued = changed.value
+    assert [v.claim.message.id for v in enqueued.claims] == [older, enqueued.message.id]
+    assert changed.next_due == NOW + 1 + POLICY.ack_wait
+    assert backend.state(enqueued.message.id) == (MessageState.CLAIMED, None)
+    limited = await backend.inbox.enqueue(
+        bob, _send(alice, "later"), now=NOW + 2, idempotent_since=NOW - 600, limits=LIMITS,
+        policy=POLICY, claim_for=ClaimFor(None, 0, Via.FETCH),
+    )  # fmt: skip
+    assert limited.value.claims == ()
