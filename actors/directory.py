@@ -1,5 +1,6 @@
-"""The directory: registrations, aliases, renames, moves, takeovers and retention (SPEC §7,
-§9): it places identities; each identity actor owns its own session binding and lease.
+"""The directory: registrations, aliases, renames, moves, takeovers and the operator's archive,
+unarchive, reap and purge (SPEC §7, §9): it places identities; each identity actor owns its own
+session binding and lease (and the sweeper applies the retention windows).
 
 Its decisions are taken inside the store's transactions (which identity a registration
 reaches, whether an alias is free, who is attached), so no handler awaits a commit or another
@@ -63,21 +64,6 @@ class Move:
 
 
 @attrs.frozen
-class SweepIdentities:
-    """The sweeper's turn: archive and reap every detached identity a window has passed
-    (attached identities are never touched by a window). Answers `SweepOutcome`."""
-
-    limit: int = 500
-
-
-@attrs.frozen
-class SweepOutcome:
-    applied: list[ms.Applied]
-    next_due: float | None  # wall clock: the next window that ends, if any
-    more: bool  # the batch limit was reached; sweep again at once
-
-
-@attrs.frozen
 class ArchiveIdentity:
     """Archive now (operator action): its sessions end (`ended`, "archived"), mail waits."""
 
@@ -114,7 +100,6 @@ DirectoryMessage = (
     RegisterCommand
     | Rename
     | Move
-    | SweepIdentities
     | ArchiveIdentity
     | ReapIdentity
     | UnarchiveIdentity
@@ -152,8 +137,6 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 return lambda: self._rename(message)
             case Move():
                 return lambda: self._move(message)
-            case SweepIdentities(limit=limit):
-                return lambda: self._sweep(limit)
             case ArchiveIdentity(agent_id=agent_id, reason=reason):
                 return lambda: self._retire(agent_id, ms.Action.ARCHIVE, reason)
             case ReapIdentity(agent_id=agent_id, reason=reason):
@@ -166,22 +149,6 @@ class DirectoryActor(Actor[DirectoryMessage]):
                 self.unhandled(message)
 
     # -- retention (SPEC §9) ---------------------------------------------------------------
-
-    async def _sweep(self, limit: int) -> SweepOutcome:
-        now = self.deps.clock.now()
-        windows = self.deps.windows
-
-        def op(conn: sqlite3.Connection) -> tuple[list[ms.Applied], float | None, bool]:
-            attached = ms.attached_identity_ids(conn)
-            plan = ms.plan_sweep(conn, now, windows, attached, limit=limit)
-            return ms.apply_plan(conn, plan, now), plan.next_due, plan.more
-
-        applied, next_due, more = await self.deps.checkpoint.write(op, heavy=True)
-        for done in applied:
-            log.info("identity %s: %s (%s)", done.agent_id, done.action.value, done.reason)
-            if done.action is ms.Action.REAP:
-                await self.deps.identities.stop(done.agent_id)
-        return SweepOutcome(applied, next_due, more)
 
     async def _retire(self, agent_id: str, action: ms.Action, reason: str) -> ms.Applied:
         """Archive, unarchive, reap or purge one identity now, attached or not; its live

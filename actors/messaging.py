@@ -34,6 +34,7 @@ from pager.domain.clock import WallClock
 from pager.domain.errors import PagerError
 from pager.implementations.manifest import Wake
 from pager.store import messaging as ms
+from pager.store.ports import Retention
 from pager.store.sqlite_ports import SqliteInbox, SqliteSessions
 from supervisors import DynamicSupervisor
 
@@ -48,6 +49,7 @@ async def run_messaging(
     providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]],
     config: Config,
     clock: WallClock,
+    retention: Callable[[], Retention],
     service: Callable[[ActorRef[DirectoryMessage], Identities, Checkpoint], S],
     task_status: trio.TaskStatus[S] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -105,7 +107,7 @@ async def run_messaging(
         directory = await start_actor(
             nursery, DirectoryActor(nursery, directory_deps), name="directory"
         )
-        sweeper_deps = SweeperDeps(directory, store, timers, clock, config.windows)
+        sweeper_deps = SweeperDeps(retention(), identities, timers, clock, config.windows)
         # Its first sweep runs before the service is handed out.
         await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
         task_status.started(service(directory, identities, store))

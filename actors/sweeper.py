@@ -1,40 +1,40 @@
 """The sweeper: applies the retention windows of SPEC §9 on a timer.
 
-Identities are archived and reaped by the directory (`SweepIdentities`), which alone knows who
-is attached and alone may end sessions; the sweeper asks for that, then prunes idempotency keys
-and operator events itself. It sweeps right after it starts, so the first sweep after an
-upgrade or a restart applies every window that passed while the broker was down, then when the
-next known window ends, or after `period` at the latest (detaches since the last sweep start
-new windows it has not seen yet).
+Each sweep is planned on a read snapshot (no write waits for its scan of every identity) and
+applied in steps of `APPLY_STEP` identities, each step checked again in its own transaction (an
+identity that attached since the plan is left alone); the actors of reaped identities stop.
+Then idempotency keys and operator events are pruned. It sweeps right after it starts, so the
+first sweep after an upgrade or a restart applies every window that passed while the broker
+was down, then when the next known window ends, or after `period` at the latest (detaches
+since the last sweep start new windows it has not seen yet).
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import Any
 
 import attrs
 import trio
 
-from actors._runtime import Actor, ActorError, ActorRef, Reply
-from actors.checkpoint import Checkpoint
-from actors.directory import DirectoryMessage, SweepIdentities, SweepOutcome
+from actors._runtime import Actor, Reply
+from actors.identities import Identities
 from actors.timers import TimerService
 from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
-from pager.domain.errors import PagerError
 from pager.store import messaging as ms
+from pager.store.ports import Retention
 
 log = logging.getLogger("pager.sweeper")
 
 #: Sweeps run at least this often, and never more often than `MIN_PERIOD` apart on a timer.
 MAX_PERIOD = 60.0
 MIN_PERIOD = 0.01
-#: Identities archived or reaped in one transaction; more are taken by the next sweep at once.
+#: Identities one sweep plans for; more are taken by the next sweep at once.
 BATCH = 500
-#: The directory's answer to a sweep (one store transaction) is awaited this long.
-SWEEP_TIMEOUT = 120.0
+#: Identities archived or reaped in one transaction: a sweep of thousands never holds the
+#: writer for long, and sends and registrations go on between its steps.
+APPLY_STEP = 20
 
 
 def sweep_period(windows: Windows) -> float:
@@ -68,8 +68,8 @@ SweeperMessage = SweepNow
 
 @attrs.define
 class SweeperDeps:
-    directory: ActorRef[DirectoryMessage]
-    checkpoint: Checkpoint
+    retention: Retention
+    identities: Identities
     timers: TimerService
     clock: WallClock
     windows: Windows
@@ -100,28 +100,27 @@ class SweeperActor(Actor[SweeperMessage]):
 
     async def _sweep(self, reply: Reply[Any] | None) -> None:
         now = self.deps.clock.now()
-        windows = self.deps.windows
+        windows, retention = self.deps.windows, self.deps.retention
         applied: list[ms.Applied] = []
-        next_due: float | None = None
-        more = False
         try:
-            outcome: SweepOutcome = await self.deps.directory.call(
-                SweepIdentities(BATCH), timeout=SWEEP_TIMEOUT
-            )
-            applied, next_due, more = outcome.applied, outcome.next_due, outcome.more
-
-            def housekeeping(conn: sqlite3.Connection) -> ms.Pruned:
-                return ms.prune(conn, now, windows)
-
-            pruned = await self.deps.checkpoint.write(housekeeping, heavy=True)
-        except (ActorError, PagerError) as exc:
-            # The directory or the store is restarting or wedged: try again on the next turn.
-            log.warning("sweep failed: %s", exc)
+            plan = await retention.plan(now=now, windows=windows, limit=BATCH)
+            for step in _by_identity(plan.due, APPLY_STEP):
+                done = await retention.apply(step, now=now, windows=windows)
+                applied.extend(done)
+                for reaped in (a.agent_id for a in done if a.action is ms.Action.REAP):
+                    await self.deps.identities.stop(reaped)
+            pruned = await retention.prune(now=now, windows=windows)
+        except Exception as exc:
+            # The store is restarting, busy or wedged: the windows wait for the next turn,
+            # the broker goes on (an error of this kind never takes the subtree down).
+            log.warning("sweep failed: %r", exc)
             if reply is not None:
                 reply.fail(exc)
             self._arm(None, more=False)
             return
         self.sweeps += 1
+        for one in applied:
+            log.info("identity %s: %s (%s)", one.agent_id, one.action.value, one.reason)
         if applied or pruned.idempotency or pruned.events:
             log.info(
                 "sweep: %d archived, %d reaped, %d idempotency keys and %d events pruned",
@@ -132,7 +131,7 @@ class SweeperActor(Actor[SweeperMessage]):
             )
         if reply is not None:
             reply.send(SweepReport(applied, pruned))
-        self._arm(next_due, more=more)
+        self._arm(plan.next_due, more=plan.more)
 
     def _arm(self, next_due: float | None, *, more: bool) -> None:
         now = trio.current_time()
@@ -144,3 +143,17 @@ class SweeperActor(Actor[SweeperMessage]):
                 deadline, max(trio_deadline(self.deps.clock, next_due), now + MIN_PERIOD)
             )
         self.deps.timers.schedule(("sweeper",), deadline, self.ref, SweepNow())
+
+
+def _by_identity(due: list[ms.Due], identities: int) -> list[list[ms.Due]]:
+    """The plan's steps in chunks of whole identities (an identity's steps stay together)."""
+    chunks: list[list[ms.Due]] = []
+    seen: set[str] = set()
+    for step in due:
+        if step.agent_id not in seen and len(seen) == identities:
+            seen = set()
+        if not seen:
+            chunks.append([])
+        seen.add(step.agent_id)
+        chunks[-1].append(step)
+    return chunks

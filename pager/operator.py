@@ -15,14 +15,9 @@ later).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 
-import trio
-
-from actors._runtime import ActorRef, off_loop
+from actors._runtime import ActorRef
 from actors.directory import (
     ArchiveIdentity,
     DirectoryMessage,
@@ -43,47 +38,13 @@ from pager.domain.views import (
     encode_cursor,
 )
 from pager.store import messaging as ms
-from pager.store import open_read_only, views
+from pager.store import views
+from pager.store.read_views import ReadViews
 
 T = TypeVar("T")
 
 #: The `reason` operator actions record in their events.
 OPERATOR_REASON = "operator"
-
-
-class ReadViews:
-    """A read-only connection for views (the operator's; the messaging service has one of its
-    own for the roster): opened on first use, one user at a time.
-
-    `inline` runs reads on the event loop: only for tests on trio's mock clock, where a
-    worker thread would let the clock jump while the read runs (as `CheckpointActor`'s)."""
-
-    def __init__(self, database: Path, *, inline: bool = False) -> None:
-        self._database = database
-        self._conn: sqlite3.Connection | None = None
-        self._lock = trio.Lock()
-        self._inline = inline
-
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`fn(conn)` in a worker thread, inside one read transaction (a consistent view)."""
-        async with self._lock:
-            return await off_loop(partial(self._run, fn), inline=self._inline)
-
-    def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._conn is None:
-            self._conn = open_read_only(self._database)
-        conn = self._conn
-        conn.execute("BEGIN")
-        try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")  # a read transaction: nothing to commit, the snapshot ends
-
-    async def aclose(self) -> None:
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                conn.close()
 
 
 def _not_found(agent_id: str) -> PagerError:

@@ -47,10 +47,10 @@ from pager.domain.pages import Page
 from pager.domain.records import Delivery, Identity, Message, SessionState
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
-from pager.operator import ReadViews
 from pager.store import messaging as ms
 from pager.store import views
 from pager.store.ports import ClaimView
+from pager.store.read_views import ReadViews
 from pager.wire import RegisterRequest, message_json
 
 T = TypeVar("T")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from pager.operator import ReadViews
 from pager.store import close_database, open_database
+from pager.store.read_views import ReadViews
 
 
 @pytest.fixture

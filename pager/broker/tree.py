@@ -35,9 +35,10 @@ from pager import store as db
 from pager.config import Config, is_loopback, remote_warning
 from pager.domain.clock import SystemClock, WallClock
 from pager.launch.paths import StatePaths
-from pager.operator import ReadViews
 from pager.service import BrokerService
 from pager.store.events import open_read_only, record_event
+from pager.store.read_views import ReadViews
+from pager.store.sqlite_ports import SqliteRetention
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
 
 log = logging.getLogger("pager.broker")
@@ -168,7 +169,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             sock.close()
 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        from pager.operator import OperatorService, ReadViews  # the server stack, lazily
+        from pager.operator import OperatorService  # the server stack, lazily
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint
         from pager.web.routes_export import export_blueprint
@@ -223,8 +224,10 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     async def start_messaging(
         *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        # The service's own read-only connection (the roster), apart from the operator's.
+        # The service's own read-only connection (the roster), apart from the operator's,
+        # and the sweeper's (its plan scans every identity).
         reads = ReadViews(ctx.paths.database)
+        sweep_reads = ReadViews(ctx.paths.database)
 
         def service(
             directory: ActorRef[DirectoryMessage], identities: Identities, checkpoint: Checkpoint
@@ -239,12 +242,14 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 providers=hub.get,
                 config=ctx.config,
                 clock=ctx.clock,
+                retention=lambda: SqliteRetention(store(), sweep_reads),
                 service=service,
                 task_status=messaging.status(task_status),
             )
         finally:
             with trio.CancelScope(shield=True):
                 await reads.aclose()
+                await sweep_reads.aclose()
 
     root = Supervisor(
         "broker",

@@ -1,16 +1,17 @@
 """Retention (SPEC §9): which identities a window has passed, archiving, reaping, and the
 pruning of idempotency keys and operator events. Sync functions on a connection.
 
-Callers run them inside one checkpoint transaction each; none of them commits. The directory
-decides which identities are attached (it owns the leases) and passes that set in: an attached
-identity is never archived or reaped by a window.
+Callers run them inside one checkpoint transaction each; none of them commits. A sweep is
+planned on a read snapshot (`plan_sweep`, given the identities attached in that snapshot) and
+applied in small steps (`apply_due`), each step checked again in its own transaction: an
+attached identity is never archived or reaped by a window.
 """
 
 from __future__ import annotations
 
 import enum
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import attrs
 
@@ -354,9 +355,47 @@ def purged_session(conn: sqlite3.Connection, token_hash: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def apply_plan(conn: sqlite3.Connection, plan: Plan, now: float) -> list[Applied]:
+def _row_of(conn: sqlite3.Connection, agent_id: str) -> _Row | None:
+    row = conn.execute(
+        "SELECT i.id, i.durable, i.created_at, i.detached_at, i.archived_at,"
+        " i.first_archived_at, i.exchanged,"
+        " EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id)"
+        " FROM identities i WHERE i.id = ?",
+        (agent_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return _Row(
+        agent_id=str(row[0]),
+        durable=bool(row[1]),
+        created_at=float(row[2]),
+        detached_at=None if row[3] is None else float(row[3]),
+        archived_at=None if row[4] is None else float(row[4]),
+        first_archived_at=None if row[5] is None else float(row[5]),
+        exchanged=bool(row[6]),
+        resumable=bool(row[7]),
+    )
+
+
+def apply_due(
+    conn: sqlite3.Connection, due: Sequence[Due], now: float, windows: Windows
+) -> list[Applied]:
+    """Apply steps of a plan made earlier on a read snapshot, each only if it still stands in
+    this transaction: the identity exists, is not attached, and its window still passed (it
+    may have attached, been renamed or been reaped since the plan was read)."""
     applied = []
-    for step in plan.due:
+    standing: dict[str, set[tuple[Action, str]]] = {}
+    for step in due:
+        if step.agent_id not in standing:
+            row = _row_of(conn, step.agent_id)
+            ok = row is not None and not _attached_count(conn, step.agent_id)
+            standing[step.agent_id] = (
+                {(d.action, d.reason) for d in _windows_of(row, windows) if d.due_at <= now}
+                if ok and row is not None
+                else set()
+            )
+        if (step.action, step.reason) not in standing[step.agent_id]:
+            continue
         if step.action is Action.ARCHIVE:
             done = archive_identity(
                 conn, step.agent_id, now=now, at=step.due_at, reason=step.reason

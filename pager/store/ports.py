@@ -16,10 +16,12 @@ from typing import Generic, Protocol, TypeVar
 
 import attrs
 
+from pager.config import Windows
 from pager.domain.delivery import Via
 from pager.domain.records import Claim, Message, Session, SessionState
 from pager.store._guard import SendLimits
 from pager.store._messages import AckResult, ClaimPolicy
+from pager.store._sweep import Applied, Due, Plan, Pruned
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -151,4 +153,22 @@ class Sessions(Protocol):
 
     async def renew(self, session_id: str, identity_id: str, lease: float, *, now: float) -> None:
         """Record the lease (and the identity's last_seen)."""
+        ...
+
+
+class Retention(Protocol):
+    """The retention windows of SPEC §9: planned on a read snapshot, applied in small steps."""
+
+    async def plan(self, *, now: float, windows: Windows, limit: int) -> Plan:
+        """Which windows passed by `now` (for at most `limit` identities), read without
+        holding up writes; identities attached in that snapshot are left out."""
+        ...
+
+    async def apply(self, due: Sequence[Due], *, now: float, windows: Windows) -> list[Applied]:
+        """Apply planned steps, each only if it still stands (checked in the same change)."""
+        ...
+
+    async def prune(self, *, now: float, windows: Windows) -> Pruned:
+        """Forget idempotency keys, operator events and purged sessions' tokens past their
+        windows."""
         ...

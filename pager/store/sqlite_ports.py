@@ -13,12 +13,14 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
+from pager.config import Windows
 from pager.domain import ids
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Session, SessionState
 from pager.store import messaging as ms
 from pager.store.ports import Changed, ClaimFor, ClaimView, Enqueued, NewMessage
+from pager.store.read_views import ReadViews
 
 T = TypeVar("T")
 
@@ -241,3 +243,27 @@ class SqliteSessions:
             ms.touch_identity(conn, identity_id, now)
 
         await self._writer.write(op)
+
+
+class SqliteRetention:
+    def __init__(self, writer: Writer, reads: ReadViews) -> None:
+        self._writer = writer
+        self._reads = reads
+
+    async def plan(self, *, now: float, windows: Windows, limit: int) -> ms.Plan:
+        def read(conn: sqlite3.Connection) -> ms.Plan:
+            attached = ms.attached_identity_ids(conn)
+            return ms.plan_sweep(conn, now, windows, attached, limit=limit)
+
+        return await self._reads.read(read)
+
+    async def apply(
+        self, due: Sequence[ms.Due], *, now: float, windows: Windows
+    ) -> list[ms.Applied]:
+        steps = list(due)
+        return await self._writer.write(
+            lambda conn: ms.apply_due(conn, steps, now, windows), heavy=len(steps) > ROWS_ON_LOOP
+        )
+
+    async def prune(self, *, now: float, windows: Windows) -> ms.Pruned:
+        return await self._writer.write(lambda conn: ms.prune(conn, now, windows), heavy=True)

@@ -23,8 +23,9 @@ from pager.config import Config, Limits, Windows
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
 from pager.domain.workspace import Workspace, resolve_workspace
-from pager.operator import ReadViews
 from pager.service import BrokerService
+from pager.store.read_views import ReadViews
+from pager.store.sqlite_ports import SqliteRetention
 from pager.wire import DeliveryRequest, RegisterRequest
 
 WINDOWS = Windows(
@@ -135,6 +136,7 @@ async def open_harness(
                 providers=providers,
                 config=config,
                 clock=clock,
+                retention=lambda: SqliteRetention(checkpoint, reads),
                 service=inline_service(config, clock, reads),
             )
         )

@@ -19,8 +19,9 @@ from actors.messaging import run_messaging
 from actors.providers import ProviderHub
 from pager.config import Config
 from pager.domain.clock import TrioWallClock
-from pager.operator import ReadViews
 from pager.service import BrokerService
+from pager.store.read_views import ReadViews
+from pager.store.sqlite_ports import SqliteRetention
 from supervisors import Supervisor
 from tests.messaging.conftest import (
     WINDOWS,
@@ -79,6 +80,7 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
                 providers=hub.get,
                 config=config,
                 clock=clock,
+                retention=lambda: SqliteRetention(checkpoint, reads),
                 service=inline_service(config, clock, reads),
             )
         )

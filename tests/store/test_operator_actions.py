@@ -157,3 +157,24 @@ def test_prune_forgets_purged_tokens_after_event_retention(conn: sqlite3.Connect
     assert ms.prune(conn, NOW + 99, windows).purged_sessions == 0
     assert ms.prune(conn, NOW + 100, windows).purged_sessions == 1
     assert ms.purged_session(conn, ids.hash_token(token)) is None
+
+
+def test_sweep_step_leaves_an_identity_that_attached_since_the_plan(
+    conn: sqlite3.Connection,
+) -> None:
+    """A plan read on a snapshot is applied only where it still stands: an identity that
+    attached after the plan, or was archived meanwhile, is left as it is; the rest apply."""
+    windows = Windows(named_archive=1000.0)
+    back, archived, idle = (
+        _identity(conn, "back"),
+        _identity(conn, "archived"),
+        _identity(conn, "idle"),
+    )
+    plan = ms.plan_sweep(conn, NOW + 2000, windows, attached=())
+    assert {step.agent_id for step in plan.due} == {back, archived, idle}
+    _attach(conn, back)
+    ms.archive_identity(conn, archived, now=NOW + 1500, at=NOW + 1500, reason="operator")
+
+    done = ms.apply_due(conn, plan.due, NOW + 2000, windows)
+
+    assert [(d.agent_id, d.action) for d in done] == [(idle, ms.Action.ARCHIVE)]
