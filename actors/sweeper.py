@@ -34,7 +34,9 @@ MIN_PERIOD = 0.01
 BATCH = 500
 #: Identities archived or reaped in one transaction: a sweep of thousands never holds the
 #: writer for long, and sends and registrations go on between its steps.
-APPLY_STEP = 20
+APPLY_STEP = 2
+#: After each step the sweeper waits this many times the step's duration.
+SWEEP_YIELDS = 3
 
 
 def sweep_period(windows: Windows) -> float:
@@ -105,10 +107,14 @@ class SweeperActor(Actor[SweeperMessage]):
         try:
             plan = await retention.plan(now=now, windows=windows, limit=BATCH)
             for step in _by_identity(plan.due, APPLY_STEP):
+                began = trio.current_time()
                 done = await retention.apply(step, now=now, windows=windows)
                 applied.extend(done)
                 for reaped in (a.agent_id for a in done if a.action is ms.Action.REAP):
                     await self.deps.identities.stop(reaped)
+                # Three times as long to everything else: a sweep of thousands takes at most a
+                # quarter of the broker's time while it lasts (requests go first).
+                await trio.sleep(SWEEP_YIELDS * (trio.current_time() - began))
             pruned = await retention.prune(now=now, windows=windows)
         except Exception as exc:
             # The store is restarting, busy or wedged: the windows wait for the next turn,

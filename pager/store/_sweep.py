@@ -104,12 +104,14 @@ def _window_params(now: float, windows: Windows) -> dict[str, float]:
     }
 
 
-def _rows(conn: sqlite3.Connection, now: float, windows: Windows) -> list[_Row]:
-    """Identities whose first window passed by `now`."""
+def _rows(conn: sqlite3.Connection, now: float, windows: Windows, most: int) -> list[_Row]:
+    """At most `most` identities whose first window passed by `now`, the longest due first
+    (a sweep builds objects for the ones it will apply, not for every identity due)."""
     rows = conn.execute(
         _FIRST_DUE + "SELECT id, durable, created_at, detached_at, archived_at,"
-        " first_archived_at, exchanged, resumable FROM d WHERE first_due <= :now",
-        _window_params(now, windows),
+        " first_archived_at, exchanged, resumable FROM d WHERE first_due <= :now"
+        " ORDER BY first_due LIMIT :most",
+        {**_window_params(now, windows), "most": most},
     )
     return [
         _Row(
@@ -193,7 +195,8 @@ def plan_sweep(
     upcoming: list[float] = []
     identities = 0
     more = False
-    for row in _rows(conn, now, windows):
+    # Attached identities are skipped, so read that many more; one more tells `more`.
+    for row in _rows(conn, now, windows, limit + len(attached) + 1):
         if row.agent_id in attached:
             continue
         steps = _windows_of(row, windows)

@@ -261,6 +261,9 @@ class SqliteRetention:
         self, due: Sequence[ms.Due], *, now: float, windows: Windows
     ) -> list[ms.Applied]:
         steps = list(due)
+        # Small steps run on the loop like any write (a few identities: under a millisecond);
+        # in the writer's thread they would hold the GIL against the loop for its switch
+        # interval (5 ms) at a time.
         return await self._writer.write(
             lambda conn: ms.apply_due(conn, steps, now, windows), heavy=len(steps) > ROWS_ON_LOOP
         )
