@@ -408,8 +408,24 @@ def _status_report(paths: Any, broker: Any, reason: str) -> dict[str, Any]:
         uptime_s=round((datetime.now(UTC) - started).total_seconds(), 3),
         warnings=list(broker.warnings),
     )
+    report.update(_health(broker.url))
     report.update(_counts(paths, broker.url))
     return report
+
+
+def _health(url: str) -> dict[str, Any]:
+    """The broker's `status` (`ok` or `degraded`) and, when any, its `degraded` list as
+    `GET /health` gives them (no credential, no store read), or `health_error` saying why
+    not. A broker older than the health board gives neither field."""
+    from pager.client import BrokerUnreachable, request_json
+
+    try:
+        status, answer = request_json(url, "GET", "/health", timeout=5.0)
+    except BrokerUnreachable as exc:
+        return {"health_error": f"could not read the broker's health: {exc}"}
+    if status != 200 or not isinstance(answer, dict):
+        return {"health_error": f"the broker answered {status} to GET /health"}
+    return {key: answer[key] for key in ("status", "degraded") if key in answer}
 
 
 def _counts(paths: Any, url: str) -> dict[str, Any]:
@@ -451,6 +467,13 @@ def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
     print(f"  MCP endpoint  {report['mcp_url']}")
     print(f"  database      {report['database']} (schema {report['schema_version']})")
     print(f"  version       broker {report['broker_version']}, installed {VERSION}")
+    degraded = report.get("degraded")
+    for entry in degraded if isinstance(degraded, list) else []:
+        if isinstance(entry, dict):
+            kind, message = entry.get("kind", "?"), entry.get("message", "")
+            print(f"  degraded      {kind} (since {entry.get('since', '?')}): {message}")
+    if "health_error" in report:
+        print(f"  health        unknown ({report['health_error']})")
     counts = report.get("counts")
     if counts is not None:
         print(

@@ -34,6 +34,7 @@ from actors.providers import ProviderHub, disabled_event
 from pager import store as db
 from pager.config import Config, is_loopback, remote_warning
 from pager.domain.clock import SystemClock, WallClock
+from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
 from pager.service import BrokerService
 from pager.store.events import open_read_only, record_event
@@ -100,6 +101,10 @@ class BrokerContext:
     clock: WallClock = attrs.field(factory=SystemClock)
     shutdown: trio.Event = attrs.field(factory=trio.Event)
     web_stopped: trio.Event = attrs.field(factory=trio.Event)
+    #: What `GET /health` reports degraded; children mark and clear it (pager/health.py).
+    board: HealthBoard = attrs.field(
+        default=attrs.Factory(lambda ctx: HealthBoard(ctx.clock.now), takes_self=True)
+    )
 
 
 def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = ()) -> Supervisor:
@@ -205,6 +210,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                     ),
                 ],
                 display_cap=ctx.config.limits.display_cap,
+                board=ctx.board,
                 task_status=task_status,
             )
         finally:

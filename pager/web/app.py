@@ -12,6 +12,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.health import HealthBoard
 from pager.launch.proof import CHALLENGE_BYTES, valid_challenge
 from pager.web.guard import ASGIApp, EdgeGuard, allowed_hosts
 from pager.web.store_trouble import unavailable_cause
@@ -44,9 +45,12 @@ def create_quart_app(
     health: dict[str, Any],
     blueprints: Sequence[Blueprint] = (),
     prove: Callable[[str], str] | None = None,
+    board: HealthBoard | None = None,
 ) -> QuartTrio:
-    """The routes served by Quart; `health` is the broker's identity for `GET /health`, and
-    `prove` answers its `challenge` (pager/launch/proof.py)."""
+    """The routes served by Quart; `health` is the broker's identity for `GET /health`,
+    `board` what it reports degraded (a store failure a route meets marks it), and `prove`
+    answers its `challenge` (pager/launch/proof.py)."""
+    board = HealthBoard() if board is None else board
     app = QuartTrio("pager")
     app.config["RESPONSE_TIMEOUT"] = None  # long-lived streams end on shutdown, not on a timer
     for blueprint in blueprints:
@@ -55,14 +59,15 @@ def create_quart_app(
     @app.get("/health")
     async def get_health() -> Response:
         challenge = request.args.get("challenge")
+        # `ok`: the broker answers; `status`: whether anything is degraded (pager/health.py).
         if challenge is None:
-            return jsonify({"ok": True, **health})
+            return jsonify({"ok": True, **health, **board.snapshot()})
         if prove is None or not valid_challenge(challenge):
             raise PagerError(
                 ErrorCode.VALIDATION_FAILED,
                 f"challenge must be {2 * CHALLENGE_BYTES} lower-case hex digits",
             )
-        return jsonify({"ok": True, **health, "proof": prove(challenge)})
+        return jsonify({"ok": True, **health, **board.snapshot(), "proof": prove(challenge)})
 
     @app.errorhandler(PagerError)
     async def pager_error(exc: PagerError) -> Response:
@@ -81,7 +86,7 @@ def create_quart_app(
     @app.errorhandler(Exception)
     async def unexpected_error(error: Exception) -> Response:
         """Anything else a route raised: still the JSON error of SPEC §6, never Quart's page."""
-        unavailable = unavailable_cause(error)
+        unavailable = unavailable_cause(error, board=board)
         where = f"{request.method} {request.path}"
         if unavailable is not None:
             log.error("%s: %s", where, unavailable.message, exc_info=error)
@@ -100,8 +105,9 @@ def create_app(
     request_cap: int,
     blueprints: Sequence[Blueprint] = (),
     prove: Callable[[str], str] | None = None,
+    board: HealthBoard | None = None,
 ) -> ASGIApp:
     """The whole ASGI application: the edge guard in front of every route (the web server
     puts the `/mcp` dispatcher behind it when it serves MCP)."""
-    app = cast(ASGIApp, create_quart_app(health, blueprints, prove))
+    app = cast(ASGIApp, create_quart_app(health, blueprints, prove, board))
     return EdgeGuard(app, hosts=allowed_hosts(host, port), request_cap=request_cap)

@@ -18,6 +18,7 @@ from typing import Any
 
 from pager.domain.api import Caller, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
+from pager.health import HealthBoard
 from pager.web.guard import ASGIApp, Receive, Scope, Send
 from pager.web.store_trouble import unavailable_cause
 
@@ -70,10 +71,13 @@ def bearer_token(values: Iterable[str | bytes]) -> str | None:
 class McpDispatcher:
     """Routes `/mcp` (authenticated) to the MCP app and every other request to `web`."""
 
-    def __init__(self, *, web: ASGIApp, mcp: ASGIApp, api: MessagingApi) -> None:
+    def __init__(
+        self, *, web: ASGIApp, mcp: ASGIApp, api: MessagingApi, board: HealthBoard | None = None
+    ) -> None:
         self.web = web
         self.mcp = mcp
         self.api = api
+        self.board = board  # marked when the store fails under an authentication
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in MCP_PATHS:
@@ -125,7 +129,7 @@ class McpDispatcher:
         except Exception as exc:
             # The traceback stays in the log; the token never goes there.
             log.exception("authenticating an /mcp request failed")
-            unavailable = unavailable_cause(exc)
+            unavailable = unavailable_cause(exc, board=self.board)
             if unavailable is not None:
                 await send_json(send, unavailable.http_status, {"error": unavailable.to_json()})
                 return None

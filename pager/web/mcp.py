@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from pager.domain.api import JSON, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
+from pager.health import HealthBoard
 from pager.versions import VERSION
 from pager.web import _compat
 from pager.web.dispatch import current_caller, current_hangup
@@ -59,16 +60,18 @@ def create_mcp(
     request_cap: int,
     display_cap: int = DISPLAY_CAP,
     shims: _compat.ShimReport | None = None,
+    board: HealthBoard | None = None,
 ) -> McpEndpoint:
     """The MCP endpoint for a broker listening on `host:port`; the SDK shims it applies
-    (pager/web/_compat.py) are recorded in `shims`, which warns of any not in effect."""
+    (pager/web/_compat.py) are recorded in `shims`, which warns of any not in effect; a
+    tool the store fails under marks it degraded on `board`."""
     hosts = sorted(allowed_hosts(host, port))
     # MCPServer calls logging.basicConfig(INFO): a no-op once `pager serve` configured logging.
     server: MCPServer[Any] = _PagerServer(
         "pager",
         version=VERSION,
         instructions=INSTRUCTIONS,
-        tools=[_sdk_tool(api, spec, display_cap) for spec in TOOLS],
+        tools=[_sdk_tool(api, spec, display_cap, board) for spec in TOOLS],
         # `subscriptions/listen` would be a long-lived SSE stream even in JSON mode; Pager
         # publishes nothing on it, and such a stream would hold up a graceful shutdown.
         subscriptions=False,
@@ -128,9 +131,11 @@ class _OwnValidation(FuncMetadata):
         return {"arguments": arguments_to_validate}
 
 
-def _sdk_tool(api: MessagingApi, spec: type[ToolArgs], display_cap: int) -> Tool:
+def _sdk_tool(
+    api: MessagingApi, spec: type[ToolArgs], display_cap: int, board: HealthBoard | None
+) -> Tool:
     async def run(arguments: dict[str, Any]) -> CallToolResult:
-        return await call_tool(api, spec, arguments, display_cap)
+        return await call_tool(api, spec, arguments, display_cap, board=board)
 
     return Tool(
         fn=run,
@@ -150,8 +155,11 @@ async def call_tool(
     spec: type[ToolArgs],
     arguments: dict[str, Any],
     display_cap: int = DISPLAY_CAP,
+    *,
+    board: HealthBoard | None = None,
 ) -> CallToolResult:
-    """Run one tool call: validate, call the API as the request's Caller, shape the result."""
+    """Run one tool call: validate, call the API as the request's Caller, shape the result
+    (a store failure is `unavailable`, and marks the store degraded on `board`)."""
     try:
         args = spec.parse(arguments)
         caller = current_caller.get()
@@ -176,7 +184,7 @@ async def call_tool(
         return _tool_error(err.to_json())
     except Exception as exc:
         log.exception("tool %s failed", spec.name)
-        unavailable = unavailable_cause(exc)
+        unavailable = unavailable_cause(exc, board=board)
         if unavailable is not None:  # the store failed: say what to fix, as /v1 does
             return _tool_error(unavailable.to_json())
         return _tool_error(

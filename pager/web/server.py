@@ -15,6 +15,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 from quart import Blueprint
 
+from pager.health import HealthBoard
 from pager.launch.proof import health_proof
 from pager.web import _compat
 from pager.web.app import create_app
@@ -91,13 +92,18 @@ async def run_web_server(
     blueprints: Sequence[Blueprint] = (),
     display_cap: int = 4096,
     shims: _compat.ShimReport | None = None,
+    board: HealthBoard | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until `shutdown_trigger` returns (a graceful stop: returns normally).
-    With `api`, `/mcp` is served too, its tools calling `api`. Whether each shim on a
-    dependency's internals took effect is recorded in `shims` (pager/web/_compat.py): the
-    Hypercorn one at start, the MCP SDK ones when `/mcp` is first asked for."""
+    With `api`, `/mcp` is served too, its tools calling `api`; an MCP endpoint that fails to
+    load answers 503 on `/mcp` alone (pager/web/mcp_lazy.py). `board` is the broker's health
+    board: `GET /health` reports it, and the edges mark the store and MCP degraded on it.
+    Whether each shim on a dependency's internals took effect is recorded in `shims`
+    (pager/web/_compat.py): the Hypercorn one at start, the MCP SDK ones when `/mcp` is first
+    asked for."""
     shims = _compat.check_shims(shims)
+    board = HealthBoard() if board is None else board
     port = sock.getsockname()[1]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     address, instance = url.removeprefix("http://"), str(health.get("instance_id", ""))
@@ -112,13 +118,15 @@ async def run_web_server(
         request_cap=request_cap,
         blueprints=blueprints,
         prove=prove if secret else None,
+        board=board,
     )
     lazy: LazyMcp | None = None
     if api is not None:
-        lazy = LazyMcp(partial(_build_mcp, api, host, port, request_cap, display_cap, shims))
+        build = partial(_build_mcp, api, host, port, request_cap, display_cap, shims, board)
+        lazy = LazyMcp(build, board)
         # The edge guard stays outermost; the dispatcher authenticates /mcp behind it.
         assert isinstance(app, EdgeGuard)
-        app.app = McpDispatcher(web=app.app, mcp=lazy.app, api=api)
+        app.app = McpDispatcher(web=app.app, mcp=lazy.app, api=api, board=board)
     config = hypercorn_config(sock)
     async with trio.open_nursery() as outer:
         if lazy is not None:
@@ -139,6 +147,7 @@ def _build_mcp(
     request_cap: int,
     display_cap: int,
     shims: _compat.ShimReport,
+    board: HealthBoard,
 ) -> McpEndpoint:
     from pager.web.mcp import create_mcp  # the MCP SDK: imported on first use, in a thread
 
@@ -149,4 +158,5 @@ def _build_mcp(
         request_cap=request_cap,
         display_cap=display_cap,
         shims=shims,
+        board=board,
     )

@@ -1,6 +1,6 @@
 """What a request is answered when the store failed under it: `unavailable`, naming what to do
 (free the disk, fix permissions, retry), for every edge (the /v1 routes, `/mcp` authentication
-and the MCP tools)."""
+and the MCP tools), and marks the store degraded on the broker's health board (pager/health.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sqlite3
 
 from actors._runtime import CallTimeout
 from pager.domain.errors import ErrorCode, PagerError
+from pager.health import STORE, HealthBoard
 from pager.store import StoreError
 
 _PERMISSIONS = (
@@ -32,11 +33,22 @@ _STORE_TROUBLE: dict[int, str] = {
 }
 
 
-def unavailable_cause(error: BaseException) -> PagerError | None:
+def unavailable_cause(
+    error: BaseException, *, board: HealthBoard | None = None
+) -> PagerError | None:
     """`unavailable` naming what to do, if the store (its file or its disk) failed anywhere
-    down `error`'s chain; None for any other failure. Actor crashes and timeouts wrap the
-    store's error as their cause, and a failing rollback as its context, so the whole chain
-    is searched."""
+    down `error`'s chain, or a call timed out; None for any other failure. With `board`, an
+    `unavailable` answer also marks the store degraded with its message, until whoever sees
+    the store write again clears it (`board.recover(STORE)`)."""
+    found = _store_trouble(error)
+    if found is not None and board is not None:
+        board.degrade(STORE, found.message)
+    return found
+
+
+def _store_trouble(error: BaseException) -> PagerError | None:
+    """Actor crashes and timeouts wrap the store's error as their cause, and a failing
+    rollback as its context, so the whole chain is searched."""
     pending, seen = [error], set()
     while pending:
         exc = pending.pop()

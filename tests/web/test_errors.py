@@ -1,5 +1,6 @@
 """Failures a route did not expect still answer the JSON error of SPEC §6 over real HTTP:
-`unavailable` naming the disk when the store cannot write, `internal` for anything else."""
+`unavailable` naming the disk when the store cannot write (and `/health` then says the store
+is degraded), `internal` for anything else."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import trio
 from quart import Blueprint
 
 from actors._runtime import ActorCrashed
+from pager.health import HealthBoard
 from pager.store import StoreUnwritable
 from pager.web.server import bind_listener, run_web_server
 
@@ -38,7 +40,12 @@ def _disk_full(tmp_path: Path) -> sqlite3.Error:
 
 
 @pytest.fixture
-async def url(tmp_path: Path) -> AsyncIterator[str]:
+def board() -> HealthBoard:
+    return HealthBoard()
+
+
+@pytest.fixture
+async def url(tmp_path: Path, board: HealthBoard) -> AsyncIterator[str]:
     full = _disk_full(tmp_path)
     bp = Blueprint("failing", __name__)
 
@@ -66,6 +73,7 @@ async def url(tmp_path: Path) -> AsyncIterator[str]:
                 request_cap=1024,
                 shutdown_trigger=stop.wait,
                 blueprints=[bp],
+                board=board,
                 task_status=task_status,
             )
 
@@ -112,3 +120,26 @@ async def test_app_store_error_is_unavailable_with_its_fix(url: str) -> None:
     assert error["code"] == "unavailable"
     assert "pager.db" in error["message"]
     assert "free space there" in error["message"]
+
+
+async def test_app_store_trouble_marks_the_store_degraded_on_health(
+    url: str, board: HealthBoard
+) -> None:
+    """An `unavailable` answer for a store cause marks `store` degraded with the same sentence;
+    `/health` says so and still answers `ok: true` (the broker answers)."""
+    refused = (await _call(url, "POST", "/v1/full")).json()["error"]
+    health = (await _call(url, "GET", "/health")).json()
+    assert health["ok"] is True
+    assert health["status"] == "degraded"
+    [entry] = health["degraded"]
+    assert entry["kind"] == "store"
+    assert entry["message"] == refused["message"]
+    assert entry["since"] == board.snapshot()["degraded"][0]["since"]
+
+
+async def test_app_bug_leaves_health_ok(url: str) -> None:
+    """A route's bug (`internal`) is not infrastructure: health stays `ok`, no list."""
+    assert (await _call(url, "GET", "/v1/bug")).status_code == 500
+    health = (await _call(url, "GET", "/health")).json()
+    assert health["status"] == "ok"
+    assert "degraded" not in health

@@ -71,7 +71,7 @@ async def test_health_reports_identity(port: int) -> None:
     """GET /health answers ok with the broker's identity, no credential needed."""
     status, body = await _exchange(port, _get(port, "/health"))
     assert status == 200
-    assert body == {"ok": True, **HEALTH}
+    assert body == {"ok": True, **HEALTH, "status": "ok"}
 
 
 async def test_health_accepts_localhost_name(port: int) -> None:

@@ -47,8 +47,9 @@ TOOL_ARGUMENTS: dict[str, tuple[set[str], set[str]]] = {
 
 
 @asynccontextmanager
-async def serving(api: FakeMessagingApi, *, cap: int = CAP) -> AsyncIterator[int]:
-    """The web server with /mcp mounted over `api`; yields its port, stops gracefully."""
+async def serving(api: FakeMessagingApi, *, cap: int = CAP, **options: Any) -> AsyncIterator[int]:
+    """The web server with /mcp mounted over `api` (`options` go to `run_web_server`); yields
+    its port, stops gracefully."""
     sock = bind_listener("127.0.0.1", None, None)
     stop = trio.Event()
     try:
@@ -61,6 +62,7 @@ async def serving(api: FakeMessagingApi, *, cap: int = CAP) -> AsyncIterator[int
                 request_cap=cap,
                 shutdown_trigger=stop.wait,
                 api=api,
+                **options,
             )
             await nursery.start(serve)
             try:

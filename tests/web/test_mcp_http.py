@@ -193,6 +193,6 @@ async def test_health_and_404_still_served_beside_mcp(http: httpx2.AsyncClient) 
         health = await http.get("/health")
         missing = await http.get("/mcpx")
     assert health.status_code == 200
-    assert health.json() == {"ok": True, **HEALTH}
+    assert health.json() == {"ok": True, **HEALTH, "status": "ok"}
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "not_found"
