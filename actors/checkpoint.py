@@ -24,6 +24,8 @@ import attrs
 
 from actors._runtime import Actor, ActorRef, Reply, off_loop
 from pager import store
+from pager.health import STORE, HealthBoard
+from pager.store.trouble import store_trouble
 
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
@@ -127,6 +129,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
         *,
         inline: bool = False,
         on_commit: Callable[[], None] | None = None,
+        board: HealthBoard | None = None,
     ) -> None:
         self._database = database
         self._run = run
@@ -134,6 +137,8 @@ class CheckpointActor(Actor[CheckpointMessage]):
         # Told after each committed write batch (the operator event feed reads on from there);
         # called on the event loop, so it must be quick and must not touch the database.
         self._on_commit = on_commit
+        # A failed commit marks the store degraded on /health; the next good one clears it.
+        self._board = board
         # Inline runs queries on the event loop: only for tests on trio's mock clock, where a
         # worker thread would let the clock jump while the query runs.
         self._inline = inline
@@ -242,10 +247,15 @@ class CheckpointActor(Actor[CheckpointMessage]):
                     raise
         except Exception as exc:  # the batch or its commit failed: nothing in it happened
             log.error("commit of %d writes failed: %r", len(writes), exc)
+            trouble = store_trouble(exc)
+            if trouble is not None and self._board is not None:
+                self._board.degrade(STORE, trouble)
             for reply in replies:
                 if reply is not None:
                     reply.fail(exc)
             return
+        if self._board is not None:
+            self._board.recover(STORE)  # a lock and a dict lookup when nothing is marked
         if self._on_commit is not None and any(ok for ok, _ in outcomes):
             self._on_commit()
         for reply, (ok, value) in zip(replies, outcomes, strict=True):

@@ -30,6 +30,7 @@ import trio
 from actors._runtime import off_loop
 from pager.sse import text_frame
 from pager.store import events as ev
+from pager.store.trouble import store_trouble
 
 log = logging.getLogger("pager.events")
 T = TypeVar("T")
@@ -44,6 +45,8 @@ PAGE = 512
 #: open: a burst of events reaches 50 streams in batches at most 50 ms apart instead of one
 #: write per commit each, while an event after a quiet spell still goes out at once.
 PACE = 0.001
+#: Seconds before the feed reads again after the store failed a read.
+RETRY_AFTER = 1.0
 
 #: One rendered event: its seq and its SSE frame.
 Frame = tuple[int, bytes]
@@ -192,7 +195,18 @@ class EventFeed:
                 await self._wanted.park()
                 continue
             seen = self._commits.count
-            if await self._sync() and self._pace > 0:
+            try:
+                handed = await self._sync()
+            except Exception as exc:
+                trouble = store_trouble(exc)
+                if trouble is None:
+                    raise  # a bug: crash to the supervisor
+                # The store's trouble (busy, a failing disk): the streams wait, the broker
+                # goes on, and the read is tried again.
+                log.warning("the event feed could not read the store: %s", trouble)
+                await trio.sleep(RETRY_AFTER)
+                continue
+            if handed and self._pace > 0:
                 await trio.sleep(self._pace * len(self._subs))
             await self._commits.wait_beyond(seen)
 

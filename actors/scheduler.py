@@ -20,6 +20,7 @@ from actors.identities import Identities
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.errors import PagerError
 from pager.store import messaging as ms
+from pager.store.trouble import store_trouble
 
 log = logging.getLogger("pager.scheduler")
 
@@ -52,9 +53,16 @@ class DueScheduler:
         while True:
             self._wake = trio.Event()  # before the reads: a note from now on wakes the sleep
             self._noted = None
-            failed = await self._activate_due()
-            now = self._clock.now()
-            later = self._checkpoint.lookup(partial(ms.earliest_due_after, now=now))
+            try:
+                failed = await self._activate_due()
+                now = self._clock.now()
+                later = self._checkpoint.lookup(partial(ms.earliest_due_after, now=now))
+            except Exception as exc:
+                trouble = store_trouble(exc)
+                if trouble is None:
+                    raise  # a bug: crash to the supervisor
+                log.warning("the scheduler could not read the store: %s", trouble)
+                failed, now, later = True, self._clock.now(), None
             if failed:
                 later = min(later or math.inf, now + RETRY_AFTER)
             deadline = math.inf if later is None else trio_deadline(self._clock, later)

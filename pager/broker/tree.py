@@ -122,7 +122,9 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     commits = CommitSignal()  # the store tells it each commit; the event feed reads on
 
     async def start_store(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        actor = CheckpointActor(ctx.paths.database, ctx.run, ctx.utc_now, on_commit=commits.notify)
+        actor = CheckpointActor(
+            ctx.paths.database, ctx.run, ctx.utc_now, on_commit=commits.notify, board=ctx.board
+        )
         try:
             await run_actor(actor, name="store", task_status=store_ref.status(task_status))
         finally:

@@ -489,3 +489,33 @@ def test_parse_last_event_id_refuses(header: str | None, query: str | None, fiel
         parse_last_event_id(header, query)
     assert caught.value.code.value == "validation_failed"
     assert caught.value.details["field"] == field
+
+
+async def test_feed_rides_out_a_busy_store_and_reads_on(
+    database: tuple[Path, sqlite3.Connection],
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read the store refuses (busy past its timeout) is tried again after a pause: the feed
+    does not crash, and the subscriber gets every event, in order."""
+    rows_after = ev.event_rows_after
+    refusals = [2]
+
+    def busy_twice(*args: Any) -> Any:
+        if refusals[0]:
+            refusals[0] -= 1
+            busy = sqlite3.OperationalError("database is locked")
+            busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+            raise busy
+        return rows_after(*args)
+
+    monkeypatch.setattr(ev, "event_rows_after", busy_twice)
+    async with running_feed(database) as (feed, log):
+        sub = await feed.subscribe()
+        log.commit(3)
+        got: list[int] = []
+        with trio.fail_after(60):
+            while len(got) < 3:
+                got += seqs(await sub.next_batch())
+        assert got == [1, 2, 3]
+        assert refusals == [0]

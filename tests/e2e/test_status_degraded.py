@@ -46,3 +46,23 @@ async def test_status_reports_the_store_degraded_after_a_full_disk(broker: Broke
 
     human = broker.home.run("status").stdout
     assert f"  degraded      store (since {entry['since']}): {refusal}\n" in human
+
+
+async def test_health_is_ok_again_once_the_store_commits(broker: Broker) -> None:
+    """The disk freed, the next committed write clears the store's degradation by itself: no
+    restart, `/health` and `pager status` say ok again."""
+    body = {"workspace": str(broker.workspace), "implementation": "shell"}
+    with disk_full(broker), trio.fail_after(30):
+        status, _ = await broker.post("/v1/register", body, token=broker.secret)
+    assert status == 503
+    _, health = request_json(broker.url, "GET", "/health")
+    assert health["status"] == "degraded"
+
+    with trio.fail_after(30):
+        status, answer = await broker.post("/v1/register", body, token=broker.secret)
+    assert status == 201, answer
+    _, health = request_json(broker.url, "GET", "/health")
+    assert health["status"] == "ok"
+    assert "degraded" not in health
+    report = json.loads(broker.home.run("status", "--json").stdout)
+    assert report["status"] == "ok"
