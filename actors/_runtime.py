@@ -11,12 +11,13 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Callable
-from typing import Any, Generic, NoReturn, TypeAlias, TypeVar
+from typing import Any, Generic, NoReturn, TypeAlias, TypeVar, overload
 
 import trio
 
 T = TypeVar("T")
 M = TypeVar("M")
+R = TypeVar("R")  # the reply type a `Call` declares
 
 
 class ActorError(Exception):
@@ -158,6 +159,13 @@ class _Core(Generic[M]):
             raise self.not_running()
 
 
+class Call(Generic[T]):
+    """The base of a request message that declares its reply type: `class Enqueue(Call[Sent])`
+    makes `await ref.call(Enqueue(...))` typed `Sent` (ARCHITECTURE.md, typed protocols)."""
+
+    __slots__ = ()
+
+
 class ActorRef(Generic[M]):
     """The handle the outside world uses to message an actor."""
 
@@ -198,8 +206,15 @@ class ActorRef(Generic[M]):
 
     # A per-call default timeout is the contract (a wedged actor must not hang callers), and
     # CallTimeout names the actor and message, which a caller's fail_after could not.
-    async def call(self, message: M, *, timeout: float = 5.0) -> Any:  # noqa: ASYNC109
-        """Send and wait for the reply; the timeout covers mailbox space and the answer."""
+    @overload
+    async def call(self, message: Call[R], *, timeout: float = 5.0) -> R: ...  # noqa: ASYNC109
+
+    @overload
+    async def call(self, message: M, *, timeout: float = 5.0) -> Any: ...  # noqa: ASYNC109
+
+    async def call(self, message: Any, *, timeout: float = 5.0) -> Any:  # noqa: ASYNC109
+        """Send and wait for the reply; the timeout covers mailbox space and the answer. A
+        `Call[R]` message's reply is typed `R`."""
         core = self._core
         core.check_alive()
         # Tracked before sending: the actor may handle (and crash on) it before we resume.

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors._runtime import Actor, ActorError, Reply
+from actors._runtime import Actor, ActorError, Call, Reply
 from actors.checkpoint import Checkpoint
 from actors.identities import Identities
 from actors.identity import Rebind
@@ -48,7 +48,7 @@ log = logging.getLogger("pager.directory")
 
 
 @attrs.frozen
-class Rename:
+class Rename(Call[dict[str, Any]]):
     caller: Caller
     alias: str
     force: bool
@@ -58,13 +58,13 @@ class Rename:
 
 
 @attrs.frozen
-class Move:
+class Move(Call[dict[str, str]]):
     caller: Caller
     workspace: Workspace
 
 
 @attrs.frozen
-class ArchiveIdentity:
+class ArchiveIdentity(Call[ms.Applied]):
     """Archive now (operator action): its sessions end (`ended`, "archived"), mail waits."""
 
     agent_id: str
@@ -72,7 +72,7 @@ class ArchiveIdentity:
 
 
 @attrs.frozen
-class ReapIdentity:
+class ReapIdentity(Call[ms.Applied]):
     """Reap now: sessions end, unsettled mail is dead-lettered (`reaped`), it is gone."""
 
     agent_id: str
@@ -80,7 +80,7 @@ class ReapIdentity:
 
 
 @attrs.frozen
-class UnarchiveIdentity:
+class UnarchiveIdentity(Call[ms.Applied]):
     """Show an archived identity again (operator action); its mail kept waiting."""
 
     agent_id: str
@@ -88,7 +88,7 @@ class UnarchiveIdentity:
 
 
 @attrs.frozen
-class PurgeIdentity:
+class PurgeIdentity(Call[ms.Applied]):
     """Purge now (operator action): a reap whose dead letters say `purged`, and whose session
     tokens answer `ended` (purged) from then on."""
 

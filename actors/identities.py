@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
 
-from actors._runtime import ActorError, ActorRef, ActorStopped, run_actor
+from actors._runtime import ActorError, ActorRef, ActorStopped, Call, run_actor
 from actors.checkpoint import Checkpoint
 from actors.identity import IdentityActor, IdentityMessage, LeaseCheck, PersistLease
 from actors.registration import not_attached, unknown_token
@@ -31,6 +31,7 @@ from pager.store import messaging as ms
 from supervisors import ChildSpec, ChildStartFailed, DynamicSupervisor, Restart
 
 log = logging.getLogger("pager.identities")
+R = TypeVar("R")
 
 #: Restart intensity of the identity actors together: more crashes than this within the
 #: period fail the messaging subtree (its supervisor then restarts it from the store).
@@ -121,7 +122,7 @@ class Identities:
         self._refs.pop(agent_id, None)
         await self._supervisor.terminate_child(agent_id)
 
-    async def call(self, agent_id: str, message: IdentityMessage, *, timeout: float = 30.0) -> Any:  # noqa: ASYNC109
+    async def call(self, agent_id: str, message: Call[R], *, timeout: float = 30.0) -> R:  # noqa: ASYNC109
         """Call the identity's actor, starting it if need be; one retry if it passivated
         between the lookup and the call. A crash answers `ActorCrashed` (the edge says
         `internal`, or `unavailable` when its cause is the disk) while its supervisor starts

@@ -17,12 +17,12 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from actors._runtime import Actor, ActorError, ActorRef, Reply
+from actors._runtime import Actor, ActorError, ActorRef, Call, Reply
 from actors.sessions import Binding, SessionIndex
 from actors.timers import TimerService
 from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
-from pager.domain.delivery import Via
+from pager.domain.delivery import Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Delivery, Message, SessionState
 from pager.store import messaging as ms
@@ -42,7 +42,7 @@ IDLE_AFTER = 300.0
 
 
 @attrs.frozen
-class Enqueue:
+class Enqueue(Call["Sent"]):
     sender_id: str  # an identity, or a mailbox token's id for a page (SPEC §8.2)
     body: str
     thread: str | None
@@ -53,7 +53,7 @@ class Enqueue:
 
 
 @attrs.frozen
-class Fetch:
+class Fetch(Call[list[ClaimView]]):
     session_id: str | None
     limit: int
     wait_s: float
@@ -61,25 +61,25 @@ class Fetch:
 
 
 @attrs.frozen
-class Ack:
+class Ack(Call[ms.AckResult]):
     tokens: tuple[str, ...]
 
 
 @attrs.frozen
-class Release:
+class Release(Call[int]):
     """Claims handed back unshown; their messages wait again without an attempt counted."""
 
     tokens: tuple[str, ...]
 
 
 @attrs.frozen
-class Rebind:
+class Rebind(Call[None]):
     """The identity's sessions changed in the store (a registration, a takeover, an archive):
     bind the attached one, if any, and end what was bound before."""
 
 
 @attrs.frozen
-class EndSession:
+class EndSession(Call[None]):
     """End the session (a detach, or its identity's lease lapsed): committed, then its streams
     and long polls are told."""
 
@@ -141,7 +141,7 @@ class Sent:
 
     message: Message
     duplicate: bool
-    wake: str  # delivered | queued | no_session
+    wake: Wake
 
 
 @attrs.frozen
@@ -367,14 +367,14 @@ class IdentityActor(Actor[IdentityMessage]):
             return
         message = enqueued.message
         if enqueued.duplicate:
-            _answer(reply, Sent(message, True, "queued"))
+            _answer(reply, Sent(message, True, Wake.QUEUED))
             return
         # Committed: now hand the claims to whoever waits for them.
         claims = list(enqueued.claims)
         if poll is not None and claims:
             self.polls.remove(poll)
             _answer(poll.reply, claims)
-            _answer(reply, Sent(message, False, "delivered"))
+            _answer(reply, Sent(message, False, Wake.DELIVERED))
             await self._serve_polls()
             return
         if push is not None and claims:
@@ -383,9 +383,9 @@ class IdentityActor(Actor[IdentityMessage]):
             await self._start_push(push, claims)
             return
         if await self._serve_polls():
-            _answer(reply, Sent(message, False, "delivered"))
+            _answer(reply, Sent(message, False, Wake.DELIVERED))
             return
-        _answer(reply, Sent(message, False, "queued" if self.session_id else "no_session"))
+        _answer(reply, Sent(message, False, Wake.QUEUED if self.session_id else Wake.NO_SESSION))
         await self._push()
         await self._wake()
 
@@ -509,7 +509,7 @@ class IdentityActor(Actor[IdentityMessage]):
     def _settle_push_waiters(self, delivered_ids: set[str]) -> None:
         waiters, self.push_waiters = self.push_waiters, []
         for reply, message in waiters:
-            wake = "delivered" if message.id in delivered_ids else "queued"
+            wake = Wake.DELIVERED if message.id in delivered_ids else Wake.QUEUED
             _answer(reply, Sent(message, False, wake))
 
     def _idle(self) -> bool:

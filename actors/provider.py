@@ -16,6 +16,7 @@ import trio
 
 from actors._runtime import Actor, ActorError, Reply
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
+from pager.domain.records import DeliveryKind
 from pager.implementations.manifest import Wake
 from pager.wire import message_json
 
@@ -128,7 +129,7 @@ class DeliveryProvider(Actor[ProviderMessage]):
     async def _post(self, deliver: Deliver) -> None:
         tokens = [view.claim.token for view in deliver.claims]
         delivery = deliver.delivery
-        if delivery.kind == "unix":
+        if delivery.kind is DeliveryKind.UNIX:
             client, url = self._client(delivery.target), "http://pager-inbox/"
         else:
             client, url = self._client(None), delivery.target

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
+from actors._runtime import Call
 from pager.domain import ids
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address, generate_handle
@@ -22,7 +23,7 @@ from pager.store import messaging as ms
 
 
 @attrs.frozen
-class RegisterCommand:
+class RegisterCommand(Call["Registered"]):
     workspace: Workspace
     implementation: str
     session_name: str | None

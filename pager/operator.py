@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, TypeVar
 
-from actors._runtime import ActorRef
+from actors._runtime import ActorRef, Call
 from actors.directory import (
     ArchiveIdentity,
     DirectoryMessage,
@@ -137,6 +137,5 @@ class OperatorService:
             done.agent_id, done.alias, done.address, done.ended_sessions, done.dead_lettered
         )
 
-    async def _act(self, message: DirectoryMessage) -> ms.Applied:
-        done: ms.Applied = await self.directory.call(message)
-        return done
+    async def _act(self, message: Call[ms.Applied]) -> ms.Applied:
+        return await self.directory.call(message)

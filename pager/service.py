@@ -10,12 +10,12 @@ import os
 import socket
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 import trio
 
-from actors._runtime import ActorRef
+from actors._runtime import ActorRef, Call
 from actors.checkpoint import Checkpoint
 from actors.directory import DirectoryMessage, Move, Rename
 from actors.identities import Identities
@@ -24,11 +24,9 @@ from actors.identity import (
     EndSession,
     Enqueue,
     Fetch,
-    IdentityMessage,
     Release,
-    Sent,
 )
-from actors.registration import PERSON, RegisterCommand, Registered, person_identity
+from actors.registration import PERSON, RegisterCommand, person_identity
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
@@ -44,7 +42,7 @@ from pager.domain.names import (
     parse_address,
 )
 from pager.domain.pages import Page
-from pager.domain.records import Delivery, Identity, Message, SessionState
+from pager.domain.records import Delivery, DeliveryKind, Identity, Message, SessionState
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.store import messaging as ms
@@ -54,6 +52,7 @@ from pager.store.read_views import ReadViews
 from pager.wire import RegisterRequest, message_json
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Longest wait a `fetch` may ask for (SPEC §8).
 MAX_WAIT_S = 60.0
@@ -98,7 +97,7 @@ class BrokerService:
 
     async def register(self, request: RegisterRequest) -> JSON:
         workspace = await self.resolve(request.workspace)
-        registered: Registered = await self.directory.call(
+        registered = await self.directory.call(
             RegisterCommand(
                 workspace=workspace,
                 implementation=_implementation(request.implementation),
@@ -276,7 +275,7 @@ class BrokerService:
             )
 
     async def _enqueue(self, recipient: _Resolved, request: Enqueue) -> JSON:
-        sent: Sent = await self._call_identity(recipient.id, request)
+        sent = await self._call_identity(recipient.id, request)
         message = sent.message
         return {
             "message_id": message.id,
@@ -331,13 +330,11 @@ class BrokerService:
     async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON:
         wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
         request = Fetch(caller.session_id, limit, wait_s)
-        claims: list[ClaimView] = await self._call_identity(
-            caller.agent_id, request, timeout=wait_s + 30.0
-        )
+        claims = await self._call_identity(caller.agent_id, request, timeout=wait_s + 30.0)
         return {"claims": [_claim_json(view) for view in claims]}
 
     async def ack(self, caller: Caller, *, tokens: list[str]) -> JSON:
-        result: ms.AckResult = await self._call_identity(caller.agent_id, Ack(tuple(tokens)))
+        result = await self._call_identity(caller.agent_id, Ack(tuple(tokens)))
         return {
             "applied": result.applied,
             "not_applied": [{"token": t, "reason": r} for t, r in result.not_applied],
@@ -466,18 +463,18 @@ class BrokerService:
         return await self.checkpoint.read(read)
 
     async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON:
-        result: JSON = await self.directory.call(Rename(caller, alias, force))
+        result = await self.directory.call(Rename(caller, alias, force))
         return result
 
     async def claim_identity(self, caller: Caller, *, name: str, force: bool = False) -> JSON:
         """`pager claim` (SPEC §4.1): become the identity named `name` in the caller's
         workspace (its id, inbox, history), when its holder is not attached, or with `force`."""
-        result: JSON = await self.directory.call(Rename(caller, name, force, claim=True))
+        result = await self.directory.call(Rename(caller, name, force, claim=True))
         return result
 
     async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON:
         workspace = await self.resolve(path)
-        result: JSON = await self.directory.call(Move(caller, workspace))
+        result = await self.directory.call(Move(caller, workspace))
         return result
 
     # -- hooks -----------------------------------------------------------------------------
@@ -516,7 +513,7 @@ class BrokerService:
             self._bind_harness(harness, agent_id)
         if prompted:  # before the claim: mail handed over with this prompt is the new cause
             await self._start_chain(agent_id)
-        claims: list[ClaimView] = await self._call_identity(
+        claims = await self._call_identity(
             agent_id, Fetch(None, HOOK_BATCH, wait_s, via=Via.HOOK), timeout=wait_s + 30.0
         )
         if not claims:
@@ -553,7 +550,7 @@ class BrokerService:
         return None if agent_id is None else Caller(session_id=None, agent_id=agent_id, epoch=0)
 
     async def hook_ack(self, *, agent_id: str, tokens: list[str]) -> JSON:
-        result: ms.AckResult = await self._call_identity(agent_id, Ack(tuple(tokens)))
+        result = await self._call_identity(agent_id, Ack(tuple(tokens)))
         return {
             "applied": result.applied,
             "not_applied": [{"token": t, "reason": r} for t, r in result.not_applied],
@@ -564,10 +561,10 @@ class BrokerService:
     async def _call_identity(
         self,
         agent_id: str,
-        message: IdentityMessage,
+        message: Call[R],
         *,
         timeout: float = 30.0,  # noqa: ASYNC109
-    ) -> Any:
+    ) -> R:
         return await self.identities.call(agent_id, message, timeout=timeout)
 
     async def _attached_ids(self) -> frozenset[str]:
@@ -738,11 +735,11 @@ def _delivery(request: RegisterRequest) -> Delivery | None:
                 ErrorCode.VALIDATION_FAILED,
                 "delivery.url must be a loopback http:// address (127.0.0.1, localhost or [::1])",
             )
-        return Delivery("http", delivery.url)
+        return Delivery(DeliveryKind.HTTP, delivery.url)
     if delivery.kind == "unix" and delivery.path and delivery.url is None:
         if not delivery.path.startswith("/"):
             raise PagerError(ErrorCode.VALIDATION_FAILED, "delivery.path must be absolute")
-        return Delivery("unix", delivery.path)
+        return Delivery(DeliveryKind.UNIX, delivery.path)
     raise PagerError(
         ErrorCode.VALIDATION_FAILED,
         "delivery must be {kind: 'http', url} or {kind: 'unix', path}",

@@ -31,6 +31,14 @@ class Via(enum.StrEnum):
     DELIVERY = "delivery"
 
 
+class Wake(enum.StrEnum):
+    """How a send's wake went (SPEC §8 `send`)."""
+
+    DELIVERED = "delivered"  # handed to the recipient's session (a waiting fetch or its address)
+    QUEUED = "queued"  # waiting for the attached session to fetch
+    NO_SESSION = "no_session"  # waiting: no session is attached
+
+
 class NotApplied(enum.StrEnum):
     """Why an ack token was not applied (SPEC §8 `ack`)."""
 

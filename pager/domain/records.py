@@ -22,6 +22,11 @@ class MessageState(enum.StrEnum):
     DEAD = "dead"
 
 
+class DeliveryKind(enum.StrEnum):
+    HTTP = "http"
+    UNIX = "unix"
+
+
 class ClaimState(enum.StrEnum):
     OPEN = "open"
     ACKNOWLEDGED = "acknowledged"
@@ -48,7 +53,7 @@ class Identity:
 class Delivery:
     """Where a connector receives claims: `http` (url) or `unix` (path)."""
 
-    kind: str
+    kind: DeliveryKind = attrs.field(converter=DeliveryKind)
     target: str
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.directory import ArchiveIdentity, PurgeIdentity, UnarchiveIdentity
+from actors.directory import ArchiveIdentity, DirectoryMessage, PurgeIdentity, UnarchiveIdentity
 from pager.domain.errors import ErrorCode, PagerError
 from pager.store import messaging as ms
 from tests.messaging.conftest import Harness
@@ -24,9 +24,9 @@ async def _events(h: Harness, kind: str) -> list[dict[str, Any]]:
     return await h.checkpoint.read(read)
 
 
-async def _refused(h: Harness, message: object) -> ErrorCode:
+async def _refused(h: Harness, message: DirectoryMessage) -> ErrorCode:
     with pytest.raises(PagerError) as caught:
-        await h.service.directory.call(message)  # type: ignore[arg-type]
+        await h.service.directory.call(message)
     return caught.value.code
 
 
