@@ -12,7 +12,6 @@ told to bind (or end) sessions from the store.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,31 +19,28 @@ import attrs
 import trio
 
 from actors._runtime import Actor, ActorError, Call, Reply
-from actors.checkpoint import Checkpoint
 from actors.identities import Identities
 from actors.identity import Rebind
-from actors.registration import (
-    RegisterCommand,
-    Registered,
-    RegisterPlan,
-    Takeover,
-    claim_alias,
-    holder_details,
-    identity_of,
-    take_over_by_alias,
-    takeovers_off,
-)
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.api import Caller
 from pager.domain.clock import WallClock
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.names import alias_key, format_address, validate_alias
+from pager.domain.names import validate_alias
 from pager.domain.records import Session
+from pager.domain.session_errors import takeovers_off
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
+from pager.store._registration import Registered, Registration
+from pager.store.ports import Directory
 
 log = logging.getLogger("pager.directory")
+
+
+@attrs.frozen
+class RegisterCommand(Registration, Call[Registered]):
+    """Register a session (SPEC §7): create, rejoin, refuse or take over; answers
+    `Registered`."""
 
 
 @attrs.frozen
@@ -109,7 +105,7 @@ DirectoryMessage = (
 
 @attrs.define
 class DirectoryDeps:
-    checkpoint: Checkpoint
+    directory: Directory
     identities: Identities
     clock: WallClock
     windows: Windows
@@ -156,33 +152,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         archived one or unarchiving one that is not."""
         now = self.deps.clock.now()
 
-        def op(conn: sqlite3.Connection) -> ms.Applied:
-            identity = ms.get_identity(conn, agent_id)
-            if identity is None:
-                raise PagerError(
-                    ErrorCode.NOT_FOUND,
-                    f"no identity {agent_id!r} to {action.value}",
-                    agent_id=agent_id,
-                )
-            if action is ms.Action.ARCHIVE:
-                done = ms.archive_identity(conn, agent_id, now=now, at=now, reason=reason)
-            elif action is ms.Action.UNARCHIVE:
-                done = ms.unarchive_identity(conn, agent_id, now=now, reason=reason)
-            elif action is ms.Action.PURGE:
-                done = ms.purge_identity(conn, agent_id, now=now, reason=reason)
-            else:
-                done = ms.reap_identity(conn, agent_id, now=now, reason=reason)
-            if done is None:
-                state = "already archived" if action is ms.Action.ARCHIVE else "not archived"
-                raise PagerError(
-                    ErrorCode.CONFLICT,
-                    f"{identity.alias} ({agent_id}) is {state}; nothing to {action.value}",
-                    agent_id=agent_id,
-                    archived=identity.archived_at is not None,
-                )
-            return done
-
-        done = await self.deps.checkpoint.write(op, heavy=True)
+        done = await self.deps.directory.retire(agent_id, action, reason, now=now)
         identities = self.deps.identities
         if action is not ms.Action.UNARCHIVE and identities.index.of_identity(agent_id):
             # The commit ended its session: its actor tells the streams and long polls.
@@ -210,8 +180,13 @@ class DirectoryActor(Actor[DirectoryMessage]):
         now = self.deps.clock.now()
         token = ids.new_token(ids.Kind.SESSION_TOKEN)
         resume = ids.new_token(ids.Kind.RESUME_TOKEN)
-        plan = RegisterPlan(command, now, self.deps.windows.lease_ttl, token, resume)
-        outcome = await self.deps.checkpoint.write(plan.apply)
+        outcome = await self.deps.directory.register(
+            command,
+            now=now,
+            lease_ttl=self.deps.windows.lease_ttl,
+            token=token,
+            resume_token=resume,
+        )
         await self._sessions_changed(outcome.ended, [s for s, _ in outcome.started])
         return outcome.registered
 
@@ -225,7 +200,6 @@ class DirectoryActor(Actor[DirectoryMessage]):
         if command.force and not self.deps.allow_force:
             raise takeovers_off("update_agent_alias")
         alias = validate_alias(command.alias)
-        agent_id = command.caller.agent_id
         session_id = command.caller.session_id
         index = self.deps.identities.index
         mine = None if session_id is None else index.by_session(session_id)
@@ -239,58 +213,16 @@ class DirectoryActor(Actor[DirectoryMessage]):
             )
         now, lease_ttl = self.deps.clock.now(), self.deps.windows.lease_ttl
 
-        def op(conn: sqlite3.Connection) -> tuple[dict[str, Any], Takeover | None]:
-            me = identity_of(conn, agent_id)
-            holder = ms.identity_by_alias(conn, me.workspace_key, alias_key(alias))
-            if command.claim and holder is None:
-                raise PagerError(
-                    ErrorCode.UNKNOWN_RECIPIENT,
-                    f"no identity is named {alias!r} in this workspace; `pager who` lists them",
-                )
-            held = None if holder is None else ms.attached_session(conn, holder.id)
-            if command.claim and not command.force and holder is not None and held is not None:
-                raise PagerError(
-                    ErrorCode.ALIAS_CONFLICT,
-                    f"{alias!r} is attached to a session; claim it with --force to end that"
-                    " session and take it over",
-                    **holder_details(conn, holder),
-                )
-            if takes_over and holder is not None and holder.id != me.id:
-                if mine is None:  # it ended while this request waited
-                    raise PagerError(
-                        ErrorCode.ENDED, "this session ended before the takeover; nothing changed"
-                    )
-                done = take_over_by_alias(
-                    conn,
-                    holder,
-                    held,
-                    mine.session,
-                    alias,
-                    lease_expires_at=mine.lease_deadline,
-                    now=now,
-                    lease_ttl=lease_ttl,
-                )
-                taken = done.identity
-                slug = ms.workspace_slug(conn, taken.workspace_key)
-                result: dict[str, Any] = {
-                    "agent_id": taken.id,
-                    "alias": taken.alias,
-                    "address": format_address(taken.alias, slug),
-                    "taken_over": {
-                        "previous_agent_id": me.id,
-                        "ended_session_id": None if done.ended is None else done.ended.id,
-                    },
-                    "session": {"id": done.session.id, "epoch": done.session.epoch},
-                }
-                return result, done
-            claim_alias(conn, me.workspace_key, alias, me.id, force=command.force)
-            ms.set_alias(
-                conn, me.id, me.workspace_key, alias, alias_key(alias), durable=True, now=now
-            )
-            slug = ms.workspace_slug(conn, me.workspace_key)
-            return {"agent_id": me.id, "alias": alias, "address": format_address(alias, slug)}, None
-
-        result, done = await self.deps.checkpoint.write(op)
+        result, done = await self.deps.directory.rename(
+            command.caller,
+            alias,
+            force=command.force,
+            claim=command.claim,
+            mine=None if mine is None else mine.session,
+            lease=0.0 if mine is None else mine.lease_deadline,
+            now=now,
+            lease_ttl=lease_ttl,
+        )
         if done is not None and mine is not None:
             # The caller's token runs on as `done.session` of the identity taken over, at once
             # (before any identity rebinds): its open stream carries on, not told `ended`.
@@ -300,31 +232,9 @@ class DirectoryActor(Actor[DirectoryMessage]):
         return result
 
     async def _move(self, command: Move) -> dict[str, str]:
-        agent_id, workspace = command.caller.agent_id, command.workspace
-        now = self.deps.clock.now()
+        workspace, now = command.workspace, self.deps.clock.now()
 
-        def op(conn: sqlite3.Connection) -> dict[str, str]:
-            me = identity_of(conn, agent_id)
-            ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
-            if me.workspace_key != workspace.key:
-                claim_alias(conn, workspace.key, me.alias, me.id, force=False)
-                ms.set_alias(
-                    conn,
-                    me.id,
-                    workspace.key,
-                    me.alias,
-                    alias_key(me.alias),
-                    durable=me.durable,
-                    now=now,
-                )
-            return {
-                "agent_id": me.id,
-                "alias": me.alias,
-                "workspace": workspace.path,
-                "address": format_address(me.alias, workspace.slug),
-            }
-
-        return await self.deps.checkpoint.write(op)
+        return await self.deps.directory.move(command.caller, workspace, now=now)
 
 
 async def _answering(work: Callable[[], Awaitable[object]], reply: Reply[Any] | None) -> None:

@@ -17,9 +17,7 @@ import attrs
 import trio
 
 from actors._runtime import ActorError, ActorRef, ActorStopped, Call, run_actor
-from actors.checkpoint import Checkpoint
 from actors.identity import IdentityActor, IdentityMessage, LeaseCheck, PersistLease
-from actors.registration import not_attached, unknown_token
 from actors.sessions import SessionIndex
 from pager.config import Windows
 from pager.domain import ids
@@ -27,7 +25,8 @@ from pager.domain.api import Caller
 from pager.domain.clock import WallClock
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import SessionState
-from pager.store import messaging as ms
+from pager.domain.session_errors import not_attached, unknown_token
+from pager.store.ports import Sessions
 from supervisors import ChildSpec, ChildStartFailed, DynamicSupervisor, Restart
 
 log = logging.getLogger("pager.identities")
@@ -48,7 +47,7 @@ class Identities:
         make: Callable[[str], IdentityActor],
         *,
         index: SessionIndex,
-        checkpoint: Checkpoint,
+        sessions: Sessions,
         clock: WallClock,
         windows: Windows,
         nursery: trio.Nursery,
@@ -56,7 +55,7 @@ class Identities:
         self._supervisor = supervisor
         self._make = make
         self.index = index
-        self._checkpoint = checkpoint
+        self._sessions = sessions
         self._clock = clock
         self._windows = windows
         self._nursery = nursery  # background activations (`tell`)
@@ -84,7 +83,7 @@ class Identities:
             if starting is None:
                 break
             await starting.wait()  # started by another caller meanwhile; look again
-        if self._checkpoint.lookup(lambda c: ms.get_identity(c, agent_id)) is None:
+        if not self._sessions.exists(agent_id):
             raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
         self._starting[agent_id] = starting = trio.Event()
         try:
@@ -180,9 +179,7 @@ class Identities:
     def _from_store(self, token_hash: str) -> Caller:
         """A token the index does not hold: the store decides. An attached session there is
         one registered a moment ago, or one whose identity actor is starting again."""
-        session, purged = self._checkpoint.lookup(
-            lambda c: (ms.session_by_token(c, token_hash), ms.purged_session(c, token_hash))
-        )
+        session, purged = self._sessions.by_token(token_hash)
         if session is None and purged is not None:
             raise PagerError(
                 ErrorCode.ENDED,

@@ -20,7 +20,6 @@ from typing import TypeVar
 import trio
 
 from actors._runtime import ActorRef, start_actor
-from actors.checkpoint import Checkpoint
 from actors.directory import DirectoryActor, DirectoryDeps, DirectoryMessage
 from actors.identities import MAX_RESTARTS, PERIOD, Identities
 from actors.identity import IdentityActor, IdentityDeps, IdentityMessage, ProviderMessage
@@ -35,7 +34,9 @@ from pager.domain.errors import PagerError
 from pager.implementations.manifest import Wake
 from pager.store import messaging as ms
 from pager.store.ports import Retention
+from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_ports import SqliteInbox, SqliteSessions
+from pager.store.sqlite_writer import Checkpoint
 from supervisors import DynamicSupervisor
 
 log = logging.getLogger("pager.messaging")
@@ -68,9 +69,10 @@ async def run_messaging(
                 one.note(due)
 
         index = SessionIndex()
+        inbox, sessions = SqliteInbox(store), SqliteSessions(store)
         identity_deps = IdentityDeps(
-            inbox=SqliteInbox(store),
-            sessions=SqliteSessions(store),
+            inbox=inbox,
+            sessions=sessions,
             timers=timers,
             clock=clock,
             windows=config.windows,
@@ -88,21 +90,25 @@ async def run_messaging(
             supervisor,
             partial(IdentityActor, deps=identity_deps),
             index=index,
-            checkpoint=store,
+            sessions=sessions,
             clock=clock,
             windows=config.windows,
             nursery=nursery,
         )
         # At start only attached identities activate (they hold leases), then the scheduler
         # those already due; every other identity stays in the store until it is needed.
-        for agent_id in store.lookup(ms.attached_identity_ids):
+        for agent_id in sessions.attached_ids():
             try:
                 await identities.activate(agent_id)
             except PagerError as exc:
                 log.error("identity %s did not start: %s", agent_id, exc)
-        scheduler.append(await nursery.start(DueScheduler(store, identities, clock).run))
+        scheduler.append(await nursery.start(DueScheduler(inbox, identities, clock).run))
         directory_deps = DirectoryDeps(
-            store, identities, clock, config.windows, allow_force=config.allow_force
+            SqliteDirectory(store),
+            identities,
+            clock,
+            config.windows,
+            allow_force=config.allow_force,
         )
         directory = await start_actor(
             nursery, DirectoryActor(nursery, directory_deps), name="directory"

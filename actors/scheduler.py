@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import logging
 import math
-from functools import partial
 
 import trio
 
-from actors.checkpoint import Checkpoint
 from actors.identities import Identities
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.errors import PagerError
-from pager.store import messaging as ms
+from pager.store.ports import Inbox
 from pager.store.trouble import store_trouble
 
 log = logging.getLogger("pager.scheduler")
@@ -31,8 +29,8 @@ RETRY_AFTER = 1.0
 
 
 class DueScheduler:
-    def __init__(self, checkpoint: Checkpoint, identities: Identities, clock: WallClock) -> None:
-        self._checkpoint = checkpoint
+    def __init__(self, inbox: Inbox, identities: Identities, clock: WallClock) -> None:
+        self._inbox = inbox
         self._identities = identities
         self._clock = clock
         self._noted: float | None = None  # wall clock: an earlier due than the store query saw
@@ -56,7 +54,7 @@ class DueScheduler:
             try:
                 failed = await self._activate_due()
                 now = self._clock.now()
-                later = self._checkpoint.lookup(partial(ms.earliest_due_after, now=now))
+                later = self._inbox.earliest_due_after(now)
             except Exception as exc:
                 trouble = store_trouble(exc)
                 if trouble is None:
@@ -75,9 +73,7 @@ class DueScheduler:
         after: tuple[float, str] | None = None
         failed = False
         while True:
-            page = self._checkpoint.lookup(
-                partial(ms.due_identities, now=now, after=after, limit=PAGE)
-            )
+            page = self._inbox.due(now, after=after, limit=PAGE)
             for _, agent_id in page:
                 if self._identities.get(agent_id) is not None:
                     continue  # running: its own timer handles it

@@ -16,8 +16,7 @@ import attrs
 import trio
 
 from actors._runtime import ActorRef, Call
-from actors.checkpoint import Checkpoint
-from actors.directory import DirectoryMessage, Move, Rename
+from actors.directory import DirectoryMessage, Move, RegisterCommand, Rename
 from actors.identities import Identities
 from actors.identity import (
     Ack,
@@ -26,7 +25,6 @@ from actors.identity import (
     Fetch,
     Release,
 )
-from actors.registration import PERSON, RegisterCommand, person_identity
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
@@ -47,8 +45,10 @@ from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.store import messaging as ms
 from pager.store import views
+from pager.store._registration import PERSON, person_identity
 from pager.store.ports import ClaimView
 from pager.store.read_views import ReadViews
+from pager.store.sqlite_writer import Checkpoint
 from pager.wire import RegisterRequest, message_json
 
 T = TypeVar("T")

@@ -19,13 +19,6 @@ import attrs
 import trio
 
 from actors._runtime import ActorRef, run_actor
-from actors.checkpoint import (
-    BrokerRunInfo,
-    Checkpoint,
-    CheckpointActor,
-    CheckpointMessage,
-    QuickReads,
-)
 from actors.directory import DirectoryMessage
 from actors.events import CommitSignal, EventFeed
 from actors.identities import Identities
@@ -40,6 +33,13 @@ from pager.service import BrokerService
 from pager.store.events import open_read_only, record_event
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_ports import SqliteRetention
+from pager.store.sqlite_writer import (
+    BrokerRunInfo,
+    Checkpoint,
+    CheckpointActor,
+    CheckpointMessage,
+    QuickReads,
+)
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
 
 log = logging.getLogger("pager.broker")

@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 
 import trio
 
-from actors.checkpoint import BrokerRunInfo
 from pager.broker import BrokerContext, build_broker_tree
 from pager.config import Config
 from pager.launch.files import ensure_secret, read_json, write_private_json
 from pager.launch.lock import BrokerLock, LockHeld, read_lock_identity
 from pager.launch.paths import StateDirError, StatePaths, ensure_state_dir
+from pager.store.sqlite_writer import BrokerRunInfo
 from pager.versions import SCHEMA_VERSION, VERSION
 from supervisors import ChildSpec, ChildStartFailed, SupervisorGaveUp
 

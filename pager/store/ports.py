@@ -12,16 +12,19 @@ backend to the same behaviour.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
 from pager.config import Windows
+from pager.domain.api import Caller
 from pager.domain.delivery import Via
 from pager.domain.records import Claim, Message, Session, SessionState
+from pager.domain.workspace import Workspace
 from pager.store._guard import SendLimits
 from pager.store._messages import AckResult, ClaimPolicy
-from pager.store._sweep import Applied, Due, Plan, Pruned
+from pager.store._registration import Outcome, Registration, Takeover
+from pager.store._sweep import Action, Applied, Due, Plan, Pruned
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -139,9 +142,34 @@ class Inbox(Protocol):
         """An operator event with no state change beside it (e.g. `send.refused`)."""
         ...
 
+    def due(
+        self, now: float, *, after: tuple[float, str] | None, limit: int
+    ) -> list[tuple[float, str]]:
+        """(next due time, identity) of identities due by `now`, in due order, after the
+        cursor `after` (a quick read, for the scheduler)."""
+        ...
+
+    def earliest_due_after(self, now: float) -> float | None:
+        """The first next-due time later than `now`, of any identity (a quick read)."""
+        ...
+
 
 class Sessions(Protocol):
-    """The sessions of one identity, as its actor binds and ends them."""
+    """The sessions of one identity, as its actor binds and ends them, and the lookups that
+    authentication and start-up make."""
+
+    def exists(self, identity_id: str) -> bool:
+        """Whether the identity exists (not reaped or purged; a quick read)."""
+        ...
+
+    def by_token(self, token_hash: str) -> tuple[Session | None, str | None]:
+        """The session a token's hash names, and, when none does, the session id it named
+        before its identity was purged (quick reads)."""
+        ...
+
+    def attached_ids(self) -> frozenset[str]:
+        """Every identity with an attached session."""
+        ...
 
     def attached(self, identity_id: str) -> tuple[Session | None, str]:
         """Its attached session, if any, and its implementation (a quick read)."""
@@ -171,4 +199,45 @@ class Retention(Protocol):
     async def prune(self, *, now: float, windows: Windows) -> Pruned:
         """Forget idempotency keys, operator events and purged sessions' tokens past their
         windows."""
+        ...
+
+
+class Directory(Protocol):
+    """Identities and their places (SPEC §7): registrations, renames, moves, takeovers and the
+    operator's actions, each decided and committed in one change from the store itself."""
+
+    async def register(
+        self,
+        registration: Registration,
+        *,
+        now: float,
+        lease_ttl: float,
+        token: str,
+        resume_token: str,
+    ) -> Outcome:
+        """Create, rejoin, refuse (PagerError) or take over; the sessions it ended and started."""
+        ...
+
+    async def rename(
+        self,
+        caller: Caller,
+        alias: str,
+        *,
+        force: bool,
+        claim: bool,
+        mine: Session | None,
+        lease: float,
+        now: float,
+        lease_ttl: float,
+    ) -> tuple[dict[str, Any], Takeover | None]:
+        """Give the caller's identity `alias`, or take over the identity holding it (`force`,
+        `claim`) with the caller's session `mine` (its live lease `lease`)."""
+        ...
+
+    async def move(self, caller: Caller, workspace: Workspace, *, now: float) -> dict[str, str]:
+        """Move the caller's identity, alias and all, to another workspace."""
+        ...
+
+    async def retire(self, agent_id: str, action: Action, reason: str, *, now: float) -> Applied:
+        """Archive, unarchive, reap or purge one identity now (`not_found`, `conflict`)."""
         ...

@@ -30,7 +30,7 @@ ROWS_ON_LOOP = 20
 
 
 class Writer(Protocol):
-    """The SQLite writer (actors/checkpoint.py `Checkpoint`)."""
+    """The SQLite writer (pager/store/sqlite_writer.py `Checkpoint`)."""
 
     def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
@@ -192,6 +192,14 @@ class SqliteInbox:
     async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
         await self._writer.write(lambda conn: ms.record_event(conn, now, kind, data))
 
+    def due(
+        self, now: float, *, after: tuple[float, str] | None, limit: int
+    ) -> list[tuple[float, str]]:
+        return self._writer.lookup(lambda conn: ms.due_identities(conn, now, after, limit))
+
+    def earliest_due_after(self, now: float) -> float | None:
+        return self._writer.lookup(lambda conn: ms.earliest_due_after(conn, now))
+
 
 def _claim(
     conn: sqlite3.Connection,
@@ -221,6 +229,20 @@ def _claim(
 class SqliteSessions:
     def __init__(self, writer: Writer) -> None:
         self._writer = writer
+
+    def exists(self, identity_id: str) -> bool:
+        return self._writer.lookup(lambda conn: ms.get_identity(conn, identity_id)) is not None
+
+    def by_token(self, token_hash: str) -> tuple[Session | None, str | None]:
+        return self._writer.lookup(
+            lambda conn: (
+                ms.session_by_token(conn, token_hash),
+                ms.purged_session(conn, token_hash),
+            )
+        )
+
+    def attached_ids(self) -> frozenset[str]:
+        return self._writer.lookup(ms.attached_identity_ids)
 
     def attached(self, identity_id: str) -> tuple[Session | None, str]:
         def read(conn: sqlite3.Connection) -> tuple[Session | None, str]:

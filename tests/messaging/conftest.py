@@ -14,7 +14,6 @@ import pytest
 import trio
 
 from actors._runtime import Actor, ActorRef, Reply, start_actor
-from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
 from actors.directory import DirectoryMessage
 from actors.identities import Identities
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
@@ -26,6 +25,7 @@ from pager.domain.workspace import Workspace, resolve_workspace
 from pager.service import BrokerService
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_ports import SqliteRetention
+from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from pager.wire import DeliveryRequest, RegisterRequest
 
 WINDOWS = Windows(

@@ -13,7 +13,6 @@ import trio
 from trio.testing import MockClock
 
 from actors._runtime import Actor, Reply, run_actor, start_actor
-from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
 from actors.identity import ProviderMessage
 from actors.messaging import run_messaging
 from actors.providers import ProviderHub
@@ -22,6 +21,7 @@ from pager.domain.clock import TrioWallClock
 from pager.service import BrokerService
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_ports import SqliteRetention
+from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from supervisors import Supervisor
 from tests.messaging.conftest import (
     WINDOWS,

@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from actors.registration import RegisterCommand, RegisterPlan, claim_alias, take_over_by_alias
 from pager.domain import ids
 from pager.domain.delivery import Via
 from pager.domain.errors import PagerError
@@ -19,6 +18,12 @@ from pager.domain.records import Claim, Session, SessionState
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.store import close_database, immediate_transaction, open_database
 from pager.store import messaging as ms
+from pager.store._registration import (
+    RegisterPlan,
+    Registration,
+    claim_alias,
+    take_over_by_alias,
+)
 
 T = TypeVar("T")
 NOW = 1_800_000_000.0
@@ -55,7 +60,7 @@ class Store:
         workspace: Workspace | None = None,
         now: float = NOW,
     ) -> Session:
-        command = RegisterCommand(
+        command = Registration(
             workspace=workspace or self.workspace,
             implementation="shell",
             session_name=name,

@@ -17,7 +17,6 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
-from actors.checkpoint import Checkpoint, CheckpointActor, QuickReads
 from pager.domain import ids
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
@@ -26,6 +25,7 @@ from pager.domain.records import Identity, MessageState, Session, SessionState
 from pager.store import messaging as ms
 from pager.store.ports import ClaimFor, Inbox, NewMessage, Sessions
 from pager.store.sqlite_ports import SqliteInbox, SqliteSessions
+from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 
 NOW = 1_800_000_000.0
 POLICY = ms.ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)

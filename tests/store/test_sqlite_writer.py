@@ -15,7 +15,6 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
-from actors.checkpoint import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
 from pager.store import (
     close_database,
     get_meta,
@@ -23,6 +22,7 @@ from pager.store import (
     open_database,
     set_meta,
 )
+from pager.store.sqlite_writer import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
 
 
 @asynccontextmanager

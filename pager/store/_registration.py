@@ -2,8 +2,8 @@
 create, rejoin (by name, conversation key or resume token), refuse, or take over.
 
 A forced takeover has one implementation, `take_over`, for both edges that offer `force`
-(a registration and `update_agent_alias`). The directory actor runs these through the
-checkpoint; nothing here awaits.
+(a registration and `update_agent_alias`). The SQLite directory port (sqlite_ports.py) runs
+these in the writer's transaction; nothing here awaits.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any, Literal
 
 import attrs
 
-from actors._runtime import Call
 from pager.domain import ids
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address, generate_handle
@@ -23,7 +22,7 @@ from pager.store import messaging as ms
 
 
 @attrs.frozen
-class RegisterCommand(Call["Registered"]):
+class Registration:
     workspace: Workspace
     implementation: str
     session_name: str | None
@@ -40,42 +39,6 @@ class Registered:
     session: Session
     token: str
     resume_token: str
-
-
-def unknown_token() -> PagerError:
-    return PagerError(
-        ErrorCode.UNAUTHENTICATED,
-        "unknown session token; register with POST /v1/register to get one",
-    )
-
-
-def not_attached(session: Session | None) -> PagerError:
-    if session is None:
-        return unknown_token()
-    if session.state is SessionState.EXPIRED:
-        return PagerError(
-            ErrorCode.EXPIRED,
-            "this session's lease lapsed; register again (with your conversation key to rejoin)",
-            session_id=session.id,
-        )
-    return PagerError(
-        ErrorCode.ENDED,
-        f"this session has ended ({session.end_reason or session.state.value}); do not retry",
-        session_id=session.id,
-        reason=session.end_reason or session.state.value,
-    )
-
-
-def takeovers_off(request: str) -> PagerError:
-    """`force` while `allow_force = false`: refused before anything changes."""
-    return PagerError(
-        ErrorCode.CONFLICT,
-        f"{request} with force is refused: forced takeovers are turned off on this broker"
-        " (allow_force = false in config.toml). Retry without force: choose another name,"
-        " or wait until its holder detaches. To allow takeovers, remove that line or set"
-        " allow_force = true, then run `pager restart`",
-        allow_force=False,
-    )
 
 
 def identity_of(conn: sqlite3.Connection, agent_id: str) -> Identity:
@@ -300,7 +263,7 @@ class Outcome:
 class RegisterPlan:
     """Decides create / rejoin / refuse for one registration, inside the commit."""
 
-    command: RegisterCommand
+    command: Registration
     now: float
     lease_ttl: float
     token: str
