@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -29,7 +28,7 @@ import trio
 
 from actors._runtime import off_loop
 from pager.sse import text_frame
-from pager.store import events as ev
+from pager.store.ports import EventLog
 from pager.store.trouble import store_trouble
 
 log = logging.getLogger("pager.events")
@@ -119,13 +118,13 @@ class Subscription:
 class EventFeed:
     """Reads committed events in seq order and fans them out to subscribers.
 
-    `connect` opens a read-only connection to the database (the feed's own, and one per
-    replay). With `inline`, queries run on the event loop (tests on trio's mock clock only).
+    `connect` opens the event log for reading (the feed's own, and one per replay). With
+    `inline`, its reads run on the event loop (tests on trio's mock clock only).
     """
 
     def __init__(
         self,
-        connect: Callable[[], sqlite3.Connection],
+        connect: Callable[[], EventLog],
         commits: CommitSignal,
         *,
         buffer: int = DEFAULT_BUFFER,
@@ -139,7 +138,7 @@ class EventFeed:
         self._inline = inline
         self._page = page
         self._pace = pace
-        self._conn: sqlite3.Connection | None = None
+        self._conn: EventLog | None = None
         self._lock = trio.Lock()  # one user of the connection at a time
         self._subs: set[Subscription] = set()
         self._wanted = trio.lowlevel.ParkingLot()  # the loop waits here while nobody listens
@@ -221,14 +220,12 @@ class EventFeed:
             if count == self._fresh_at:
                 return 0
             if not self._subs:
-                latest = await self._thread(lambda: ev.latest_event_seq(conn))
+                latest = await self._thread(conn.latest_seq)
                 self.position = max(self.position, latest)
             else:
                 while True:
                     page = self._page
-                    rows = await self._thread(
-                        partial(ev.event_rows_after, conn, self.position, page)
-                    )
+                    rows = await self._thread(partial(conn.rows_after, self.position, page))
                     if rows:
                         self._fan_out(_frames(rows))
                         handed += len(rows)
@@ -289,7 +286,7 @@ class EventFeed:
 class Reader:
     """Reads retained events for one replay."""
 
-    def __init__(self, conn: sqlite3.Connection, *, inline: bool, page: int) -> None:
+    def __init__(self, conn: EventLog, *, inline: bool, page: int) -> None:
         self._conn = conn
         self._inline = inline
         self._page = page
@@ -297,10 +294,10 @@ class Reader:
     async def oldest(self) -> int | None:
         """The lowest retained seq; None when nothing is retained."""
         conn = self._conn
-        return await off_loop(lambda: ev.oldest_event_seq(conn), inline=self._inline)
+        return await off_loop(conn.oldest_seq, inline=self._inline)
 
     async def page(self, after: int, upto: int) -> list[Frame]:
         """Retained events after `after` and up to `upto`, oldest first, one page at most."""
         conn, limit = self._conn, self._page
-        rows = await off_loop(lambda: ev.event_rows_after(conn, after, limit), inline=self._inline)
+        rows = await off_loop(partial(conn.rows_after, after, limit), inline=self._inline)
         return _frames([row for row in rows if row[0] <= upto])

@@ -30,7 +30,7 @@ from pager.domain.clock import SystemClock, WallClock
 from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
 from pager.service import BrokerService
-from pager.store.events import open_read_only, record_event
+from pager.store.events import open_event_log, record_event
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_ports import SqliteRetention
 from pager.store.sqlite_writer import (
@@ -132,7 +132,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
     async def start_events(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         feed = EventFeed(
-            partial(open_read_only, ctx.paths.database),
+            partial(open_event_log, ctx.paths.database),
             commits,
             buffer=ctx.config.limits.event_buffer,
         )

@@ -4,6 +4,9 @@ Writers record events inside their own transactions (`pager.store.messaging` re-
 recording functions too); the event feed and the stream's replay read them back by seq.
 """
 
+import sqlite3
+from pathlib import Path
+
 from pager.store._database import open_read_only
 from pager.store._events import (
     Event,
@@ -15,12 +18,39 @@ from pager.store._events import (
     record_events,
 )
 
+
+class SqliteEventLog:
+    """The event log read through a read-only connection of its own (the feed's, or one
+    replay's); one user at a time, its calls blocking (the feed runs them off the loop)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def latest_seq(self) -> int:
+        return latest_event_seq(self._conn)
+
+    def oldest_seq(self) -> int | None:
+        return oldest_event_seq(self._conn)
+
+    def rows_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+        return event_rows_after(self._conn, seq, limit)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def open_event_log(database: Path) -> SqliteEventLog:
+    return SqliteEventLog(open_read_only(database))
+
+
 __all__ = [
     "Event",
+    "SqliteEventLog",
     "event_rows_after",
     "events_after",
     "latest_event_seq",
     "oldest_event_seq",
+    "open_event_log",
     "open_read_only",
     "record_event",
     "record_events",

@@ -241,3 +241,22 @@ class Directory(Protocol):
     async def retire(self, agent_id: str, action: Action, reason: str, *, now: float) -> Applied:
         """Archive, unarchive, reap or purge one identity now (`not_found`, `conflict`)."""
         ...
+
+
+class EventLog(Protocol):
+    """The operator event log, read in seq order by the event feed and by each replay: one user
+    at a time, its calls blocking (run off the event loop)."""
+
+    def latest_seq(self) -> int:
+        """The highest seq ever assigned (0 when none), pruned ones included."""
+        ...
+
+    def oldest_seq(self) -> int | None:
+        """The lowest retained seq; None when nothing is retained."""
+        ...
+
+    def rows_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+        """(seq, at, type, data as JSON text) of events after `seq`, oldest first."""
+        ...
+
+    def close(self) -> None: ...

@@ -58,7 +58,7 @@ async def running_feed(
     path, conn = database
     commits = CommitSignal()
     feed = EventFeed(
-        partial(ev.open_read_only, path), commits, buffer=buffer, inline=True, page=page
+        partial(ev.open_event_log, path), commits, buffer=buffer, inline=True, page=page
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(feed.run)
@@ -168,15 +168,23 @@ async def test_feed_slow_subscriber_is_cut_off_while_fast_one_keeps_up(
 
 
 async def test_feed_without_subscribers_reads_nothing(
-    database: tuple[Path, sqlite3.Connection], autojump_clock: trio.testing.MockClock
+    database: tuple[Path, sqlite3.Connection],
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With nobody listening, commits cost the feed no query; the next subscriber starts at
     the newest seq (live only), and gets what follows."""
     async with running_feed(database) as (feed, log):
         queries: list[str] = []
-        conn = feed._conn  # the feed's own connection
-        assert conn is not None
-        conn.set_trace_callback(queries.append)
+        for name in ("latest_seq", "oldest_seq", "rows_after"):
+            read = getattr(ev.SqliteEventLog, name)
+
+            def counted(self: ev.SqliteEventLog, *args: Any, _read: Any = read, _name: str = name
+                        ) -> Any:  # fmt: skip
+                queries.append(_name)
+                return _read(self, *args)
+
+            monkeypatch.setattr(ev.SqliteEventLog, name, counted)
         for _ in range(10):
             log.commit()
             await settle()
@@ -225,7 +233,7 @@ async def test_feed_shutdown_trigger_closes_streams(
     """The feed's shutdown trigger closes its subscriptions as soon as it fires."""
     path, _conn = database
     commits = CommitSignal()
-    feed = EventFeed(partial(ev.open_read_only, path), commits, inline=True)
+    feed = EventFeed(partial(ev.open_event_log, path), commits, inline=True)
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         await nursery.start(partial(feed.run, shutdown=stop.wait))
@@ -498,18 +506,18 @@ async def test_feed_rides_out_a_busy_store_and_reads_on(
 ) -> None:
     """A read the store refuses (busy past its timeout) is tried again after a pause: the feed
     does not crash, and the subscriber gets every event, in order."""
-    rows_after = ev.event_rows_after
+    rows_after = ev.SqliteEventLog.rows_after
     refusals = [2]
 
-    def busy_twice(*args: Any) -> Any:
+    def busy_twice(self: ev.SqliteEventLog, seq: int, limit: int) -> Any:
         if refusals[0]:
             refusals[0] -= 1
             busy = sqlite3.OperationalError("database is locked")
             busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
             raise busy
-        return rows_after(*args)
+        return rows_after(self, seq, limit)
 
-    monkeypatch.setattr(ev, "event_rows_after", busy_twice)
+    monkeypatch.setattr(ev.SqliteEventLog, "rows_after", busy_twice)
     async with running_feed(database) as (feed, log):
         sub = await feed.subscribe()
         log.commit(3)
