@@ -1,9 +1,10 @@
 """The operator service behind `/v1` snapshot, agents, messages and actions (SPEC §6).
 
-Reads go through `ReadViews`: one read-only SQLite connection of its own (WAL lets it read
-while the checkpoint actor writes, and a long read never delays a commit), used by one
-request at a time in a worker thread, each request inside one read transaction. Actions go to
-the directory actor, which alone ends sessions and commits identity changes.
+Reads go through the store's `OperatorViews` port (`pager/store/operator_ports.py`): each one
+consistent read that never delays a commit (SQLite: the read side's own read-only connection,
+one request at a time in a worker thread, each inside one read transaction). This service
+turns a page's last key into the cursor it hands out. Actions go to the directory actor, which
+alone ends sessions and commits identity changes.
 
 `attached` in the views is the store's session state. Each identity actor owns its session's
 lease in memory and writes a lapse when its lease timer fires, so a lease that has just lapsed
@@ -14,8 +15,7 @@ later).
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any, TypeVar
+from typing import Any
 
 from actors._runtime import ActorRef, Call
 from actors.directory import (
@@ -38,10 +38,7 @@ from pager.domain.views import (
     encode_cursor,
 )
 from pager.store import messaging as ms
-from pager.store import views
-from pager.store.read_views import ReadViews
-
-T = TypeVar("T")
+from pager.store.operator_ports import OperatorViews
 
 #: The `reason` operator actions record in their events.
 OPERATOR_REASON = "operator"
@@ -58,19 +55,20 @@ def _not_found(agent_id: str) -> PagerError:
 
 class OperatorService:
     def __init__(
-        self, directory: ActorRef[DirectoryMessage], reads: ReadViews, health: dict[str, Any]
+        self,
+        directory: ActorRef[DirectoryMessage],
+        views: OperatorViews,
+        health: dict[str, Any],
     ) -> None:
         self.directory = directory
-        self.reads = reads
+        self.views = views
         self.broker = {"ok": True, **health}
 
     # -- read views ------------------------------------------------------------------------
 
     async def snapshot(self, *, agents: bool = True) -> Snapshot:
         """The whole state; without `agents`, only the totals and the event seq."""
-        broker = dict(self.broker)
-        build = views.snapshot if agents else views.totals_snapshot
-        return await self.reads.read(lambda conn: build(conn, broker))
+        return await self.views.snapshot(dict(self.broker), agents=agents)
 
     async def agents(
         self,
@@ -81,17 +79,14 @@ class OperatorService:
         cursor: str | None = None,
     ) -> AgentPage:
         after = None if cursor is None else decode_cursor("agents", cursor, str)
-
-        def read(conn: sqlite3.Connection) -> AgentPage:
-            found, last = views.list_agents(
-                conn, workspace=workspace, archived=archived, limit=limit, after=after
-            )
-            return AgentPage(tuple(found), None if last is None else encode_cursor("agents", last))
-
-        return await self.reads.read(read)
+        found = await self.views.agents(
+            workspace=workspace, archived=archived, limit=limit, after=after
+        )
+        last = found.last
+        return AgentPage(found.rows, None if last is None else encode_cursor("agents", last))
 
     async def agent(self, agent_id: str) -> AgentView:
-        found = await self.reads.read(lambda conn: views.get_agent(conn, agent_id))
+        found = await self.views.agent(agent_id)
         if found is None:
             raise _not_found(agent_id)
         return found
@@ -106,20 +101,13 @@ class OperatorService:
         cursor: str | None = None,
     ) -> MessagePage:
         before = None if cursor is None else decode_cursor("messages", cursor, int)
-
-        def read(conn: sqlite3.Connection) -> MessagePage | None:
-            if not views.identity_exists(conn, agent_id):
-                return None
-            found, last = views.agent_messages(
-                conn, agent_id, state=state, direction=direction, limit=limit, before=before
-            )
-            next_cursor = None if last is None else encode_cursor("messages", last)
-            return MessagePage(tuple(found), next_cursor)
-
-        page = await self.reads.read(read)
-        if page is None:
+        found = await self.views.messages(
+            agent_id, state=state, direction=direction, limit=limit, before=before
+        )
+        if found is None:
             raise _not_found(agent_id)
-        return page
+        last = found.last
+        return MessagePage(found.rows, None if last is None else encode_cursor("messages", last))
 
     # -- actions ---------------------------------------------------------------------------
 

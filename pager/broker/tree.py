@@ -143,7 +143,8 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     ) -> None:
         """Binds the port before the messaging actors load sessions, so that when the kept
         port is squatted every earlier session token is revoked before anyone can use it."""
-        from pager.launch.squat import port_owner, revoke_sessions, squat_warning
+        from pager.launch.squat import REVOKED_REASON, port_owner, squat_warning
+        from pager.store.messaging import revoke_sessions
         from pager.web.server import bind_listener
 
         kept = await store().read(lambda conn: db.get_meta(conn, "port"))
@@ -166,7 +167,9 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             if taken:
                 warnings.append(squat_warning(ctx.config.host, taken[0], port_owner(taken[0])))
                 now = ctx.clock.now()
-                revoked = await store().write(lambda conn: revoke_sessions(conn, now))
+                revoked = await store().write(
+                    lambda conn: revoke_sessions(conn, now, REVOKED_REASON)
+                )
                 log.warning("%s (%d session tokens revoked)", warnings[-1], revoked)
             if warnings:
                 ctx.health["warnings"] = warnings
@@ -177,6 +180,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService  # the server stack, lazily
+        from pager.store.sqlite_operator import SqliteOperatorViews
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint
         from pager.web.routes_export import export_blueprint
@@ -191,7 +195,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         try:
             service = messaging.get()
             feed = events.get()
-            operator = OperatorService(service.directory, reads, ctx.health)
+            operator = OperatorService(service.directory, SqliteOperatorViews(reads), ctx.health)
             await run_web_server(
                 host=ctx.config.host,
                 sock=sock,

@@ -1,13 +1,12 @@
 """`pager reset --yes` (SPEC §4.1, §5): an empty database after a backup copy of the old one.
 
-Under the starters' lock, so no broker starts meanwhile: the running broker is stopped, the
-database copied to `pager.db.bak-reset-<UTC time>` (SQLite's backup API, 0600), then removed
-with its WAL files. The counts of what it held are reported; the next caller starts a broker
-on a fresh database."""
+Under the starters' lock, so no broker starts meanwhile: the running broker is stopped, then
+the store (`pager.store.clear_database`) copies the database to `pager.db.bak-reset-<UTC time>`
+(SQLite's backup API, 0600) and removes it with its WAL files. The counts of what it held are
+reported; the next caller starts a broker on a fresh database."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -17,9 +16,6 @@ from pager.launch.lifecycle import LifecycleError, stop_broker
 from pager.launch.lock import LockHeld, holder_alive, start_lock
 from pager.launch.paths import StatePaths
 
-#: The tables whose rows `reset` reports, in the order it names them.
-COUNTED = ("identities", "sessions", "messages")
-
 
 class Reset(NamedTuple):
     deleted: dict[str, int]
@@ -27,7 +23,7 @@ class Reset(NamedTuple):
 
 
 def reset_database(paths: StatePaths, *, timeout: float = 30.0) -> Reset:
-    from pager.store import backup_copy
+    from pager.store import clear_database
 
     try:
         with start_lock(paths.start_lock, timeout):
@@ -39,20 +35,8 @@ def reset_database(paths: StatePaths, *, timeout: float = 30.0) -> Reset:
                     f"a broker still holds {paths.lock} (one that did not prove itself?);"
                     " stop it, then run `pager reset --yes` again"
                 )
-            if not paths.database.exists():
-                return Reset(dict.fromkeys(COUNTED, 0), None)
-            conn = sqlite3.connect(paths.database, isolation_level=None)
-            try:
-                deleted = {
-                    table: int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-                    for table in COUNTED
-                }
-                stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-                backup = backup_copy(conn, paths.database, f"reset-{stamp}")
-            finally:
-                conn.close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{paths.database}{suffix}").unlink(missing_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            deleted, backup = clear_database(paths.database, f"reset-{stamp}")
             return Reset(deleted, backup)
     except LockHeld:
         raise LifecycleError(

@@ -11,12 +11,9 @@ issued before: a revoked token answers `expired`, its holder rejoins through the
 from __future__ import annotations
 
 import pwd
-import sqlite3
 from pathlib import Path
 
-from pager.domain.records import SessionState
-from pager.store import messaging as ms
-
+#: What a token revoked at such a start answers (the store's `revoke_sessions` ends them).
 REVOKED_REASON = "revoked: the broker's port was held by another program at start"
 
 
@@ -49,12 +46,3 @@ def squat_warning(host: str, port: int, owner: str | None) -> str:
         " may have sent theirs there. Restart harnesses started with a fixed MCP URL, and find"
         f" the program with `ss -ltnp 'sport = :{port}'` or `lsof -iTCP:{port}`."
     )
-
-
-def revoke_sessions(conn: sqlite3.Connection, now: float) -> int:
-    """End every attached session as `expired` (its holder may rejoin); how many there were."""
-    sessions = ms.attached_sessions(conn)
-    for session in sessions:
-        ms.end_session(conn, session.id, SessionState.EXPIRED, REVOKED_REASON, now, cause="revoked")
-        ms.touch_identity(conn, session.identity_id, now, attached=False)
-    return len(sessions)

@@ -28,6 +28,7 @@ from pager.store._migrations import (
     migrate_to,
     read_schema_version,
 )
+from pager.store._reset import RESET_COUNTED, clear_database
 from pager.store._runs import (
     BrokerRun,
     last_unclean_run,
@@ -40,6 +41,7 @@ from pager.store._transactions import immediate_transaction, rollback
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
     "MIGRATIONS",
+    "RESET_COUNTED",
     "BrokerRun",
     "CheckpointResult",
     "Migration",
@@ -51,6 +53,7 @@ __all__ = [
     "StoreUnwritable",
     "backup_copy",
     "checkpoint",
+    "clear_database",
     "close_database",
     "get_meta",
     "immediate_transaction",

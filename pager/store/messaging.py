@@ -60,6 +60,7 @@ from pager.store._messages import (
     waiting,
     waiting_count,
 )
+from pager.store._sessions_admin import revoke_sessions
 from pager.store._sweep import (
     Action,
     Applied,
@@ -156,6 +157,7 @@ __all__ = [
     "reset_cause",
     "retire_credentials",
     "revoke_mailbox_token",
+    "revoke_sessions",
     "sent_by",
     "session_by_resume",
     "session_by_token",
