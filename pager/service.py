@@ -1,18 +1,17 @@
 """The broker's messaging service: what the MCP tools and `/v1` routes call (SPEC §6-§8).
 
-It validates what the edges cannot (sizes, addresses), reads the store directly for views,
-and sends every state change to the actor that owns it.
+It validates what the edges cannot (sizes, addresses), reads the store through its ports
+(`pager/store/service_ports.py`: it never sees a connection), and sends every state change
+but its own few writes (`Accounts`) to the actor that owns it.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import attrs
 import trio
 
 from actors._runtime import ActorRef, Call
@@ -32,23 +31,23 @@ from pager.domain.delivery import Via
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
-from pager.domain.names import (
-    Address,
-    alias_key,
-    alias_of_login,
-    format_address,
-    parse_address,
-)
+from pager.domain.names import alias_of_login, format_address, parse_address
 from pager.domain.pages import Page
-from pager.domain.records import Delivery, DeliveryKind, Identity, Message, SessionState
+from pager.domain.records import Delivery, DeliveryKind, SessionState
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
-from pager.store import messaging as ms
-from pager.store import views
-from pager.store._registration import PERSON, person_identity
 from pager.store.ports import ClaimView
-from pager.store.read_views import ReadViews
-from pager.store.sqlite_writer import Checkpoint
+from pager.store.service_ports import (
+    UNUSABLE,
+    Accounts,
+    Addressed,
+    Listings,
+    Lookups,
+    MailboxToken,
+    Resolved,
+    RosterKey,
+    TokenView,
+)
 from pager.wire import RegisterRequest, message_json
 
 T = TypeVar("T")
@@ -70,20 +69,22 @@ class BrokerService:
         self,
         directory: ActorRef[DirectoryMessage],
         identities: Identities,
-        checkpoint: Checkpoint,
         config: Config,
         clock: WallClock,
         *,
-        reads: ReadViews,
+        lookups: Lookups,
+        listings: Listings,
+        accounts: Accounts,
         resolve: Callable[[str], Awaitable[Workspace]] | None = None,
     ) -> None:
         self.directory = directory
         # The identity actors, found by id without a mailbox hop (started when not running).
         self.identities = identities
-        self.checkpoint = checkpoint
-        # Reads that scan or page (the roster) go to a read-only connection of their own, not
-        # to the checkpoint's writer connection: they never wait for a write, nor delay one.
-        self.reads = reads
+        # The store: quick reads made on every request, reads that scan or page (the roster
+        # never waits for a write, nor delays one), and the few writes the service makes.
+        self.lookups = lookups
+        self.listings = listings
+        self.accounts = accounts
         self.config = config
         self.clock = clock
         self._harnesses: dict[str, str] = {}  # harness process -> identity (see _bind_harness)
@@ -138,7 +139,7 @@ class BrokerService:
         return {"prompted": True, "agent_id": caller.agent_id}
 
     async def _start_chain(self, agent_id: str) -> None:
-        await self.checkpoint.write(lambda conn: ms.reset_cause(conn, agent_id))
+        await self.accounts.start_chain(agent_id)
 
     async def detach(self, caller: Caller) -> JSON:
         end = EndSession(_session_of(caller), SessionState.DETACHED, "detached")
@@ -150,9 +151,7 @@ class BrokerService:
         on first use; a caller without a session."""
         ws = await self.resolve(workspace)
         now = self.clock.now()
-        known = self.checkpoint.lookup(
-            lambda conn: ms.identity_of_implementation(conn, ws.key, PERSON)
-        )
+        known = self.lookups.person(ws.key)
         # Most commands find the person as they left them: a read, no commit. `last_seen` is
         # written at most every lease_ttl / 2, as for a session's requests.
         if (
@@ -162,34 +161,31 @@ class BrokerService:
         ):
             return Caller(session_id=None, agent_id=known.id, epoch=0)
         alias = self.config.person_name or alias_of_login(_login_name())
-        identity = await self.checkpoint.write(lambda conn: person_identity(conn, ws, alias, now))
+        identity = await self.accounts.person(ws, alias, now=now)
         return Caller(session_id=None, agent_id=identity.id, epoch=0)
 
     # -- tools -----------------------------------------------------------------------------
 
     async def whoami(self, caller: Caller) -> JSON:
         lease_expires_at = iso(self.clock.now() + self.config.windows.lease_ttl)  # just renewed
-
-        def read(conn: sqlite3.Connection) -> JSON:
-            me = _me(conn, caller)
-            return {
-                "agent_id": me.id,
-                "alias": me.alias,
-                "address": format_address(me.alias, ms.workspace_slug(conn, me.workspace_key)),
-                "workspace": ms.workspace_path(conn, me.workspace_key),
-                "implementation": me.implementation,
-                "durable": me.durable,
-                "host": self.host,
-                "session": None  # the person at the terminal has none
-                if caller.session_id is None
-                else {
-                    "id": caller.session_id,
-                    "epoch": caller.epoch,
-                    "lease_expires_at": lease_expires_at,
-                },
-            }
-
-        return self.checkpoint.lookup(read)
+        found = self.lookups.whoami(caller.agent_id)
+        me = found.identity
+        return {
+            "agent_id": me.id,
+            "alias": me.alias,
+            "address": found.address,
+            "workspace": found.workspace,
+            "implementation": me.implementation,
+            "durable": me.durable,
+            "host": self.host,
+            "session": None  # the person at the terminal has none
+            if caller.session_id is None
+            else {
+                "id": caller.session_id,
+                "epoch": caller.epoch,
+                "lease_expires_at": lease_expires_at,
+            },
+        }
 
     async def send(
         self,
@@ -203,7 +199,7 @@ class BrokerService:
     ) -> JSON:
         self._check_body(body)
         address = parse_address(to)
-        recipient = self.checkpoint.lookup(lambda conn: _resolve(conn, caller, address, to))
+        recipient = self.lookups.resolve(caller.agent_id, address, to)
         request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
         return await self._enqueue(recipient, request)
 
@@ -215,14 +211,14 @@ class BrokerService:
         self._check_body(body)
         target = to if to is not None else caller.agent_id
         address = parse_address(target)
-        recipient = self.checkpoint.lookup(lambda conn: _resolve(conn, caller, address, target))
+        recipient = self.lookups.resolve(caller.agent_id, address, target)
         request = Enqueue(
             caller.agent_id, body, page.job_id, None, None, fields=page.fields_json, script=run
         )
         return await self._enqueue(recipient, request)
 
     async def notify_with_token(
-        self, mailbox: ms.MailboxToken, page: Page, *, to: str | None = None
+        self, mailbox: MailboxToken, page: Page, *, to: str | None = None
     ) -> JSON:
         """A page with a mailbox token (SPEC §8.2): to the token's identity only, from the
         token (shown as its label), script origin. `to`, when given, must name that identity
@@ -230,32 +226,26 @@ class BrokerService:
         transaction (`unauthenticated` if it was revoked since `mailbox`)."""
         body = page.body
         self._check_body(body)
-        owner = Caller(session_id=None, agent_id=mailbox.identity_id, epoch=0)
-
-        def recipient_of(conn: sqlite3.Connection) -> _Resolved:
-            mine = _resolve(conn, owner, parse_address(mailbox.identity_id), mailbox.identity_id)
-            if to is not None and _named(conn, owner, to) != mine.id:
-                # The same answer whether `to` exists or not: a token learns of no one else.
-                raise PagerError(
-                    ErrorCode.UNKNOWN_RECIPIENT,
-                    f"this token pages {mine.address} only, not {to[:200]!r}; nothing was sent",
-                    mailbox=mine.address,
-                )
-            return mine
-
-        recipient = self.checkpoint.lookup(recipient_of)
+        target = self.lookups.mailbox_target(mailbox.identity_id, to)
+        recipient = target.mailbox
+        if to is not None and target.named != recipient.id:
+            # The same answer whether `to` exists or not: a token learns of no one else.
+            raise PagerError(
+                ErrorCode.UNKNOWN_RECIPIENT,
+                f"this token pages {recipient.address} only, not {to[:200]!r}; nothing was sent",
+                mailbox=recipient.address,
+            )
         request = Enqueue(mailbox.id, body, page.job_id, None, None, fields=page.fields_json)
         return await self._enqueue(recipient, request)
 
-    def mailbox(self, token: str) -> ms.MailboxToken:
+    def mailbox(self, token: str) -> MailboxToken:
         """The mailbox token `token` if it is usable now, else PagerError `unauthenticated`
         (the same words for unknown, revoked and expired)."""
         if not looks_like(Kind.MAILBOX_TOKEN, token):
-            raise PagerError(ErrorCode.UNAUTHENTICATED, ms.UNUSABLE)
-        digest = hash_token(token)
-        mailbox = self.checkpoint.lookup(lambda conn: ms.mailbox_token_by_hash(conn, digest))
+            raise PagerError(ErrorCode.UNAUTHENTICATED, UNUSABLE)
+        mailbox = self.lookups.mailbox_token(hash_token(token))
         if mailbox is None or not mailbox.usable(self.clock.now()):
-            raise PagerError(ErrorCode.UNAUTHENTICATED, ms.UNUSABLE)
+            raise PagerError(ErrorCode.UNAUTHENTICATED, UNUSABLE)
         return mailbox
 
     def _check_body(self, body: str) -> None:
@@ -274,7 +264,7 @@ class BrokerService:
                 size=size,
             )
 
-    async def _enqueue(self, recipient: _Resolved, request: Enqueue) -> JSON:
+    async def _enqueue(self, recipient: Resolved, request: Enqueue) -> JSON:
         sent = await self._call_identity(recipient.id, request)
         message = sent.message
         return {
@@ -296,36 +286,24 @@ class BrokerService:
         person = await self.person(workspace)
         now = self.clock.now()
         token, token_id = new_token(Kind.MAILBOX_TOKEN), new_mailbox_id()
-
-        def write(conn: sqlite3.Connection) -> JSON:
-            recipient = _resolve(conn, person, address, to)
-            made = ms.insert_mailbox_token(
-                conn,
-                token_id=token_id,
-                token_hash=hash_token(token),
-                identity_id=recipient.id,
-                label=label or token_id,
-                now=now,
-                expires_at=None if expires_s is None else now + expires_s,
-            )
-            return {**ms.token_json(conn, made), "token": token}
-
-        return await self.checkpoint.write(write)
+        made = await self.accounts.create_token(
+            person.agent_id,
+            address,
+            to,
+            token_id=token_id,
+            token_hash=hash_token(token),
+            label=label or token_id,
+            now=now,
+            expires_at=None if expires_s is None else now + expires_s,
+        )
+        return {**_token_json(made), "token": token}
 
     async def list_tokens(self, *, revoked: bool = False) -> JSON:
-        def read(conn: sqlite3.Connection) -> JSON:
-            listed = ms.list_mailbox_tokens(conn, revoked=revoked)
-            return {"tokens": [ms.token_json(conn, token) for token in listed]}
-
-        return await self.checkpoint.read(read)
+        listed = await self.listings.tokens(revoked=revoked)
+        return {"tokens": [_token_json(view) for view in listed]}
 
     async def revoke_token(self, token_id: str) -> JSON:
-        now = self.clock.now()
-
-        def write(conn: sqlite3.Connection) -> JSON:
-            return ms.token_json(conn, ms.revoke_mailbox_token(conn, token_id, now))
-
-        return await self.checkpoint.write(write)
+        return _token_json(await self.accounts.revoke_token(token_id, now=self.clock.now()))
 
     async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON:
         wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
@@ -356,33 +334,26 @@ class BrokerService:
         after = None if cursor is None else _roster_key(cursor)
         limit = min(max(limit, 1), ROSTER_MAX)
         attached = await self._attached_ids()
-
-        def read(conn: sqlite3.Connection) -> JSON:
-            me = _me(conn, caller)
-            entries, last = views.roster(
-                conn,
-                workspace_key=None if scope == "all" else me.workspace_key,
-                limit=limit,
-                after=after,
-            )
-            agents = [
-                {
-                    "agent_id": entry.agent_id,
-                    "address": entry.address,
-                    "alias": entry.alias,
-                    "implementation": entry.implementation,
-                    "host": self.host,
-                    "attached": entry.agent_id in attached,
-                    "last_seen": entry.last_seen,
-                    "waiting": entry.waiting,
-                    "you": entry.agent_id == me.id,
-                }
-                for entry in entries
-            ]
-            next_cursor = None if last is None else encode_cursor(ROSTER_VIEW, "/".join(last))
-            return {"scope": scope, "agents": agents, "next_cursor": next_cursor}
-
-        return await self.reads.read(read)
+        page = await self.listings.roster(
+            caller.agent_id, everywhere=scope == "all", limit=limit, after=after
+        )
+        agents = [
+            {
+                "agent_id": entry.agent_id,
+                "address": entry.address,
+                "alias": entry.alias,
+                "implementation": entry.implementation,
+                "host": self.host,
+                "attached": entry.agent_id in attached,
+                "last_seen": entry.last_seen,
+                "waiting": entry.waiting,
+                "you": entry.agent_id == page.me,
+            }
+            for entry in page.entries
+        ]
+        last = page.last
+        next_cursor = None if last is None else encode_cursor(ROSTER_VIEW, "/".join(last))
+        return {"scope": scope, "agents": agents, "next_cursor": next_cursor}
 
     async def history(
         self,
@@ -392,75 +363,57 @@ class BrokerService:
         thread: str | None = None,
         limit: int = 50,
     ) -> JSON:
-        def read(conn: sqlite3.Connection) -> JSON:
-            other = None
-            if with_ is not None:
-                other = _resolve(conn, caller, parse_address(with_), with_, history=True).id
-            messages = ms.history(conn, caller.agent_id, with_id=other, thread=thread, limit=limit)
-            known = ms.addresses(
-                conn, {m.sender_id for m in messages} | {m.recipient_id for m in messages}
-            )
-            return {
-                "messages": [
-                    {
-                        **message_json(
-                            m,
-                            sender=known.get(m.sender_id, m.sender_id),
-                            recipient=known.get(m.recipient_id, m.recipient_id),
-                        ),
-                        "direction": "sent" if m.sender_id == caller.agent_id else "received",
-                        "state": m.state.value,
-                    }
-                    for m in messages
-                ]
-            }
-
-        return await self.checkpoint.read(read)
+        listed = await self.listings.history(
+            caller.agent_id, with_=with_, thread=thread, limit=limit
+        )
+        me = caller.agent_id
+        return {
+            "messages": [
+                {
+                    **message_json(entry.message, sender=entry.sender, recipient=entry.recipient),
+                    "direction": "sent" if entry.message.sender_id == me else "received",
+                    "state": entry.message.state.value,
+                }
+                for entry in listed
+            ]
+        }
 
     async def message_status(self, caller: Caller, *, message_id: str) -> JSON:
-        def read(conn: sqlite3.Connection) -> JSON:
-            message = ms.get_message(conn, message_id)
-            if message is None or message.sender_id != caller.agent_id:
-                raise PagerError(
-                    ErrorCode.NOT_FOUND,
-                    f"you sent no message {message_id!r}; message_status shows your own sends",
-                )
-            known = ms.addresses(conn, [message.recipient_id])
-            return {
-                "message_id": message.id,
-                "to": known.get(message.recipient_id, message.recipient_id),
-                "state": message.state.value,
-                "attempts": message.attempts,
-                "dead_reason": message.dead_reason,
-                "sent_at": iso(message.sent_at),
-                "settled_at": iso(message.settled_at),
-            }
-
-        return self.checkpoint.lookup(read)
+        found = self.lookups.sent_message(caller.agent_id, message_id)
+        if found is None:
+            raise PagerError(
+                ErrorCode.NOT_FOUND,
+                f"you sent no message {message_id!r}; message_status shows your own sends",
+            )
+        message = found.message
+        return {
+            "message_id": message.id,
+            "to": found.to,
+            "state": message.state.value,
+            "attempts": message.attempts,
+            "dead_reason": message.dead_reason,
+            "sent_at": iso(message.sent_at),
+            "settled_at": iso(message.settled_at),
+        }
 
     async def inbox(self, caller: Caller, *, limit: int = 50) -> JSON:
         """The caller's waiting mail, oldest first, without claiming it (SPEC §4.1)."""
-
-        def read(conn: sqlite3.Connection) -> JSON:
-            messages = ms.waiting(conn, caller.agent_id, limit=limit)
-            return {
-                "waiting": ms.waiting_count(conn, caller.agent_id),
-                "messages": _listed(conn, messages),
-            }
-
-        return await self.checkpoint.read(read)
+        waiting = await self.listings.waiting(caller.agent_id, limit=limit)
+        return {"waiting": waiting.count, "messages": [_listed(m) for m in waiting.messages]}
 
     async def sent(self, caller: Caller, *, limit: int = 20) -> JSON:
         """The caller's latest sends with their delivery state, newest first (SPEC §4.1)."""
-
-        def read(conn: sqlite3.Connection) -> JSON:
-            messages = ms.sent_by(conn, caller.agent_id, limit=limit)
-            listed = _listed(conn, messages)
-            for entry, message in zip(listed, messages, strict=True):
-                entry.update(dead_reason=message.dead_reason, settled_at=iso(message.settled_at))
-            return {"messages": listed}
-
-        return await self.checkpoint.read(read)
+        listed = await self.listings.sent(caller.agent_id, limit=limit)
+        return {
+            "messages": [
+                {
+                    **_listed(entry),
+                    "dead_reason": entry.message.dead_reason,
+                    "settled_at": iso(entry.message.settled_at),
+                }
+                for entry in listed
+            ]
+        }
 
     async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON:
         result = await self.directory.call(Rename(caller, alias, force))
@@ -496,17 +449,11 @@ class BrokerService:
             raise PagerError(ErrorCode.VALIDATION_FAILED, "max_chars must be 200-1000000")
         if not 0 <= wait_s <= MAX_WAIT_S:
             raise PagerError(ErrorCode.VALIDATION_FAILED, f"wait_s must be 0-{MAX_WAIT_S:g}")
-        agent_id = self.checkpoint.lookup(
-            lambda conn: ms.identity_of_conversation(conn, implementation, conversation_key)
-        )
+        agent_id = self.lookups.conversation(implementation, conversation_key)
         if agent_id is None and session_token is not None:
             caller = await self.authenticate(session_token)
             agent_id = caller.agent_id
-            await self.checkpoint.write(
-                lambda conn: ms.bind_conversation(
-                    conn, implementation, conversation_key, caller.agent_id
-                )
-            )
+            await self.accounts.bind_conversation(implementation, conversation_key, agent_id)
         if agent_id is None:
             return {"agent_id": None, "text": "", "tokens": []}
         if harness is not None:
@@ -575,30 +522,32 @@ async def _resolve_in_thread(path: str) -> Workspace:
     return await trio.to_thread.run_sync(resolve_workspace, path)
 
 
-@attrs.frozen
-class _Resolved:
-    id: str
-    address: str
-
-
 #: Harness processes remembered (a few bytes each; far more than one machine runs at once).
 HARNESSES = 10_000
 
 
-def _listed(conn: sqlite3.Connection, messages: list[Message]) -> list[JSON]:
-    """Messages as listings show them: with both addresses and the delivery state."""
-    known = ms.addresses(conn, {m.sender_id for m in messages} | {m.recipient_id for m in messages})
-    return [
-        {
-            **message_json(
-                m,
-                sender=known.get(m.sender_id, m.sender_id),
-                recipient=known.get(m.recipient_id, m.recipient_id),
-            ),
-            "state": m.state.value,
-        }
-        for m in messages
-    ]
+def _listed(entry: Addressed) -> JSON:
+    """A message as listings show it: with both addresses and the delivery state."""
+    message = entry.message
+    return {
+        **message_json(message, sender=entry.sender, recipient=entry.recipient),
+        "state": message.state.value,
+    }
+
+
+def _token_json(view: TokenView) -> JSON:
+    """A mailbox token as listings show it: never the token itself."""
+    token = view.token
+    return {
+        "id": token.id,
+        "label": token.label,
+        "mailbox": view.mailbox,
+        "agent_id": token.identity_id,
+        "created_at": iso(token.created_at),
+        "last_used_at": iso(token.last_used_at),
+        "expires_at": iso(token.expires_at),
+        "revoked_at": iso(token.revoked_at),
+    }
 
 
 def _login_name() -> str:
@@ -613,14 +562,7 @@ def _session_of(caller: Caller) -> str:
     return caller.session_id
 
 
-def _me(conn: sqlite3.Connection, caller: Caller) -> Identity:
-    me = ms.get_identity(conn, caller.agent_id)
-    if me is None:
-        raise PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
-    return me
-
-
-def _roster_key(cursor: str) -> views.RosterKey:
+def _roster_key(cursor: str) -> RosterKey:
     """Where the page of a roster cursor starts after; `validation_failed` naming `cursor`
     for anything `roster` did not hand out."""
     slug, slash, alias = decode_cursor(ROSTER_VIEW, cursor, str).partition("/")
@@ -632,66 +574,6 @@ def _roster_key(cursor: str) -> views.RosterKey:
             parameter="cursor",
         )
     return slug, alias
-
-
-def _resolve(
-    conn: sqlite3.Connection,
-    caller: Caller,
-    address: Address,
-    text: str,
-    *,
-    history: bool = False,
-) -> _Resolved:
-    """An address → the identity it names now, or unknown_recipient / recipient_alias_changed."""
-    if address.agent_id is not None:
-        identity = ms.get_identity(conn, address.agent_id)
-        if identity is None:
-            raise _unknown(text)
-        slug = ms.workspace_slug(conn, identity.workspace_key)
-        return _Resolved(identity.id, format_address(identity.alias, slug))
-    if address.slug is not None:
-        found = ms.workspace_of_slug(conn, address.slug)
-        if found is None:
-            raise _unknown(text, f"no workspace {address.slug!r} is known")
-        workspace_key = found[0]
-    else:
-        workspace_key = _me(conn, caller).workspace_key
-    assert address.alias is not None  # parse_address: an agent id or an alias
-    key = alias_key(address.alias)
-    identity = ms.identity_by_alias(conn, workspace_key, key)
-    if identity is not None:
-        slug = ms.workspace_slug(conn, identity.workspace_key)
-        return _Resolved(identity.id, format_address(identity.alias, slug))
-    holder = ms.alias_reserved_by(conn, workspace_key, key)
-    current = None if holder is None else ms.get_identity(conn, holder)
-    if current is not None:
-        new_address = format_address(current.alias, ms.workspace_slug(conn, current.workspace_key))
-        if history:
-            return _Resolved(current.id, new_address)
-        raise PagerError(
-            ErrorCode.RECIPIENT_ALIAS_CHANGED,
-            f"{text!r} is now {new_address}; send to the current address if it is still meant",
-            current_address=new_address,
-            agent_id=current.id,
-        )
-    raise _unknown(text)
-
-
-def _named(conn: sqlite3.Connection, caller: Caller, text: str) -> str | None:
-    """The id of the identity `text` names now, or None."""
-    try:
-        return _resolve(conn, caller, parse_address(text), text).id
-    except PagerError:
-        return None
-
-
-def _unknown(text: str, why: str | None = None) -> PagerError:
-    return PagerError(
-        ErrorCode.UNKNOWN_RECIPIENT,
-        f"no agent {text!r}"
-        + (f" ({why})" if why else "")
-        + "; see `roster` (scope 'all' for other workspaces)",
-    )
 
 
 def _claim_json(view: ClaimView) -> JSON:

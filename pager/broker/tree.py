@@ -33,6 +33,7 @@ from pager.service import BrokerService
 from pager.store.events import open_event_log, record_event
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_ports import SqliteRetention
+from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import (
     BrokerRunInfo,
     Checkpoint,
@@ -245,7 +246,13 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             directory: ActorRef[DirectoryMessage], identities: Identities, checkpoint: Checkpoint
         ) -> BrokerService:
             return BrokerService(
-                directory, identities, checkpoint, ctx.config, ctx.clock, reads=reads
+                directory,
+                identities,
+                ctx.config,
+                ctx.clock,
+                lookups=SqliteLookups(checkpoint),
+                listings=SqliteListings(checkpoint, reads),
+                accounts=SqliteAccounts(checkpoint),
             )
 
         try:

@@ -13,9 +13,7 @@ from typing import Any
 
 import attrs
 
-from pager.domain.clock import iso
 from pager.domain.errors import ErrorCode, PagerError
-from pager.store._identities import addresses
 
 #: A mailbox token id's prefix: a page's sender id is its token's id.
 MAILBOX_PREFIX = "mbx_"
@@ -118,18 +116,3 @@ UNUSABLE = (
     "this mailbox token is unknown, revoked or expired; ask the person for a new one"
     " (`pager token create TO`)"
 )
-
-
-def token_json(conn: sqlite3.Connection, token: MailboxToken) -> dict[str, Any]:
-    """A token as listings show it: never the token itself."""
-    mailbox = addresses(conn, [token.identity_id]).get(token.identity_id, token.identity_id)
-    return {
-        "id": token.id,
-        "label": token.label,
-        "mailbox": mailbox,
-        "agent_id": token.identity_id,
-        "created_at": iso(token.created_at),
-        "last_used_at": iso(token.last_used_at),
-        "expires_at": iso(token.expires_at),
-        "revoked_at": iso(token.revoked_at),
-    }

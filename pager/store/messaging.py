@@ -84,7 +84,6 @@ from pager.store._tokens import (
     list_mailbox_tokens,
     mailbox_token_by_hash,
     revoke_mailbox_token,
-    token_json,
 )
 
 __all__ = [
@@ -164,7 +163,6 @@ __all__ = [
     "set_alias",
     "set_lease",
     "set_next_due",
-    "token_json",
     "touch_identity",
     "unarchive_identity",
     "waiting",

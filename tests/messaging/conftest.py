@@ -25,6 +25,7 @@ from pager.domain.workspace import Workspace, resolve_workspace
 from pager.service import BrokerService
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_ports import SqliteRetention
+from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from pager.wire import DeliveryRequest, RegisterRequest
 
@@ -88,7 +89,14 @@ def inline_service(
         directory: ActorRef[DirectoryMessage], identities: Identities, checkpoint: Checkpoint
     ) -> BrokerService:
         return BrokerService(
-            directory, identities, checkpoint, config, clock, reads=reads, resolve=_resolve_inline
+            directory,
+            identities,
+            config,
+            clock,
+            lookups=SqliteLookups(checkpoint),
+            listings=SqliteListings(checkpoint, reads),
+            accounts=SqliteAccounts(checkpoint),
+            resolve=_resolve_inline,
         )
 
     return service

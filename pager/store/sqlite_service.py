@@ -1,0 +1,277 @@
+"""The SQLite backend of the messaging service's ports (`pager/store/service_ports.py`).
+
+Each call is one function on a connection, on the connection it has always used: lookups on
+the writer's read-only side connection, at once on the event loop (`Checkpoint.lookup`); the
+roster on the service's own read-only connection in a worker thread (`ReadViews.read`: it
+never waits for a write, nor holds one up); the other listings through the writer's own
+connection in its worker thread (`Checkpoint.read`); writes through the one writer, committed
+before the call returns (`Checkpoint.write`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.names import Address, alias_key, format_address, parse_address
+from pager.domain.records import Identity, Message
+from pager.domain.workspace import Workspace
+from pager.store import messaging as ms
+from pager.store import views
+from pager.store._registration import PERSON, person_identity
+from pager.store.read_views import ReadViews
+from pager.store.service_ports import (
+    Addressed,
+    Located,
+    MailboxTarget,
+    MailboxToken,
+    Resolved,
+    RosterKey,
+    RosterPage,
+    SentMessage,
+    TokenView,
+    Waiting,
+)
+from pager.store.sqlite_ports import Writer
+
+T = TypeVar("T")
+
+
+class ActorWriter(Writer, Protocol):
+    """The SQLite writer (pager/store/sqlite_writer.py `Checkpoint`), with its reads on the
+    writer's own connection, in its worker thread."""
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+
+class SqliteLookups:
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    def person(self, workspace_key: str) -> Identity | None:
+        return self._writer.lookup(
+            lambda conn: ms.identity_of_implementation(conn, workspace_key, PERSON)
+        )
+
+    def whoami(self, caller_id: str) -> Located:
+        def read(conn: sqlite3.Connection) -> Located:
+            me = _me(conn, caller_id)
+            address = format_address(me.alias, ms.workspace_slug(conn, me.workspace_key))
+            return Located(me, address, ms.workspace_path(conn, me.workspace_key))
+
+        return self._writer.lookup(read)
+
+    def resolve(self, caller_id: str, address: Address, text: str) -> Resolved:
+        return self._writer.lookup(lambda conn: _resolve(conn, caller_id, address, text))
+
+    def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:
+        def read(conn: sqlite3.Connection) -> MailboxTarget:
+            mine = _resolve(conn, identity_id, parse_address(identity_id), identity_id)
+            return MailboxTarget(mine, None if to is None else _named(conn, identity_id, to))
+
+        return self._writer.lookup(read)
+
+    def mailbox_token(self, token_hash: str) -> MailboxToken | None:
+        return self._writer.lookup(lambda conn: ms.mailbox_token_by_hash(conn, token_hash))
+
+    def sent_message(self, caller_id: str, message_id: str) -> SentMessage | None:
+        def read(conn: sqlite3.Connection) -> SentMessage | None:
+            message = ms.get_message(conn, message_id)
+            if message is None or message.sender_id != caller_id:
+                return None
+            known = ms.addresses(conn, [message.recipient_id])
+            return SentMessage(message, known.get(message.recipient_id, message.recipient_id))
+
+        return self._writer.lookup(read)
+
+    def conversation(self, implementation: str, conversation_key: str) -> str | None:
+        return self._writer.lookup(
+            lambda conn: ms.identity_of_conversation(conn, implementation, conversation_key)
+        )
+
+
+class SqliteListings:
+    def __init__(self, writer: ActorWriter, reads: ReadViews) -> None:
+        self._writer = writer
+        self._reads = reads
+
+    async def roster(
+        self, caller_id: str, *, everywhere: bool, limit: int, after: RosterKey | None
+    ) -> RosterPage:
+        def read(conn: sqlite3.Connection) -> RosterPage:
+            me = _me(conn, caller_id)
+            entries, last = views.roster(
+                conn,
+                workspace_key=None if everywhere else me.workspace_key,
+                limit=limit,
+                after=after,
+            )
+            return RosterPage(me.id, tuple(entries), last)
+
+        return await self._reads.read(read)
+
+    async def history(
+        self, caller_id: str, *, with_: str | None, thread: str | None, limit: int
+    ) -> list[Addressed]:
+        def read(conn: sqlite3.Connection) -> list[Addressed]:
+            other = None
+            if with_ is not None:
+                other = _resolve(conn, caller_id, parse_address(with_), with_, history=True).id
+            messages = ms.history(conn, caller_id, with_id=other, thread=thread, limit=limit)
+            return _addressed(conn, messages)
+
+        return await self._writer.read(read)
+
+    async def waiting(self, identity_id: str, *, limit: int) -> Waiting:
+        def read(conn: sqlite3.Connection) -> Waiting:
+            messages = ms.waiting(conn, identity_id, limit=limit)
+            count = ms.waiting_count(conn, identity_id)
+            return Waiting(count, tuple(_addressed(conn, messages)))
+
+        return await self._writer.read(read)
+
+    async def sent(self, identity_id: str, *, limit: int) -> list[Addressed]:
+        return await self._writer.read(
+            lambda conn: _addressed(conn, ms.sent_by(conn, identity_id, limit=limit))
+        )
+
+    async def tokens(self, *, revoked: bool) -> list[TokenView]:
+        def read(conn: sqlite3.Connection) -> list[TokenView]:
+            listed = ms.list_mailbox_tokens(conn, revoked=revoked)
+            return [_token_view(conn, token) for token in listed]
+
+        return await self._writer.read(read)
+
+
+class SqliteAccounts:
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    async def person(self, workspace: Workspace, alias: str, *, now: float) -> Identity:
+        return await self._writer.write(lambda conn: person_identity(conn, workspace, alias, now))
+
+    async def start_chain(self, identity_id: str) -> None:
+        await self._writer.write(lambda conn: ms.reset_cause(conn, identity_id))
+
+    async def bind_conversation(
+        self, implementation: str, conversation_key: str, identity_id: str
+    ) -> None:
+        await self._writer.write(
+            lambda conn: ms.bind_conversation(conn, implementation, conversation_key, identity_id)
+        )
+
+    async def create_token(
+        self,
+        person_id: str,
+        address: Address,
+        text: str,
+        *,
+        token_id: str,
+        token_hash: str,
+        label: str,
+        now: float,
+        expires_at: float | None,
+    ) -> TokenView:
+        def write(conn: sqlite3.Connection) -> TokenView:
+            recipient = _resolve(conn, person_id, address, text)
+            made = ms.insert_mailbox_token(
+                conn,
+                token_id=token_id,
+                token_hash=token_hash,
+                identity_id=recipient.id,
+                label=label,
+                now=now,
+                expires_at=expires_at,
+            )
+            return _token_view(conn, made)
+
+        return await self._writer.write(write)
+
+    async def revoke_token(self, token_id: str, *, now: float) -> TokenView:
+        return await self._writer.write(
+            lambda conn: _token_view(conn, ms.revoke_mailbox_token(conn, token_id, now))
+        )
+
+
+def _me(conn: sqlite3.Connection, caller_id: str) -> Identity:
+    me = ms.get_identity(conn, caller_id)
+    if me is None:
+        raise PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
+    return me
+
+
+def _resolve(
+    conn: sqlite3.Connection,
+    caller_id: str,
+    address: Address,
+    text: str,
+    *,
+    history: bool = False,
+) -> Resolved:
+    """An address → the identity it names now, or unknown_recipient / recipient_alias_changed;
+    with `history`, a renamed alias names its holder instead."""
+    if address.agent_id is not None:
+        identity = ms.get_identity(conn, address.agent_id)
+        if identity is None:
+            raise _unknown(text)
+        slug = ms.workspace_slug(conn, identity.workspace_key)
+        return Resolved(identity.id, format_address(identity.alias, slug))
+    if address.slug is not None:
+        found = ms.workspace_of_slug(conn, address.slug)
+        if found is None:
+            raise _unknown(text, f"no workspace {address.slug!r} is known")
+        workspace_key = found[0]
+    else:
+        workspace_key = _me(conn, caller_id).workspace_key
+    assert address.alias is not None  # parse_address: an agent id or an alias
+    key = alias_key(address.alias)
+    identity = ms.identity_by_alias(conn, workspace_key, key)
+    if identity is not None:
+        slug = ms.workspace_slug(conn, identity.workspace_key)
+        return Resolved(identity.id, format_address(identity.alias, slug))
+    holder = ms.alias_reserved_by(conn, workspace_key, key)
+    current = None if holder is None else ms.get_identity(conn, holder)
+    if current is not None:
+        new_address = format_address(current.alias, ms.workspace_slug(conn, current.workspace_key))
+        if history:
+            return Resolved(current.id, new_address)
+        raise PagerError(
+            ErrorCode.RECIPIENT_ALIAS_CHANGED,
+            f"{text!r} is now {new_address}; send to the current address if it is still meant",
+            current_address=new_address,
+            agent_id=current.id,
+        )
+    raise _unknown(text)
+
+
+def _named(conn: sqlite3.Connection, caller_id: str, text: str) -> str | None:
+    """The id of the identity `text` names now, or None."""
+    try:
+        return _resolve(conn, caller_id, parse_address(text), text).id
+    except PagerError:
+        return None
+
+
+def _unknown(text: str, why: str | None = None) -> PagerError:
+    return PagerError(
+        ErrorCode.UNKNOWN_RECIPIENT,
+        f"no agent {text!r}"
+        + (f" ({why})" if why else "")
+        + "; see `roster` (scope 'all' for other workspaces)",
+    )
+
+
+def _addressed(conn: sqlite3.Connection, messages: list[Message]) -> list[Addressed]:
+    """The messages with both addresses, looked up in one batch."""
+    known = ms.addresses(conn, {m.sender_id for m in messages} | {m.recipient_id for m in messages})
+    return [
+        Addressed(m, known.get(m.sender_id, m.sender_id), known.get(m.recipient_id, m.recipient_id))
+        for m in messages
+    ]
+
+
+def _token_view(conn: sqlite3.Connection, token: MailboxToken) -> TokenView:
+    mailbox = ms.addresses(conn, [token.identity_id]).get(token.identity_id, token.identity_id)
+    return TokenView(token, mailbox)
