@@ -2,12 +2,12 @@
 supervisor), the scheduler that wakes identities falling due, the directory, and the sweeper
 that applies the retention windows.
 
-Started as one child of the broker tree; its started value is what `service` builds from the
-directory, the identities and the checkpoint: the tree passes a factory of the
-`BrokerService` the web edge calls, so this module does not import `pager.service` (which
-imports the actors). A crashed identity actor restarts alone; a crash anywhere else (or too
-many identity crashes) fails the child as a whole, and the supervisor restarts it (with the
-web child after it); state comes back from the store.
+Started as one child of the broker tree on the store's ports (the tree builds them for its
+backend); its started value is what `service` builds from the directory and the identities:
+the tree passes a factory of the `BrokerService` the web edge calls, so this module does not
+import `pager.service` (which imports the actors). A crashed identity actor restarts alone; a
+crash anywhere else (or too many identity crashes) fails the child as a whole, and the
+supervisor restarts it (with the web child after it); state comes back from the store.
 """
 
 from __future__ import annotations
@@ -33,10 +33,7 @@ from pager.domain.clock import WallClock
 from pager.domain.errors import PagerError
 from pager.implementations.manifest import Wake
 from pager.store import messaging as ms
-from pager.store.ports import Retention
-from pager.store.sqlite_directory import SqliteDirectory
-from pager.store.sqlite_ports import SqliteInbox, SqliteSessions
-from pager.store.sqlite_writer import Checkpoint
+from pager.store.ports import MessagingPorts
 from supervisors import DynamicSupervisor
 
 log = logging.getLogger("pager.messaging")
@@ -46,16 +43,16 @@ S = TypeVar("S")
 
 async def run_messaging(
     *,
-    checkpoint: Callable[[], Checkpoint],
+    ports: Callable[[], MessagingPorts],
     providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]],
     config: Config,
     clock: WallClock,
-    retention: Callable[[], Retention],
-    service: Callable[[ActorRef[DirectoryMessage], Identities, Checkpoint], S],
+    service: Callable[[ActorRef[DirectoryMessage], Identities], S],
     task_status: trio.TaskStatus[S] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Start the subtree; report ready with `service(directory, identities, checkpoint)`."""
-    store = checkpoint()
+    """Start the subtree on the store's `ports`; report ready with
+    `service(directory, identities)`."""
+    store = ports()
     async with trio.open_nursery() as nursery:
         timers: TimerService = await nursery.start(TimerService().run)
         supervisor: DynamicSupervisor = await nursery.start(
@@ -69,7 +66,7 @@ async def run_messaging(
                 one.note(due)
 
         index = SessionIndex()
-        inbox, sessions = SqliteInbox(store), SqliteSessions(store)
+        inbox, sessions = store.inbox, store.sessions
         identity_deps = IdentityDeps(
             inbox=inbox,
             sessions=sessions,
@@ -104,7 +101,7 @@ async def run_messaging(
                 log.error("identity %s did not start: %s", agent_id, exc)
         scheduler.append(await nursery.start(DueScheduler(inbox, identities, clock).run))
         directory_deps = DirectoryDeps(
-            SqliteDirectory(store),
+            store.directory,
             identities,
             clock,
             config.windows,
@@ -113,10 +110,10 @@ async def run_messaging(
         directory = await start_actor(
             nursery, DirectoryActor(nursery, directory_deps), name="directory"
         )
-        sweeper_deps = SweeperDeps(retention(), identities, timers, clock, config.windows)
+        sweeper_deps = SweeperDeps(store.retention, identities, timers, clock, config.windows)
         # Its first sweep runs before the service is handed out.
         await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
-        task_status.started(service(directory, identities, store))
+        task_status.started(service(directory, identities))
 
 
 def _wake_of(implementation: str) -> Wake | None:

@@ -32,7 +32,7 @@ from pager.launch.paths import StatePaths
 from pager.service import BrokerService
 from pager.store.events import open_event_log, record_event
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_ports import SqliteRetention
+from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import (
     BrokerRunInfo,
@@ -242,9 +242,8 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         reads = ReadViews(ctx.paths.database)
         sweep_reads = ReadViews(ctx.paths.database)
 
-        def service(
-            directory: ActorRef[DirectoryMessage], identities: Identities, checkpoint: Checkpoint
-        ) -> BrokerService:
+        def service(directory: ActorRef[DirectoryMessage], identities: Identities) -> BrokerService:
+            checkpoint = store()
             return BrokerService(
                 directory,
                 identities,
@@ -257,11 +256,10 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
         try:
             await run_messaging(
-                checkpoint=store,
+                ports=lambda: messaging_ports(store(), sweep_reads),
                 providers=hub.get,
                 config=ctx.config,
                 clock=ctx.clock,
-                retention=lambda: SqliteRetention(store(), sweep_reads),
                 service=service,
                 task_status=messaging.status(task_status),
             )

@@ -260,3 +260,13 @@ class EventLog(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@attrs.frozen
+class MessagingPorts:
+    """The ports the messaging subtree runs on, built by the composition root for its backend."""
+
+    inbox: Inbox
+    sessions: Sessions
+    directory: Directory
+    retention: Retention

@@ -24,7 +24,7 @@ from pager.domain.clock import TrioWallClock
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.service import BrokerService
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_ports import SqliteRetention
+from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from pager.wire import DeliveryRequest, RegisterRequest
@@ -81,13 +81,11 @@ async def _resolve_inline(path: str) -> Workspace:
 
 
 def inline_service(
-    config: Config, clock: TrioWallClock, reads: ReadViews
-) -> Callable[[ActorRef[DirectoryMessage], Identities, Checkpoint], BrokerService]:
+    config: Config, clock: TrioWallClock, reads: ReadViews, checkpoint: Checkpoint
+) -> Callable[[ActorRef[DirectoryMessage], Identities], BrokerService]:
     """The `service` factory `run_messaging` is given: workspaces resolved inline."""
 
-    def service(
-        directory: ActorRef[DirectoryMessage], identities: Identities, checkpoint: Checkpoint
-    ) -> BrokerService:
+    def service(directory: ActorRef[DirectoryMessage], identities: Identities) -> BrokerService:
         return BrokerService(
             directory,
             identities,
@@ -140,12 +138,11 @@ async def open_harness(
         service: BrokerService = await nursery.start(
             partial(
                 run_messaging,
-                checkpoint=lambda: checkpoint,
+                ports=lambda: messaging_ports(checkpoint, reads),
                 providers=providers,
                 config=config,
                 clock=clock,
-                retention=lambda: SqliteRetention(checkpoint, reads),
-                service=inline_service(config, clock, reads),
+                service=inline_service(config, clock, reads, checkpoint),
             )
         )
         yield Harness(service, inbox, workspace, checkpoint)

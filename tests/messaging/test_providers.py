@@ -20,7 +20,7 @@ from pager.config import Config
 from pager.domain.clock import TrioWallClock
 from pager.service import BrokerService
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_ports import SqliteRetention
+from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from supervisors import Supervisor
 from tests.messaging.conftest import (
@@ -76,12 +76,11 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
         service: BrokerService = await nursery.start(
             partial(
                 run_messaging,
-                checkpoint=lambda: checkpoint,
+                ports=lambda: messaging_ports(checkpoint, reads),
                 providers=hub.get,
                 config=config,
                 clock=clock,
-                retention=lambda: SqliteRetention(checkpoint, reads),
-                service=inline_service(config, clock, reads),
+                service=inline_service(config, clock, reads, checkpoint),
             )
         )
         yield Harness(service, inbox, workspace, checkpoint), hub, disabled
