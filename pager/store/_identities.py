@@ -124,7 +124,7 @@ def alias_reserved_by(conn: sqlite3.Connection, workspace_key: str, alias_key: s
 def insert_identity(conn: sqlite3.Connection, identity: Identity, alias_key: str) -> None:
     conn.execute(
         "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
-        " created_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at, last_seen, detached_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             identity.id,
             identity.workspace_key,
@@ -134,6 +134,7 @@ def insert_identity(conn: sqlite3.Connection, identity: Identity, alias_key: str
             identity.implementation,
             identity.created_at,
             identity.last_seen,
+            identity.detached_at,  # the person's: never attached, its retention clock runs
         ),
     )
     reserve_alias(conn, identity.workspace_key, alias_key, identity.id)

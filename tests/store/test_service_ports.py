@@ -248,6 +248,7 @@ async def test_person_is_made_on_first_use_and_found_after(backend: Backend) -> 
     found = backend.lookups.person(HERE.key)
     assert found is not None
     assert (found.id, found.alias, found.implementation) == (made.id, "pat", "human")
+    assert found.detached_at == NOW  # never attached: its retention window counts from now
     again = await backend.accounts.person(HERE, "someone-else", now=NOW + 60)
     assert again.id == made.id
     assert again.alias == "pat"  # the name it was made with stays
