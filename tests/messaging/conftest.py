@@ -4,6 +4,7 @@ connection too), trio's mock clock, and a FAKE provider standing in for delivery
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
@@ -21,10 +22,15 @@ from actors.messaging import run_messaging
 from pager.config import Config, Limits, Windows
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
+from pager.domain.views import AgentView, MessageView
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.service import BrokerService
+from pager.store import events as ev
+from pager.store.operator_ports import OperatorViews
+from pager.store.ports import EventLog
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_backend import messaging_ports
+from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from pager.wire import DeliveryRequest, RegisterRequest
@@ -58,10 +64,46 @@ class FakeInbox(Actor[ProviderMessage]):
 
 @attrs.define
 class Harness:
+    """The subtree and what tests observe it through: the store's views and its event log
+    (ports a second backend provides too), never SQL against the schema."""
+
     service: BrokerService
     inbox: FakeInbox
     workspace: Path
     checkpoint: Checkpoint
+    views: OperatorViews
+    event_log: EventLog
+
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every operator event retained, as (type, data), in seq order."""
+        found: list[tuple[str, dict[str, Any]]] = []
+        after = 0
+        while rows := self.event_log.rows_after(after, 1000):
+            found += [(kind, json.loads(data)) for _, _, kind, data in rows]
+            after = rows[-1][0]
+        return found
+
+    def events_of(self, kind: str) -> list[dict[str, Any]]:
+        return [data for found, data in self.events() if found == kind]
+
+    async def agent(self, agent_id: str) -> AgentView | None:
+        return await self.views.agent(agent_id)
+
+    async def message(self, message_id: str) -> MessageView:
+        """One message as the operator views show it (looked up through every agent's list)."""
+        agents = await self.views.agents(workspace=None, archived=None, limit=1000, after=None)
+        for agent in agents.rows:
+            for message in await self.messages(agent.agent_id):
+                if message.message_id == message_id:
+                    return message
+        raise LookupError(f"no message {message_id} in the views")
+
+    async def messages(self, agent_id: str, direction: str = "both") -> list[MessageView]:
+        """The agent's messages as the operator views them, oldest first."""
+        page = await self.views.messages(
+            agent_id, state=None, direction=direction, limit=1000, before=None
+        )
+        return [] if page is None else list(reversed(page.rows))
 
     async def register(
         self, name: str | None = None, **kwargs: Any
@@ -145,7 +187,11 @@ async def open_harness(
                 service=inline_service(config, clock, reads, checkpoint),
             )
         )
-        yield Harness(service, inbox, workspace, checkpoint)
+        log = ev.open_event_log(tmp_path / "pager.db")
+        try:
+            yield Harness(service, inbox, workspace, checkpoint, SqliteOperatorViews(reads), log)
+        finally:
+            log.close()
         nursery.cancel_scope.cancel()
 
 

@@ -11,21 +11,15 @@ from trio.testing import MockClock, wait_all_tasks_blocked
 
 from pager.domain.clock import TrioWallClock
 from pager.domain.views import MessageView
-from pager.store import views
 from tests.messaging.conftest import WINDOWS, Harness, open_harness
 
 #: Virtual seconds past the ack wait by which the claim must be back in the queue.
 SLACK = 5.0
 
 
-def _inbox(harness: Harness, agent_id: str) -> list[MessageView]:
+async def _inbox(harness: Harness, agent_id: str) -> list[MessageView]:
     """The recipient's messages as the operator views (`/v1/agents/{id}/messages`) show them."""
-    page, _ = harness.checkpoint.lookup(
-        lambda conn: views.agent_messages(
-            conn, agent_id, state=None, direction="in", limit=10, before=None
-        )
-    )
-    return page
+    return await harness.messages(agent_id, "in")
 
 
 async def test_restart_requeues_detached_claim_at_its_deadline(
@@ -42,10 +36,10 @@ async def test_restart_requeues_detached_claim_at_its_deadline(
             [claim] = (await first.service.fetch(bob))["claims"]
             await first.service.detach(bob)
         async with open_harness(tmp_path, clock=clock) as second:
-            [held] = _inbox(second, bob.agent_id)
+            [held] = await _inbox(second, bob.agent_id)
             assert (held.message_id, held.state) == (sent["message_id"], "claimed")
             await trio.sleep(WINDOWS.ack_wait + SLACK)
-            [back] = _inbox(second, bob.agent_id)
+            [back] = await _inbox(second, bob.agent_id)
             assert (back.state, back.attempts) == ("queued", 1)
             _, bob = await second.register("bob", conversation_key="b")
             [again] = (await second.service.fetch(bob))["claims"]
@@ -70,7 +64,7 @@ async def test_restart_twice_still_requeues_detached_claim(
             await trio.sleep(WINDOWS.ack_wait / 3)
         async with open_harness(tmp_path, clock=clock) as third:
             await trio.sleep(WINDOWS.ack_wait)
-            [back] = _inbox(third, bob.agent_id)
+            [back] = await _inbox(third, bob.agent_id)
             assert (back.state, back.attempts) == ("queued", 1)
 
 
@@ -91,6 +85,6 @@ async def test_stopped_identity_with_open_claim_is_woken_at_its_deadline(
         await wait_all_tasks_blocked()
         assert not ref.alive
         await trio.sleep(WINDOWS.ack_wait + SLACK)
-        [back] = _inbox(harness, bob.agent_id)
+        [back] = await _inbox(harness, bob.agent_id)
         assert (back.state, back.attempts) == ("queued", 1)
         assert bob.agent_id in identities.active_ids()

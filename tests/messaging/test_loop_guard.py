@@ -22,14 +22,9 @@ async def relay(harness: Harness, reader: Caller, to: str) -> dict[str, Any]:
     return await harness.service.send(reader, to=to, body="and on")
 
 
-def hops(harness: Harness, *message_ids: str) -> list[tuple[str, int]]:
-    rows = harness.checkpoint.lookup(
-        lambda conn: dict(
-            (row[0], (row[1], row[2]))
-            for row in conn.execute("SELECT id, origin, hop FROM messages")
-        )
-    )
-    return [rows[m] for m in message_ids]
+async def hops(harness: Harness, *message_ids: str) -> list[tuple[str, int]]:
+    """Each message's origin and hop, as the operator views show them."""
+    return [((m := await harness.message(i)).origin, m.hop) for i in message_ids]
 
 
 async def test_person_a_b_a_b_then_a_is_refused_until_a_prompt_is_typed(
@@ -45,7 +40,7 @@ async def test_person_a_b_a_b_then_a_is_refused_until_a_prompt_is_typed(
         to_b = await relay(harness, a, "b")
         to_a = await relay(harness, b, "a")
         to_b_again = await relay(harness, a, "b")
-        assert hops(harness, first["message_id"], to_b["message_id"], to_a["message_id"],
+        assert await hops(harness, first["message_id"], to_b["message_id"], to_a["message_id"],
                     to_b_again["message_id"]) == [
             ("human", 0), ("agent", 1), ("agent", 2), ("agent", 3)
         ]  # fmt: skip
@@ -60,19 +55,14 @@ async def test_person_a_b_a_b_then_a_is_refused_until_a_prompt_is_typed(
         assert refused.value.details == {"hop": 4, "max_hops": 3, "chain": chain}
         assert " → ".join(chain) in refused.value.message
         assert "Ask your person" in refused.value.message
-        events = harness.checkpoint.lookup(
-            lambda conn: conn.execute(
-                "SELECT data FROM events WHERE type = 'send.refused'"
-            ).fetchall()
-        )
-        assert len(events) == 1
-        assert '"reason": "hop_limit"' in events[0][0]
+        [event] = harness.events_of("send.refused")
+        assert event["reason"] == "hop_limit"
         # b's person types a prompt (the hook reports it): b's next send starts a new chain.
         await harness.service.hook_claim(
             implementation="shell", conversation_key="conv-b", max_chars=9000, prompted=True
         )
         restarted = await harness.service.send(b, to="a", body="my person says go on")
-        assert hops(harness, restarted["message_id"]) == [("agent", 1)]
+        assert await hops(harness, restarted["message_id"]) == [("agent", 1)]
 
 
 async def test_a_later_hop_0_message_brings_the_chain_back_down(
@@ -88,7 +78,7 @@ async def test_a_later_hop_0_message_brings_the_chain_back_down(
         await harness.service.fetch(a)  # cause 2
         await harness.service.send(person, to="a", body="a new request")
         sent = await relay(harness, a, "b")  # the last batch: the person's hop 0
-        assert hops(harness, sent["message_id"]) == [("agent", 1)]
+        assert await hops(harness, sent["message_id"]) == [("agent", 1)]
 
 
 @pytest.mark.parametrize(

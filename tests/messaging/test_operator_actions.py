@@ -3,8 +3,6 @@ unarchive, purge, and the conflicts and events around them."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from typing import Any
 
 import pytest
@@ -17,11 +15,7 @@ from tests.messaging.conftest import Harness
 
 
 async def _events(h: Harness, kind: str) -> list[dict[str, Any]]:
-    def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-        rows = conn.execute("SELECT data FROM events WHERE type = ? ORDER BY seq", (kind,))
-        return [json.loads(str(row[0])) for row in rows]
-
-    return await h.checkpoint.read(read)
+    return h.events_of(kind)
 
 
 async def _refused(h: Harness, message: DirectoryMessage) -> ErrorCode:
@@ -44,9 +38,9 @@ async def test_directory_unarchive_and_conflicts(harness: Harness) -> None:
         assert await _refused(h, ArchiveIdentity(agent_id, "operator")) is ErrorCode.CONFLICT
         done: ms.Applied = await directory.call(UnarchiveIdentity(agent_id, "operator"))
         assert done.action is ms.Action.UNARCHIVE
-        identity = await h.checkpoint.read(lambda c: ms.get_identity(c, agent_id))
-        assert identity is not None
-        assert identity.archived_at is None
+        agent = await h.agent(agent_id)
+        assert agent is not None
+        assert not agent.archived
         missing = UnarchiveIdentity("agt_0000000000000000", "operator")
         assert await _refused(h, missing) is ErrorCode.NOT_FOUND
         await directory.call(ArchiveIdentity(agent_id, "operator"))

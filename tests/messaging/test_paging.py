@@ -11,6 +11,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from actors.directory import PurgeIdentity
 from pager.config import Limits
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.pages import parse_page
@@ -25,11 +26,8 @@ async def _token(harness: Harness, to: str, **kwargs: Any) -> dict[str, Any]:
 
 
 def _count(harness: Harness) -> int:
-    return int(
-        harness.checkpoint.lookup(
-            lambda c: c.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
-        )
-    )
+    """Messages ever queued, as the operator event log tells."""
+    return len(harness.events_of("message.queued"))
 
 
 async def test_a_token_pages_its_identity_until_it_expires(
@@ -96,11 +94,7 @@ async def test_a_token_dies_with_its_identity(harness: Harness, autojump_clock: 
     with trio.fail_after(60):
         registered, _ = await harness.register("ci")
         made = await _token(harness, "ci")
-        await harness.checkpoint.write(
-            lambda conn: conn.execute(
-                "DELETE FROM identities WHERE id = ?", (registered["agent_id"],)
-            )
-        )
+        await harness.service.directory.call(PurgeIdentity(registered["agent_id"], "test"))
         with pytest.raises(PagerError) as gone:
             harness.service.mailbox(made["token"])
         assert gone.value.code is ErrorCode.UNAUTHENTICATED
@@ -134,7 +128,5 @@ async def test_a_run_page_starts_a_chain_and_a_notify_is_a_send(
         ran = await harness.service.notify(a, to="b", page=page, run=True)
         told = await harness.service.notify(a, to=None, page=page, run=False)
         assert told["recipient"]["address"] == (await harness.service.whoami(a))["address"]
-        rows = harness.checkpoint.lookup(
-            lambda c: dict(c.execute("SELECT id, origin || ':' || hop FROM messages").fetchall())
-        )
-        assert rows == {ran["message_id"]: "script:0", told["message_id"]: "agent:1"}
+        stands = [await harness.message(m) for m in (ran["message_id"], told["message_id"])]
+        assert [(m.origin, m.hop) for m in stands] == [("script", 0), ("agent", 1)]

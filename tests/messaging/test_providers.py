@@ -19,8 +19,10 @@ from actors.providers import ProviderHub
 from pager.config import Config
 from pager.domain.clock import TrioWallClock
 from pager.service import BrokerService
+from pager.store import events as ev
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_backend import messaging_ports
+from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from supervisors import Supervisor
 from tests.messaging.conftest import (
@@ -83,7 +85,12 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
                 service=inline_service(config, clock, reads, checkpoint),
             )
         )
-        yield Harness(service, inbox, workspace, checkpoint), hub, disabled
+        log = ev.open_event_log(tmp_path / "pager.db")
+        try:
+            views = SqliteOperatorViews(reads)
+            yield Harness(service, inbox, workspace, checkpoint, views, log), hub, disabled
+        finally:
+            log.close()
         nursery.cancel_scope.cancel()
 
 

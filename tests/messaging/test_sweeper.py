@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +13,10 @@ from trio.testing import MockClock, wait_all_tasks_blocked
 from actors.directory import ArchiveIdentity, ReapIdentity
 from actors.sweeper import MIN_PERIOD, sweep_period
 from pager.config import Windows
-from pager.domain.clock import TrioWallClock, iso
+from pager.domain.clock import TrioWallClock
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.records import Identity
-from pager.store import messaging as ms
+from pager.domain.views import AgentView
+from pager.store.sqlite_ports import SqliteInbox
 from tests.messaging.conftest import Harness, open_harness
 
 # Seconds. The sweep period is lease_ttl / 2 = 5 s, so each effect shows within 5 s of its window.
@@ -38,8 +36,8 @@ SHORT = Windows(
 SLACK = 6.0  # one sweep period and a bit
 
 
-async def _identity(h: Harness, agent_id: str) -> Identity | None:
-    return await h.checkpoint.read(lambda conn: ms.get_identity(conn, agent_id))
+async def _identity(h: Harness, agent_id: str) -> AgentView | None:
+    return await h.agent(agent_id)
 
 
 async def _roster_ids(h: Harness, token: str) -> set[str]:
@@ -49,11 +47,7 @@ async def _roster_ids(h: Harness, token: str) -> set[str]:
 
 
 async def _events(h: Harness, kind: str) -> list[dict[str, Any]]:
-    def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-        rows = conn.execute("SELECT data FROM events WHERE type = ? ORDER BY seq", (kind,))
-        return [json.loads(str(row[0])) for row in rows]
-
-    return await h.checkpoint.read(read)
+    return h.events_of(kind)
 
 
 async def _keep_alive(
@@ -151,11 +145,11 @@ async def test_named_archived_unarchived_then_reaped(
             await trio.sleep(SHORT.lease_ttl + SHORT.named_archive - SLACK)
             identity = await _identity(h, api["agent_id"])
             assert identity is not None
-            assert identity.archived_at is None
+            assert not identity.archived
             await trio.sleep(2 * SLACK)
             identity = await _identity(h, api["agent_id"])
             assert identity is not None
-            assert identity.archived_at is not None
+            assert identity.archived
             assert api["agent_id"] not in await _roster_ids(h, sender["token"])
             with pytest.raises(PagerError) as caught:
                 await h.service.authenticate(api["token"])
@@ -172,7 +166,7 @@ async def test_named_archived_unarchived_then_reaped(
             assert back["agent_id"] == api["agent_id"]
             identity = await _identity(h, api["agent_id"])
             assert identity is not None
-            assert identity.archived_at is None
+            assert not identity.archived
             [claim] = (await h.service.fetch(api_caller))["claims"]
             assert claim["message"]["body"] == "waits through the archive"
             await h.service.ack(api_caller, tokens=[claim["token"]])
@@ -185,7 +179,7 @@ async def test_named_archived_unarchived_then_reaped(
             await trio.sleep_until(first_archive + SHORT.archive_retention - SLACK)
             identity = await _identity(h, api["agent_id"])
             assert identity is not None
-            assert identity.archived_at is not None
+            assert identity.archived
             await trio.sleep(2 * SLACK)
             assert await _identity(h, api["agent_id"]) is None
             status = await h.service.message_status(alice, message_id=second["message_id"])
@@ -216,22 +210,15 @@ async def test_idempotency_keys_and_events_pruned(
             sender, alice = await h.register("alice")
             await h.register("bob")
             await h.service.send(alice, to="bob", body="once", idempotency_key="k1")
-            old_at = iso(clock.now())
-
-            async def rows(sql: str) -> int:
-                return await h.checkpoint.read(lambda c: int(c.execute(sql).fetchone()[0]))
-
-            await h.checkpoint.write(
-                lambda c: c.execute(
-                    "INSERT INTO events (at, type, data) VALUES (?, 'test.old', '{}')", (old_at,)
-                )
-            )
-            assert await rows("SELECT COUNT(*) FROM idempotency") == 1
+            await SqliteInbox(h.checkpoint).record(clock.now(), "test.old", {})
+            again = await h.service.send(alice, to="bob", body="once", idempotency_key="k1")
+            assert again["duplicate"]  # the key is remembered within the window
             await trio.sleep(SHORT.idempotency + SLACK)
-            assert await rows("SELECT COUNT(*) FROM idempotency") == 0
-            assert await rows("SELECT COUNT(*) FROM events WHERE type = 'test.old'") == 1
+            later = await h.service.send(alice, to="bob", body="once", idempotency_key="k1")
+            assert not later["duplicate"]  # forgotten: the same key sends anew
+            assert len(h.events_of("test.old")) == 1
             await trio.sleep(SHORT.event_retention)
-            assert await rows("SELECT COUNT(*) FROM events WHERE type = 'test.old'") == 0
+            assert h.events_of("test.old") == []
             assert sender["agent_id"]
 
 
@@ -256,11 +243,11 @@ async def test_restart_applies_windows_that_passed_while_down(
             await wait_all_tasks_blocked()
             for agent_id in (carol.agent_id, api["agent_id"], eph["agent_id"]):
                 assert await _identity(second, agent_id) is None
-            message = await second.checkpoint.read(
-                lambda conn: ms.get_message(conn, sent["message_id"])
-            )
-            assert message is not None
-            assert (message.state.value, message.dead_reason) == ("dead", "reaped")
+            # Both its ends are gone; the log tells what became of the message.
+            dead = second.events_of("message.dead")
+            assert [e["reason"] for e in dead if e["message_id"] == sent["message_id"]] == [
+                "reaped"
+            ]
             archived = await _events(second, "agent.archived")
             assert [e["agent_id"] for e in archived] == [api["agent_id"]]
             reaped = {e["agent_id"]: e["reason"] for e in await _events(second, "agent.reaped")}

@@ -13,13 +13,11 @@ from trio.testing import MockClock
 
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
-from pager.store import messaging as ms
 from tests.messaging.conftest import WINDOWS, Harness, open_harness
 
 
 def _events(harness: Harness, kind: str) -> list[dict[str, Any]]:
-    found = harness.checkpoint.lookup(lambda c: ms.events_after(c, 0, 10_000))
-    return [event.data for event in found if event.type == kind]
+    return harness.events_of(kind)
 
 
 async def _alice_with_mail(harness: Harness) -> tuple[dict[str, Any], Caller]:
@@ -191,7 +189,7 @@ async def test_allow_force_false_refuses_force_with_conflict_and_changes_nothing
         async with open_harness(tmp_path, allow_force=False) as harness:
             alice_info, _ = await harness.register("alice")
             carol_info, carol = await harness.register("carol")
-            before = harness.checkpoint.lookup(lambda c: ms.latest_event_seq(c))
+            before = harness.event_log.latest_seq()
             refusals = [
                 harness.register("alice", force=True),
                 harness.register("nobody-holds-this", force=True),
@@ -204,7 +202,7 @@ async def test_allow_force_false_refuses_force_with_conflict_and_changes_nothing
                 assert caught.value.http_status == 409
                 assert "allow_force = false" in caught.value.message
                 assert "config.toml" in caught.value.message
-            assert harness.checkpoint.lookup(lambda c: ms.latest_event_seq(c)) == before
+            assert harness.event_log.latest_seq() == before
             alice = await harness.service.authenticate(alice_info["token"])
             assert alice.agent_id == alice_info["agent_id"]
             carol = await harness.service.authenticate(carol_info["token"])
