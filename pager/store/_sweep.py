@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import sqlite3
 from collections.abc import Collection, Sequence
+from typing import Any
 
 import attrs
 
@@ -59,38 +60,53 @@ class Applied:
     address: str = ""
 
 
-@attrs.frozen
-class _Row:
-    agent_id: str
-    durable: bool
-    created_at: float
-    detached_at: float | None
-    archived_at: float | None
-    first_archived_at: float | None
-    exchanged: bool
-    resumable: bool  # a conversation key is bound to it
-
-
-# Each identity's first window as SQL (the same rules as `_windows_of`), so that a sweep
-# builds Python objects only for identities with something due, not for every identity.
-_FIRST_DUE = """
+# The retention rules of SPEC §9, written once: each identity's steps (what, why, when), the
+# first and the one that may follow it (a named identity is archived, then reaped), computed
+# in SQL so that a sweep builds Python objects only for identities with something due. Standard
+# SQL (CASE, COALESCE, EXISTS): the same text serves any backend.
+_STEPS = """
 WITH r AS (
-  SELECT i.id, i.durable, i.created_at, i.detached_at, i.archived_at, i.first_archived_at,
-         i.exchanged,
+  SELECT i.id, i.durable, i.archived_at, i.first_archived_at, i.exchanged,
+         i.detached_at IS NOT NULL AS detached,
          EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id) AS resumable,
          COALESCE(i.detached_at, i.created_at + :lease_ttl) AS since
   FROM identities i
 ), d AS (
-  SELECT r.*, CASE
+  SELECT r.id,
+    CASE WHEN durable = 1 AND archived_at IS NULL THEN 'archive' ELSE 'reap' END AS first_action,
+    CASE
+      WHEN durable = 0 AND resumable = 0 THEN
+        CASE WHEN detached THEN 'lease lapsed' ELSE 'registration lapsed' END
+      WHEN durable = 0 AND exchanged = 1 THEN 'resumable_retention'
+      WHEN durable = 0 THEN 'unused'
+      WHEN archived_at IS NULL THEN 'named_archive'
+      ELSE 'archive_retention'
+    END AS first_reason,
+    CASE
       WHEN durable = 0 AND resumable = 0 THEN since
       WHEN durable = 0 AND exchanged = 1 THEN since + :resumable_retention
       WHEN durable = 0 THEN since + :unused
       WHEN archived_at IS NULL THEN since + :named_archive
       ELSE COALESCE(first_archived_at, archived_at) + :archive_retention
-    END AS first_due
+    END AS first_due,
+    -- a named identity not archived yet is reaped after the archive retention, counted from
+    -- its first archive ever (or the one this step makes)
+    CASE WHEN durable = 1 AND archived_at IS NULL THEN
+      COALESCE(first_archived_at, since + :named_archive) + :archive_retention
+    END AS then_due
   FROM r
 )
 """
+_STEP_COLUMNS = "id, first_action, first_reason, first_due, then_due"
+
+
+def _steps_of(row: Any) -> list[Due]:
+    """An identity's steps from its `_STEPS` row, in order."""
+    agent_id, action, reason, first_due, then_due = row
+    steps = [Due(str(agent_id), Action(action), str(reason), float(first_due))]
+    if then_due is not None:
+        steps.append(Due(str(agent_id), Action.REAP, "archive_retention", float(then_due)))
+    return steps
 
 
 def _window_params(now: float, windows: Windows) -> dict[str, float]:
@@ -104,28 +120,17 @@ def _window_params(now: float, windows: Windows) -> dict[str, float]:
     }
 
 
-def _rows(conn: sqlite3.Connection, now: float, windows: Windows, most: int) -> list[_Row]:
-    """At most `most` identities whose first window passed by `now`, the longest due first
-    (a sweep builds objects for the ones it will apply, not for every identity due)."""
+def _due_steps(
+    conn: sqlite3.Connection, now: float, windows: Windows, most: int
+) -> list[list[Due]]:
+    """The steps of at most `most` identities whose first window passed by `now`, the longest
+    due first (a sweep builds objects for the ones it will apply, not for every identity due)."""
     rows = conn.execute(
-        _FIRST_DUE + "SELECT id, durable, created_at, detached_at, archived_at,"
-        " first_archived_at, exchanged, resumable FROM d WHERE first_due <= :now"
+        _STEPS + f"SELECT {_STEP_COLUMNS} FROM d WHERE first_due <= :now"
         " ORDER BY first_due LIMIT :most",
         {**_window_params(now, windows), "most": most},
     )
-    return [
-        _Row(
-            agent_id=str(row[0]),
-            durable=bool(row[1]),
-            created_at=float(row[2]),
-            detached_at=None if row[3] is None else float(row[3]),
-            archived_at=None if row[4] is None else float(row[4]),
-            first_archived_at=None if row[5] is None else float(row[5]),
-            exchanged=bool(row[6]),
-            resumable=bool(row[7]),
-        )
-        for row in rows
-    ]
+    return [_steps_of(row) for row in rows]
 
 
 def _next_first_due(
@@ -134,48 +139,13 @@ def _next_first_due(
     """The earliest first window still ahead, among identities not attached."""
     found = None
     for agent_id, first_due in conn.execute(
-        _FIRST_DUE + "SELECT id, first_due FROM d WHERE first_due > :now ORDER BY first_due",
+        _STEPS + "SELECT id, first_due FROM d WHERE first_due > :now ORDER BY first_due",
         _window_params(now, windows),
     ):
         if agent_id not in attached:
             found = float(first_due)
             break
     return found
-
-
-def _windows_of(row: _Row, windows: Windows) -> list[Due]:
-    """The identity's next steps in order, each with the wall time it becomes due.
-
-    A detached identity counts from `detached_at`; one that is not attached and was never
-    detached (its registration lapsed without a session, or the broker stopped while it was
-    attached and it never came back) counts from `created_at + lease_ttl`.
-    """
-    since = row.detached_at if row.detached_at is not None else row.created_at + windows.lease_ttl
-    if not row.durable:
-        if not row.resumable:
-            reason = "lease lapsed" if row.detached_at is not None else "registration lapsed"
-            return [Due(row.agent_id, Action.REAP, reason, since)]
-        if row.exchanged:
-            return [
-                Due(
-                    row.agent_id,
-                    Action.REAP,
-                    "resumable_retention",
-                    since + windows.resumable_retention,
-                )
-            ]
-        return [Due(row.agent_id, Action.REAP, "unused", since + windows.unused)]
-    steps = []
-    if row.archived_at is None:
-        archive_at = since + windows.named_archive
-        steps.append(Due(row.agent_id, Action.ARCHIVE, "named_archive", archive_at))
-        first = row.first_archived_at if row.first_archived_at is not None else archive_at
-    else:
-        first = row.first_archived_at if row.first_archived_at is not None else row.archived_at
-    steps.append(
-        Due(row.agent_id, Action.REAP, "archive_retention", first + windows.archive_retention)
-    )
-    return steps
 
 
 def plan_sweep(
@@ -196,10 +166,9 @@ def plan_sweep(
     identities = 0
     more = False
     # Attached identities are skipped, so read that many more; one more tells `more`.
-    for row in _rows(conn, now, windows, limit + len(attached) + 1):
-        if row.agent_id in attached:
+    for steps in _due_steps(conn, now, windows, limit + len(attached) + 1):
+        if steps[0].agent_id in attached:
             continue
-        steps = _windows_of(row, windows)
         passed = [step for step in steps if step.due_at <= now]
         pending = [step.due_at for step in steps if step.due_at > now]
         if passed:
@@ -358,26 +327,13 @@ def purged_session(conn: sqlite3.Connection, token_hash: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _row_of(conn: sqlite3.Connection, agent_id: str) -> _Row | None:
+def _steps_now(conn: sqlite3.Connection, agent_id: str, windows: Windows) -> list[Due]:
+    """The identity's steps as its row is now; none when it is gone."""
     row = conn.execute(
-        "SELECT i.id, i.durable, i.created_at, i.detached_at, i.archived_at,"
-        " i.first_archived_at, i.exchanged,"
-        " EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id)"
-        " FROM identities i WHERE i.id = ?",
-        (agent_id,),
+        _STEPS + f"SELECT {_STEP_COLUMNS} FROM d WHERE id = :id",
+        {**_window_params(0.0, windows), "id": agent_id},
     ).fetchone()
-    if row is None:
-        return None
-    return _Row(
-        agent_id=str(row[0]),
-        durable=bool(row[1]),
-        created_at=float(row[2]),
-        detached_at=None if row[3] is None else float(row[3]),
-        archived_at=None if row[4] is None else float(row[4]),
-        first_archived_at=None if row[5] is None else float(row[5]),
-        exchanged=bool(row[6]),
-        resumable=bool(row[7]),
-    )
+    return [] if row is None else _steps_of(row)
 
 
 def apply_due(
@@ -390,13 +346,12 @@ def apply_due(
     standing: dict[str, set[tuple[Action, str]]] = {}
     for step in due:
         if step.agent_id not in standing:
-            row = _row_of(conn, step.agent_id)
-            ok = row is not None and not _attached_count(conn, step.agent_id)
-            standing[step.agent_id] = (
-                {(d.action, d.reason) for d in _windows_of(row, windows) if d.due_at <= now}
-                if ok and row is not None
-                else set()
+            steps = (
+                []
+                if _attached_count(conn, step.agent_id)
+                else _steps_now(conn, step.agent_id, windows)
             )
+            standing[step.agent_id] = {(d.action, d.reason) for d in steps if d.due_at <= now}
         if (step.action, step.reason) not in standing[step.agent_id]:
             continue
         if step.action is Action.ARCHIVE:
