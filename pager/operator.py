@@ -37,6 +37,7 @@ from pager.domain.views import (
     decode_cursor,
     encode_cursor,
 )
+from pager.health import HealthBoard
 from pager.store import messaging as ms
 from pager.store.operator_ports import OperatorViews
 
@@ -59,16 +60,20 @@ class OperatorService:
         directory: ActorRef[DirectoryMessage],
         views: OperatorViews,
         health: dict[str, Any],
+        board: HealthBoard | None = None,
     ) -> None:
         self.directory = directory
         self.views = views
         self.broker = {"ok": True, **health}
+        self.board = HealthBoard() if board is None else board
 
     # -- read views ------------------------------------------------------------------------
 
     async def snapshot(self, *, agents: bool = True) -> Snapshot:
         """The whole state; without `agents`, only the totals and the event seq."""
-        return await self.views.snapshot(dict(self.broker), agents=agents)
+        # The broker part is `/health`'s, degradations included (read at each snapshot).
+        broker = {**self.broker, **self.board.snapshot()}
+        return await self.views.snapshot(broker, agents=agents)
 
     async def agents(
         self,

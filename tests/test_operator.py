@@ -92,11 +92,17 @@ async def test_operator_snapshot_passes_the_broker_part() -> None:
 
     snap = await service.snapshot(agents=False)
 
-    assert snap.broker == {"ok": True, "pid": 42}
-    assert views.asked == [("snapshot", {"broker": {"ok": True, "pid": 42}, "agents": False})]
+    healthy = {"ok": True, "pid": 42, "status": "ok"}
+    assert snap.broker == healthy
+    assert views.asked == [("snapshot", {"broker": healthy, "agents": False})]
     snap.broker["pid"] = 0  # a copy: the service's own stays as it was
-    assert (await service.snapshot()).broker == {"ok": True, "pid": 42}
+    assert (await service.snapshot()).broker == healthy
     assert views.asked[-1][1]["agents"] is True
+    # A degradation shows at the next snapshot, as on /health.
+    service.board.degrade("store", "the disk is full")
+    broker = (await service.snapshot()).broker
+    assert broker["status"] == "degraded"
+    assert [d["kind"] for d in broker["degraded"]] == ["store"]
 
 
 async def test_operator_pages_turn_keys_into_cursors_and_back() -> None:

@@ -196,7 +196,9 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         try:
             service = messaging.get()
             feed = events.get()
-            operator = OperatorService(service.directory, SqliteOperatorViews(reads), ctx.health)
+            operator = OperatorService(
+                service.directory, SqliteOperatorViews(reads), ctx.health, ctx.board
+            )
             await run_web_server(
                 host=ctx.config.host,
                 sock=sock,

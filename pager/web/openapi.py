@@ -203,8 +203,22 @@ SCHEMAS: dict[str, Schema] = {
             "version": STRING,
             "schema_version": {"type": "integer"},
             "started_at": STRING,
+            # What /health reports degraded (pager/health.py); `degraded` only when it is.
+            "status": {"enum": ["ok", "degraded"]},
+            "degraded": {
+                "type": "array",
+                "items": _object({"kind": STRING, "message": STRING, "since": STRING}),
+            },
         },
-        "required": ["ok", "instance_id", "pid", "version", "schema_version", "started_at"],
+        "required": [
+            "ok",
+            "instance_id",
+            "pid",
+            "version",
+            "schema_version",
+            "started_at",
+            "status",
+        ],
         "additionalProperties": False,
     },
     "Session": _object(

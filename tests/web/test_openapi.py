@@ -33,7 +33,10 @@ from pager.web.routes_operator import cursor_pattern
 from pager.wire import unstructure
 
 NOW = 1_800_000_000.0
-HEALTH = {"instance_id": "i1", "pid": 1, "version": "0", "schema_version": 4, "started_at": "t"}
+HEALTH = {
+    "instance_id": "i1", "pid": 1, "version": "0", "schema_version": 4, "started_at": "t",
+    "status": "ok",
+}  # fmt: skip
 
 
 def _blueprint_factories() -> Iterator[tuple[str, Any]]:
