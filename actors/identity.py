@@ -42,14 +42,8 @@ IDLE_AFTER = 300.0
 
 
 @attrs.frozen
-class Enqueue(Call["Sent"]):
-    sender_id: str  # an identity, or a mailbox token's id for a page (SPEC §8.2)
-    body: str
-    thread: str | None
-    reply_to: str | None
-    idempotency_key: str | None
-    fields: str | None = None  # a page's fields, as a JSON object
-    script: bool = False  # a page about a job (`pager run`): script origin, hop 0
+class Enqueue(NewMessage, Call["Sent"]):
+    """Queue a message for this identity (the send as the inbox takes it); answers `Sent`."""
 
 
 @attrs.frozen
@@ -329,15 +323,6 @@ class IdentityActor(Actor[IdentityMessage]):
 
     async def _enqueue(self, request: Enqueue, reply: Reply[Any] | None) -> None:
         now = self.deps.clock.now()
-        send = NewMessage(
-            sender_id=request.sender_id,
-            body=request.body,
-            thread=request.thread,
-            reply_to=request.reply_to,
-            idempotency_key=request.idempotency_key,
-            fields=request.fields,
-            script=request.script,
-        )
         # Whoever waits for mail (a long poll, else the session's delivery address) has its
         # claim made in the send's own transaction: one commit, not two.
         poll = self._first_poll()
@@ -351,7 +336,7 @@ class IdentityActor(Actor[IdentityMessage]):
             enqueued = self._due(
                 await self.deps.inbox.enqueue(
                     self.identity_id,
-                    send,
+                    request,  # an Enqueue is the send as the inbox takes it
                     now=now,
                     idempotent_since=now - self.deps.windows.idempotency,
                     limits=self.deps.send_limits,
