@@ -8,6 +8,7 @@ directory port comes later) and to read a message's state, through `Backend`.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,28 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
+from pager.config import Windows
 from pager.domain import ids
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key
 from pager.domain.records import Identity, MessageState, Session, SessionState
+from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
-from pager.store.ports import ClaimFor, Inbox, NewMessage, Sessions
-from pager.store.sqlite_ports import SqliteInbox, SqliteSessions
+from pager.store._registration import Registration
+from pager.store.events import open_event_log
+from pager.store.ports import (
+    ClaimFor,
+    Directory,
+    EventLog,
+    Inbox,
+    NewMessage,
+    Retention,
+    Sessions,
+)
+from pager.store.read_views import ReadViews
+from pager.store.sqlite_directory import SqliteDirectory
+from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 
 NOW = 1_800_000_000.0
@@ -40,6 +55,9 @@ class Backend:
     inbox: Inbox
     sessions: Sessions
     checkpoint: Checkpoint
+    directory: Directory
+    retention: Retention
+    events: EventLog
 
     async def identity(self, alias: str) -> str:
         agent = Identity(
@@ -88,9 +106,20 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
         )
         quick = QuickReads(database)
         checkpoint = Checkpoint(ref, quick)
+        reads = ReadViews(database, inline=True)
+        events = open_event_log(database)
         try:
-            yield Backend(SqliteInbox(checkpoint), SqliteSessions(checkpoint), checkpoint)
+            yield Backend(
+                SqliteInbox(checkpoint),
+                SqliteSessions(checkpoint),
+                checkpoint,
+                SqliteDirectory(checkpoint),
+                SqliteRetention(checkpoint, reads),
+                events,
+            )
         finally:
+            events.close()
+            await reads.aclose()
             quick.close()
             nursery.cancel_scope.cancel()
 
@@ -298,3 +327,91 @@ async def test_ports_enqueue_claims_for_a_waiting_reader_in_one_change(backend: 
         policy=POLICY, claim_for=ClaimFor(None, 0, Via.FETCH),
     )  # fmt: skip
     assert limited.value.claims == ()
+
+
+HERE = Workspace(WORKSPACE, "repo-contract", WORKSPACE)
+WINDOWS = Windows(lease_ttl=90.0, named_archive=1000.0, archive_retention=5000.0)
+
+
+def _registration(name: str | None, *, force: bool = False) -> Registration:
+    return Registration(
+        workspace=HERE,
+        implementation="shell",
+        session_name=name,
+        conversation_key=None,
+        delivery=None,
+        force=force,
+    )
+
+
+async def _register(backend: Backend, name: str | None, *, force: bool = False) -> Any:
+    return await backend.directory.register(
+        _registration(name, force=force),
+        now=NOW,
+        lease_ttl=WINDOWS.lease_ttl,
+        token=ids.new_token(ids.Kind.SESSION_TOKEN),
+        resume_token=ids.new_token(ids.Kind.RESUME_TOKEN),
+    )
+
+
+async def test_ports_register_creates_then_refuses_an_attached_name(backend: Backend) -> None:
+    """A new name makes an identity with an attached session; the same name again is refused
+    while attached, and taken over with force (the holder's session ends)."""
+    first = await _register(backend, "api")
+    made = first.registered
+    assert (made.identity.alias, made.session.state) == ("api", SessionState.ATTACHED)
+    assert backend.sessions.attached(made.identity.id)[0] == made.session
+    with pytest.raises(PagerError) as caught:
+        await _register(backend, "api")
+    assert caught.value.code is ErrorCode.ALIAS_CONFLICT
+    forced = await _register(backend, "api", force=True)
+    assert forced.registered.identity.id == made.identity.id
+    assert [s.id for s in forced.ended] == [made.session.id]
+
+
+async def test_ports_retire_rules(backend: Backend) -> None:
+    """Archive once (twice is a conflict), unarchive, purge; an unknown identity is not_found."""
+    agent = await backend.identity("old")
+    done = await backend.directory.retire(agent, ms.Action.ARCHIVE, "operator", now=NOW)
+    assert done.action is ms.Action.ARCHIVE
+    with pytest.raises(PagerError) as twice:
+        await backend.directory.retire(agent, ms.Action.ARCHIVE, "operator", now=NOW)
+    assert twice.value.code is ErrorCode.CONFLICT
+    await backend.directory.retire(agent, ms.Action.UNARCHIVE, "operator", now=NOW)
+    await backend.directory.retire(agent, ms.Action.PURGE, "operator", now=NOW)
+    assert not backend.sessions.exists(agent)
+    with pytest.raises(PagerError) as gone:
+        await backend.directory.retire(agent, ms.Action.REAP, "operator", now=NOW)
+    assert gone.value.code is ErrorCode.NOT_FOUND
+
+
+async def test_ports_retention_plans_on_a_snapshot_and_applies_what_still_stands(
+    backend: Backend,
+) -> None:
+    """Named identities past the archive window are planned; one attached is left out; a step
+    whose identity attached after the plan is not applied."""
+    idle, back = await backend.identity("idle"), await backend.identity("back")
+    busy = await backend.identity("busy")
+    await backend.attach(busy)
+    later = NOW + WINDOWS.lease_ttl + WINDOWS.named_archive + 1
+    plan = await backend.retention.plan(now=later, windows=WINDOWS, limit=10)
+    assert {step.agent_id for step in plan.due} == {idle, back}
+    await backend.attach(back)
+    done = await backend.retention.apply(plan.due, now=later, windows=WINDOWS)
+    assert [(d.agent_id, d.action) for d in done] == [(idle, ms.Action.ARCHIVE)]
+    assert plan.next_due is not None
+
+
+async def test_ports_event_log_reads_changes_in_order(backend: Backend) -> None:
+    """Each change's events are in the log after it, in seq order, from any position."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    start = backend.events.latest_seq()
+    message = await _enqueue(backend, alice, bob, "logged")
+    rows = backend.events.rows_after(start, 100)
+    assert [kind for _, _, kind, _ in rows] == ["message.queued"]
+    assert json.loads(rows[0][3])["message_id"] == message
+    assert backend.events.latest_seq() == rows[-1][0]
+    assert backend.events.rows_after(rows[-1][0], 100) == []
+    oldest = backend.events.oldest_seq()
+    assert oldest is not None
+    assert oldest <= rows[0][0]
