@@ -221,10 +221,6 @@ class IdentityActor(Actor[IdentityMessage]):
     def session_id(self) -> str | None:
         return None if self.binding is None else self.binding.session.id
 
-    @property
-    def delivery(self) -> Delivery | None:
-        return None if self.binding is None else self.binding.session.delivery
-
     # -- lifecycle -------------------------------------------------------------------------
 
     async def on_start(self) -> None:

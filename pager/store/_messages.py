@@ -624,15 +624,6 @@ def waiting_count(conn: sqlite3.Connection, recipient_id: str) -> int:
     return int(count)
 
 
-def recipients_with_unsettled(conn: sqlite3.Connection) -> list[str]:
-    """Identities whose inbox has timers to run (for activation at start)."""
-    rows = conn.execute(
-        "SELECT DISTINCT recipient_id FROM messages"
-        " WHERE state IN ('queued', 'claimed', 'delivered')"
-    )
-    return [str(row[0]) for row in rows]
-
-
 def history(
     conn: sqlite3.Connection,
     identity_id: str,

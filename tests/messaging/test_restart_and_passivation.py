@@ -25,7 +25,7 @@ async def test_restart_requeues_claims_whose_ack_wait_passed(
             _, bob = await first.register("bob", conversation_key="b")
             sent = await first.service.send(alice, to="bob", body="survive me")
             [claim] = (await first.service.fetch(bob))["claims"]
-        await trio.sleep(120)  # the broker is down past the 60 s ack wait
+        autojump_clock.jump(120)  # the broker is down past the 60 s ack wait
         async with open_harness(tmp_path, clock=clock) as second:
             _, bob = await second.register("bob", conversation_key="b")
             [again] = (await second.service.fetch(bob))["claims"]
@@ -43,7 +43,7 @@ async def test_restart_keeps_attachments_with_a_fresh_lease(
     with trio.fail_after(600):
         async with open_harness(tmp_path, clock=clock) as first:
             info, _ = await first.register("bob")
-        await trio.sleep(80)  # nobody could renew while it was down
+        autojump_clock.jump(80)  # nobody could renew while it was down
         async with open_harness(tmp_path, clock=clock) as second:
             caller = await second.service.authenticate(info["token"])
             assert caller.agent_id == info["agent_id"]
@@ -126,7 +126,7 @@ async def test_start_activates_only_attached_and_due_identities(
             await first.service.fetch(carol)
             await first.service.detach(bob)
             await first.service.detach(carol)
-        await trio.sleep(120)  # carol's ack wait (60 s) ends while the broker is down
+        autojump_clock.jump(120)  # carol's ack wait (60 s) ends while the broker is down
         async with open_harness(tmp_path, clock=clock) as second:
             await wait_all_tasks_blocked()
             active = second.service.identities.active_ids()
