@@ -66,12 +66,34 @@ def worktrees(revisions: list[str]) -> Iterator[list[Path]]:
                 )
 
 
-def start(brokers: Brokers, tree: Path, name: str, sessions: int) -> dict[str, Any]:
-    os.environ["PYTHONPATH"] = str(tree)  # Brokers.start passes the environment on
+@contextlib.contextmanager
+def running_from(tree: Path | None) -> Iterator[None]:
+    """Brokers started inside run the code of `tree` (a worktree; None: this checkout's):
+    `Brokers.start` passes the environment, PYTHONPATH included, on to `pager start`."""
+    if tree is None:
+        yield
+        return
+    os.environ["PYTHONPATH"] = str(tree)
     try:
-        broker, _ = brokers.start(name)
+        yield
     finally:
         del os.environ["PYTHONPATH"]
+
+
+@contextlib.contextmanager
+def each_revision(revisions: list[str], default: str) -> Iterator[list[tuple[str, Path | None]]]:
+    """(name, worktree) of each revision, checked out for the block; none given: this
+    checkout's code under the name `default`."""
+    if not revisions:
+        yield [(default, None)]
+        return
+    with worktrees(revisions) as trees:
+        yield list(zip(revisions, trees, strict=True))
+
+
+def start(brokers: Brokers, tree: Path, name: str, sessions: int) -> dict[str, Any]:
+    with running_from(tree):
+        broker, _ = brokers.start(name)
     registered = [register(broker, f"s{n}") for n in range(sessions)]
     addresses = [r["address"] for r in registered]
     return {

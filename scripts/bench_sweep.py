@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bench_ab import worktrees
+from bench_ab import each_revision, running_from
 from bench_messaging import Brokers, _encode, register, temporary_brokers
 from benchlib import machine, percentile, progress
 
@@ -77,7 +77,7 @@ def archived(db: Path) -> int:
 def authenticate_loop(url: str, token: str, stop: threading.Event) -> list[tuple[float, float]]:
     """(start, seconds) of each `GET /v1/me`, back to back, until `stop`."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
     samples = []
     headers = {"Authorization": f"Bearer {token}"}
     while not stop.is_set():
@@ -121,27 +121,22 @@ def probe(brokers: Brokers, name: str, token: str, db: Path, seconds: float, swe
 
 
 def measure(tree: Path | None, name: str, identities: int, seconds: float) -> dict[str, Any]:
-    if tree is not None:
-        os.environ["PYTHONPATH"] = str(tree)  # Brokers.start passes the environment on
-    try:
-        with temporary_brokers("pager-bench-sweep-") as brokers:
-            broker, _ = brokers.start(name)
-            token = register(broker, "prober")["token"]
-            brokers.stop(broker)
-            db = broker.home / "pager.db"
-            progress(f"{name}: filling {identities} identities")
-            fill(db, identities)
-            # First with no window passed (a century), so no sweep work: the yardstick.
-            os.environ["PAGER_WINDOW_NAMED_ARCHIVE"] = str(100 * 365 * DAY)
-            try:
-                idle = probe(brokers, name, token, db, seconds, sweeping=False)
-            finally:
-                del os.environ["PAGER_WINDOW_NAMED_ARCHIVE"]
-            progress(f"{name}: idle done; now during the sweep")
-            during = probe(brokers, name, token, db, seconds, sweeping=True)
-            swept = archived(db)
-    finally:
-        os.environ.pop("PYTHONPATH", None)
+    with running_from(tree), temporary_brokers("pager-bench-sweep-") as brokers:
+        broker, _ = brokers.start(name)
+        token = register(broker, "prober")["token"]
+        brokers.stop(broker)
+        db = broker.home / "pager.db"
+        progress(f"{name}: filling {identities} identities")
+        fill(db, identities)
+        # First with no window passed (a century), so no sweep work: the yardstick.
+        os.environ["PAGER_WINDOW_NAMED_ARCHIVE"] = str(100 * 365 * DAY)
+        try:
+            idle = probe(brokers, name, token, db, seconds, sweeping=False)
+        finally:
+            del os.environ["PAGER_WINDOW_NAMED_ARCHIVE"]
+        progress(f"{name}: idle done; now during the sweep")
+        during = probe(brokers, name, token, db, seconds, sweeping=True)
+        swept = archived(db)
 
     def figures(values: list[float]) -> dict[str, float]:
         return {
@@ -168,13 +163,8 @@ def main() -> int:
     parser.add_argument("--rev", action="append", default=[], help="a Git revision (repeat)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = []
-    if args.rev:
-        with worktrees(args.rev) as trees:
-            for rev, tree in zip(args.rev, trees, strict=True):
-                results.append(measure(tree, rev, args.identities, args.seconds))
-    else:
-        results.append(measure(None, "working tree", args.identities, args.seconds))
+    with each_revision(args.rev, "working tree") as revisions:
+        results = [measure(tree, name, args.identities, args.seconds) for name, tree in revisions]
     out = {"machine": machine(), "identities": args.identities, "results": results}
     if args.json:
         print(json.dumps(out, indent=2))

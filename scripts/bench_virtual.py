@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
 import sqlite3
 import statistics
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_ab import worktrees
+from bench_ab import each_revision, running_from
 from bench_messaging import _encode, temporary_brokers
 from benchlib import machine, progress
 
@@ -107,32 +106,27 @@ def rss_mib(pid: int) -> float:
 def measure(
     tree: Path | None, name: str, identities: int, runs: int, settle: float
 ) -> dict[str, Any]:
-    if tree is not None:
-        os.environ["PYTHONPATH"] = str(tree)  # Brokers.start passes the environment on
-    try:
-        with temporary_brokers("pager-bench-virtual-") as brokers:
-            broker, _ = brokers.start(name)
-            brokers.stop(broker)
-            progress(f"{name}: filling {identities} identities")
-            filled = fill(broker.home / "pager.db", identities)
-            ready, rss_ready, rss_later = [], [], []
-            for run in range(runs):
-                begin = time.perf_counter()
-                try:
-                    started, wall = brokers.start(name)
-                except RuntimeError as exc:  # `pager start` gave up waiting: report, go on
-                    failed = time.perf_counter() - begin
-                    progress(f"{name}: not ready after {failed:.1f} s: {exc}")
-                    return {"revision": name, "fill_s": round(filled, 1),
-                            "not_ready_after_s": round(failed, 1)}  # fmt: skip
-                ready.append(wall)
-                rss_ready.append(rss_mib(started.pid))
-                time.sleep(settle)  # what the start left running shows in memory by then
-                rss_later.append(rss_mib(started.pid))
-                brokers.stop(started)
-                progress(f"{name}: run {run + 1}/{runs}: ready {wall:.2f} s")
-    finally:
-        os.environ.pop("PYTHONPATH", None)
+    with running_from(tree), temporary_brokers("pager-bench-virtual-") as brokers:
+        broker, _ = brokers.start(name)
+        brokers.stop(broker)
+        progress(f"{name}: filling {identities} identities")
+        filled = fill(broker.home / "pager.db", identities)
+        ready, rss_ready, rss_later = [], [], []
+        for run in range(runs):
+            begin = time.perf_counter()
+            try:
+                started, wall = brokers.start(name)
+            except RuntimeError as exc:  # `pager start` gave up waiting: report, go on
+                failed = time.perf_counter() - begin
+                progress(f"{name}: not ready after {failed:.1f} s: {exc}")
+                return {"revision": name, "fill_s": round(filled, 1),
+                        "not_ready_after_s": round(failed, 1)}  # fmt: skip
+            ready.append(wall)
+            rss_ready.append(rss_mib(started.pid))
+            time.sleep(settle)  # what the start left running shows in memory by then
+            rss_later.append(rss_mib(started.pid))
+            brokers.stop(started)
+            progress(f"{name}: run {run + 1}/{runs}: ready {wall:.2f} s")
     return {
         "revision": name,
         "fill_s": round(filled, 1),
@@ -151,13 +145,10 @@ def main() -> int:
     parser.add_argument("--rev", action="append", default=[], help="a Git revision (repeat)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = []
-    if args.rev:
-        with worktrees(args.rev) as trees:
-            for rev, tree in zip(args.rev, trees, strict=True):
-                results.append(measure(tree, rev, args.identities, args.runs, args.settle))
-    else:
-        results.append(measure(None, "HEAD", args.identities, args.runs, args.settle))
+    with each_revision(args.rev, "HEAD") as revisions:
+        results = [
+            measure(tree, name, args.identities, args.runs, args.settle) for name, tree in revisions
+        ]
     out = {"machine": machine(), "identities": args.identities, "results": results}
     if args.json:
         print(json.dumps(out, indent=2))
