@@ -107,10 +107,9 @@ class Idle:
 
 @attrs.frozen
 class Pushed:
-    """The provider's outcome for one push."""
+    """The provider's outcome for one push: the claims its delivery address did not take."""
 
     push_id: int
-    accepted: tuple[str, ...]
     refused: tuple[str, ...]
 
 
@@ -211,9 +210,8 @@ class IdentityActor(Actor[IdentityMessage]):
         self.polls: list[_Poll] = []
         self.push_id = 0
         self.push_in_flight = False
-        self.push_tokens: dict[str, str] = {}  # token -> message id, of the push in flight
+        self.push_tokens: tuple[str, ...] = ()  # the claims of the push in flight
         # Senders waiting for the push of their message: answered `delivered` or `queued`.
-        self.push_waiters: list[tuple[Reply[Any], Message]] = []
         self.next_deadline: float | None = None  # wall clock; also the store's next_due
         self.last_activity = 0.0  # trio time of the last message handled
 
@@ -359,8 +357,10 @@ class IdentityActor(Actor[IdentityMessage]):
             await self._serve_polls()
             return
         if push is not None and claims:
-            if reply is not None:
-                self.push_waiters.append((reply, message))  # answered with the push's outcome
+            # Answered at the commit, not after the recipient's inbox answers: a slow or dead
+            # delivery address never holds the sender. The store says `delivered` from this
+            # claim on; a refusal returns the message to the queue (docs/decisions.md).
+            _answer(reply, Sent(message, False, Wake.DELIVERED))
             await self._start_push(push, claims)
             return
         if await self._serve_polls():
@@ -402,7 +402,7 @@ class IdentityActor(Actor[IdentityMessage]):
         current = trio.current_time()
         if self.push_in_flight and self.push_deadline is not None and self.push_deadline <= current:
             log.warning("push %d for %s unanswered; requeued", self.push_id, self.identity_id)
-            await self._pushed(Pushed(self.push_id, (), tuple(self.push_tokens)))
+            await self._pushed(Pushed(self.push_id, self.push_tokens))
         for poll in [p for p in self.polls if p.deadline <= current or p.reply.caller_gone]:
             self.polls.remove(poll)
             _answer(poll.reply, [])
@@ -414,11 +414,9 @@ class IdentityActor(Actor[IdentityMessage]):
         so first deliveries keep send order)."""
         target = await self._push_target()
         if target is None:
-            self._settle_push_waiters(set())
             return
         claims = await self._claim(PUSH_BATCH, target.session_id, Via.DELIVERY)
         if not claims:
-            self._settle_push_waiters(set())
             return
         await self._start_push(target, claims)
 
@@ -437,7 +435,7 @@ class IdentityActor(Actor[IdentityMessage]):
     async def _start_push(self, target: _PushTarget, claims: list[ClaimView]) -> None:
         self.push_id += 1
         self.push_in_flight = True
-        self.push_tokens = {c.claim.token: c.claim.message.id for c in claims}
+        self.push_tokens = tuple(c.claim.token for c in claims)
         # A provider that dies with the push in hand never answers: give up on it in time.
         self.push_deadline = trio.current_time() + PUSH_TIMEOUT
         deliver = Deliver(self.ref, self.push_id, target.session_id, target.delivery, tuple(claims))
@@ -445,7 +443,7 @@ class IdentityActor(Actor[IdentityMessage]):
             target.provider.try_cast(deliver)
         except ActorError as exc:
             log.warning("provider unavailable for %s: %s", self.identity_id, exc)
-            await self._pushed(Pushed(self.push_id, (), tuple(c.claim.token for c in claims)))
+            await self._pushed(Pushed(self.push_id, self.push_tokens))
 
     async def _wake(self) -> None:
         """A session without a delivery address may still be told that mail waits, by its
@@ -482,16 +480,8 @@ class IdentityActor(Actor[IdentityMessage]):
                 delay=self.deps.windows.redelivery_delay,
             )
             self._due(refused)
-        accepted = {self.push_tokens[t] for t in outcome.accepted if t in self.push_tokens}
-        self.push_tokens = {}
-        self._settle_push_waiters(accepted)
+        self.push_tokens = ()
         await self._push()
-
-    def _settle_push_waiters(self, delivered_ids: set[str]) -> None:
-        waiters, self.push_waiters = self.push_waiters, []
-        for reply, message in waiters:
-            wake = Wake.DELIVERED if message.id in delivered_ids else Wake.QUEUED
-            _answer(reply, Sent(message, False, wake))
 
     def _idle(self) -> bool:
         """Nothing to keep the actor for: its due mail is the scheduler's business."""

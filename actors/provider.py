@@ -133,20 +133,19 @@ class DeliveryProvider(Actor[ProviderMessage]):
             client, url = self._client(delivery.target), "http://pager-inbox/"
         else:
             client, url = self._client(None), delivery.target
-        accepted: tuple[str, ...] = ()
         refused: tuple[str, ...] = tuple(tokens)
         try:
             with trio.fail_after(self._timeout):
                 response = await client.post(url, json=notification(deliver))
                 raw = await response.aread()
-            accepted, refused = parse_answer(tokens, response.status_code, raw)
+            _, refused = parse_answer(tokens, response.status_code, raw)
         except (_http_error(), OSError, trio.TooSlowError) as exc:
             log.info("delivery to %s failed: %r; will retry on the schedule", delivery.target, exc)
         if refused:
             log.info("delivery address %s refused %d claim(s)", delivery.target, len(refused))
         # If the identity stopped, its claims lapse and return to the queue after the ack wait.
         with contextlib.suppress(ActorError):
-            deliver.identity.try_cast(Pushed(deliver.push_id, accepted, refused))
+            deliver.identity.try_cast(Pushed(deliver.push_id, refused))
 
     async def on_stop(self) -> None:
         clients, self._clients = self._clients, {}

@@ -74,7 +74,7 @@ async def test_delivery_address_receives_claims_and_refusals_retry(broker: Broke
             mcp_session(broker.url, bob["token"]) as b,
         ):
             sent = structured(await a.call_tool("send", {"to": "bob", "body": "pushed"}))
-            assert sent["wake"] == "queued"  # refused
+            assert sent["wake"] == "delivered"  # handed to the address, which then refuses
             await trio.to_thread.run_sync(inbox.wait_for, 1)
             inbox.refuse = False
             notifications = await trio.to_thread.run_sync(inbox.wait_for, 2)
@@ -145,7 +145,7 @@ async def test_unreachable_delivery_address_keeps_mail_waiting(broker: Broker) -
             mcp_session(broker.url, bob["token"]) as b,
         ):
             sent = structured(await a.call_tool("send", {"to": "bob", "body": "anyone?"}))
-            assert sent["wake"] == "queued"
+            assert sent["wake"] == "delivered"  # answered at the commit, before the push fails
             [claim] = structured(await b.call_tool("fetch", {"wait_s": 30}))["claims"]
             assert claim["message"]["id"] == sent["message_id"]
             assert claim["message"]["attempt"] >= 2

@@ -50,16 +50,31 @@ class FakeInbox(Actor[ProviderMessage]):
     def __init__(self) -> None:
         self.pushes: list[Deliver] = []
         self.wakes: list[WakeSession] = []
-        self.answer: Callable[[list[str]], tuple[list[str], list[str]]] = lambda t: (t, [])
+        # (accepted, refused) for a push's tokens; None: the address never answers (hung).
+        self.answer: Callable[[list[str]], tuple[list[str], list[str]] | None] = lambda t: (
+            t,
+            [],
+        )
+        self._arrived = trio.Event()
+
+    async def pushed(self, count: int) -> list[Deliver]:
+        """The pushes once there are at least `count` (a sender is answered at the commit,
+        before the provider has the push)."""
+        while len(self.pushes) < count:
+            await self._arrived.wait()
+        return self.pushes
 
     async def handle(self, message: ProviderMessage, reply: Reply[Any] | None) -> None:
         if isinstance(message, WakeSession):
             self.wakes.append(message)
             return
         self.pushes.append(message)
+        self._arrived.set()
+        self._arrived = trio.Event()
         tokens = [view.claim.token for view in message.claims]
-        accepted, refused = self.answer(tokens)
-        message.identity.try_cast(Pushed(message.push_id, tuple(accepted), tuple(refused)))
+        answered = self.answer(tokens)
+        if answered is not None:
+            message.identity.try_cast(Pushed(message.push_id, tuple(answered[1])))
 
 
 @attrs.define

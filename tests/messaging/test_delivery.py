@@ -8,8 +8,20 @@ import pytest
 import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
 
+from actors.identity import PUSH_TIMEOUT
+from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from tests.messaging.conftest import Harness, http_delivery
+
+
+async def _until_state(harness: Harness, sender: Caller, message_id: str, state: str) -> None:
+    """Polls the sender's view of a message on the mock clock (its changes come from actors
+    the test does not hold an event of)."""
+    # Mock time: no wall clock passes.
+    while (await harness.service.message_status(sender, message_id=message_id))[  # noqa: ASYNC110
+        "state"
+    ] != state:
+        await trio.sleep(0.01)
 
 
 async def test_send_fetch_ack_round_trip(harness: Harness, autojump_clock: MockClock) -> None:
@@ -168,7 +180,7 @@ async def test_push_to_delivery_address_delivered(
         _, bob = await harness.register("bob", delivery=http_delivery())
         sent = await harness.service.send(alice, to="bob", body="pushed")
         assert sent["wake"] == "delivered"
-        [push] = harness.inbox.pushes
+        [push] = await harness.inbox.pushed(1)
         assert [v.claim.message.body for v in push.claims] == ["pushed"]
         status = await harness.service.message_status(alice, message_id=sent["message_id"])
         assert status["state"] == "delivered"
@@ -186,7 +198,13 @@ async def test_refused_push_comes_again_on_schedule(
         await harness.register("bob", delivery=http_delivery())
         harness.inbox.answer = lambda tokens: ([], tokens)
         sent = await harness.service.send(alice, to="bob", body="retry me")
-        assert sent["wake"] == "queued"
+        # The sender is answered at the commit, when the message went to bob's delivery
+        # address; the refusal that follows puts it back in the queue.
+        assert sent["wake"] == "delivered"
+        await harness.inbox.pushed(1)
+        # The inbox's refusal comes back to bob's actor, which requeues (the mock clock's
+        # time: before the 2 s redelivery delay).
+        await _until_state(harness, alice, sent["message_id"], "queued")
         assert len(harness.inbox.pushes) == 1
         harness.inbox.answer = lambda tokens: (tokens, [])
         await trio.sleep(1.5)
@@ -194,6 +212,27 @@ async def test_refused_push_comes_again_on_schedule(
         await trio.sleep(1)
         assert len(harness.inbox.pushes) == 2
         assert harness.inbox.pushes[1].claims[0].claim.attempt == 2
+
+
+async def test_a_hung_delivery_address_never_holds_the_sender(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """The sender is answered at the commit: an inbox that never answers costs the sender
+    nothing, and its claim comes back to the queue when the push times out."""
+    with trio.fail_after(300):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob", delivery=http_delivery())
+        harness.inbox.answer = lambda tokens: None
+        started = trio.current_time()
+        sent = await harness.service.send(alice, to="bob", body="anyone there?")
+        assert trio.current_time() == started  # not one (mock) tick waited on bob's inbox
+        assert sent["wake"] == "delivered"
+        await _until_state(harness, alice, sent["message_id"], "queued")
+        assert trio.current_time() - started >= PUSH_TIMEOUT
+        await harness.service.detach(bob)  # no address now: the mail waits for a fetch
+        _, bob = await harness.register("bob")
+        [claim] = (await harness.service.fetch(bob, wait_s=30))["claims"]  # after the delay
+        assert claim["message"]["id"] == sent["message_id"]
 
 
 async def test_unknown_recipient_and_oversized_body(

@@ -62,6 +62,7 @@ async def test_identity_store_failure_restarts_it_bound_and_delivering(
         assert bob.agent_id in identities.index.attached_ids()
         after = await harness.service.send(alice, to="bob", body="after")
         assert after["wake"] == "delivered"
+        await harness.inbox.pushed(3)
         assert _pushed_bodies(harness, bob.session_id or "") == ["before", "after"]
         assert _pushed_bodies(harness, carol.session_id or "") == ["meanwhile"]
         # Its session's token still authenticates: the binding came back with it.
