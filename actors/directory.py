@@ -28,6 +28,7 @@ from pager.domain.clock import WallClock
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import validate_alias
 from pager.domain.records import Session
+from pager.domain.results import AliasResult
 from pager.domain.session_errors import takeovers_off
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
@@ -44,7 +45,7 @@ class RegisterCommand(Registration, Call[Registered]):
 
 
 @attrs.frozen
-class Rename(Call[dict[str, Any]]):
+class Rename(Call[AliasResult]):
     caller: Caller
     alias: str
     force: bool
@@ -54,7 +55,7 @@ class Rename(Call[dict[str, Any]]):
 
 
 @attrs.frozen
-class Move(Call[dict[str, str]]):
+class Move(Call[AliasResult]):
     caller: Caller
     workspace: Workspace
 
@@ -196,7 +197,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
 
     # -- renames and moves -----------------------------------------------------------------
 
-    async def _rename(self, command: Rename) -> dict[str, Any]:
+    async def _rename(self, command: Rename) -> AliasResult:
         if command.force and not self.deps.allow_force:
             raise takeovers_off("update_agent_alias")
         alias = validate_alias(command.alias)
@@ -231,7 +232,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
             await self._rebind(done.identity.id, mine.session.identity_id, *handed)
         return result
 
-    async def _move(self, command: Move) -> dict[str, str]:
+    async def _move(self, command: Move) -> AliasResult:
         workspace, now = command.workspace, self.deps.clock.now()
 
         return await self.deps.directory.move(command.caller, workspace, now=now)

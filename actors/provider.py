@@ -17,15 +17,16 @@ import trio
 from actors._runtime import Actor, ActorError, Reply
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
 from pager.domain.records import DeliveryKind
+from pager.domain.results import mail_message
 from pager.implementations.manifest import Wake
-from pager.wire import message_json
+from pager.wire import unstructure
 
 if TYPE_CHECKING:
     import httpx2
 
 log = logging.getLogger("pager.provider")
 
-#: A delivery address must answer within this long (senders may be waiting for the outcome).
+#: A delivery address must answer within this long (its identity pushes nothing else meanwhile).
 DELIVERY_TIMEOUT = 2.0
 
 
@@ -37,8 +38,12 @@ def notification(deliver: Deliver) -> dict[str, Any]:
             {
                 "token": view.claim.token,
                 "expires_at": view.claim.expires_at,
-                "message": message_json(
-                    view.claim.message, sender=view.sender_address, recipient=view.recipient_address
+                "message": unstructure(
+                    mail_message(
+                        view.claim.message,
+                        sender=view.sender_address,
+                        recipient=view.recipient_address,
+                    )
                 ),
             }
             for view in deliver.claims

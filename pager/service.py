@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -27,15 +27,38 @@ from actors.identity import (
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.clock import WallClock, iso
-from pager.domain.delivery import Via
+from pager.domain.delivery import NotApplied, Via
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
 from pager.domain.names import alias_of_login, format_address, parse_address
 from pager.domain.pages import Page
 from pager.domain.records import Delivery, DeliveryKind, SessionState
+from pager.domain.results import (
+    AckResult,
+    AliasResult,
+    Claim,
+    Claims,
+    HistoryMessage,
+    HistoryPage,
+    ListedMessage,
+    Me,
+    MeSession,
+    MessageStatus,
+    NotAppliedToken,
+    Recipient,
+    RosterEntry,
+    RosterPage,
+    SendResult,
+    SentMessage,
+    SentPage,
+    Waiting,
+    mail_fields,
+    mail_message,
+)
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
+from pager.store import messaging as ms
 from pager.store.ports import ClaimView
 from pager.store.service_ports import (
     UNUSABLE,
@@ -48,7 +71,7 @@ from pager.store.service_ports import (
     RosterKey,
     TokenView,
 )
-from pager.wire import RegisterRequest, message_json
+from pager.wire import RegisterRequest
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -166,26 +189,27 @@ class BrokerService:
 
     # -- tools -----------------------------------------------------------------------------
 
-    async def whoami(self, caller: Caller) -> JSON:
-        lease_expires_at = iso(self.clock.now() + self.config.windows.lease_ttl)  # just renewed
+    async def whoami(self, caller: Caller) -> Me:
+        lease_expires_at = iso(self.clock.now() + self.config.windows.lease_ttl) or ""
         found = self.lookups.whoami(caller.agent_id)
         me = found.identity
-        return {
-            "agent_id": me.id,
-            "alias": me.alias,
-            "address": found.address,
-            "workspace": found.workspace,
-            "implementation": me.implementation,
-            "durable": me.durable,
-            "host": self.host,
-            "session": None  # the person at the terminal has none
+        session = (
+            None  # the person at the terminal has none
             if caller.session_id is None
-            else {
-                "id": caller.session_id,
-                "epoch": caller.epoch,
-                "lease_expires_at": lease_expires_at,
-            },
-        }
+            else MeSession(
+                id=caller.session_id, epoch=caller.epoch, lease_expires_at=lease_expires_at
+            )
+        )
+        return Me(
+            agent_id=me.id,
+            alias=me.alias,
+            address=found.address,
+            workspace=found.workspace,
+            implementation=me.implementation,
+            durable=me.durable,
+            host=self.host,
+            session=session,
+        )
 
     async def send(
         self,
@@ -196,14 +220,14 @@ class BrokerService:
         thread: str | None = None,
         reply_to: str | None = None,
         idempotency_key: str | None = None,
-    ) -> JSON:
+    ) -> SendResult:
         self._check_body(body)
         address = parse_address(to)
         recipient = self.lookups.resolve(caller.agent_id, address, to)
         request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
         return await self._enqueue(recipient, request)
 
-    async def notify(self, caller: Caller, *, to: str | None, page: Page, run: bool) -> JSON:
+    async def notify(self, caller: Caller, *, to: str | None, page: Page, run: bool) -> SendResult:
         """A page (SPEC §8.2) from the caller to `to` (None: to itself). `run`: it reports a
         job (`pager run`), so it has script origin and hop 0; otherwise it is the caller's
         send like any other (SPEC §8.1)."""
@@ -219,7 +243,7 @@ class BrokerService:
 
     async def notify_with_token(
         self, mailbox: MailboxToken, page: Page, *, to: str | None = None
-    ) -> JSON:
+    ) -> SendResult:
         """A page with a mailbox token (SPEC §8.2): to the token's identity only, from the
         token (shown as its label), script origin. `to`, when given, must name that identity
         (a bare alias in its workspace). The token is checked again inside the page's own
@@ -264,16 +288,15 @@ class BrokerService:
                 size=size,
             )
 
-    async def _enqueue(self, recipient: Resolved, request: Enqueue) -> JSON:
+    async def _enqueue(self, recipient: Resolved, request: Enqueue) -> SendResult:
         sent = await self._call_identity(recipient.id, request)
-        message = sent.message
-        return {
-            "message_id": message.id,
-            "state": message.state.value,
-            "duplicate": sent.duplicate,
-            "recipient": {"agent_id": recipient.id, "address": recipient.address},
-            "wake": sent.wake,
-        }
+        return SendResult(
+            message_id=sent.message.id,
+            state=sent.message.state,
+            duplicate=sent.duplicate,
+            recipient=Recipient(agent_id=recipient.id, address=recipient.address),
+            wake=sent.wake,
+        )
 
     # -- mailbox tokens (SPEC §8.2; the person's, through the local secret) ---------------
 
@@ -305,18 +328,14 @@ class BrokerService:
     async def revoke_token(self, token_id: str) -> JSON:
         return _token_json(await self.accounts.revoke_token(token_id, now=self.clock.now()))
 
-    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON:
+    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> Claims:
         wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
         request = Fetch(caller.session_id, limit, wait_s)
         claims = await self._call_identity(caller.agent_id, request, timeout=wait_s + 30.0)
-        return {"claims": [_claim_json(view) for view in claims]}
+        return Claims(claims=tuple(_claim(view) for view in claims))
 
-    async def ack(self, caller: Caller, *, tokens: list[str]) -> JSON:
-        result = await self._call_identity(caller.agent_id, Ack(tuple(tokens)))
-        return {
-            "applied": result.applied,
-            "not_applied": [{"token": t, "reason": r} for t, r in result.not_applied],
-        }
+    async def ack(self, caller: Caller, *, tokens: list[str]) -> AckResult:
+        return _ack_result(await self._call_identity(caller.agent_id, Ack(tuple(tokens))))
 
     async def roster(
         self,
@@ -325,7 +344,7 @@ class BrokerService:
         scope: str = "workspace",
         limit: int = ROSTER_LIMIT,
         cursor: str | None = None,
-    ) -> JSON:
+    ) -> RosterPage:
         """One page of who the caller can reach (SPEC §8 `roster`), by workspace then alias,
         with `next_cursor` to the next page (None at the end).
 
@@ -337,23 +356,25 @@ class BrokerService:
         page = await self.listings.roster(
             caller.agent_id, everywhere=scope == "all", limit=limit, after=after
         )
-        agents = [
-            {
-                "agent_id": entry.agent_id,
-                "address": entry.address,
-                "alias": entry.alias,
-                "implementation": entry.implementation,
-                "host": self.host,
-                "attached": entry.agent_id in attached,
-                "last_seen": entry.last_seen,
-                "waiting": entry.waiting,
-                "you": entry.agent_id == page.me,
-            }
+        agents = tuple(
+            RosterEntry(
+                agent_id=entry.agent_id,
+                address=entry.address,
+                alias=entry.alias,
+                implementation=entry.implementation,
+                host=self.host,
+                attached=entry.agent_id in attached,
+                last_seen=entry.last_seen,
+                waiting=entry.waiting,
+                you=entry.agent_id == page.me,
+            )
             for entry in page.entries
-        ]
+        )
         last = page.last
         next_cursor = None if last is None else encode_cursor(ROSTER_VIEW, "/".join(last))
-        return {"scope": scope, "agents": agents, "next_cursor": next_cursor}
+        return RosterPage(
+            scope="all" if scope == "all" else "workspace", agents=agents, next_cursor=next_cursor
+        )
 
     async def history(
         self,
@@ -362,23 +383,23 @@ class BrokerService:
         with_: str | None = None,
         thread: str | None = None,
         limit: int = 50,
-    ) -> JSON:
+    ) -> HistoryPage:
         listed = await self.listings.history(
             caller.agent_id, with_=with_, thread=thread, limit=limit
         )
         me = caller.agent_id
-        return {
-            "messages": [
-                {
-                    **message_json(entry.message, sender=entry.sender, recipient=entry.recipient),
-                    "direction": "sent" if entry.message.sender_id == me else "received",
-                    "state": entry.message.state.value,
-                }
+        return HistoryPage(
+            messages=tuple(
+                HistoryMessage(
+                    **mail_fields(entry.message, sender=entry.sender, recipient=entry.recipient),
+                    direction="sent" if entry.message.sender_id == me else "received",
+                    state=entry.message.state,
+                )
                 for entry in listed
-            ]
-        }
+            )
+        )
 
-    async def message_status(self, caller: Caller, *, message_id: str) -> JSON:
+    async def message_status(self, caller: Caller, *, message_id: str) -> MessageStatus:
         found = self.lookups.sent_message(caller.agent_id, message_id)
         if found is None:
             raise PagerError(
@@ -386,49 +407,54 @@ class BrokerService:
                 f"you sent no message {message_id!r}; message_status shows your own sends",
             )
         message = found.message
-        return {
-            "message_id": message.id,
-            "to": found.to,
-            "state": message.state.value,
-            "attempts": message.attempts,
-            "dead_reason": message.dead_reason,
-            "sent_at": iso(message.sent_at),
-            "settled_at": iso(message.settled_at),
-        }
+        return MessageStatus(
+            message_id=message.id,
+            to=found.to,
+            state=message.state,
+            attempts=message.attempts,
+            dead_reason=message.dead_reason,
+            sent_at=iso(message.sent_at) or "",
+            settled_at=iso(message.settled_at),
+        )
 
-    async def inbox(self, caller: Caller, *, limit: int = 50) -> JSON:
+    async def inbox(self, caller: Caller, *, limit: int = 50) -> Waiting:
         """The caller's waiting mail, oldest first, without claiming it (SPEC §4.1)."""
         waiting = await self.listings.waiting(caller.agent_id, limit=limit)
-        return {"waiting": waiting.count, "messages": [_listed(m) for m in waiting.messages]}
+        listed = tuple(
+            ListedMessage(**_fields(entry), state=entry.message.state) for entry in waiting.messages
+        )
+        return Waiting(waiting=waiting.count, messages=listed)
 
-    async def sent(self, caller: Caller, *, limit: int = 20) -> JSON:
+    async def sent(self, caller: Caller, *, limit: int = 20) -> SentPage:
         """The caller's latest sends with their delivery state, newest first (SPEC §4.1)."""
         listed = await self.listings.sent(caller.agent_id, limit=limit)
-        return {
-            "messages": [
-                {
-                    **_listed(entry),
-                    "dead_reason": entry.message.dead_reason,
-                    "settled_at": iso(entry.message.settled_at),
-                }
+        return SentPage(
+            messages=tuple(
+                SentMessage(
+                    **_fields(entry),
+                    state=entry.message.state,
+                    dead_reason=entry.message.dead_reason,
+                    settled_at=iso(entry.message.settled_at),
+                )
                 for entry in listed
-            ]
-        }
+            )
+        )
 
-    async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON:
-        result = await self.directory.call(Rename(caller, alias, force))
-        return result
+    async def update_agent_alias(
+        self, caller: Caller, *, alias: str, force: bool = False
+    ) -> AliasResult:
+        return await self.directory.call(Rename(caller, alias, force))
 
-    async def claim_identity(self, caller: Caller, *, name: str, force: bool = False) -> JSON:
+    async def claim_identity(
+        self, caller: Caller, *, name: str, force: bool = False
+    ) -> AliasResult:
         """`pager claim` (SPEC §4.1): become the identity named `name` in the caller's
         workspace (its id, inbox, history), when its holder is not attached, or with `force`."""
-        result = await self.directory.call(Rename(caller, name, force, claim=True))
-        return result
+        return await self.directory.call(Rename(caller, name, force, claim=True))
 
-    async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON:
+    async def move_to_workspace(self, caller: Caller, *, path: str) -> AliasResult:
         workspace = await self.resolve(path)
-        result = await self.directory.call(Move(caller, workspace))
-        return result
+        return await self.directory.call(Move(caller, workspace))
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -496,12 +522,8 @@ class BrokerService:
         agent_id = self._harnesses.get(harness)
         return None if agent_id is None else Caller(session_id=None, agent_id=agent_id, epoch=0)
 
-    async def hook_ack(self, *, agent_id: str, tokens: list[str]) -> JSON:
-        result = await self._call_identity(agent_id, Ack(tuple(tokens)))
-        return {
-            "applied": result.applied,
-            "not_applied": [{"token": t, "reason": r} for t, r in result.not_applied],
-        }
+    async def hook_ack(self, *, agent_id: str, tokens: list[str]) -> AckResult:
+        return _ack_result(await self._call_identity(agent_id, Ack(tuple(tokens))))
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -526,13 +548,19 @@ async def _resolve_in_thread(path: str) -> Workspace:
 HARNESSES = 10_000
 
 
-def _listed(entry: Addressed) -> JSON:
-    """A message as listings show it: with both addresses and the delivery state."""
-    message = entry.message
-    return {
-        **message_json(message, sender=entry.sender, recipient=entry.recipient),
-        "state": message.state.value,
-    }
+def _fields(entry: Addressed) -> dict[str, Any]:
+    """A listed message's reader fields, with both addresses."""
+    return mail_fields(entry.message, sender=entry.sender, recipient=entry.recipient)
+
+
+def _ack_result(result: ms.AckResult) -> AckResult:
+    return AckResult(
+        applied=tuple(result.applied),
+        not_applied=tuple(
+            NotAppliedToken(token=token, reason=NotApplied(reason))
+            for token, reason in result.not_applied
+        ),
+    )
 
 
 def _token_json(view: TokenView) -> JSON:
@@ -576,14 +604,13 @@ def _roster_key(cursor: str) -> RosterKey:
     return slug, alias
 
 
-def _claim_json(view: ClaimView) -> JSON:
-    return {
-        "token": view.claim.token,
-        "expires_at": iso(view.claim.expires_at),
-        "message": message_json(
-            view.claim.message, sender=view.sender_address, recipient=view.recipient_address
-        ),
-    }
+def _claim(view: ClaimView) -> Claim:
+    message = view.claim.message
+    return Claim(
+        token=view.claim.token,
+        expires_at=iso(view.claim.expires_at) or "",
+        message=mail_message(message, sender=view.sender_address, recipient=view.recipient_address),
+    )
 
 
 def _implementation(value: str) -> str:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any, TypeVar
+import enum
+from typing import Any, TypeVar, cast
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_structure_fn
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from pager.domain.clock import iso
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.records import Message
+from pager.schema import omits_none, wire_name
 
 T = TypeVar("T")
 
@@ -98,7 +97,34 @@ def _make_converter() -> cattrs.Converter:
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
         )
 
+    # Out: enums as their values; the answers' wire names and optional keys (their metadata,
+    # read by `pager.schema` too, so a schema always says what is sent).
+    for enum_kind in (enum.Enum, enum.StrEnum):  # StrEnum: before `str` in its MRO
+        converter.register_unstructure_hook(enum_kind, lambda value: value.value)
+    converter.register_unstructure_hook_factory(
+        lambda kind: (
+            attrs.has(kind)
+            and any("wire" in f.metadata or omits_none(f) for f in attrs.fields(kind))
+        ),
+        lambda kind: _shaped_unstructure(kind, converter),
+    )
     return converter
+
+
+def _shaped_unstructure(cls: type[Any], converter: cattrs.Converter) -> Any:
+    fields = attrs.fields(cls)
+    renames = {f.name: override(rename=wire_name(f)) for f in fields if "wire" in f.metadata}
+    base = make_dict_unstructure_fn(cls, converter, **cast(Any, renames))
+    optional = [wire_name(f) for f in fields if omits_none(f)]
+
+    def unstructure(value: Any) -> dict[str, Any]:
+        out: dict[str, Any] = base(value)
+        for key in optional:
+            if out[key] is None:
+                del out[key]
+        return out
+
+    return unstructure
 
 
 CONVERTER = _make_converter()
@@ -127,20 +153,3 @@ def _describe(exc: BaseException, path: str = "") -> list[str]:
         notes = cattrs.transform_error(exc)
         return notes or [str(exc)]
     return [f"{path}{exc}"]
-
-
-def message_json(message: Message, *, sender: str, recipient: str) -> dict[str, Any]:
-    return {
-        "id": message.id,
-        "from": sender,
-        "to": recipient,
-        "body": message.body,
-        "thread": message.thread,
-        "reply_to": message.reply_to,
-        "sent_at": iso(message.sent_at),
-        "attempt": message.attempts,
-        "origin": message.origin,  # SPEC §8.1: human, agent or script
-        "hop": message.hop,
-        # A page's fields (SPEC §8.2), also shown in its body; null for other messages.
-        "fields": None if message.fields is None else json.loads(message.fields),
-    }

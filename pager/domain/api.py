@@ -1,8 +1,8 @@
 """The messaging API that the edges (MCP tools, HTTP routes) call; the broker implements it.
 
 Edges validate shapes and authenticate; everything else (identity rules, delivery) is behind
-this protocol. Results are JSON-ready dicts with the field names of SPEC §8. Failures raise
-`PagerError`.
+this protocol. Results are the attrs classes of `pager.domain.results` (the edges turn them
+into JSON with the one converter, `pager.wire`). Failures raise `PagerError`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,17 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import attrs
+
+from pager.domain.results import (
+    AckResult,
+    AliasResult,
+    Claims,
+    HistoryPage,
+    Me,
+    MessageStatus,
+    RosterPage,
+    SendResult,
+)
 
 
 @attrs.frozen
@@ -32,7 +43,7 @@ class MessagingApi(Protocol):
         (unknown token), `expired` (lease lapsed) or `ended` (replaced or archived)."""
         ...
 
-    async def whoami(self, caller: Caller) -> JSON: ...
+    async def whoami(self, caller: Caller) -> Me: ...
 
     async def send(
         self,
@@ -43,11 +54,11 @@ class MessagingApi(Protocol):
         thread: str | None = None,
         reply_to: str | None = None,
         idempotency_key: str | None = None,
-    ) -> JSON: ...
+    ) -> SendResult: ...
 
-    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON: ...
+    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> Claims: ...
 
-    async def ack(self, caller: Caller, *, tokens: list[str]) -> JSON: ...
+    async def ack(self, caller: Caller, *, tokens: list[str]) -> AckResult: ...
 
     async def roster(
         self,
@@ -56,7 +67,7 @@ class MessagingApi(Protocol):
         scope: str = "workspace",
         limit: int = 100,
         cursor: str | None = None,
-    ) -> JSON: ...
+    ) -> RosterPage: ...
 
     async def history(
         self,
@@ -65,12 +76,12 @@ class MessagingApi(Protocol):
         with_: str | None = None,
         thread: str | None = None,
         limit: int = 50,
-    ) -> JSON: ...
+    ) -> HistoryPage: ...
 
-    async def message_status(self, caller: Caller, *, message_id: str) -> JSON: ...
+    async def message_status(self, caller: Caller, *, message_id: str) -> MessageStatus: ...
 
     async def update_agent_alias(
         self, caller: Caller, *, alias: str, force: bool = False
-    ) -> JSON: ...
+    ) -> AliasResult: ...
 
-    async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON: ...
+    async def move_to_workspace(self, caller: Caller, *, path: str) -> AliasResult: ...

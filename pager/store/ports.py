@@ -12,7 +12,7 @@ backend to the same behaviour.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import attrs
 
@@ -20,6 +20,7 @@ from pager.config import Windows
 from pager.domain.api import Caller
 from pager.domain.delivery import Via
 from pager.domain.records import Claim, Message, Session, SessionState
+from pager.domain.results import AliasResult
 from pager.domain.workspace import Workspace
 from pager.store._guard import SendLimits
 from pager.store._messages import AckResult, ClaimPolicy
@@ -229,12 +230,12 @@ class Directory(Protocol):
         lease: float,
         now: float,
         lease_ttl: float,
-    ) -> tuple[dict[str, Any], Takeover | None]:
+    ) -> tuple[AliasResult, Takeover | None]:
         """Give the caller's identity `alias`, or take over the identity holding it (`force`,
         `claim`) with the caller's session `mine` (its live lease `lease`)."""
         ...
 
-    async def move(self, caller: Caller, workspace: Workspace, *, now: float) -> dict[str, str]:
+    async def move(self, caller: Caller, workspace: Workspace, *, now: float) -> AliasResult:
         """Move the caller's identity, alias and all, to another workspace."""
         ...
 

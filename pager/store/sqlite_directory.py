@@ -5,12 +5,12 @@ one transaction of the writer, from the store itself (who is attached, who holds
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address
 from pager.domain.records import Session
+from pager.domain.results import AliasResult, SessionRef, TakenOver
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store._registration import (
@@ -53,11 +53,11 @@ class SqliteDirectory:
         lease: float,
         now: float,
         lease_ttl: float,
-    ) -> tuple[dict[str, Any], Takeover | None]:
+    ) -> tuple[AliasResult, Takeover | None]:
         agent_id = caller.agent_id
         takes_over = force or claim
 
-        def op(conn: sqlite3.Connection) -> tuple[dict[str, Any], Takeover | None]:
+        def op(conn: sqlite3.Connection) -> tuple[AliasResult, Takeover | None]:
             me = identity_of(conn, agent_id)
             holder = ms.identity_by_alias(conn, me.workspace_key, alias_key(alias))
             if claim and holder is None:
@@ -90,30 +90,31 @@ class SqliteDirectory:
                 )
                 taken = done.identity
                 slug = ms.workspace_slug(conn, taken.workspace_key)
-                result: dict[str, Any] = {
-                    "agent_id": taken.id,
-                    "alias": taken.alias,
-                    "address": format_address(taken.alias, slug),
-                    "taken_over": {
-                        "previous_agent_id": me.id,
-                        "ended_session_id": None if done.ended is None else done.ended.id,
-                    },
-                    "session": {"id": done.session.id, "epoch": done.session.epoch},
-                }
+                result = AliasResult(
+                    agent_id=taken.id,
+                    alias=taken.alias,
+                    address=format_address(taken.alias, slug),
+                    taken_over=TakenOver(
+                        previous_agent_id=me.id,
+                        ended_session_id=None if done.ended is None else done.ended.id,
+                    ),
+                    session=SessionRef(id=done.session.id, epoch=done.session.epoch),
+                )
                 return result, done
             claim_alias(conn, me.workspace_key, alias, me.id, force=force)
             ms.set_alias(
                 conn, me.id, me.workspace_key, alias, alias_key(alias), durable=True, now=now
             )
             slug = ms.workspace_slug(conn, me.workspace_key)
-            return {"agent_id": me.id, "alias": alias, "address": format_address(alias, slug)}, None
+            renamed = AliasResult(agent_id=me.id, alias=alias, address=format_address(alias, slug))
+            return renamed, None
 
         return await self._writer.write(op)
 
-    async def move(self, caller: Caller, workspace: Workspace, *, now: float) -> dict[str, str]:
+    async def move(self, caller: Caller, workspace: Workspace, *, now: float) -> AliasResult:
         agent_id = caller.agent_id
 
-        def op(conn: sqlite3.Connection) -> dict[str, str]:
+        def op(conn: sqlite3.Connection) -> AliasResult:
             me = identity_of(conn, agent_id)
             ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
             if me.workspace_key != workspace.key:
@@ -127,12 +128,12 @@ class SqliteDirectory:
                     durable=me.durable,
                     now=now,
                 )
-            return {
-                "agent_id": me.id,
-                "alias": me.alias,
-                "workspace": workspace.path,
-                "address": format_address(me.alias, workspace.slug),
-            }
+            return AliasResult(
+                agent_id=me.id,
+                alias=me.alias,
+                workspace=workspace.path,
+                address=format_address(me.alias, workspace.slug),
+            )
 
         return await self._writer.write(op)
 

@@ -30,6 +30,7 @@ from pager.web.dispatch import current_caller, current_hangup
 from pager.web.guard import ASGIApp, allowed_hosts
 from pager.web.mcp_tools import TOOLS, ToolArgs
 from pager.web.store_trouble import unavailable_cause
+from pager.wire import unstructure
 
 log = logging.getLogger("pager.web.mcp")
 
@@ -143,7 +144,7 @@ def _sdk_tool(
         title=None,
         description=spec.description,
         parameters=spec.input_schema(),
-        fn_metadata=_OwnValidation(arg_model=ArgModelBase),
+        fn_metadata=_OwnValidation(arg_model=ArgModelBase, output_schema=spec.output_schema()),
         is_async=True,
         context_kwarg=None,
         annotations=ToolAnnotations(read_only_hint=True) if spec.read_only else None,
@@ -173,9 +174,10 @@ async def call_tool(
                 return _tool_error(
                     {"code": ErrorCode.INTERNAL.value, "message": "the client hung up"}
                 )
-            result = answered
+            answer = answered
         else:
-            result = await args.call(api, caller)
+            answer = await args.call(api, caller)
+        result = unstructure(answer)
         rendered = args.render(result, display_cap)
         text = _text(result) if rendered is None else TextContent(type="text", text=rendered)
         return CallToolResult(content=[text], structured_content=result)
@@ -197,11 +199,11 @@ async def call_tool(
 
 
 async def _unless_hangup(
-    call: Awaitable[JSON], hangup: Callable[[], Awaitable[None]]
-) -> JSON | None:
+    call: Awaitable[object], hangup: Callable[[], Awaitable[None]]
+) -> object | None:
     """The call's result, or None once the client hung up first (the call is cancelled: a
     poll that is given up leaves the mail queued in the identity actor)."""
-    result: JSON | None = None
+    result: object | None = None
     async with trio.open_nursery() as nursery:
 
         async def watch() -> None:

@@ -15,9 +15,20 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import CoreSchema, core_schema
 
 from pager.config import Limits
+from pager.domain import results
 from pager.domain.api import JSON, Caller, MessagingApi
 from pager.domain.envelope import render_message
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.results import (
+    AckResult,
+    AliasResult,
+    Claims,
+    HistoryPage,
+    Me,
+    RosterPage,
+    SendResult,
+)
+from pager.schema import object_schema
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 #: The default body cap (SPEC §9), in the schema as characters (the broker counts UTF-8 bytes).
@@ -33,8 +44,10 @@ class ToolArgs(BaseModel):
     name: ClassVar[str]
     description: ClassVar[str]
     read_only: ClassVar[bool] = False
+    #: The attrs class of its answer (`pager.domain.results`): the JSON and `outputSchema`.
+    result: ClassVar[type[Any]]
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         raise NotImplementedError
 
     def may_wait(self) -> bool:
@@ -58,6 +71,11 @@ class ToolArgs(BaseModel):
     def input_schema(cls) -> dict[str, Any]:
         """The JSON Schema advertised as the tool's `inputSchema` (wire names, no titles)."""
         return cls.model_json_schema(by_alias=True, schema_generator=_CompactSchema)
+
+    @classmethod
+    def output_schema(cls) -> dict[str, Any]:
+        """The JSON Schema advertised as the tool's `outputSchema`: its answer's, inline."""
+        return object_schema(cls.result)
 
 
 class _CompactSchema(GenerateJsonSchema):
@@ -104,17 +122,19 @@ def validation_failed(tool: str, exc: ValidationError) -> PagerError:
 
 class Whoami(ToolArgs):
     name = "whoami"
+    result = Me
     description = (
         "Your identity: agent id, alias, the address others reach you at, workspace, session."
     )
     read_only = True
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.whoami(caller)
 
 
 class Send(ToolArgs):
     name = "send"
+    result = SendResult
     description = (
         "Send a message to another agent (alias, alias@workspace, or agent id). "
         "Returns the message id and how the wake went."
@@ -133,7 +153,7 @@ class Send(ToolArgs):
         description="a resend with the same key returns the original",
     )
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.send(
             caller,
             to=self.to,
@@ -146,6 +166,7 @@ class Send(ToolArgs):
 
 class Fetch(ToolArgs):
     name = "fetch"
+    result = Claims
     description = (
         "Claim waiting messages (optionally long-poll wait_s ≤ 60); "
         "ack each token after handling it, or it is offered again."
@@ -156,7 +177,7 @@ class Fetch(ToolArgs):
         0.0, ge=0, le=60, allow_inf_nan=False, description="seconds to wait if none is waiting"
     )
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.fetch(caller, limit=self.limit, wait_s=self.wait_s)
 
     def may_wait(self) -> bool:
@@ -175,11 +196,12 @@ class Fetch(ToolArgs):
 
 class Ack(ToolArgs):
     name = "ack"
+    result = AckResult
     description = "Acknowledge claimed messages by token; lists tokens not applied with the reason."
 
     tokens: list[Name] = Field(min_length=1, max_length=100, description="claim tokens from fetch")
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.ack(caller, tokens=list(self.tokens))
 
 
@@ -205,6 +227,7 @@ RosterCursor = Annotated[
 
 class Roster(ToolArgs):
     name = "roster"
+    result = RosterPage
     description = (
         "Agents you can reach: address, alias, implementation, attached, last seen, waiting count"
         " (a page; pass next_cursor back as cursor for the next one)."
@@ -215,12 +238,13 @@ class Roster(ToolArgs):
     limit: Annotated[int, Field(ge=1, le=500)] = 100
     cursor: RosterCursor | None = None
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.roster(caller, scope=self.scope, limit=self.limit, cursor=self.cursor)
 
 
 class History(ToolArgs):
     name = "history"
+    result = HistoryPage
     description = "Your past messages, optionally with one agent or in one thread (read-only)."
     read_only = True
 
@@ -235,7 +259,7 @@ class History(ToolArgs):
     limit: Annotated[int, Field(ge=1, le=200)] = 50
     full: bool = Field(False, description="show each body whole (not cut); use a small limit")
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.history(caller, with_=self.with_, thread=self.thread, limit=self.limit)
 
     def render(self, result: JSON, display_cap: int) -> str | None:
@@ -267,6 +291,7 @@ def envelope(message: JSON, display_cap: int) -> str:
 
 class MessageStatus(ToolArgs):
     name = "message_status"
+    result = results.MessageStatus
     description = (
         "Delivery state of a message you sent (queued, claimed, delivered, acknowledged, "
         "dead + reason) and its attempts."
@@ -275,12 +300,13 @@ class MessageStatus(ToolArgs):
 
     message_id: Name
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.message_status(caller, message_id=self.message_id)
 
 
 class UpdateAgentAlias(ToolArgs):
     name = "update_agent_alias"
+    result = AliasResult
     description = "Change your alias; returns your new alias and address."
 
     alias: Annotated[str, Field(min_length=1, max_length=64)]
@@ -290,19 +316,20 @@ class UpdateAgentAlias(ToolArgs):
         " ends and your current identity is left behind",
     )
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.update_agent_alias(caller, alias=self.alias, force=self.force)
 
 
 class MoveToWorkspace(ToolArgs):
     name = "move_to_workspace"
+    result = AliasResult
     description = (
         "Move yourself to the workspace (Git repository) of a directory, keeping id and inbox."
     )
 
     path: Annotated[str, Field(min_length=1, max_length=4096)]
 
-    async def call(self, api: MessagingApi, caller: Caller) -> JSON:
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
         return await api.move_to_workspace(caller, path=self.path)
 
 

@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 description of every `/v1` route (SPEC §6), served at `GET /v1/openapi.json`.
 
 One table, `ROUTES`, describes each route: method, path, credential, parameters, request body
-and responses, with JSON Schemas (2020-12, the dialect of OpenAPI 3.1) written by hand in
+and responses, with JSON Schemas (2020-12, the dialect of OpenAPI 3.1): the messaging API's
+answers generated from their attrs classes (`ANSWERS`), the rest written by hand in
 `SCHEMAS`. A test compares the table with the routes the Quart app serves, so a route added
 without a description (or a description without a route) fails the build.
 """
@@ -14,6 +15,7 @@ from typing import Any
 import attrs
 from quart import Blueprint, Response
 
+from pager.domain import results
 from pager.domain.errors import ErrorCode
 from pager.domain.job_ids import JOB_ID_MAX, JOB_ID_PATTERN
 from pager.domain.names import ALIAS_MAX
@@ -24,7 +26,9 @@ from pager.domain.pages import (
     STATUS_MAX,
 )
 from pager.domain.records import MessageState
+from pager.domain.results import MeActing
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
+from pager.schema import object_schema
 from pager.service import MAX_WAIT_S
 from pager.versions import VERSION
 from pager.web.mcp_tools import (
@@ -372,137 +376,44 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "HookAckRequest": _object({"agent_id": STRING, "tokens": {"type": "array", "items": STRING}}),
-    "AckResult": _object(
-        {
-            "applied": {"type": "array", "items": STRING},
-            "not_applied": {
-                "type": "array",
-                "items": _object(
-                    {
-                        "token": STRING,
-                        "reason": {
-                            "enum": [
-                                "unknown_token",
-                                "expired",
-                                "superseded",
-                                "already_acknowledged",
-                                "not_yours",
-                            ]
-                        },
-                    }
-                ),
-            },
-        }
-    ),
-    "Me": _object(
-        {
-            **IDENTITY_FIELDS,
-            "host": STRING,
-            "session": {
-                "anyOf": [
-                    _object({"id": STRING, "epoch": COUNT, "lease_expires_at": TIME}),
-                    {"type": "null"},
-                ]
-            },
-            "acting_as": {"enum": ["session", "person", "harness"]},
-        }
-    ),
-    "SendResult": _object(
-        {
-            "message_id": STRING,
-            "state": {"enum": [state.value for state in MessageState]},
-            "duplicate": BOOLEAN,
-            "recipient": _object({"agent_id": STRING, "address": STRING}),
-            "wake": {"enum": ["delivered", "queued", "no_session"]},
-        }
-    ),
-    "MailMessage": {
-        "type": "object",
-        "properties": {
-            "id": STRING,
-            "from": STRING,
-            "to": STRING,
-            "body": STRING,
-            "thread": NULLABLE_STRING,
-            "reply_to": NULLABLE_STRING,
-            "sent_at": TIME,
-            "attempt": COUNT,
-            "origin": {"enum": ["human", "agent", "script"]},
-            "hop": COUNT,
-            "state": {"enum": [state.value for state in MessageState]},
-            "direction": {"enum": ["sent", "received"]},
-            "dead_reason": NULLABLE_STRING,
-            "settled_at": NULLABLE_TIME,
-            "envelope": {
-                "type": "string",
-                "description": "`history` with `full`: the message whole, in the envelope",
-            },
-        },
-        "required": ["id", "from", "to", "body", "thread", "reply_to", "sent_at", "attempt"],
-        "additionalProperties": False,
-    },
-    "MeInbox": _object(
-        {"waiting": COUNT, "messages": {"type": "array", "items": _ref("MailMessage")}}
-    ),
-    "MeMessages": _object({"messages": {"type": "array", "items": _ref("MailMessage")}}),
-    "Claims": _object(
-        {
-            "claims": {
-                "type": "array",
-                "items": _object(
-                    {
-                        "token": STRING,
-                        "expires_at": TIME,
-                        "message": _ref("MailMessage"),
-                        "envelope": {
-                            "type": "string",
-                            "description": "the message whole, in the SPEC §8 envelope",
-                        },
-                    }
-                ),
-            }
-        }
-    ),
-    "Roster": _object(
-        {
-            "scope": {"enum": ["workspace", "all"]},
-            "agents": {
-                "type": "array",
-                "items": _object(
-                    {
-                        "agent_id": STRING,
-                        "address": STRING,
-                        "alias": STRING,
-                        "implementation": STRING,
-                        "host": STRING,
-                        "attached": BOOLEAN,
-                        "last_seen": NULLABLE_TIME,
-                        "waiting": COUNT,
-                        "you": BOOLEAN,
-                    }
-                ),
-            },
-            # The next page's `cursor` (opaque); null on the last page.
-            "next_cursor": NULLABLE_STRING,
-        }
-    ),
-    "MessageStatus": _object(
-        {
-            "message_id": STRING,
-            "to": STRING,
-            "state": {"enum": [state.value for state in MessageState]},
-            "attempts": COUNT,
-            "dead_reason": NULLABLE_STRING,
-            "sent_at": TIME,
-            "settled_at": NULLABLE_TIME,
-        }
-    ),
-    "AliasResult": {
-        "type": "object",
-        "properties": {"agent_id": STRING, "alias": STRING, "address": STRING},
-        "required": ["agent_id", "alias", "address"],
-    },
 }
+
+#: The messaging API's answers, from their one definition (`pager.domain.results`): the MCP
+#: tools advertise the same schemas as their `outputSchema`.
+ANSWERS: dict[str, type] = {
+    "Me": MeActing,
+    "Whoami": results.Me,
+    "MeSession": results.MeSession,
+    "SendResult": results.SendResult,
+    "Recipient": results.Recipient,
+    "MailMessage": results.MailMessage,
+    "ListedMessage": results.ListedMessage,
+    "SentMessage": results.SentMessage,
+    "HistoryMessage": results.HistoryMessage,
+    "MeInbox": results.Waiting,
+    "MeHistory": results.HistoryPage,
+    "MeSent": results.SentPage,
+    "Claim": results.Claim,
+    "Claims": results.Claims,
+    "AckResult": results.AckResult,
+    "NotAppliedToken": results.NotAppliedToken,
+    "RosterEntry": results.RosterEntry,
+    "Roster": results.RosterPage,
+    "MessageStatus": results.MessageStatus,
+    "AliasResult": results.AliasResult,
+    "TakenOver": results.TakenOver,
+    "SessionRef": results.SessionRef,
+}
+_ANSWER_NAMES = {cls: name for name, cls in ANSWERS.items()}
+
+
+def _answer_ref(cls: type) -> Schema:
+    name = _ANSWER_NAMES.get(cls)
+    return object_schema(cls, _answer_ref) if name is None else _ref(name)
+
+
+SCHEMAS.update({name: object_schema(cls, _answer_ref) for name, cls in ANSWERS.items()})
+
 
 #: Why each error status is answered (the `code` in the body is one of `ErrorCode`).
 ERRORS: dict[int, str] = {
@@ -699,7 +610,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "/history",
         "meHistory",
         "Past messages, read-only (the `history` tool)",
-        "MeMessages",
+        "MeHistory",
         query=_query_of(History),
         errors=(400, 401, 404, 413),
     ),
@@ -708,7 +619,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "/sent",
         "meSent",
         "The latest sends with their delivery state, newest first",
-        "MeMessages",
+        "MeSent",
         query=(LISTING_LIMIT,),
     ),
     Route(

@@ -14,12 +14,14 @@ import hmac
 import json
 from typing import Any
 
+import attrs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quart import Blueprint, Response, request
 
-from pager.domain.api import JSON, Caller
+from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.pages import parse_page
+from pager.domain.results import ActingAs, Claims, HistoryPage, MeActing
 from pager.service import BrokerService
 from pager.web.mcp_tools import (
     Ack,
@@ -34,6 +36,7 @@ from pager.web.mcp_tools import (
     validation_failed,
 )
 from pager.web.routes_v1 import bearer, json_body
+from pager.wire import unstructure
 
 #: Page sizes of the listings that have no tool (`inbox`, `sent`).
 LIST_MAX = 200
@@ -125,8 +128,9 @@ async def _from_body(spec: type[ToolArgs]) -> ToolArgs:
     return spec.parse(body)
 
 
-def _answer(result: JSON) -> Response:
-    return Response(json.dumps(result), mimetype="application/json")
+def _answer(result: object) -> Response:
+    """An answer (`pager.domain.results`) as JSON, by the one converter."""
+    return Response(json.dumps(unstructure(result)), mimetype="application/json")
 
 
 def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
@@ -136,7 +140,8 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     @bp.get("")
     async def whoami() -> Response:
         caller, acting_as = await me_caller(service, secret)
-        return _answer({**await service.whoami(caller), "acting_as": acting_as})
+        me = await service.whoami(caller)
+        return _answer(MeActing(**attrs.asdict(me, recurse=False), acting_as=ActingAs(acting_as)))
 
     @bp.post("/send")
     async def send() -> Response:
@@ -161,10 +166,12 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     @bp.post("/claim")
     async def claim() -> Response:
         caller, _ = await me_caller(service, secret)
-        result = await (await _from_body(Fetch)).call(service, caller)
-        for claim in result["claims"]:  # whole, in the SPEC §8 envelope, for `pager read`
-            claim["envelope"] = envelope(claim["message"], whole)
-        return _answer(result)
+        fetched: Claims = await (await _from_body(Fetch)).call(service, caller)
+        claims = (  # whole, in the SPEC §8 envelope, for `pager read`
+            attrs.evolve(claim, envelope=envelope(unstructure(claim.message), whole))
+            for claim in fetched.claims
+        )
+        return _answer(Claims(claims=tuple(claims)))
 
     @bp.post("/ack")
     async def ack() -> Response:
@@ -180,11 +187,14 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     async def history() -> Response:
         caller, _ = await me_caller(service, secret)
         args = _from_query(History)
-        result = await args.call(service, caller)
+        listed: HistoryPage = await args.call(service, caller)
         if isinstance(args, History) and args.full:  # whole, for `pager history --full`
-            for message in result["messages"]:
-                message["envelope"] = envelope(message, whole)
-        return _answer(result)
+            messages = (
+                attrs.evolve(message, envelope=envelope(unstructure(message), whole))
+                for message in listed.messages
+            )
+            listed = HistoryPage(messages=tuple(messages))
+        return _answer(listed)
 
     @bp.get("/sent")
     async def sent() -> Response:

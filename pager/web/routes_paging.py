@@ -57,7 +57,7 @@ def paging_blueprint(service: BrokerService, secret: str) -> Blueprint:
         to = query(("to",)).get("to")  # optional: a script may say whom it means to page
         page = parse_page(await json_body())
         sent = await service.notify_with_token(mailbox, page, to=to)
-        return _answer({"message_id": sent["message_id"]}, 202)
+        return _answer({"message_id": sent.message_id}, 202)
 
     @bp.post("/tokens")
     async def create() -> tuple[Response, int]:

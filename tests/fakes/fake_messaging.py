@@ -1,7 +1,8 @@
 """FAKE MessagingApi, for testing the MCP edge only (pager/web/mcp*.py, pager/web/dispatch.py).
 
 It implements none of Pager's identity or delivery rules: it maps tokens to Callers, records
-every call with its arguments, and answers with plausible fixed dicts shaped like SPEC §8.
+every call with its arguments, and answers with plausible fixed answers (`pager.domain.results`,
+whole, since the tools advertise their schemas).
 Scripted failures:
 - `authenticate`: "expired-token" raises `expired`, "ended-token" raises `ended`, any other
   unknown token raises `unauthenticated`;
@@ -18,8 +19,11 @@ from typing import Any
 import attrs
 import trio
 
-from pager.domain.api import JSON, Caller
+from pager.domain import results as r
+from pager.domain.api import Caller
+from pager.domain.delivery import NotApplied, Wake
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.records import MessageState
 
 ALICE = Caller(session_id="ses_alice", agent_id="agt_alice", epoch=1)
 BOB = Caller(session_id="ses_bob", agent_id="agt_bob", epoch=3)
@@ -62,17 +66,19 @@ class FakeMessagingApi:
         self.authenticated.append(caller)
         return caller
 
-    async def whoami(self, caller: Caller) -> JSON:
+    async def whoami(self, caller: Caller) -> r.Me:
         self._record("whoami", caller)
-        return {
-            "agent_id": caller.agent_id,
-            "alias": "alice",
-            "address": "alice@api-3f9a1c",
-            "workspace": "/src/api",
-            "implementation": "claude",
-            "durable": True,
-            "session": {"id": caller.session_id, "epoch": caller.epoch, "lease_expires_at": "t"},
-        }
+        session = r.MeSession(id=caller.session_id or "", epoch=caller.epoch, lease_expires_at="t")
+        return r.Me(
+            agent_id=caller.agent_id,
+            alias="alice",
+            address="alice@api-3f9a1c",
+            workspace="/src/api",
+            implementation="claude",
+            durable=True,
+            host="fakehost",
+            session=session,
+        )
 
     async def send(
         self,
@@ -83,7 +89,7 @@ class FakeMessagingApi:
         thread: str | None = None,
         reply_to: str | None = None,
         idempotency_key: str | None = None,
-    ) -> JSON:
+    ) -> r.SendResult:
         self._record(
             "send",
             caller,
@@ -95,26 +101,29 @@ class FakeMessagingApi:
         )
         if to == "nobody":
             raise PagerError(ErrorCode.UNKNOWN_RECIPIENT, f"no agent is reachable as {to!r}", to=to)
-        return {
-            "message_id": "msg_1",
-            "state": "queued",
-            "recipient": {"agent_id": "agt_bob", "address": f"{to}@web-1b2c3d"},
-            "wake": "no_session",
-        }
+        return r.SendResult(
+            message_id="msg_1",
+            state=MessageState.QUEUED,
+            duplicate=False,
+            recipient=r.Recipient(agent_id="agt_bob", address=f"{to}@web-1b2c3d"),
+            wake=Wake.NO_SESSION,
+        )
 
-    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> JSON:
+    async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> r.Claims:
         self._record("fetch", caller, limit=limit, wait_s=wait_s)
         if wait_s > 0:
             self.long_poll_started.set()
             await trio.sleep(wait_s)
-        return {"claims": []}
+        return r.Claims(claims=())
 
-    async def ack(self, caller: Caller, *, tokens: list[str]) -> JSON:
+    async def ack(self, caller: Caller, *, tokens: list[str]) -> r.AckResult:
         self._record("ack", caller, tokens=tokens)
-        return {
-            "applied": tokens[:1],
-            "not_applied": [{"token": t, "reason": "unknown_token"} for t in tokens[1:]],
-        }
+        return r.AckResult(
+            applied=tuple(tokens[:1]),
+            not_applied=tuple(
+                r.NotAppliedToken(token=t, reason=NotApplied.UNKNOWN_TOKEN) for t in tokens[1:]
+            ),
+        )
 
     async def roster(
         self,
@@ -123,12 +132,20 @@ class FakeMessagingApi:
         scope: str = "workspace",
         limit: int = 100,
         cursor: str | None = None,
-    ) -> JSON:
+    ) -> r.RosterPage:
         self._record("roster", caller, scope=scope, limit=limit, cursor=cursor)
-        return {
-            "agents": [{"address": "bob@web-1b2c3d", "alias": "bob", "attached": True}],
-            "next_cursor": None,
-        }
+        bob = r.RosterEntry(
+            agent_id="agt_bob",
+            address="bob@web-1b2c3d",
+            alias="bob",
+            implementation="codex",
+            host="fakehost",
+            attached=True,
+            last_seen=None,
+            waiting=0,
+            you=False,
+        )
+        return r.RosterPage(scope="workspace", agents=(bob,), next_cursor=None)
 
     async def history(
         self,
@@ -137,20 +154,32 @@ class FakeMessagingApi:
         with_: str | None = None,
         thread: str | None = None,
         limit: int = 50,
-    ) -> JSON:
+    ) -> r.HistoryPage:
         self._record("history", caller, with_=with_, thread=thread, limit=limit)
-        return {"messages": []}
+        return r.HistoryPage(messages=())
 
-    async def message_status(self, caller: Caller, *, message_id: str) -> JSON:
+    async def message_status(self, caller: Caller, *, message_id: str) -> r.MessageStatus:
         self._record("message_status", caller, message_id=message_id)
         if message_id == "boom":
             raise RuntimeError(INTERNAL_SECRET)
-        return {"message_id": message_id, "state": "delivered", "attempts": 1}
+        return r.MessageStatus(
+            message_id=message_id,
+            to="bob@web-1b2c3d",
+            state=MessageState.DELIVERED,
+            attempts=1,
+            dead_reason=None,
+            sent_at="2026-12-03T10:00:00.000+00:00",
+            settled_at=None,
+        )
 
-    async def update_agent_alias(self, caller: Caller, *, alias: str, force: bool = False) -> JSON:
+    async def update_agent_alias(
+        self, caller: Caller, *, alias: str, force: bool = False
+    ) -> r.AliasResult:
         self._record("update_agent_alias", caller, alias=alias, force=force)
-        return {"alias": alias, "address": f"{alias}@api-3f9a1c"}
+        return r.AliasResult(agent_id=caller.agent_id, alias=alias, address=f"{alias}@api-3f9a1c")
 
-    async def move_to_workspace(self, caller: Caller, *, path: str) -> JSON:
+    async def move_to_workspace(self, caller: Caller, *, path: str) -> r.AliasResult:
         self._record("move_to_workspace", caller, path=path)
-        return {"workspace": path, "address": "alice@other-0a1b2c"}
+        return r.AliasResult(
+            agent_id=caller.agent_id, alias="alice", address="alice@other-0a1b2c", workspace=path
+        )

@@ -4,6 +4,7 @@ connection too), trio's mock clock, and a FAKE provider standing in for delivery
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from collections.abc import AsyncIterator, Callable
 from functools import partial
@@ -20,6 +21,7 @@ from actors.identities import Identities
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
 from actors.messaging import run_messaging
 from pager.config import Config, Limits, Windows
+from pager.domain import results
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
 from pager.domain.views import AgentView, MessageView
@@ -33,7 +35,7 @@ from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
-from pager.wire import DeliveryRequest, RegisterRequest
+from pager.wire import DeliveryRequest, RegisterRequest, unstructure
 
 WINDOWS = Windows(
     lease_ttl=90.0,
@@ -77,12 +79,32 @@ class FakeInbox(Actor[ProviderMessage]):
             message.identity.try_cast(Pushed(message.push_id, tuple(answered[1])))
 
 
+class AnsweredAsJson:
+    """The service as the edges answer for it: each answer of `pager.domain.results` in its
+    JSON form (the one converter), so tests read what MCP and `/v1` send."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.unwrapped = service
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.unwrapped, name)
+        if not inspect.iscoroutinefunction(found):
+            return found
+
+        async def answered(*args: Any, **kwargs: Any) -> Any:
+            answer = await found(*args, **kwargs)
+            is_answer = type(answer).__module__ == results.__name__
+            return unstructure(answer) if is_answer else answer
+
+        return answered
+
+
 @attrs.define
 class Harness:
     """The subtree and what tests observe it through: the store's views and its event log
     (ports a second backend provides too), never SQL against the schema."""
 
-    service: BrokerService
+    service: AnsweredAsJson
     inbox: FakeInbox
     workspace: Path
     checkpoint: Checkpoint
@@ -204,7 +226,14 @@ async def open_harness(
         )
         log = ev.open_event_log(tmp_path / "pager.db")
         try:
-            yield Harness(service, inbox, workspace, checkpoint, SqliteOperatorViews(reads), log)
+            yield Harness(
+                AnsweredAsJson(service),
+                inbox,
+                workspace,
+                checkpoint,
+                SqliteOperatorViews(reads),
+                log,
+            )
         finally:
             log.close()
         nursery.cancel_scope.cancel()

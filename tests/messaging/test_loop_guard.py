@@ -19,7 +19,8 @@ async def relay(harness: Harness, reader: Caller, to: str) -> dict[str, Any]:
     """`reader` takes its mail (one batch), then sends `to`: the send's result."""
     fetched = await harness.service.fetch(reader)
     await harness.service.ack(reader, tokens=[c["token"] for c in fetched["claims"]])
-    return await harness.service.send(reader, to=to, body="and on")
+    sent: dict[str, Any] = await harness.service.send(reader, to=to, body="and on")
+    return sent
 
 
 async def hops(harness: Harness, *message_ids: str) -> list[tuple[str, int]]:

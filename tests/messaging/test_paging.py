@@ -19,10 +19,11 @@ from tests.messaging.conftest import Harness, open_harness
 
 
 async def _token(harness: Harness, to: str, **kwargs: Any) -> dict[str, Any]:
-    return await harness.service.create_token(
+    made: dict[str, Any] = await harness.service.create_token(
         to=to, workspace=str(harness.workspace), label=kwargs.get("label"),
         expires_s=kwargs.get("expires_s"),
     )  # fmt: skip
+    return made
 
 
 def _count(harness: Harness) -> int:

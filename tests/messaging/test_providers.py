@@ -27,6 +27,7 @@ from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from supervisors import Supervisor
 from tests.messaging.conftest import (
     WINDOWS,
+    AnsweredAsJson,
     FakeInbox,
     Harness,
     http_delivery,
@@ -88,7 +89,11 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
         log = ev.open_event_log(tmp_path / "pager.db")
         try:
             views = SqliteOperatorViews(reads)
-            yield Harness(service, inbox, workspace, checkpoint, views, log), hub, disabled
+            yield (
+                Harness(AnsweredAsJson(service), inbox, workspace, checkpoint, views, log),
+                hub,
+                disabled,
+            )
         finally:
             log.close()
         nursery.cancel_scope.cancel()

@@ -15,7 +15,8 @@ import pytest
 import trio
 import trio.testing
 
-from pager.domain.api import JSON, Caller
+from pager.domain.api import Caller
+from pager.domain.results import Me
 from pager.health import MCP, STORE, HealthBoard
 from pager.store import StoreUnwritable
 from pager.web.mcp_lazy import LazyMcp
@@ -47,7 +48,7 @@ class StoreFailingApi(FakeMessagingApi):
             raise UNWRITABLE
         return await super().authenticate(token)
 
-    async def whoami(self, caller: Caller) -> JSON:
+    async def whoami(self, caller: Caller) -> Me:
         raise UNWRITABLE
 
 
