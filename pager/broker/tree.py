@@ -181,6 +181,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService  # the server stack, lazily
+        from pager.store.sqlite_export import SqliteExports
         from pager.store.sqlite_operator import SqliteOperatorViews
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint
@@ -211,7 +212,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                     v1_blueprint(service, ctx.secret, ctx.shutdown.wait),
                     me_blueprint(service, ctx.secret),
                     paging_blueprint(service, ctx.secret),
-                    export_blueprint(ctx.paths.database, ctx.secret),
+                    export_blueprint(SqliteExports(ctx.paths.database), ctx.secret),
                     operator_blueprint(operator, ctx.secret),
                     openapi_blueprint(),
                     events_blueprint(

@@ -1,7 +1,6 @@
 """The messaging part of the store, as one namespace: `from pager.store import messaging as ms`."""
 
 from pager.store._events import Event, events_after, latest_event_seq, record_event
-from pager.store._export import EXPORT_VERSION, export_records
 from pager.store._guard import SendLimits, origin_and_hop, reset_cause
 from pager.store._identities import (
     addresses,
@@ -86,7 +85,6 @@ from pager.store._tokens import (
 )
 
 __all__ = [
-    "EXPORT_VERSION",
     "MAILBOX_PREFIX",
     "UNUSABLE",
     "AckResult",
@@ -118,7 +116,6 @@ __all__ = [
     "ensure_workspace",
     "events_after",
     "expire_claims",
-    "export_records",
     "get_identity",
     "get_message",
     "history",

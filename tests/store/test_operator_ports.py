@@ -16,6 +16,7 @@ from pager.store import close_database, open_database, views
 from pager.store import messaging as ms
 from pager.store.operator_ports import OperatorViews, Slice
 from pager.store.read_views import ReadViews
+from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_operator import SqliteOperatorViews
 from tests.store.test_views import NOW, _attach, _identity, _send, _workspace
 
@@ -167,3 +168,37 @@ async def test_operator_port_reads_beside_an_open_write(
         conn.execute("COMMIT")
     assert (await port.snapshot({}, agents=False)).totals.agents == 2
     assert await port.agent(late) is not None
+
+
+def test_exports_port_reads_one_instant_a_batch_at_a_time(
+    tmp_path: Path, conn: sqlite3.Connection
+) -> None:
+    """An export is every identity, then every message in send order, pulled in batches of
+    the size asked; what is written after it began is not in it; `since` keeps later
+    messages only."""
+    api = _workspace(conn, "api")
+    alice, bob = _identity(conn, api, "alice"), _identity(conn, api, "bob")
+    sent = [_send(conn, alice, bob, body=f"m{n}") for n in range(3)]
+    exports = SqliteExports(tmp_path / "pager.db")
+
+    reader = exports.open(since=None)
+    try:
+        first = reader.batch(2)
+        _send(conn, bob, alice, body="after the export began")  # committed meanwhile
+        rest: list[dict[str, object]] = []
+        while batch := reader.batch(2):
+            assert len(batch) <= 2
+            rest += batch
+    finally:
+        reader.close()
+    records = first + rest
+    assert [r["kind"] for r in records] == ["identity"] * 2 + ["message"] * 3
+    assert {r["alias"] for r in records[:2]} == {"alice", "bob"}
+    assert [r["message_id"] for r in records[2:]] == sent
+    assert all(r["v"] == 1 for r in records)
+
+    later = exports.open(since=NOW + 3600)  # every message here was sent at NOW
+    try:
+        assert [r["kind"] for r in later.batch(100)] == ["identity", "identity"]
+    finally:
+        later.close()

@@ -1,0 +1,36 @@
+"""The SQLite backend of the `Exports` port: one read-only connection and one read
+transaction per export, so its records are one consistent view while the writer goes on."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from pager.store._database import open_read_only
+from pager.store._export import export_records
+
+
+class SqliteExportReader:
+    def __init__(self, database: Path, since: float | None) -> None:
+        self._conn = open_read_only(database)
+        try:
+            self._conn.execute("BEGIN")  # one snapshot for the whole export
+            self._records = export_records(self._conn, since=since)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def batch(self, size: int) -> list[dict[str, Any]]:
+        return list(itertools.islice(self._records, size))
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class SqliteExports:
+    def __init__(self, database: Path) -> None:
+        self._database = database
+
+    def open(self, *, since: float | None) -> SqliteExportReader:
+        return SqliteExportReader(self._database, since)
