@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +15,7 @@ from typing import Any
 import attrs
 import httpx2
 import pytest
+import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
@@ -37,18 +37,165 @@ NO_SEND_LIMITS = {
 
 
 @attrs.define
+class Frame:
+    """One server-sent frame: an event or control frame, or a comment line (`comment`)."""
+
+    id: str | None
+    event: str | None
+    data: str
+    comment: str | None = None
+
+    def json(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.data)
+        return value
+
+
+@attrs.define
+class FrameParser:
+    """The lines of a server-sent event stream in, its frames out."""
+
+    fields: dict[str, str] = attrs.field(factory=dict)
+
+    def feed(self, line: str) -> Frame | None:
+        """The frame `line` completes (a comment line is one of its own), if any."""
+        if line.startswith(":"):
+            return Frame(None, None, "", comment=line)
+        if line:
+            name, _, value = line.partition(": ")
+            self.fields[name] = value
+            return None
+        fields, self.fields = self.fields, {}
+        if not fields:
+            return None
+        return Frame(fields.get("id"), fields.get("event"), fields.get("data", ""))
+
+
+@attrs.frozen
+class Counts:
+    """How many identities, messages and sessions (every session ever attached, ended ones
+    too) the broker holds."""
+
+    identities: int = 0
+    messages: int = 0
+    sessions: int = 0
+
+
+@attrs.define
 class Broker:
     home: PagerHome
     url: str
     secret: str
     workspace: Path
 
-    def db_rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(f"file:{self.home.root / 'pager.db'}?mode=ro", uri=True)
-        try:
-            return conn.execute(sql, params).fetchall()
-        finally:
-            conn.close()
+    # -- the broker's state, read through its own HTTP API with the local secret, never from
+    # its database, so the tests hold whatever store backs it. The `*_sync` reads are for
+    # tests that are not async; the async ones run them in a worker thread.
+
+    def read(self, path: str) -> httpx2.Response:
+        """`GET path` with the local secret; it must answer 200."""
+        with httpx2.Client(timeout=10) as http:
+            response = http.get(self.url + path, headers=self._auth())
+        assert response.status_code == 200, (path, response.text)
+        return response
+
+    def export_sync(self) -> list[dict[str, Any]]:
+        """`GET /v1/export`: every identity record, then every message record (oldest first)."""
+        return [json.loads(line) for line in self.read("/v1/export").text.splitlines()]
+
+    def events_sync(self, *types: str) -> list[dict[str, Any]]:
+        """Every retained operator event (`{seq, at, type, data}`), oldest first, of `types`
+        (of every type if none is given): `GET /v1/events` replayed from `Last-Event-ID: 0`
+        up to the snapshot's seq read just before (every event committed by then), then
+        closed."""
+        latest = int(self.read("/v1/snapshot?agents=false").json()["seq"])
+        headers = {**self._auth(), "Last-Event-ID": "0"}
+        found: list[dict[str, Any]] = []
+        ready, last = False, 0
+        parser = FrameParser()
+        with (
+            httpx2.Client(timeout=30) as http,
+            http.stream("GET", self.url + "/v1/events", headers=headers) as response,
+        ):
+            assert response.status_code == 200
+            for line in response.iter_lines():
+                frame = parser.feed(line)
+                if frame is None or frame.event is None:
+                    continue
+                # Pruned, cut off or stopping: what was read would not be every event.
+                assert frame.event not in ("reset", "overflow", "closing"), frame
+                if frame.event == "ready":
+                    ready, last = True, max(last, int(frame.id or 0))
+                else:
+                    found.append(frame.json())
+                    last = int(found[-1]["seq"])
+                if ready and last >= latest:
+                    break
+        return [event for event in found if not types or event["type"] in types]
+
+    def sessions_sync(self) -> dict[str, str]:
+        """Every session ever attached (by id) with its state, as the event log tells:
+        `attached` (`agent.attached`) until an `agent.detached` gives the state it ended in
+        (`detached`, `expired` or `ended`)."""
+        states: dict[str, str] = {}
+        for event in self.events_sync("agent.attached", "agent.detached"):
+            data = event["data"]
+            attached = event["type"] == "agent.attached"
+            states[str(data["session_id"])] = "attached" if attached else str(data["state"])
+        return states
+
+    async def get(self, path: str) -> httpx2.Response:
+        return await trio.to_thread.run_sync(self.read, path)
+
+    async def snapshot(self) -> dict[str, Any]:
+        """`GET /v1/snapshot`: workspaces, agents with their live sessions and inbox counts,
+        totals, and the latest event seq."""
+        snapshot: dict[str, Any] = (await self.get("/v1/snapshot")).json()
+        return snapshot
+
+    async def export(self) -> list[dict[str, Any]]:
+        return await trio.to_thread.run_sync(self.export_sync)
+
+    async def identities(self) -> list[dict[str, Any]]:
+        """The export's identity records."""
+        return [record for record in await self.export() if record["kind"] == "identity"]
+
+    async def messages(self) -> list[dict[str, Any]]:
+        """The export's message records (state, attempts, dead_reason, origin, hop, cause…)."""
+        return [record for record in await self.export() if record["kind"] == "message"]
+
+    async def message(self, message_id: str) -> dict[str, Any]:
+        """The export's record of one message (it must be there, once)."""
+        [found] = [m for m in await self.messages() if m["message_id"] == message_id]
+        return found
+
+    async def events(self, *types: str) -> list[dict[str, Any]]:
+        return await trio.to_thread.run_sync(self.events_sync, *types)
+
+    async def sessions(self) -> dict[str, str]:
+        return await trio.to_thread.run_sync(self.sessions_sync)
+
+    async def counts(self) -> Counts:
+        records = await self.export()
+        return Counts(
+            identities=sum(record["kind"] == "identity" for record in records),
+            messages=sum(record["kind"] == "message" for record in records),
+            sessions=len(await self.sessions()),
+        )
+
+    async def state(self) -> dict[str, Any]:
+        """All the API shows of the store, to compare before and after a request that must
+        change nothing: every identity and message record (state, attempts, alias, address,
+        archived_at, last_seen…), the snapshot (live sessions and their leases, inbox counts,
+        totals, the latest event seq) without its `broker` part (the process's health, not
+        the store), and every retained event."""
+        snapshot = await self.snapshot()
+        del snapshot["broker"]
+        return {"export": await self.export(), "snapshot": snapshot, "events": await self.events()}
+
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.secret}"}
+
+    # -- acting
 
     async def register(self, name: str | None = None, **fields: Any) -> dict[str, Any]:
         body = {"workspace": str(self.workspace), "implementation": "shell", **fields}

@@ -19,6 +19,8 @@ from tests.e2e.conftest import (
     FAST_WINDOWS,
     NO_SEND_LIMITS,
     Broker,
+    Frame,
+    FrameParser,
     mcp_session,
     start_broker,
     structured,
@@ -42,18 +44,6 @@ def small_buffer_broker(tmp_path: Path) -> Iterator[Broker]:
         PAGER_WINDOW_EVENT_HEARTBEAT="200ms",
     )
     home.kill_all()
-
-
-@attrs.define
-class Frame:
-    id: str | None
-    event: str | None
-    data: str
-    comment: str | None = None
-
-    def json(self) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.data)
-        return value
 
 
 @attrs.define
@@ -85,17 +75,11 @@ class Reader:
 
 
 async def read_frames(lines: AsyncIterator[str], reader: Reader) -> None:
-    fields: dict[str, str] = {}
+    parser = FrameParser()
     async for line in lines:
-        if line == "":
-            if fields:
-                reader.add(Frame(fields.get("id"), fields.get("event"), fields.get("data", "")))
-            fields = {}
-        elif line.startswith(":"):
-            reader.add(Frame(None, None, "", comment=line))
-        else:
-            name, _, value = line.partition(": ")
-            fields[name] = value
+        frame = parser.feed(line)
+        if frame is not None:
+            reader.add(frame)
     reader.ended = True
     reader.add(Frame(None, None, "", comment="<end>"))
 
@@ -122,8 +106,12 @@ async def event_stream(
         nursery.cancel_scope.cancel()
 
 
-def logged_seqs(broker: Broker, after: int) -> list[int]:
-    return [int(row[0]) for row in broker.db_rows("SELECT seq FROM events WHERE seq > ?", after)]
+async def logged_seqs(broker: Broker, after: int) -> list[int]:
+    """The seqs of the logged events after `after`: the whole log, replayed from its start on
+    a stream of its own, which must end at the snapshot's latest seq."""
+    seqs = [int(event["seq"]) for event in await broker.events()]
+    assert (seqs[-1] if seqs else 0) == (await broker.snapshot())["seq"]
+    return [seq for seq in seqs if seq > after]
 
 
 async def test_events_resume_with_last_event_id_misses_nothing(broker: Broker) -> None:
@@ -135,7 +123,7 @@ async def test_events_resume_with_last_event_id_misses_nothing(broker: Broker) -
             bob = await broker.register("bob")
             await first.wait_for(lambda r: len(r.events()) >= 4)
         seen = first.seqs()[-1]
-        assert first.seqs() == logged_seqs(broker, 0)[: len(first.seqs())]
+        assert first.seqs() == (await logged_seqs(broker, 0))[: len(first.seqs())]
 
         # Missed while disconnected: a send, a fetch, an ack and a detach.
         async with (
@@ -147,7 +135,7 @@ async def test_events_resume_with_last_event_id_misses_nothing(broker: Broker) -
             structured(await b.call_tool("ack", {"tokens": [claim["token"]]}))
         status, _ = await broker.post("/v1/sessions/current/detach", {}, token=bob["token"])
         assert status == 200
-        missed = logged_seqs(broker, seen)
+        missed = await logged_seqs(broker, seen)
 
         async with event_stream(broker, last_event_id=seen) as again:
             assert again.seqs() == missed  # replayed before `ready`, each once, in order
@@ -155,7 +143,7 @@ async def test_events_resume_with_last_event_id_misses_nothing(broker: Broker) -
             assert ready.id == str(missed[-1])
             await broker.register("carol")  # live from here
             await again.wait_for(lambda r: len(r.events()) >= len(missed) + 2)
-        assert again.seqs() == logged_seqs(broker, seen)
+        assert again.seqs() == await logged_seqs(broker, seen)
 
     kinds = [f.event for f in again.events()]
     assert kinds[: len(missed)] == [
@@ -187,7 +175,7 @@ async def test_events_from_zero_replays_every_event(broker: Broker) -> None:
             nursery.start_soon(read_frames, response.aiter_lines(), reader)
             await reader.wait_for(lambda r: "ready" in r.kinds())
             nursery.cancel_scope.cancel()
-    assert reader.seqs() == logged_seqs(broker, 0) == [1, 2]
+    assert reader.seqs() == await logged_seqs(broker, 0) == [1, 2]
     assert [f.event for f in reader.events()] == ["agent.created", "agent.attached"]
 
 
@@ -248,7 +236,7 @@ async def test_events_stalled_client_is_cut_off_while_another_keeps_receiving(
                     async with trio.open_nursery() as nursery:
                         for _ in range(4):
                             nursery.start_soon(send, 100)
-                total = logged_seqs(broker, start)
+                total = await logged_seqs(broker, start)
                 assert len(total) >= 400
                 await fast.wait_for(lambda r: len(r.events()) >= len(total))
                 assert fast.seqs() == total

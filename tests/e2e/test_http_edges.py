@@ -16,12 +16,7 @@ import httpx2
 import pytest
 import trio
 
-from tests.e2e.conftest import Broker, mcp_session, structured
-
-COUNTS = (
-    "SELECT (SELECT COUNT(*) FROM identities), (SELECT COUNT(*) FROM messages),"
-    " (SELECT COUNT(*) FROM sessions)"
-)
+from tests.e2e.conftest import Broker, Counts, mcp_session, structured
 
 
 def _raw(broker: Broker, request: bytes) -> tuple[int, dict[str, Any]]:
@@ -92,7 +87,7 @@ async def test_register_refuses_bad_requests(
     secret = broker.secret if token == "SECRET" else token
     got_status, answer = await broker.post("/v1/register", body, token=secret)
     assert (got_status, answer["error"]["code"]) == (status, code), answer
-    assert broker.db_rows(COUNTS) == [(0, 0, 0)]
+    assert await broker.counts() == Counts()
 
 
 async def test_register_malformed_json_and_oversized(broker: Broker) -> None:
@@ -112,7 +107,7 @@ async def test_register_malformed_json_and_oversized(broker: Broker) -> None:
         _raw, broker, (head + f"Content-Length: {2 * 1024 * 1024}\r\n\r\n").encode()
     )
     assert status == 413
-    assert broker.db_rows(COUNTS) == [(0, 0, 0)]
+    assert await broker.counts() == Counts()
 
 
 async def test_mcp_refuses_missing_forged_and_ended_tokens(broker: Broker) -> None:
@@ -140,7 +135,7 @@ async def test_mcp_refuses_missing_forged_and_ended_tokens(broker: Broker) -> No
 async def test_mcp_refuses_foreign_host_origin_and_bad_json_rpc(broker: Broker) -> None:
     """DNS-rebinding Host/Origin and malformed JSON-RPC are refused; nothing is sent."""
     alice = await broker.register("alice")
-    before = broker.db_rows(COUNTS)
+    before = await broker.counts()
     port = broker.url.rsplit(":", 1)[1]
     auth = f"Authorization: Bearer {alice['token']}\r\n"
     accept = "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
@@ -170,7 +165,7 @@ async def test_mcp_refuses_foreign_host_origin_and_bad_json_rpc(broker: Broker) 
     for bad in (b"{not json", b'{"hello": "world"}', b"[]", b'"string"'):
         status = await trio.to_thread.run_sync(post, f"127.0.0.1:{port}", "", bad)
         assert 400 <= status < 500, bad
-    assert broker.db_rows(COUNTS) == before
+    assert await broker.counts() == before
 
 
 async def test_session_stream_tells_of_takeover(broker: Broker) -> None:
@@ -227,7 +222,7 @@ async def test_v1_refuses_lone_surrogates_and_names_allowed_methods(broker: Brok
         response = await http.delete(broker.url + "/v1/snapshot", headers=headers)
     assert response.status_code == 405
     assert "GET" in response.headers["allow"]
-    assert broker.db_rows(COUNTS) == [(0, 0, 0)]
+    assert await broker.counts() == Counts()
 
 
 class _Connection:
@@ -409,7 +404,7 @@ async def test_register_on_a_full_disk_is_unavailable_naming_the_disk(broker: Br
     assert status == 503, answer
     assert answer["error"]["code"] == "unavailable"
     assert "disk" in answer["error"]["message"]
-    assert broker.db_rows(COUNTS) == [(0, 0, 0)]
+    assert await broker.counts() == Counts()
     with trio.fail_after(30):
         await broker.register("alice")
 
@@ -427,6 +422,6 @@ async def test_mcp_send_on_a_full_disk_is_unavailable_naming_the_disk(broker: Br
             error = json.loads(refused.content[0].text)  # type: ignore[union-attr]
             assert error["code"] == "unavailable", error
             assert "disk" in error["message"]
-            assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
+            assert await broker.messages() == []
             sent = structured(await client.call_tool("send", {"to": "bob", "body": "hello"}))
     assert sent["recipient"]["address"].startswith("bob@")

@@ -107,7 +107,7 @@ async def test_errors_reach_the_model_as_codes(broker: Broker) -> None:
             assert missing["code"] == "validation_failed"
             assert missing["tool"] == "sned"
             assert "Pager's tools are ack, fetch, history" in missing["message"]
-    assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
+    assert await broker.messages() == []
 
 
 async def test_fetch_text_wraps_bodies_in_the_envelope(broker: Broker) -> None:

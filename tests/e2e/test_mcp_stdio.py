@@ -86,15 +86,15 @@ def short_lease_broker(tmp_path: Path) -> Iterator[Broker]:
 
 
 def session_state(broker: Broker, session_id: str) -> str:
-    [(state,)] = broker.db_rows("SELECT state FROM sessions WHERE id = ?", session_id)
-    return str(state)
+    """The session's state as the broker recorded it (its events say)."""
+    return broker.sessions_sync()[session_id]
 
 
 async def wait_for_state(broker: Broker, session_id: str, state: str) -> None:
-    """Polls the store until the broker recorded `state` for the session (what a direct
+    """Polls the broker until it recorded `state` for the session (what a direct
     authenticate would then answer)."""
     with trio.fail_after(POLL_BOUND):
-        # A row in another process's database: nothing to wait on but the clock.
+        # A change in another process: nothing to wait on but the clock.
         while True:
             if session_state(broker, session_id) == state:
                 return
@@ -333,16 +333,13 @@ async def test_inside_a_wrapped_launch_uses_the_wrappers_session(broker: Broker)
     wrapped = await broker.register("wrapped")
     env = {"PAGER_TOKEN": wrapped["token"], "PAGER_AGENT_ID": wrapped["agent_id"],
            "PAGER_ADDRESS": wrapped["address"], "PAGER_URL": broker.url}  # fmt: skip
-    sessions = "SELECT COUNT(*) FROM sessions"
-    before = broker.db_rows(sessions)
+    before = await broker.sessions()
     with trio.fail_after(60):
         async with stdio_server(broker, **env) as server:
             me = await server.whoami()
             assert me["agent_id"] == wrapped["agent_id"]
-    assert broker.db_rows(sessions) == before
-    assert broker.db_rows("SELECT state FROM sessions WHERE id = ?", wrapped["session_id"]) == [
-        ("attached",)
-    ]
+    assert await broker.sessions() == before  # no session added, none ended
+    assert before[wrapped["session_id"]] == "attached"
 
 
 async def test_inside_a_wrapped_launch_takes_the_wrappers_rejoined_token(
@@ -371,5 +368,6 @@ async def test_inside_a_wrapped_launch_takes_the_wrappers_rejoined_token(
             again = await server.whoami()
     assert again["agent_id"] == wrapped["agent_id"]
     assert again["session"]["id"] == rejoined["session_id"]
-    [(count,)] = broker.db_rows("SELECT COUNT(*) FROM sessions")
-    assert count == 2  # the wrapped one and its rejoin: none of `pager mcp`'s own
+    sessions = await broker.sessions()
+    assert len(sessions) == 2  # the wrapped one and its rejoin: none of `pager mcp`'s own
+    assert set(sessions) == {wrapped["session_id"], rejoined["session_id"]}

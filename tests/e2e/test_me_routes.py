@@ -160,7 +160,7 @@ async def test_bad_input_is_refused_and_changes_nothing(
     method = "GET" if body is None else "POST"
     answer = as_person(broker, method, path, body)
     assert (answer[0], answer[1]["error"]["code"]) == (status, code), answer
-    assert broker.db_rows("SELECT COUNT(*) FROM messages") == [(0,)]
+    assert await broker.messages() == []
 
 
 def test_credentials_and_workspace_are_required(broker: Broker) -> None:
@@ -175,4 +175,4 @@ def test_credentials_and_workspace_are_required(broker: Broker) -> None:
         broker.url, "GET", "/v1/me?workspace=relative/dir", token=broker.secret
     )
     assert (status, answer["error"]["code"]) == (400, "validation_failed")
-    assert broker.db_rows("SELECT COUNT(*) FROM identities") == [(0,)]
+    assert broker.export_sync() == []  # no identity (and so no message)

@@ -4,8 +4,7 @@ agents, messages, archive / unarchive / purge, and the refusals that must change
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,6 @@ WINDOWS = {
     "PAGER_WINDOW_LEASE_TTL": "30s",
     "PAGER_WINDOW_MAX_ATTEMPTS": "1",
 }
-
-#: Every row a read could touch, in a stable order.
-DELIVERY_ROWS = (
-    "SELECT * FROM messages ORDER BY seq",
-    "SELECT * FROM claims ORDER BY token_hash",
-    "SELECT * FROM sessions ORDER BY id",
-    "SELECT * FROM identities ORDER BY id",
-    "SELECT COUNT(*) FROM events",
-)
 
 
 @pytest.fixture
@@ -66,17 +56,11 @@ async def _get(broker: Broker, path: str, **kwargs: Any) -> Any:
     return answer
 
 
-def _state(broker: Broker) -> list[list[tuple[Any, ...]]]:
-    return [broker.db_rows(sql) for sql in DELIVERY_ROWS]
-
-
-async def _wait_for_rows(
-    broker: Broker, expected: list[tuple[Any, ...]], sql: str, *params: object
-) -> None:
-    """Poll the store until a query answers `expected` (a hang guard bounds it, not a timing)."""
+async def _wait_until(holds: Callable[[], Awaitable[bool]]) -> None:
+    """Poll the broker until `holds` (a hang guard bounds it, not a timing)."""
     with trio.fail_after(30):
         while True:
-            if broker.db_rows(sql, *params) == expected:
+            if await holds():
                 return
             await trio.sleep(0.02)
 
@@ -110,12 +94,12 @@ async def test_snapshot_counts_agents_in_two_workspaces(op: Broker, tmp_path: Pa
             structured(await b.call_tool("send", {"to": carol["address"], "body": "x"}))
             structured(await a.call_tool("send", {"to": dave["address"], "body": "refused"}))
         await trio.to_thread.run_sync(inbox.wait_for, 1)
-        await _wait_for_rows(
-            op,
-            [("dead", "max_attempts")],
-            "SELECT state, dead_reason FROM messages WHERE recipient_id = ?",
-            dave["agent_id"],
-        )
+
+        async def dave_dead_lettered() -> bool:
+            mail = [m for m in await op.messages() if m["to"] == dave["agent_id"]]
+            return [(m["state"], m["dead_reason"]) for m in mail] == [("dead", "max_attempts")]
+
+        await _wait_until(dave_dead_lettered)
 
     eve = await op.register("eve", workspace=str(web))
     status, _ = await _call(op, "POST", f"/v1/agents/{eve['agent_id']}/archive")
@@ -125,8 +109,7 @@ async def test_snapshot_counts_agents_in_two_workspaces(op: Broker, tmp_path: Pa
 
     assert snap["broker"]["ok"] is True
     assert snap["broker"]["schema_version"] == SCHEMA_VERSION
-    [(latest,)] = op.db_rows("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
-    assert snap["seq"] == latest
+    assert snap["seq"] == (await op.events())[-1]["seq"]  # the latest event
     slugs = {alice["address"].split("@")[1], carol["address"].split("@")[1]}
     assert {w["slug"] for w in snap["workspaces"]} == slugs
     agents = {a["alias"]: a for w in snap["workspaces"] for a in w["agents"]}
@@ -247,7 +230,7 @@ async def test_reading_views_never_changes_delivery_state(op: Broker) -> None:
             for n in range(3):
                 structured(await a.call_tool("send", {"to": "bob", "body": f"m{n}"}))
             structured(await b.call_tool("fetch", {"limit": 1}))
-    before = _state(op)
+    before = await op.state()
     for path in (
         "/v1/snapshot",
         "/v1/agents",
@@ -257,7 +240,7 @@ async def test_reading_views_never_changes_delivery_state(op: Broker) -> None:
         f"/v1/agents/{alice['agent_id']}/messages?direction=out&limit=1",
     ):
         await _get(op, path)
-    assert _state(op) == before
+    assert await op.state() == before
 
 
 async def test_archive_and_unarchive_an_attached_agent(op: Broker) -> None:
@@ -281,10 +264,10 @@ async def test_archive_and_unarchive_an_attached_agent(op: Broker) -> None:
     assert agent["inbox"] == {"queued": 1, "claimed": 0, "dead": 0}
     status, answer = await op.post("/v1/sessions/current/detach", {}, token=bob["token"])
     assert (status, answer["error"]["code"]) == (401, "ended")
-    before = _state(op)
+    before = await op.state()
     status, answer = await _call(op, "POST", f"/v1/agents/{agent_id}/archive")
     assert (status, answer["error"]["code"]) == (409, "conflict")
-    assert _state(op) == before
+    assert await op.state() == before
 
     status, shown = await _call(op, "POST", f"/v1/agents/{agent_id}/unarchive")
 
@@ -292,16 +275,13 @@ async def test_archive_and_unarchive_an_attached_agent(op: Broker) -> None:
     assert shown["agent"]["archived"] is False
     assert shown["agent"]["archived_at"] is None
     assert shown["agent"]["inbox"]["queued"] == 1
-    before = _state(op)
+    before = await op.state()
     status, answer = await _call(op, "POST", f"/v1/agents/{agent_id}/unarchive")
     assert (status, answer["error"]["code"]) == (409, "conflict")
-    assert _state(op) == before
-    events = op.db_rows(
-        "SELECT type, data FROM events WHERE type IN ('agent.archived', 'agent.unarchived')"
-        " ORDER BY seq"
-    )
-    assert [kind for kind, _ in events] == ["agent.archived", "agent.unarchived"]
-    data = json.loads(events[0][1])
+    assert await op.state() == before
+    logged = await op.events("agent.archived", "agent.unarchived")
+    assert [event["type"] for event in logged] == ["agent.archived", "agent.unarchived"]
+    data = logged[0]["data"]
     assert (data["agent_id"], data["address"], data["reason"]) == (
         agent_id,
         bob["address"],
@@ -365,8 +345,8 @@ async def test_purge_of_an_attached_agent_ends_its_session(op: Broker) -> None:
     assert message["recipient"] == {"agent_id": bob["agent_id"], "alias": None, "address": None}
     snap = await _get(op, "/v1/snapshot")
     assert [a["alias"] for w in snap["workspaces"] for a in w["agents"]] == ["alice"]
-    [(data,)] = op.db_rows("SELECT data FROM events WHERE type = 'agent.purged'")
-    assert json.loads(data)["dead_lettered"] == 1
+    [event] = await op.events("agent.purged")
+    assert event["data"]["dead_lettered"] == 1
     status, answer = await _call(op, "POST", f"/v1/agents/{bob['agent_id']}/purge")
     assert (status, answer["error"]["code"]) == (404, "not_found")
 
@@ -374,7 +354,7 @@ async def test_purge_of_an_attached_agent_ends_its_session(op: Broker) -> None:
 async def test_unknown_agent_is_not_found_on_every_route(op: Broker) -> None:
     """An id that names no agent is 404 `not_found` on reads and actions; nothing changes."""
     await op.register("alice")
-    before = _state(op)
+    before = await op.state()
     for method, path in (
         ("GET", "/v1/agents/agt_0000000000000000"),
         ("GET", "/v1/agents/agt_0000000000000000/messages"),
@@ -385,7 +365,7 @@ async def test_unknown_agent_is_not_found_on_every_route(op: Broker) -> None:
     ):
         status, answer = await _call(op, method, path)
         assert (status, answer["error"]["code"]) == (404, "not_found"), (path, answer)
-    assert _state(op) == before
+    assert await op.state() == before
 
 
 async def test_operator_routes_refuse_missing_or_wrong_credentials(op: Broker) -> None:
@@ -393,7 +373,7 @@ async def test_operator_routes_refuse_missing_or_wrong_credentials(op: Broker) -
     operator route; no action happens."""
     alice = await op.register("alice")
     agent = alice["agent_id"]
-    before = _state(op)
+    before = await op.state()
     routes = (
         ("GET", "/v1/snapshot"),
         ("GET", "/v1/agents"),
@@ -407,7 +387,7 @@ async def test_operator_routes_refuse_missing_or_wrong_credentials(op: Broker) -
         for token in (None, "wrong-secret", alice["token"]):
             status, answer = await _call(op, method, path, token=token)
             assert (status, answer["error"]["code"]) == (401, "unauthenticated"), (path, token)
-    assert _state(op) == before
+    assert await op.state() == before
     status, document = await _call(op, "GET", "/v1/openapi.json", token=None)
     assert status == 200
     assert document["openapi"] == "3.1.0"
@@ -422,7 +402,7 @@ async def test_operator_routes_refuse_bad_query_naming_the_parameter(op: Broker)
     page = await _get(op, "/v1/agents?limit=1")
     agents_cursor = page["next_cursor"]
     assert agents_cursor is not None
-    before = _state(op)
+    before = await op.state()
     for path, parameter in (
         ("/v1/agents?limit=0", "limit"),
         ("/v1/agents?limit=201", "limit"),
@@ -448,7 +428,7 @@ async def test_operator_routes_refuse_bad_query_naming_the_parameter(op: Broker)
         assert status == 400, (path, answer)
         assert answer["error"]["code"] == "validation_failed"
         assert answer["error"]["parameter"] == parameter, (path, answer)
-    assert _state(op) == before
+    assert await op.state() == before
 
 
 @pytest.mark.parametrize("action", ["archive", "purge"])
@@ -457,13 +437,12 @@ async def test_operator_actions_refuse_bodies_that_are_not_empty(op: Broker, act
     it was; `{}` and an empty body are taken."""
     alice = await op.register("alice")
     path = f"/v1/agents/{alice['agent_id']}/{action}"
-    before = _state(op)
+    before = await op.state()
     for body in (b'{"force": true}', b"[]", b"null", b'"x"', b"{not json", b"0", b"{}{}"):
         status, answer = await _call(op, "POST", path, content=body)
         assert (status, answer["error"]["code"]) == (400, "validation_failed"), body
-    assert _state(op) == before
+    assert await op.state() == before
     status, _ = await _call(op, "POST", path, content=b" {} ")
     assert status == 200
-    with sqlite3.connect(f"file:{op.home.root / 'pager.db'}?mode=ro", uri=True) as conn:
-        gone = conn.execute("SELECT archived_at IS NOT NULL FROM identities").fetchall()
-    assert gone == ([(1,)] if action == "archive" else [])
+    gone = [identity["archived_at"] is not None for identity in await op.identities()]
+    assert gone == ([True] if action == "archive" else [])

@@ -51,10 +51,6 @@ def run(
     )  # fmt: skip
 
 
-def messages(broker: Broker) -> int:
-    return int(broker.db_rows("SELECT COUNT(*) FROM messages")[0][0])
-
-
 async def raw(
     broker: Broker, method: str, path: str, token: str, body: bytes = b""
 ) -> tuple[int, Any]:
@@ -109,15 +105,17 @@ async def test_the_documented_curl_pages_a_wrapped_session_that_reads_it(
         "nightly (script)", "script", "acknowledged"
     )  # fmt: skip
     assert page["fields"]["status"] == "success"
-    events = broker.db_rows("SELECT data FROM events WHERE type = 'message.queued'")
-    assert json.loads(events[0][0])["origin"] == "script"
+    events = await broker.events("message.queued")
+    assert events[0]["data"]["origin"] == "script"
     listed = pager(broker, places["api"], "token", "list", "--json")
     assert token not in listed.stdout  # never shown again
     [row] = answer(listed)
     assert (row["label"], row["last_used_at"] is not None) == ("nightly", True)
-    assert broker.db_rows("SELECT COUNT(*) FROM mailbox_tokens WHERE token_hash = ?", token) == [
-        (0,)
-    ]  # stored hashed
+    # Stored hashed: the token is in nothing the broker shows, nor in any file it keeps.
+    assert token not in (await broker.get("/v1/tokens?revoked=true")).text
+    assert token not in json.dumps([await broker.export(), await broker.events()])
+    files = [path for path in broker.home.root.rglob("*") if path.is_file()]
+    assert [path for path in files if token.encode() in path.read_bytes()] == []
 
 
 async def test_a_token_pages_only_and_only_its_identity(
@@ -131,7 +129,7 @@ async def test_a_token_pages_only_and_only_its_identity(
     page = json.dumps({"message": "hello"}).encode()
     status, _ = await raw(broker, "POST", "/v1/notify", token, page)
     assert status == 202
-    before = messages(broker)
+    before = await broker.counts()
     refused = [
         ("GET", "/v1/me"),
         ("GET", "/v1/me/inbox"),
@@ -154,7 +152,7 @@ async def test_a_token_pages_only_and_only_its_identity(
     for to in ("other", other["address"], other["agent_id"], "nobody"):
         status, answered = await raw(broker, "POST", f"/v1/notify?to={to}", token, page)
         assert (status, answered["error"]["code"]) == (404, "unknown_recipient"), answered
-    assert messages(broker) == before
+    assert await broker.counts() == before
     [row] = answer(pager(broker, broker.workspace, "token", "list", "--json"))
     revoked = pager(broker, broker.workspace, "token", "revoke", row["id"])
     assert revoked.returncode == 0, revoked.stderr
@@ -163,7 +161,7 @@ async def test_a_token_pages_only_and_only_its_identity(
         assert (status, answered["error"]["code"]) == (401, "unauthenticated"), (bad, answered)
     status, _ = await raw(broker, "POST", "/v1/notify", "", page)
     assert status == 401
-    assert messages(broker) == before
+    assert await broker.counts() == before
     assert answer(pager(broker, broker.workspace, "token", "list", "--json")) == []
     assert len(answer(pager(broker, broker.workspace, "token", "list", "--all", "--json"))) == 1
 
@@ -185,7 +183,7 @@ async def test_bad_pages_are_refused_and_change_nothing(broker: Broker) -> None:
     for body, status, code in cases:
         got, answered = await raw(broker, "POST", "/v1/notify", token, body)
         assert (got, answered["error"]["code"]) == (status, code), (body[:40], answered)
-    assert messages(broker) == 0
+    assert await broker.messages() == []
     # A bad token is refused before the body is looked at.
     got, answered = await raw(broker, "POST", "/v1/notify", "pmt_" + "B" * 43, b"{not json")
     assert (got, answered["error"]["code"]) == (401, "unauthenticated")
@@ -207,8 +205,8 @@ async def test_the_per_token_rate_limit(tmp_path: Path) -> None:
         status, answered = await raw(broker, "POST", "/v1/notify", token, page)
         assert (status, answered["error"]["code"]) == (429, "rate_limited")
         assert answered["error"]["retry_after_s"] >= 1
-        refused = broker.db_rows("SELECT data FROM events WHERE type = 'send.refused'")
-        assert json.loads(refused[0][0])["reason"] == "rate_limited"
+        refused = await broker.events("send.refused")
+        assert refused[0]["data"]["reason"] == "rate_limited"
     finally:
         home.kill_all()
 
@@ -334,8 +332,7 @@ async def test_a_page_wakes_an_idle_wrapped_harness(
     assert "tests failed" in text
     assert "status: failure" in text
     assert "ci (script)" in text
-    [(state,)] = broker.db_rows("SELECT state FROM messages WHERE id = ?", accepted["message_id"])
-    assert state == "acknowledged"
+    assert (await broker.message(accepted["message_id"]))["state"] == "acknowledged"
 
 
 async def test_a_page_wakes_claude_through_its_async_rewake_hook(broker: Broker) -> None:
@@ -363,5 +360,4 @@ async def test_a_page_wakes_claude_through_its_async_rewake_hook(broker: Broker)
     assert b"deploy failed" in woken.stderr
     assert b"status: failure" in woken.stderr
     assert b"deploy (script)" in woken.stderr
-    [(state,)] = broker.db_rows("SELECT state FROM messages WHERE id = ?", accepted["message_id"])
-    assert state == "acknowledged"
+    assert (await broker.message(accepted["message_id"]))["state"] == "acknowledged"

@@ -361,7 +361,7 @@ async def send_hop_2(broker: Broker, to: str) -> tuple[dict[str, Any], str]:
         structured(await a.call_tool("ack", {"tokens": [claim["token"] for claim in claims]}))
         sent = structured(await a.call_tool("send", {"to": to, "body": "mail for x"}))
     message_id = str(sent["message_id"])
-    assert broker.db_rows("SELECT hop FROM messages WHERE id = ?", message_id) == [(2,)]
+    assert (await broker.message(message_id))["hop"] == 2
     return alice, message_id
 
 
@@ -370,11 +370,9 @@ async def hop_of_next_send(broker: Broker, start: dict[str, Any]) -> int:
     env = start["env"]
     async with mcp_session(env["PAGER_URL"], env["PAGER_TOKEN"]) as x:
         sent = structured(await x.call_tool("send", {"to": "alice", "body": "x answers"}))
-    [(origin, hop)] = broker.db_rows(
-        "SELECT origin, hop FROM messages WHERE id = ?", sent["message_id"]
-    )
-    assert origin == "agent"
-    return int(hop)
+    message = await broker.message(sent["message_id"])
+    assert message["origin"] == "agent"
+    return int(message["hop"])
 
 
 async def typed_prompt_chain(
