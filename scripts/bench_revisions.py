@@ -1,0 +1,108 @@
+"""Every figure of `./scripts/bench`, for two Git revisions, side by side in one run.
+
+Each revision is checked out into a temporary worktree; each group of figures (lifecycle,
+messaging, implementations, operator, paging) runs that revision's own bench script with this
+checkout's interpreter and PYTHONPATH set to the worktree, so the brokers, hooks and commands it
+starts run that revision's code. The two revisions take turns group by group, the order
+swapped every group, so a machine that speeds up or slows down during the run weighs on both.
+The output is every numeric figure the groups report (their `--json`, flattened), the two
+revisions' values and their ratio (the second's over the first's).
+
+    .venv/bin/python scripts/bench_revisions.py 26f1b48 HEAD [--groups lifecycle,messaging]
+        [--runs N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench_ab import worktrees
+from benchlib import machine, progress
+
+GROUPS = {
+    "lifecycle": ["bench_lifecycle.py"],
+    "messaging": ["bench_messaging.py"],
+    "implementations": ["bench_implementations.py"],
+    "operator": ["bench_operator_api.py", "bench_events.py", "bench_tui.py"],
+    "paging": ["bench_paging.py"],
+}
+
+
+def run_group(tree: Path, script: str, runs: int | None) -> dict[str, Any]:
+    """One bench script of `tree`, its code on PYTHONPATH: its `--json` answer."""
+    command = [sys.executable, str(tree / "scripts" / script), "--json"]
+    if runs is not None:
+        command += ["--runs", str(runs)]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{script} at {tree} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, float]:
+    """Every number in a JSON answer by its path (`sequential.send.p50_ms`)."""
+    if isinstance(value, bool):
+        return {}
+    if isinstance(value, int | float):
+        return {prefix: float(value)}
+    found: dict[str, float] = {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            found.update(flatten(item, f"{prefix}[{n}]"))
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("before", help="the earlier revision (e.g. 26f1b48)")
+    parser.add_argument("after", help="the later revision (e.g. HEAD)")
+    parser.add_argument("--groups", default=",".join(GROUPS), help="comma-separated groups")
+    parser.add_argument("--runs", type=int, default=None, help="passed to each bench script")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    groups = [group.strip() for group in args.groups.split(",") if group.strip()]
+    unknown = [group for group in groups if group not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group(s) {', '.join(unknown)}; groups: {', '.join(GROUPS)}")
+    revisions = [args.before, args.after]
+    results: dict[str, dict[str, dict[str, Any]]] = {revision: {} for revision in revisions}
+    with worktrees(revisions) as trees:
+        turn = 0
+        for group in groups:
+            for script in GROUPS[group]:
+                order = [0, 1] if turn % 2 == 0 else [1, 0]
+                turn += 1
+                for index in order:
+                    progress(f"{group}: {script} at {revisions[index]}")
+                    answer = run_group(trees[index], script, args.runs)
+                    results[revisions[index]][f"{group}.{Path(script).stem}"] = answer
+    progress("")
+    if args.json:
+        print(json.dumps({"machine": machine(), "results": results}, indent=2))
+        return 0
+    before, after = (flatten(results[revision]) for revision in revisions)
+    print(f"Machine: {machine()}")
+    print()
+    print(f"| figure | {args.before} | {args.after} | ratio |")
+    print("|---|---|---|---|")
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        ratio = f"{new / old:.2f}x" if old and new is not None else "-"
+        shown = ["-" if v is None else f"{v:.4g}" for v in (old, new)]
+        print(f"| {key} | {shown[0]} | {shown[1]} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
