@@ -3,13 +3,15 @@
 Each revision is checked out into a temporary worktree; each group of figures (lifecycle,
 messaging, implementations, operator, paging) runs that revision's own bench script with this
 checkout's interpreter and PYTHONPATH set to the worktree, so the brokers, hooks and commands it
-starts run that revision's code. The two revisions take turns group by group, the order
-swapped every group, so a machine that speeds up or slows down during the run weighs on both.
+starts run that revision's code. The two revisions take turns script by script, `--repeats`
+times each in A-B-B-A order, and each figure is the median of its repeats: a machine that
+speeds up or slows down during the run weighs on both (figures that are already ratios to a
+yardstick measured in the same script, e.g. `status_to_bare_ratio`, are the steadiest).
 The output is every numeric figure the groups report (their `--json`, flattened), the two
 revisions' values and their ratio (the second's over the first's).
 
     .venv/bin/python scripts/bench_revisions.py 26f1b48 HEAD [--groups lifecycle,messaging]
-        [--runs N] [--json]
+        [--runs N] [--repeats 2] [--json]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -63,12 +66,23 @@ def flatten(value: Any, prefix: str = "") -> dict[str, float]:
     return found
 
 
+def medians(answers: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Each figure's median over its repeats."""
+    values: dict[str, list[float]] = {}
+    for name, repeats in answers.items():
+        for answer in repeats:
+            for key, value in flatten(answer, name).items():
+                values.setdefault(key, []).append(value)
+    return {key: statistics.median(found) for key, found in values.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("before", help="the earlier revision (e.g. 26f1b48)")
     parser.add_argument("after", help="the later revision (e.g. HEAD)")
     parser.add_argument("--groups", default=",".join(GROUPS), help="comma-separated groups")
     parser.add_argument("--runs", type=int, default=None, help="passed to each bench script")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each script per side")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     groups = [group.strip() for group in args.groups.split(",") if group.strip()]
@@ -76,22 +90,22 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown group(s) {', '.join(unknown)}; groups: {', '.join(GROUPS)}")
     revisions = [args.before, args.after]
-    results: dict[str, dict[str, dict[str, Any]]] = {revision: {} for revision in revisions}
+    # revision -> "group.script" -> one answer per repeat
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {revision: {} for revision in revisions}
     with worktrees(revisions) as trees:
-        turn = 0
         for group in groups:
             for script in GROUPS[group]:
-                order = [0, 1] if turn % 2 == 0 else [1, 0]
-                turn += 1
-                for index in order:
-                    progress(f"{group}: {script} at {revisions[index]}")
-                    answer = run_group(trees[index], script, args.runs)
-                    results[revisions[index]][f"{group}.{Path(script).stem}"] = answer
+                name = f"{group}.{Path(script).stem}"
+                for repeat in range(args.repeats):
+                    for index in [0, 1] if repeat % 2 == 0 else [1, 0]:
+                        progress(f"{name} at {revisions[index]} ({repeat + 1}/{args.repeats})")
+                        answer = run_group(trees[index], script, args.runs)
+                        results[revisions[index]].setdefault(name, []).append(answer)
     progress("")
     if args.json:
         print(json.dumps({"machine": machine(), "results": results}, indent=2))
         return 0
-    before, after = (flatten(results[revision]) for revision in revisions)
+    before, after = (medians(results[revision]) for revision in revisions)
     print(f"Machine: {machine()}")
     print()
     print(f"| figure | {args.before} | {args.after} | ratio |")
