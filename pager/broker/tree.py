@@ -253,7 +253,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 ctx.config,
                 ctx.clock,
                 lookups=SqliteLookups(checkpoint),
-                listings=SqliteListings(checkpoint, reads),
+                listings=SqliteListings(reads),
                 accounts=SqliteAccounts(checkpoint),
             )
 

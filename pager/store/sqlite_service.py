@@ -11,8 +11,7 @@ before the call returns (`Checkpoint.write`).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import Address, alias_key, format_address, parse_address
@@ -37,13 +36,6 @@ from pager.store.service_ports import (
 from pager.store.sqlite_ports import Writer
 
 T = TypeVar("T")
-
-
-class ActorWriter(Writer, Protocol):
-    """The SQLite writer (pager/store/sqlite_writer.py `Checkpoint`), with its reads on the
-    writer's own connection, in its worker thread."""
-
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
 
 class SqliteLookups:
@@ -93,8 +85,10 @@ class SqliteLookups:
 
 
 class SqliteListings:
-    def __init__(self, writer: ActorWriter, reads: ReadViews) -> None:
-        self._writer = writer
+    """Every listing reads on the read side (its own read-only connection, one consistent
+    snapshot per call): a page never waits for a commit, nor holds one up."""
+
+    def __init__(self, reads: ReadViews) -> None:
         self._reads = reads
 
     async def roster(
@@ -122,7 +116,7 @@ class SqliteListings:
             messages = ms.history(conn, caller_id, with_id=other, thread=thread, limit=limit)
             return _addressed(conn, messages)
 
-        return await self._writer.read(read)
+        return await self._reads.read(read)
 
     async def waiting(self, identity_id: str, *, limit: int) -> Waiting:
         def read(conn: sqlite3.Connection) -> Waiting:
@@ -130,10 +124,10 @@ class SqliteListings:
             count = ms.waiting_count(conn, identity_id)
             return Waiting(count, tuple(_addressed(conn, messages)))
 
-        return await self._writer.read(read)
+        return await self._reads.read(read)
 
     async def sent(self, identity_id: str, *, limit: int) -> list[Addressed]:
-        return await self._writer.read(
+        return await self._reads.read(
             lambda conn: _addressed(conn, ms.sent_by(conn, identity_id, limit=limit))
         )
 
@@ -142,7 +136,7 @@ class SqliteListings:
             listed = ms.list_mailbox_tokens(conn, revoked=revoked)
             return [_token_view(conn, token) for token in listed]
 
-        return await self._writer.read(read)
+        return await self._reads.read(read)
 
 
 class SqliteAccounts:

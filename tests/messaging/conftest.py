@@ -171,7 +171,7 @@ def inline_service(
             config,
             clock,
             lookups=SqliteLookups(checkpoint),
-            listings=SqliteListings(checkpoint, reads),
+            listings=SqliteListings(reads),
             accounts=SqliteAccounts(checkpoint),
             resolve=_resolve_inline,
         )

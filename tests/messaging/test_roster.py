@@ -158,11 +158,12 @@ async def test_a_bad_cursor_is_validation_failed(
         assert raised.value.details.get("parameter") == "cursor"
 
 
-async def test_the_roster_answers_while_the_writer_is_held(
+async def test_the_roster_and_listings_answer_while_the_writer_is_held(
     harness: Harness, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every write and every read through the checkpoint (the writer's connection) is held:
-    a send waits, and the roster still answers, without calling the checkpoint at all."""
+    a send waits, and the roster, inbox, sent and history still answer, without calling the
+    checkpoint at all."""
     with trio.fail_after(600):
         bob_info, bob = await harness.register("bob")
         _, alice = await harness.register("alice")
@@ -201,6 +202,14 @@ async def test_the_roster_answers_while_the_writer_is_held(
             by_alias = {agent["alias"]: agent for agent in roster["agents"]}
             assert by_alias["bob"]["waiting"] == 1  # the held send is not committed yet
             assert by_alias["alice"]["you"] is True
+            with trio.fail_after(5):
+                waiting = await harness.service.inbox(bob)
+                sent_list = await harness.service.sent(alice)
+                history = await harness.service.history(alice)
+            assert "read" not in calls
+            assert waiting["waiting"] == 1  # the held send is not committed yet
+            assert [m["body"] for m in sent_list["messages"]] == ["before"]
+            assert [m["body"] for m in history["messages"]] == ["before"]
             held.set()
         assert sent.is_set()
         roster = await harness.service.roster(bob, scope="all")

@@ -95,7 +95,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
         try:
             yield Backend(
                 SqliteLookups(checkpoint),
-                SqliteListings(checkpoint, reads),
+                SqliteListings(reads),
                 SqliteAccounts(checkpoint),
                 ports.inbox,
                 checkpoint,
