@@ -1,77 +1,265 @@
-"""The operator's views port (pager/store/operator_ports.py) in its SQLite backend
-(pager/store/sqlite_operator.py) on a real database: what each call answers, its pages' keys,
-and that it reads on the read side (never waiting for an open write)."""
+"""The operator's ports (pager/store/operator_ports.py): the views (`OperatorViews`) and the
+export (`Exports`), run against each backend unchanged (SQLite today; PostgreSQL adds itself to
+BACKENDS): what each call answers, its pages' keys, and that it reads on the read side (never
+waiting for an open write).
+
+The ports observe; the state they show is made through the other ports where they exist (the
+inbox port sends, claims, dead-letters and records an event, the directory port archives, the
+event log answers the seq) and otherwise through `Backend`'s seeding, which goes through the
+backend's writer (workspaces, identities, attached sessions, a write held open).
+"""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import AsyncIterator, Iterator
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 import trio
 
-from pager.domain.records import MessageState
-from pager.store import close_database, open_database, views
+from actors._runtime import start_actor
+from pager.domain import ids
+from pager.domain.clock import iso
+from pager.domain.delivery import Via
+from pager.domain.names import alias_key
+from pager.domain.records import Identity, MessageState, Session, SessionState
+from pager.domain.views import AgentView, Correspondent, InboxCounts, SessionView, Totals
+from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
-from pager.store.operator_ports import OperatorViews, Slice
+from pager.store.events import open_event_log
+from pager.store.operator_ports import Exports, OperatorViews, Slice
+from pager.store.ports import Directory, EventLog, Inbox, NewMessage
 from pager.store.read_views import ReadViews
+from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_operator import SqliteOperatorViews
-from tests.store.test_views import NOW, _attach, _identity, _send, _workspace
+from pager.store.sqlite_ports import SqliteInbox
+from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
+from tests.store import test_ports_contract as contract
 
+NOW, POLICY, LIMITS = contract.NOW, contract.POLICY, contract.LIMITS
+API = Workspace(key="/src/api", slug="api-0a1b2c", path="/src/api")
+WEB = Workspace(key="/src/web", slug="web-0a1b2c", path="/src/web")
 MISSING = "agt_0000000000000000"
+#: How long a write held open waits to be let go before it gives up (and rolls back).
+HOLD_LIMIT = 30.0
 
 
-@pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    connection = open_database(tmp_path / "pager.db")
-    yield connection
-    close_database(connection)
+@attrs.define
+class Backend:
+    """The operator's ports of one backend, the ports that make the state they show, and the
+    seeding those ports do not offer (through the backend's writer)."""
+
+    views: OperatorViews
+    exports: Exports
+    inbox: Inbox
+    directory: Directory
+    events: EventLog
+    checkpoint: Checkpoint
+
+    @staticmethod
+    def _new_identity(alias: str, workspace: Workspace) -> tuple[str, Callable[[Any], None]]:
+        agent = Identity(
+            id=ids.new_agent_id(),
+            workspace_key=workspace.key,
+            alias=alias,
+            durable=True,
+            implementation="shell",
+            created_at=NOW,
+            last_seen=NOW,
+        )
+
+        def op(conn: Any) -> None:  # the backend's connection
+            ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, NOW)
+            ms.insert_identity(conn, agent, alias_key(alias))
+
+        return agent.id, op
+
+    async def identity(
+        self, alias: str, workspace: Workspace = API, *, archived: bool = False
+    ) -> str:
+        """A durable shell identity, made at NOW (its workspace too); `archived` by the
+        operator at NOW, through the directory port."""
+        agent_id, op = self._new_identity(alias, workspace)
+        await self.checkpoint.write(op)
+        if archived:
+            await self.directory.retire(agent_id, ms.Action.ARCHIVE, "operator", now=NOW)
+        return agent_id
+
+    @contextlib.asynccontextmanager
+    async def uncommitted_identity(self, alias: str, workspace: Workspace) -> AsyncIterator[str]:
+        """An identity (its workspace too) written by the backend's writer, whose transaction
+        stays open, uncommitted, while the block runs; committed when the block ends."""
+        agent_id, op = self._new_identity(alias, workspace)
+        token = trio.lowlevel.current_trio_token()
+        begun, let_go = trio.Event(), threading.Event()
+
+        def held(conn: Any) -> None:  # in the writer's worker thread (`heavy`)
+            try:
+                op(conn)
+            finally:
+                token.run_sync_soon(begun.set)
+            if not let_go.wait(HOLD_LIMIT):
+                raise TimeoutError("the held write was never let go")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(self.checkpoint.write, held, heavy=True))
+            try:
+                with trio.fail_after(HOLD_LIMIT):
+                    await begun.wait()
+                yield agent_id
+            finally:
+                let_go.set()
+
+    async def attach(self, identity_id: str) -> str:
+        """An attached session of the identity (epoch 1, made at NOW); its id."""
+        session = Session(
+            id=ids.new_session_id(),
+            identity_id=identity_id,
+            epoch=1,
+            token_hash=ids.hash_token(ids.new_token(ids.Kind.SESSION_TOKEN)),
+            resume_hash=ids.hash_token(ids.new_token(ids.Kind.RESUME_TOKEN)),
+            state=SessionState.ATTACHED,
+            created_at=NOW,
+            lease_expires_at=NOW + 90,
+        )
+        await self.checkpoint.write(lambda conn: ms.insert_session(conn, session))
+        return session.id
+
+    async def send(self, sender: str, to: str, body: str = "hello") -> str:
+        """A message sent at NOW, queued for `to`: its id."""
+        send = NewMessage(sender, body, thread=None, reply_to=None, idempotency_key=None)
+        changed = await self.inbox.enqueue(
+            to, send, now=NOW, idempotent_since=NOW - 600, limits=LIMITS, policy=POLICY
+        )
+        return changed.value.message.id
+
+    async def claim(self, who: str, limit: int) -> list[str]:
+        """The ids of the oldest `limit` messages waiting for `who`, claimed just after NOW."""
+        changed = await self.inbox.claim(
+            who, session_id=None, limit=limit, via=Via.FETCH, now=NOW + 1, policy=POLICY
+        )
+        return [view.claim.message.id for view in changed.value]
+
+    async def expire(self, who: str) -> int:
+        """Every message waiting for `who` (sent at NOW) dies of its age: how many."""
+        changed = await self.inbox.lapse(who, now=NOW + POLICY.message_expiry, policy=POLICY)
+        return changed.value
 
 
-@pytest.fixture
-async def port(tmp_path: Path, conn: sqlite3.Connection) -> AsyncIterator[OperatorViews]:
-    reads = ReadViews(tmp_path / "pager.db")
-    yield SqliteOperatorViews(reads)
-    await reads.aclose()
+@contextlib.asynccontextmanager
+async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
+    """The writer, its quick reads and the read side as the store ports' contract builds them
+    (tests/store/test_ports_contract.py), but not inline: the writer runs a `heavy` write in a
+    worker thread, so a write can be held open while the read side answers."""
+    database = tmp_path / "pager.db"
+    async with trio.open_nursery() as nursery:
+        ref = await start_actor(
+            nursery, CheckpointActor(database, None, lambda: "now"), name="store"
+        )
+        quick = QuickReads(database)
+        checkpoint = Checkpoint(ref, quick)
+        reads = ReadViews(database)
+        events = open_event_log(database)
+        try:
+            yield Backend(
+                SqliteOperatorViews(reads),
+                SqliteExports(database),
+                SqliteInbox(checkpoint),
+                SqliteDirectory(checkpoint),
+                events,
+                checkpoint,
+            )
+        finally:
+            with trio.CancelScope(shield=True):
+                await reads.aclose()
+            events.close()
+            quick.close()
+            nursery.cancel_scope.cancel()
 
 
-async def test_operator_port_snapshot_with_and_without_agents(
-    port: OperatorViews, conn: sqlite3.Connection
-) -> None:
-    """The whole state as the views build it, `broker` as given; without agents, the same
-    totals and seq and no workspaces."""
-    api = _workspace(conn, "api")
-    alice, bob = _identity(conn, api, "alice"), _identity(conn, api, "bob")
-    _attach(conn, alice)
-    _send(conn, bob, alice)
-    ms.record_event(conn, NOW, "test.marker", {})
+BACKENDS = {"sqlite": sqlite_backend}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    async with BACKENDS[request.param](tmp_path) as opened:
+        yield opened
+
+
+def _at(seconds: float) -> str:
+    """A time as the views show it."""
+    text = iso(seconds)
+    assert text is not None
+    return text
+
+
+# -- OperatorViews ---------------------------------------------------------------------------
+
+
+async def test_operator_port_snapshot_with_and_without_agents(backend: Backend) -> None:
+    """The whole state: workspaces by slug with their agents by alias (archived ones too),
+    live sessions, inbox counts, totals that add up, the latest event seq, `broker` as given;
+    without agents, the same totals and seq and no workspaces."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    old = await backend.identity("old", WEB, archived=True)
+    session = await backend.attach(alice)
+    taken = await backend.send(bob, alice, "taken")
+    await backend.send(bob, alice, "waiting")
+    assert await backend.claim(alice, limit=1) == [taken]
+    await backend.send(alice, bob, "too late")
+    assert await backend.expire(bob) == 1
+    before = backend.events.latest_seq()
+    await backend.inbox.record(NOW, "test.marker", {})
+    [(marker, _, kind, _)] = backend.events.rows_after(before, 10)
+    assert kind == "test.marker"
     broker = {"ok": True, "pid": 7}
 
-    whole = await port.snapshot(broker, agents=True)
-    cheap = await port.snapshot(broker, agents=False)
+    whole = await backend.views.snapshot(broker, agents=True)
+    cheap = await backend.views.snapshot(broker, agents=False)
 
-    assert whole == views.snapshot(conn, broker)
     assert whole.broker == broker
-    assert [a.alias for a in whole.workspaces[0].agents] == ["alice", "bob"]
-    assert (cheap.workspaces, cheap.totals, cheap.seq) == ((), whole.totals, whole.seq)
-    assert (whole.totals.attached, whole.totals.queued) == (1, 1)
+    assert [(w.slug, w.path, [a.alias for a in w.agents]) for w in whole.workspaces] == [
+        ("api-0a1b2c", "/src/api", ["alice", "bob"]),
+        ("web-0a1b2c", "/src/web", ["old"]),
+    ]
+    [[a, b], [o]] = [w.agents for w in whole.workspaces]
+    assert [a.agent_id, b.agent_id, o.agent_id] == [alice, bob, old]
+    assert (a.attached, b.attached, o.attached) == (True, False, False)
+    assert a.sessions == (SessionView(session, 1, _at(NOW), _at(NOW + 90)),)
+    assert (a.inbox, b.inbox, o.inbox) == (
+        InboxCounts(queued=1, claimed=1),
+        InboxCounts(dead=1),
+        InboxCounts(),
+    )
+    assert (a.archived, o.archived, o.archived_at) == (False, True, _at(NOW))
+    assert whole.totals == Totals(
+        workspaces=2, agents=3, attached=1, archived=1, queued=1, claimed=1, dead=1
+    )
+    assert whole.seq == marker
+    assert (cheap.broker, cheap.workspaces, cheap.totals, cheap.seq) == (
+        broker,
+        (),
+        whole.totals,
+        marker,
+    )
 
 
-async def test_operator_port_agents_pages_by_last_agent_id(
-    port: OperatorViews, conn: sqlite3.Connection
-) -> None:
+async def test_operator_port_agents_pages_by_last_agent_id(backend: Backend) -> None:
     """Pages in agent-id order, each keyed by its last id while more follow, cover every
     agent once; workspace and archived filter."""
-    api, web = _workspace(conn, "api"), _workspace(conn, "web")
-    made = [_identity(conn, api, f"a{n}", archived=n % 2 == 0) for n in range(5)]
-    made += [_identity(conn, web, f"w{n}") for n in range(2)]
+    made = [await backend.identity(f"a{n}", API, archived=n % 2 == 0) for n in range(5)]
+    made += [await backend.identity(f"w{n}", WEB) for n in range(2)]
 
     seen: list[str] = []
     after = None
     while True:
-        page = await port.agents(workspace=None, archived=None, limit=3, after=after)
+        page = await backend.views.agents(workspace=None, archived=None, limit=3, after=after)
         assert isinstance(page, Slice)
         assert len(page.rows) <= 3
         seen += [agent.agent_id for agent in page.rows]
@@ -81,45 +269,58 @@ async def test_operator_port_agents_pages_by_last_agent_id(
         after = page.last
     assert seen == sorted(made)
 
-    archived = await port.agents(workspace="api-0a1b2c", archived=True, limit=50, after=None)
+    views = backend.views
+    archived = await views.agents(workspace="api-0a1b2c", archived=True, limit=50, after=None)
     assert {a.alias for a in archived.rows} == {"a0", "a2", "a4"}
+    assert all(a.archived for a in archived.rows)
     assert archived.last is None
-    kept = await port.agents(workspace="api-0a1b2c", archived=False, limit=50, after=None)
+    kept = await views.agents(workspace="api-0a1b2c", archived=False, limit=50, after=None)
     assert {a.alias for a in kept.rows} == {"a1", "a3"}
-    nowhere = await port.agents(workspace="nope", archived=None, limit=50, after=None)
+    web = await views.agents(workspace="web-0a1b2c", archived=None, limit=50, after=None)
+    assert [a.agent_id for a in web.rows] == sorted(made[5:])
+    nowhere = await views.agents(workspace="nope", archived=None, limit=50, after=None)
     assert nowhere == Slice((), None)
 
 
-async def test_operator_port_agent_and_missing(
-    port: OperatorViews, conn: sqlite3.Connection
-) -> None:
-    agent_id = _identity(conn, _workspace(conn, "api"), "solo")
-    found = await port.agent(agent_id)
-    assert found == views.get_agent(conn, agent_id)
-    assert found is not None
-    assert found.address == "solo@api-0a1b2c"
-    assert await port.agent(MISSING) is None
+async def test_operator_port_agent_and_missing(backend: Backend) -> None:
+    agent_id = await backend.identity("solo")
+    assert await backend.views.agent(agent_id) == AgentView(
+        agent_id=agent_id,
+        alias="solo",
+        address="solo@api-0a1b2c",
+        workspace="api-0a1b2c",
+        implementation="shell",
+        durable=True,
+        archived=False,
+        attached=False,
+        sessions=(),
+        inbox=InboxCounts(),
+        last_seen=_at(NOW),
+        created_at=_at(NOW),
+        archived_at=None,
+    )
+    assert await backend.views.agent(MISSING) is None
 
 
-async def test_operator_port_messages_pages_by_seq_with_filters(
-    port: OperatorViews, conn: sqlite3.Connection
-) -> None:
+async def test_operator_port_messages_pages_by_seq_with_filters(backend: Backend) -> None:
     """Newest first, keyed by the last seq while more follow; direction and state narrow
     it; an agent that does not exist is None, not an empty page."""
-    ws = _workspace(conn, "api")
-    me, other = _identity(conn, ws, "me"), _identity(conn, ws, "other")
+    me, other = await backend.identity("me"), await backend.identity("other")
     sent = [
-        _send(conn, me, other, body=f"out {n}")
+        await backend.send(me, other, f"out {n}")
         if n % 2
-        else _send(conn, other, me, MessageState.DEAD, body=f"in {n}")
+        else await backend.send(other, me, f"in {n}")
         for n in range(7)
     ]
+    assert await backend.expire(me) == 4  # what came in is dead; what went out waits
+    views = backend.views
 
     seen: list[str] = []
     before = None
     while True:
-        page = await port.messages(me, state=None, direction="both", limit=3, before=before)
+        page = await views.messages(me, state=None, direction="both", limit=3, before=before)
         assert page is not None
+        assert len(page.rows) <= 3
         seen += [m.message_id for m in page.rows]
         if page.last is None:
             break
@@ -127,64 +328,71 @@ async def test_operator_port_messages_pages_by_seq_with_filters(
         before = page.last
     assert seen == list(reversed(sent))
 
-    inbound = await port.messages(me, state=None, direction="in", limit=50, before=None)
+    inbound = await views.messages(me, state=None, direction="in", limit=50, before=None)
     assert inbound is not None
     assert inbound.last is None
     assert [m.body for m in inbound.rows] == ["in 6", "in 4", "in 2", "in 0"]
-    assert {m.direction for m in inbound.rows} == {"in"}
-    queued = await port.messages(
+    assert {(m.direction, m.state, m.dead_reason) for m in inbound.rows} == {
+        ("in", "dead", "expired")
+    }
+    assert inbound.rows[0].sender == Correspondent(other, "other", "other@api-0a1b2c")
+    assert inbound.rows[0].recipient == Correspondent(me, "me", "me@api-0a1b2c")
+    queued = await views.messages(
         me, state=MessageState.QUEUED, direction="both", limit=50, before=None
     )
     assert queued is not None
     assert [m.body for m in queued.rows] == ["out 5", "out 3", "out 1"]
-    assert await port.messages(MISSING, state=None, direction="both", limit=5, before=None) is None
+    assert {m.direction for m in queued.rows} == {"out"}
+    dead_out = await views.messages(
+        me, state=MessageState.DEAD, direction="out", limit=50, before=None
+    )
+    assert dead_out == Slice((), None)
+    assert await views.messages(MISSING, state=None, direction="both", limit=5, before=None) is None
     # A known agent with no mail is an empty page.
-    quiet = _identity(conn, ws, "quiet")
-    assert await port.messages(quiet, state=None, direction="both", limit=5, before=None) == (
+    quiet = await backend.identity("quiet")
+    assert await views.messages(quiet, state=None, direction="both", limit=5, before=None) == (
         Slice((), None)
     )
 
 
-async def test_operator_port_reads_beside_an_open_write(
-    port: OperatorViews, conn: sqlite3.Connection
-) -> None:
+async def test_operator_port_reads_beside_an_open_write(backend: Backend) -> None:
     """The port reads on the read side: while the writer holds an uncommitted write, every
     call answers at once with the last committed state; after the commit it sees the change."""
-    agent_id = _identity(conn, _workspace(conn, "api"), "early")
-    conn.execute("BEGIN IMMEDIATE")
-    late = _identity(conn, _workspace(conn, "web"), "late")
-    try:
-        with trio.fail_after(5):  # far below the 5 s busy timeout a blocked read would wait
-            snap = await port.snapshot({}, agents=True)
-            assert snap.totals.agents == 1
-            page = await port.agents(workspace=None, archived=None, limit=10, after=None)
-            assert [a.agent_id for a in page.rows] == [agent_id]
-            assert await port.agent(late) is None
+    views = backend.views
+    early = await backend.identity("early")
+    async with backend.uncommitted_identity("late", WEB) as late:
+        with trio.fail_after(4):  # below the 5 s busy timeout a blocked read would wait
+            snap = await views.snapshot({}, agents=True)
+            assert (snap.totals.workspaces, snap.totals.agents) == (1, 1)
+            page = await views.agents(workspace=None, archived=None, limit=10, after=None)
+            assert [a.agent_id for a in page.rows] == [early]
+            assert await views.agent(late) is None
             assert (
-                await port.messages(late, state=None, direction="both", limit=5, before=None)
+                await views.messages(late, state=None, direction="both", limit=5, before=None)
                 is None
             )
-    finally:
-        conn.execute("COMMIT")
-    assert (await port.snapshot({}, agents=False)).totals.agents == 2
-    assert await port.agent(late) is not None
+    assert (await views.snapshot({}, agents=False)).totals.agents == 2
+    found = await views.agent(late)
+    assert found is not None
+    assert found.address == "late@web-0a1b2c"
 
 
-def test_exports_port_reads_one_instant_a_batch_at_a_time(
-    tmp_path: Path, conn: sqlite3.Connection
-) -> None:
+# -- Exports ---------------------------------------------------------------------------------
+
+
+async def test_exports_port_reads_one_instant_a_batch_at_a_time(backend: Backend) -> None:
     """An export is every identity, then every message in send order, pulled in batches of
     the size asked; what is written after it began is not in it; `since` keeps later
     messages only."""
-    api = _workspace(conn, "api")
-    alice, bob = _identity(conn, api, "alice"), _identity(conn, api, "bob")
-    sent = [_send(conn, alice, bob, body=f"m{n}") for n in range(3)]
-    exports = SqliteExports(tmp_path / "pager.db")
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    sent = [await backend.send(alice, bob, f"m{n}") for n in range(3)]
 
-    reader = exports.open(since=None)
+    reader = backend.exports.open(since=None)
     try:
         first = reader.batch(2)
-        _send(conn, bob, alice, body="after the export began")  # committed meanwhile
+        # Committed meanwhile:
+        await backend.send(bob, alice, "after the export began")
+        await backend.identity("carol")
         rest: list[dict[str, object]] = []
         while batch := reader.batch(2):
             assert len(batch) <= 2
@@ -197,8 +405,8 @@ def test_exports_port_reads_one_instant_a_batch_at_a_time(
     assert [r["message_id"] for r in records[2:]] == sent
     assert all(r["v"] == 1 for r in records)
 
-    later = exports.open(since=NOW + 3600)  # every message here was sent at NOW
+    later = backend.exports.open(since=NOW + 3600)  # every message here was sent at NOW
     try:
-        assert [r["kind"] for r in later.batch(100)] == ["identity", "identity"]
+        assert [r["kind"] for r in later.batch(100)] == ["identity"] * 3
     finally:
         later.close()
