@@ -1,0 +1,386 @@
+"""A throwaway PostgreSQL cluster for the tests: `initdb` into a fresh temporary directory, a
+server on a free port of 127.0.0.1 only, SCRAM passwords, removed again on exit.
+
+The server binaries come from the machine (`pg_config --bindir`, else `initdb`/`pg_ctl`/
+`postgres` on PATH, else the newest /usr/lib/postgresql/<version>/bin); `./scripts/test`
+installs Debian's `postgresql` package when they are missing. PostgreSQL refuses to run as root,
+so when the tests run as root, `initdb` and the server run as an unprivileged system user
+(`postgres`, else `nobody`) through `runuser` (or `setpriv`), in a temporary directory owned by
+that user; otherwise they run as the current user.
+
+    with PgCluster() as cluster:
+        dsn = cluster.create_database("t1")   # postgresql://pager:…@127.0.0.1:PORT/t1
+        cluster.restart()                      # drops every connection, same port and password
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+from urllib.parse import quote
+
+import psycopg
+from psycopg import sql
+
+#: How long `pg_ctl -w` may wait for the server to start or stop, in seconds.
+START_TIMEOUT = 60
+#: How long `initdb` may take (it is a couple of seconds on a loaded machine).
+INITDB_TIMEOUT = 120
+#: Tries for a free port: another process may take the one found before the server binds it.
+PORT_TRIES = 5
+#: Who the server runs as when the tests run as root, in order of preference.
+UNPRIVILEGED_USERS = ("postgres", "nobody")
+#: The superuser's name (its password is random, made per cluster).
+SUPERUSER = "pager"
+
+StopMode = Literal["smart", "fast", "immediate"]
+
+
+class PgClusterError(RuntimeError):
+    """The cluster could not be made, started or stopped (the message says why)."""
+
+
+def find_bindir() -> Path:
+    """The directory holding initdb, pg_ctl and postgres; PgClusterError saying what is missing."""
+    names = ("initdb", "pg_ctl", "postgres")
+
+    def complete(directory: Path) -> bool:
+        return all(os.access(directory / name, os.X_OK) for name in names)
+
+    pg_config = shutil.which("pg_config")
+    if pg_config is not None:
+        # Debian's pg_config (libpq-dev) names the server's bindir even when no server is installed.
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            found = subprocess.run(
+                [pg_config, "--bindir"], capture_output=True, text=True, check=True, timeout=30
+            ).stdout.strip()
+            if found and complete(Path(found)):
+                return Path(found)
+    on_path = [shutil.which(name) for name in names]
+    if on_path[0] is not None:
+        # /usr/local/bin/initdb may be a symlink into the real bindir: prefer that directory.
+        for candidate in (Path(on_path[0]).resolve().parent, Path(on_path[0]).parent):
+            if complete(candidate):
+                return candidate
+
+    def version(directory: Path) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", directory.parent.name)) or (0,)
+
+    installed = sorted(
+        (d for d in Path("/usr/lib/postgresql").glob("*/bin") if complete(d)), key=version
+    )
+    if installed:
+        return installed[-1]
+    missing = [name for name, path in zip(names, on_path, strict=True) if path is None]
+    raise PgClusterError(
+        "PostgreSQL's server binaries (initdb, pg_ctl and postgres, in one directory) were not "
+        f"found: {', '.join(missing) or 'none'} missing from PATH, none in pg_config --bindir "
+        "or /usr/lib/postgresql/*/bin. ./scripts/test installs Debian's `postgresql` package "
+        "when run as root with apt-get; otherwise install it (or put its bin directory on PATH)"
+    )
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free right now (the kernel's pick for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _unprivileged_user() -> pwd.struct_passwd:
+    for name in UNPRIVILEGED_USERS:
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+    raise PgClusterError(
+        "the tests run as root and PostgreSQL refuses to: no unprivileged user to run it as "
+        f"(looked for {', '.join(UNPRIVILEGED_USERS)})"
+    )
+
+
+def _reachable_by_others(directory: Path) -> bool:
+    """Whether every directory from / down to this one lets other users through (o+x)."""
+    return all(part.stat().st_mode & stat.S_IXOTH for part in [directory, *directory.parents])
+
+
+class PgCluster:
+    """One throwaway PostgreSQL cluster; a context manager (starts on enter, stops and removes
+    everything on exit)."""
+
+    def __init__(self, *, bindir: Path | None = None) -> None:
+        self.bindir = bindir if bindir is not None else find_bindir()
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.user = SUPERUSER
+        self.password = secrets.token_urlsafe(24)
+        self.root: Path | None = None
+        # As root: the unprivileged account the server runs as, and the command prefix that
+        # switches to it. Not root: None and no prefix.
+        self.run_as: pwd.struct_passwd | None = None
+        self._prefix: list[str] = []
+        if os.geteuid() == 0:
+            self.run_as = _unprivileged_user()
+            runuser, setpriv = shutil.which("runuser"), shutil.which("setpriv")
+            if runuser is not None:
+                self._prefix = [runuser, "-u", self.run_as.pw_name, "--"]
+            elif setpriv is not None:
+                self._prefix = [
+                    setpriv,
+                    f"--reuid={self.run_as.pw_uid}",
+                    f"--regid={self.run_as.pw_gid}",
+                    "--init-groups",
+                    "--",
+                ]
+            else:
+                raise PgClusterError(
+                    "the tests run as root and neither runuser nor setpriv (util-linux) is there "
+                    "to run PostgreSQL as an unprivileged user"
+                )
+
+    # -- where things are --------------------------------------------------------------------
+
+    def _dir(self, name: str) -> Path:
+        if self.root is None:
+            raise PgClusterError("the cluster has not been made (use it as a context manager)")
+        return self.root / name
+
+    @property
+    def data_dir(self) -> Path:
+        return self._dir("data")
+
+    @property
+    def socket_dir(self) -> Path:
+        """The directory of the server's unix socket (`host=` for libpq)."""
+        return self._dir("socket")
+
+    @property
+    def log_file(self) -> Path:
+        return self._dir("server.log")
+
+    def dsn_for(self, dbname: str) -> str:
+        """A `postgresql://` URL to one database of this cluster, as the superuser, over TCP."""
+        return (
+            f"postgresql://{quote(self.user, safe='')}:{quote(self.password, safe='')}"
+            f"@{self.host}:{self.port}/{quote(dbname, safe='')}"
+        )
+
+    @property
+    def dsn(self) -> str:
+        """The URL of the `postgres` database (for administration; tests want create_database)."""
+        return self.dsn_for("postgres")
+
+    @property
+    def pid(self) -> int:
+        """The postmaster's process id (first line of postmaster.pid)."""
+        try:
+            return int(self.data_dir.joinpath("postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError) as error:
+            raise PgClusterError(f"the server is not running ({error})") from error
+
+    # -- running commands as the server's user -----------------------------------------------
+
+    def _env(self) -> dict[str, str]:
+        # PG* variables of whoever runs the tests (PGDATA, PGPORT, PGHOST ...) must not steer
+        # initdb or pg_ctl; the C locale needs no generated locales.
+        env = {key: value for key, value in os.environ.items() if not key.startswith("PG")}
+        env["LC_ALL"] = "C"
+        env["LANG"] = "C"
+        return env
+
+    def _run(self, *args: str | Path, timeout: float) -> subprocess.CompletedProcess[str]:
+        """Run a server binary as the server's user; PgClusterError with its output on failure."""
+        command = [*self._prefix, *(str(arg) for arg in args)]
+        try:
+            done = subprocess.run(
+                command,
+                cwd=self.root,  # the unprivileged user may not be able to enter ours
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as error:
+            raise PgClusterError(f"{command} took longer than {timeout} s") from error
+        if done.returncode != 0:
+            raise PgClusterError(
+                f"{command} exited {done.returncode}:\n{done.stdout}{done.stderr}".rstrip()
+            )
+        return done
+
+    def _give(self, path: Path) -> None:
+        """Hand a path we made to the server's user (as root; a no-op otherwise)."""
+        if self.run_as is not None:
+            os.chown(path, self.run_as.pw_uid, self.run_as.pw_gid)
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def __enter__(self) -> PgCluster:
+        self.create()
+        try:
+            self.start()
+        except BaseException:
+            self.destroy()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.destroy()
+
+    def create(self) -> None:
+        """initdb into a fresh temporary directory (owned by the server's user)."""
+        base = Path(tempfile.gettempdir())
+        if (self.run_as is not None and not _reachable_by_others(base)) or len(str(base)) > 60:
+            # A TMPDIR private to root would keep the server's user out, and a long one would
+            # make the unix socket's path longer than the kernel takes (107 bytes).
+            base = Path("/tmp")
+        self.root = Path(tempfile.mkdtemp(prefix="pager-pg-", dir=base))
+        try:
+            self._give(self.root)
+            self.socket_dir.mkdir(mode=0o700)
+            self._give(self.socket_dir)
+            pwfile = self._dir("pwfile")
+            fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(self.password + "\n")
+            self._give(pwfile)
+            self._run(
+                self.bindir / "initdb",
+                f"--pgdata={self.data_dir}",
+                f"--username={self.user}",
+                f"--pwfile={pwfile}",
+                "--auth=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",  # a test cluster: nothing to keep after a crash of the machine
+                "--no-instructions",
+                timeout=INITDB_TIMEOUT,
+            )
+            pwfile.unlink()
+            with self.data_dir.joinpath("postgresql.conf").open("a") as conf:
+                conf.write(
+                    "\n# tests/pg_cluster.py\n"
+                    "listen_addresses = '127.0.0.1'\n"
+                    f"unix_socket_directories = '{self.socket_dir}'\n"
+                    # Speed over durability: a throwaway test cluster, never used after a crash
+                    # of the machine (a crash of the server alone still recovers from its WAL).
+                    "fsync = off\n"
+                    "full_page_writes = off\n"
+                    "shared_buffers = 16MB\n"
+                    "max_connections = 100\n"
+                    "log_min_messages = warning\n"
+                    "include_if_exists = 'port.conf'\n"
+                )
+        except BaseException:
+            self.destroy()
+            raise
+
+    def start(self) -> None:
+        """Start the server on a free port (a new one on a clash; the same one on a restart)."""
+        if self.port:
+            self._start_on(self.port)
+            return
+        for attempt in range(PORT_TRIES):
+            port = free_port()
+            try:
+                self._start_on(port)
+            except PgClusterError:
+                log = self._log_tail()
+                if attempt + 1 < PORT_TRIES and "could not bind" in log:
+                    continue  # someone took the port between our probe and the server's bind
+                raise
+            self.port = port
+            return
+
+    def _start_on(self, port: int) -> None:
+        port_conf = self.data_dir / "port.conf"
+        port_conf.write_text(f"port = {port}\n")
+        self._give(port_conf)
+        # Truncate the log so that a clash is read from this start's lines only.
+        self.log_file.write_text("")
+        self._give(self.log_file)
+        try:
+            self._run(
+                self.bindir / "pg_ctl",
+                "start",
+                "--wait",
+                f"--timeout={START_TIMEOUT}",
+                f"--pgdata={self.data_dir}",
+                f"--log={self.log_file}",
+                timeout=START_TIMEOUT + 10,
+            )
+        except PgClusterError as error:
+            raise PgClusterError(f"{error}\nserver log:\n{self._log_tail()}") from error
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, mode: StopMode = "fast") -> None:
+        """Stop the server (`pg_ctl -m MODE stop`, waiting); `immediate` is a crash, recovered
+        from on the next start."""
+        self._run(
+            self.bindir / "pg_ctl",
+            "stop",
+            "--wait",
+            f"--timeout={START_TIMEOUT}",
+            f"--mode={mode}",
+            f"--pgdata={self.data_dir}",
+            timeout=START_TIMEOUT + 10,
+        )
+
+    def restart(self, mode: StopMode = "fast") -> None:
+        """Stop and start again on the same port: every connection is dropped, the data kept."""
+        self.stop(mode)
+        self.start()
+
+    def destroy(self) -> None:
+        """Stop the server if it runs (immediately; SIGKILL if pg_ctl fails) and remove it all."""
+        if self.root is None:
+            return
+        try:
+            if self.data_dir.joinpath("postmaster.pid").exists():
+                try:
+                    self.stop("immediate")
+                except PgClusterError:
+                    with contextlib.suppress(PgClusterError, ProcessLookupError):
+                        os.kill(self.pid, signal.SIGKILL)
+                        time.sleep(0.5)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+
+    # -- databases ---------------------------------------------------------------------------
+
+    def create_database(self, name: str) -> str:
+        """Make a new empty database; its DSN."""
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as connection:
+            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return self.dsn_for(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop a database, ending any connection still open to it."""
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as connection:
+            connection.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
