@@ -56,11 +56,16 @@ def export_blueprint(exports: Exports, secret: str) -> Blueprint:
 
 async def _stream(exports: Exports, since: float | None) -> AsyncIterator[bytes]:
     reader = await trio.to_thread.run_sync(lambda: exports.open(since=since))
+
+    def next_lines() -> bytes:  # read and encoded in the worker thread, off the event loop
+        return b"".join(
+            json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            for record in reader.batch(BATCH)
+        )
+
     try:
-        while batch := await trio.to_thread.run_sync(reader.batch, BATCH):
-            yield b"".join(
-                json.dumps(record, ensure_ascii=False).encode() + b"\n" for record in batch
-            )
+        while lines := await trio.to_thread.run_sync(next_lines):
+            yield lines
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(reader.close)
