@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from pager.config import (
+    Config,
     ConfigError,
+    StoreConfig,
     Windows,
+    default_host_name,
     load_config,
     parse_duration,
     parse_schedule,
@@ -201,3 +209,363 @@ def test_remote_warning_names_the_host_and_the_way_back() -> None:
     warning = remote_warning("0.0.0.0")
     assert "listening on 0.0.0.0" in warning
     assert "Remove host and allow_remote" in warning
+
+
+# --- The store (SPEC §13, issue 14) and the host name ------------------------------------------
+
+PG_URL = "postgresql://pager@db.example:5432/pager?sslmode=verify-full"
+
+
+def _private(path: Path, text: str = "s3cret-pw\n", mode: int = 0o600) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def test_store_defaults_to_sqlite(tmp_path: Path) -> None:
+    """No `store`: the embedded SQLite store, exactly as a default Config."""
+    config = load_config(tmp_path / "config.toml", environ={"HOME": str(tmp_path)})
+    assert config.store == StoreConfig() == Config().store
+    assert (config.store.kind, config.store.url, config.store.password_file) == (
+        "sqlite",
+        None,
+        None,
+    )
+    assert config.store.read_password() is None
+    assert config.store.display() == "sqlite (embedded)"
+    path = tmp_path / "config.toml"
+    path.write_text('store = "sqlite"\n')
+    assert load_config(path, environ={}).store.kind == "sqlite"
+    assert load_config(tmp_path / "none.toml", environ={"PAGER_STORE": "sqlite"}).store == (
+        StoreConfig()
+    )
+
+
+def test_store_postgresql_url_from_the_file(tmp_path: Path) -> None:
+    """A postgresql:// URL (or postgres://) is kept, written as postgresql://."""
+    path = tmp_path / "config.toml"
+    path.write_text(f'store = "{PG_URL}"\n')
+    store = load_config(path, environ={"HOME": str(tmp_path)}).store
+    assert (store.kind, store.url, store.password_file) == ("postgresql", PG_URL, None)
+    assert store.source == f"{path} store"
+    assert store.read_password() is None  # libpq reads PGPASSFILE / ~/.pgpass itself
+    path.write_text('store = "postgres://db.example/pager"\n')
+    assert load_config(path, environ={"HOME": str(tmp_path)}).store.url == (
+        "postgresql://db.example/pager"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://db.example/pager",
+        "postgresql://pager@db.example:1/pager",
+        "postgresql://pager@db.example:65535/pager",
+        "postgresql://pager@[::1]:5432/pager",
+        "postgresql:///pager?host=/var/run/postgresql",
+        "postgresql://pager@db.example/pager?sslmode=require&connect_timeout=5"
+        "&application_name=pager&sslrootcert=/etc/ssl/ca.pem&sslcert=/c.pem&sslkey=/c.key",
+        "postgresql://db.example/pager?sslrootcert=system",
+        "postgresql://db.example/pager?sslmode=disable",
+    ],
+)
+def test_store_accepted_urls(tmp_path: Path, url: str) -> None:
+    """Hosts (name, IPv6, socket directory), ports and the allowed parameters are accepted."""
+    store = load_config(tmp_path / "c.toml", environ={"PAGER_STORE": url, "HOME": str(tmp_path)})
+    assert (store.store.kind, store.store.url) == ("postgresql", url)
+
+
+def test_pager_store_beats_the_file(tmp_path: Path) -> None:
+    """PAGER_STORE wins over `store` in config.toml, as PAGER_PORT over `port`; an empty
+    variable counts as unset."""
+    path = tmp_path / "config.toml"
+    path.write_text('store = "postgresql://file.example/pager"\n')
+    home = {"HOME": str(tmp_path)}
+    env = {**home, "PAGER_STORE": "postgresql://env.example/pager"}
+    store = load_config(path, environ=env).store
+    assert (store.url, store.source) == ("postgresql://env.example/pager", "PAGER_STORE")
+    assert load_config(path, environ={**home, "PAGER_STORE": "sqlite"}).store.kind == "sqlite"
+    assert load_config(path, environ={**home, "PAGER_STORE": ""}).store.url == (
+        "postgresql://file.example/pager"
+    )
+    # A bad file value is not looked at when the variable chooses the store.
+    path.write_text('store = "mysql://x/y"\n')
+    assert load_config(path, environ=env).store.url == "postgresql://env.example/pager"
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("mysql://db.example/pager", r"store is a mysql:// URL; write \"sqlite\".*postgresql://"),
+        ("sqlite:///var/pager.db", r"store is a sqlite:// URL"),
+        ("db.example/pager", "store is not a URL"),
+        ("postgresql://db.example:0/pager", r"port is not a TCP port \(1-65535\)"),
+        ("postgresql://db.example:65536/pager", "port is not a TCP port"),
+        ("postgresql://db.example:five/pager", "port is not a TCP port"),
+        ("postgresql://db.example:/pager", "port is not a TCP port"),
+        ("postgresql://db.example", "names no database"),
+        ("postgresql://db.example/", "names no database"),
+        ("postgresql:///pager", "names no host"),
+        ("postgresql://pager@:5432/pager", "names no host"),
+        ("postgresql://db.example/pager?host=", "host parameter is empty"),
+        ("postgresql://a.example,b.example/pager", "several hosts"),
+        ("postgresql://[::1/pager", "host is not valid"),
+        ("postgresql://db.example/pager?sslmode=verify", r"sslmode 'verify' is not one of.*"),
+        ("postgresql://db.example/pager?sslmode=", "sslmode '' is not one of"),
+        ("postgresql://db.example/pager?target_session_attrs=any",
+         r"parameter 'target_session_attrs' is not accepted; accepted: sslmode"),
+        ("postgresql://db.example/pager?dbname=x", "parameter 'dbname' is not accepted"),
+        ("postgresql://db.example/pager?sslmode=require&sslmode=disable", "sslmode twice"),
+        ("postgresql://db.example/pager?sslmode", "query is not name=value"),
+        ("postgresql://db.example/pager?connect_timeout=0", "connect_timeout '0'.*at least 1"),
+        ("postgresql://db.example/pager?connect_timeout=soon", "connect_timeout 'soon'"),
+        ("postgresql://db.example/pager?sslrootcert=ca.pem", "sslrootcert 'ca.pem' is not an abs"),
+        ("postgresql://db.example/pager?passfile=pgpass", "passfile 'pgpass' is not an absolute"),
+        ("postgresql://db.example/pager#x", "#fragment"),
+    ],
+)  # fmt: skip
+def test_store_refusals_name_the_source_and_the_rule(tmp_path: Path, url: str, needle: str) -> None:
+    """Each bad store is refused naming where it came from (variable or file) and the rule."""
+    env = {"PAGER_STORE": url, "HOME": str(tmp_path)}
+    with pytest.raises(ConfigError, match=f"^PAGER_STORE: .*{needle}"):
+        load_config(tmp_path / "none.toml", environ=env)
+    path = tmp_path / "config.toml"
+    path.write_text(f"store = {url!r}\n")
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))} store: .*{needle}"):
+        load_config(path, environ={"HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize("toml", ["store = 5\n", 'store = ""\n', "store = ['a']\n"])
+def test_store_in_the_file_must_be_a_non_empty_string(tmp_path: Path, toml: str) -> None:
+    """A store that is not a string, or an empty one, is refused."""
+    path = tmp_path / "config.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=r"store.*(must be a string|is empty)"):
+        load_config(path, environ={})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://pager:hunter2-SECRET@db.example:5432/pager",
+        "postgres://pager:hunter2-SECRET@db.example/pager?sslmode=require",
+        "postgresql://:hunter2-SECRET@db.example/pager",
+        "postgresql://pager:hunter2-SECRET/x@db.example/pager",  # an unencoded / in it
+        "postgresql://pager:hunter2-SECRET#x@db.example/pager",  # an unencoded # in it
+        "postgresql://pager:hunter2%2FSECRET@db.example/pager",
+        "postgresql://db.example/pager?password=hunter2-SECRET",
+        "postgresql://pager:hunter2-SECRET@db.example:99999/pager?sslmode=bad&x=1",
+    ],
+)
+def test_store_url_with_a_password_is_refused_without_echoing_it(tmp_path: Path, url: str) -> None:
+    """A password in the URL is refused; the message says where to put it and never holds
+    the password (nor the URL)."""
+    path = tmp_path / "config.toml"
+    path.write_text(f"store = {url!r}\n")
+    for env, where in (({"PAGER_STORE": url}, "PAGER_STORE"), ({}, f"{path} store")):
+        with pytest.raises(ConfigError) as refused:
+            load_config(path, environ={**env, "HOME": str(tmp_path)})
+        message = str(refused.value)
+        assert message.startswith(f"{where}: the store URL holds a password")
+        assert "store_password_file" in message
+        assert "PGPASSFILE" in message
+        assert "hunter2" not in message
+        assert "SECRET" not in message
+        assert refused.value.__cause__ is None
+        assert refused.value.__suppress_context__ or refused.value.__context__ is None
+
+
+def test_store_config_refuses_a_password_and_never_shows_one() -> None:
+    """StoreConfig itself refuses a URL with a password, so display() and repr() are safe."""
+    with pytest.raises(ValueError, match="must not hold a password") as refused:
+        StoreConfig(kind="postgresql", url="postgresql://u:hunter2@h/db")
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(ValueError, match="has a URL"):
+        StoreConfig(kind="postgresql")
+    store = StoreConfig(
+        kind="postgresql", url=PG_URL, password_file=Path("/etc/pager/pw"), source="PAGER_STORE"
+    )
+    assert store.display() == f"{PG_URL} (password from /etc/pager/pw)"
+    assert repr(store) == f"StoreConfig({store.display()!r})"
+
+
+def test_store_password_file(tmp_path: Path) -> None:
+    """`store_password_file` (absolute or ~/…, mode 600) is checked at load and read only by
+    read_password: its first line without the line end."""
+    path = tmp_path / "config.toml"
+    secret = _private(tmp_path / "pw", "s3cret pw \r\nsecond line\n")
+    path.write_text(f'store = "{PG_URL}"\nstore_password_file = "{secret}"\n')
+    store = load_config(path, environ={"HOME": str(tmp_path)}).store
+    assert store.password_file == secret
+    assert "s3cret" not in repr(store) + store.display()
+    assert store.read_password() == "s3cret pw "
+    path.write_text(f'store = "{PG_URL}"\nstore_password_file = "~/pw"\n')
+    assert load_config(path, environ={"HOME": str(tmp_path)}).store.password_file == secret
+    # Checked again at read: emptied or opened up since the load.
+    secret.write_text("\n")
+    with pytest.raises(ConfigError, match=f"store_password_file {secret}: is empty"):
+        store.read_password()
+    secret.chmod(0o640)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        store.read_password()
+
+
+@pytest.mark.parametrize(
+    ("value", "mode", "needle"),
+    [
+        ("{dir}/pw", 0o644, r"store_password_file {dir}/pw: is readable or writable by others"
+         r" \(mode 644\); a password file must be private: chmod 600 {dir}/pw"),
+        ("{dir}/pw", 0o620, "mode 620.*chmod 600"),
+        ("{dir}/pw", 0o604, "mode 604.*chmod 600"),
+        ("{dir}/missing", 0o600, "store_password_file {dir}/missing: no such file"),
+        ("pw", 0o600, "'pw' is not an absolute path"),
+        ("./pw", 0o600, "'./pw' is not an absolute path"),
+        ("{dir}", 0o600, "is not a regular file"),
+        ("", 0o600, "must be a path"),
+    ],
+)  # fmt: skip
+def test_store_password_file_refusals(tmp_path: Path, value: str, mode: int, needle: str) -> None:
+    """Too open, missing, relative, not a file: refused naming the file and the fix."""
+    _private(tmp_path / "pw", mode=mode)
+    path = tmp_path / "config.toml"
+    path.write_text(f'store = "{PG_URL}"\nstore_password_file = "{value.format(dir=tmp_path)}"\n')
+    with pytest.raises(ConfigError, match=needle.format(dir=re.escape(str(tmp_path)))):
+        load_config(path, environ={"HOME": str(tmp_path)})
+
+
+def test_store_password_file_is_ignored_with_sqlite(tmp_path: Path) -> None:
+    """The SQLite store does not use it, so an unusable one does not stop it."""
+    path = tmp_path / "config.toml"
+    path.write_text(f'store_password_file = "{tmp_path}/missing"\n')
+    assert load_config(path, environ={}).store == StoreConfig()
+
+
+def test_store_reports_the_password_file_and_the_url_together(tmp_path: Path) -> None:
+    """A bad password file and a bad URL are two problems in one error."""
+    path = tmp_path / "config.toml"
+    path.write_text('store = "postgresql://db.example"\nstore_password_file = "pw"\n')
+    with pytest.raises(ConfigError, match=r"^2 problems.*\n.*absolute path.*\n.*no database"):
+        load_config(path, environ={"HOME": str(tmp_path)})
+
+
+def test_pgpass_file_too_open_is_refused(tmp_path: Path) -> None:
+    """Without store_password_file, the password file libpq would read (the URL's passfile,
+    else PGPASSFILE, else ~/.pgpass) is refused when others can read it; absent is fine."""
+    env = {"PAGER_STORE": PG_URL, "HOME": str(tmp_path)}
+    assert load_config(tmp_path / "c.toml", environ=env).store.kind == "postgresql"
+    pgpass = _private(tmp_path / ".pgpass", "*:*:*:pager:pw\n", mode=0o644)
+    with pytest.raises(ConfigError, match=f"password file {re.escape(str(pgpass))}.*chmod 600"):
+        load_config(tmp_path / "c.toml", environ=env)
+    pgpass.chmod(0o600)
+    assert load_config(tmp_path / "c.toml", environ=env).store.password_file is None
+    other = _private(tmp_path / "other", mode=0o660)
+    with pytest.raises(ConfigError, match=f"^PGPASSFILE {re.escape(str(other))}: .*chmod 600"):
+        load_config(tmp_path / "c.toml", environ={**env, "PGPASSFILE": str(other)})
+    with pytest.raises(ConfigError, match="PGPASSFILE 'rel' is not an absolute path"):
+        load_config(tmp_path / "c.toml", environ={**env, "PGPASSFILE": "rel"})
+    url = f"{PG_URL}&passfile={other}"
+    with pytest.raises(ConfigError, match=r"the store URL's passfile .*chmod 600"):
+        load_config(tmp_path / "c.toml", environ={**env, "PAGER_STORE": url})
+    # With store_password_file, libpq never reads its own file: not checked.
+    path = tmp_path / "config.toml"
+    path.write_text(f'store = "{PG_URL}"\nstore_password_file = "{_private(tmp_path / "pw")}"\n')
+    pgpass.chmod(0o644)
+    assert load_config(path, environ={"HOME": str(tmp_path)}).store.password_file is not None
+
+
+def test_host_name_defaults_to_the_short_host_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Default: the machine's name up to the first dot, lower-cased, made a DNS label."""
+    config = load_config(tmp_path / "none.toml", environ={})
+    expected = socket.gethostname().split(".")[0].lower()
+    if re.fullmatch(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?", expected):
+        assert config.host_name == expected
+    assert config.host_name == Config().host_name == default_host_name()
+    for machine, name in [
+        ("Build-VM.corp.example", "build-vm"),
+        ("My_Mac", "my-mac"),
+        ("-x-", "x"),
+        ("_", "localhost"),
+        ("a" * 80, "a" * 63),
+    ]:
+        fake = os.uname_result(("Linux", machine, "6", "#1", "x86_64"))
+        monkeypatch.setattr(os, "uname", lambda fake=fake: fake)
+        assert default_host_name() == name
+
+
+def test_host_table_name_and_bind(tmp_path: Path) -> None:
+    """`[host] name` sets the host name (lowered); `[host] bind` is the bind address, since
+    TOML cannot hold both `host = "…"` and `[host]`. `host = "…"` keeps working."""
+    path = tmp_path / "config.toml"
+    path.write_text('[host]\nname = "Laptop-2"\n')
+    config = load_config(path, environ={})
+    assert (config.host_name, config.host) == ("laptop-2", "127.0.0.1")
+    path.write_text('[host]\nname = "vm"\nbind = "::1"\n')
+    config = load_config(path, environ={})
+    assert (config.host_name, config.host) == ("vm", "::1")
+    assert load_config(path, environ={"PAGER_HOST": "127.0.0.3"}).host == "127.0.0.3"
+    assert load_config(path, environ={}, host="127.0.0.4").host == "127.0.0.4"
+    path.write_text('[host]\nbind = "0.0.0.0"\n')
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        load_config(path, environ={})
+
+
+@pytest.mark.parametrize(
+    "name", ["", "-vm", "vm-", "a" * 64, "build.vm", "build_vm", "vm 2", "é", "5", "true"]
+)
+def test_host_name_refusals(tmp_path: Path, name: str) -> None:
+    """A host name that is not a DNS label is refused, naming `[host] name` and the rule."""
+    path = tmp_path / "config.toml"
+    value = "true" if name == "true" else 5 if name == "5" else repr(name).replace("'", '"')
+    path.write_text(f"[host]\nname = {value}\n")
+    with pytest.raises(ConfigError, match=r"\[host\] name: .* is not a host name; write 1-63"):
+        load_config(path, environ={})
+
+
+def test_host_name_accepts_dns_labels(tmp_path: Path) -> None:
+    """63 characters, digits first, inner hyphens: all fine."""
+    path = tmp_path / "config.toml"
+    for name in ("a" * 63, "0vm", "a-b-c", "x"):
+        path.write_text(f'[host]\nname = "{name}"\n')
+        assert load_config(path, environ={}).host_name == name
+
+
+def test_host_table_unknown_keys_are_refused(tmp_path: Path) -> None:
+    """Unknown keys in [host] are refused like those of [windows] or [cli]."""
+    path = tmp_path / "config.toml"
+    path.write_text('[host]\nnmae = "vm"\n')
+    with pytest.raises(ConfigError, match=r"unknown key host\.nmae; known keys: bind, name"):
+        load_config(path, environ={})
+    path.write_text("host = 5\n")
+    with pytest.raises(ConfigError, match=r"host must be a string .* or a \[host\] table"):
+        load_config(path, environ={})
+
+
+def test_unknown_top_level_keys_list_the_store_keys(tmp_path: Path) -> None:
+    """The store keys are known keys; a misspelt one is refused with the list."""
+    path = tmp_path / "config.toml"
+    path.write_text('stor = "sqlite"\n')
+    with pytest.raises(ConfigError, match=r"unknown key 'stor'.*store, store_password_file"):
+        load_config(path, environ={})
+
+
+def test_importing_config_does_not_import_psycopg(tmp_path: Path) -> None:
+    """`pager.config` is on the CLI's fast paths: importing it, and loading a postgresql
+    store, loads no database driver (nor `socket`)."""
+    code = (
+        "import sys, pathlib, pager.config\n"
+        "config = pager.config.load_config(pathlib.Path(sys.argv[1]),"
+        " environ={'PAGER_STORE': sys.argv[2], 'HOME': sys.argv[3]})\n"
+        "assert config.store.kind == 'postgresql', config\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('psycopg', 'psycopg_binary', 'psycopg_pool', 'socket')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "c.toml"), PG_URL, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout.strip() == "[]"
