@@ -48,9 +48,12 @@ def object_schema(cls: type, ref: RefFor = None) -> Schema:
             **type_schema(kind, ref),
             **field.metadata.get("schema", {}),
         }
-    schema: Schema = {"type": "object", "properties": properties, "required": required}
-    schema["additionalProperties"] = False
-    return schema
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 def type_schema(kind: Any, ref: RefFor = None) -> Schema:
