@@ -1,0 +1,136 @@
+"""Opening a PostgreSQL store (SPEC §13): connect, read the schema version, and upgrade it.
+
+The first broker of a newer version to open the database upgrades it, all migrations in one
+transaction under an advisory lock, so brokers starting together upgrade it once; the others
+wait for the lock, then find it done. A database written by a newer Pager is refused and left
+untouched, as the SQLite store does. Everything here blocks: call it in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from pager.config import StoreConfig
+from pager.store.pg._schema import PG_MIGRATIONS, PgMigration
+
+#: The advisory lock held while a broker reads or upgrades the schema ("pager" in ASCII).
+SCHEMA_LOCK = 0x7061676572
+#: Seconds a connection attempt may take when the URL does not say (`connect_timeout`).
+CONNECT_TIMEOUT = 10
+
+
+class PgStoreError(Exception):
+    """The PostgreSQL store cannot be used as asked; `where` names it without a password."""
+
+    def __init__(self, message: str, *, where: str) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+class PgUnreachable(PgStoreError):
+    """No connection to the database: down, refused, wrong password, TLS refused."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.detail = detail
+        super().__init__(
+            f"Pager cannot reach its PostgreSQL store {where} ({detail}); check that the server"
+            " runs and that the URL, password file and sslmode in config.toml are right",
+            where=where,
+        )
+
+
+class PgStoreTooNew(PgStoreError):
+    def __init__(self, where: str, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"the PostgreSQL store {where} has schema version {found}, written by a newer Pager"
+            f" than this one (which supports up to version {supported}); upgrade Pager on this"
+            " machine (the database was left untouched)",
+            where=where,
+        )
+
+
+class PgMigrationFailed(PgStoreError):
+    def __init__(self, where: str, version: int, description: str, detail: str) -> None:
+        self.version = version
+        super().__init__(
+            f"upgrading the PostgreSQL store {where} to schema version {version} ({description})"
+            f" failed: {detail}; nothing was changed",
+            where=where,
+        )
+
+
+def connect(store: StoreConfig, *, application_name: str = "pager") -> psycopg.Connection[Any]:
+    """A new connection to the store; PgUnreachable when there is none. In autocommit mode:
+    every transaction is an explicit `conn.transaction()` block.
+
+    The password comes from `store_password_file` when configured; otherwise libpq reads the
+    PostgreSQL password file itself. Errors never quote the password (it is not in the URL)."""
+    if store.url is None:
+        raise ValueError("connect() needs a postgresql store")
+    where = store.url
+    extra: dict[str, Any] = {"application_name": application_name, "autocommit": True}
+    if "connect_timeout=" not in store.url:
+        extra["connect_timeout"] = CONNECT_TIMEOUT
+    password = store.read_password()
+    if password is not None:
+        extra["password"] = password
+    try:
+        return psycopg.connect(store.url, **extra)
+    except psycopg.OperationalError as exc:
+        raise PgUnreachable(where, _first_line(exc)) from None
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int:
+    """The store's schema version; 0 for an empty database."""
+    exists = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+    if exists is None or not exists[0]:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def upgrade(
+    conn: psycopg.Connection[Any],
+    *,
+    where: str,
+    migrations: Sequence[PgMigration] = PG_MIGRATIONS,
+) -> int:
+    """Bring the store up to the last of `migrations`, once whichever brokers try together;
+    the version it is at after. PgStoreTooNew for a newer store, PgMigrationFailed (all rolled
+    back) when a migration fails."""
+    supported = migrations[-1].version
+    with conn.transaction():
+        # Held to the end of the transaction: one broker upgrades, the others wait and then
+        # find the version current.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        found = schema_version(conn)
+        if found > supported:
+            raise PgStoreTooNew(where, found, supported)
+        for migration in migrations:
+            if migration.version <= found:
+                continue
+            try:
+                with conn.transaction():  # a savepoint: the failure is named, then rolled back
+                    for statement in migration.statements:
+                        conn.execute(statement.encode())
+            except psycopg.Error as exc:
+                raise PgMigrationFailed(
+                    where, migration.version, migration.description, _first_line(exc)
+                ) from None
+        if supported > found:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(supported),),
+            )
+    return max(found, supported)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

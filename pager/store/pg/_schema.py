@@ -1,0 +1,216 @@
+"""The PostgreSQL schema, as an ordered list of migrations (SPEC §13).
+
+The same tables as the SQLite store at its schema 8 (pager/store/_migrations.py), so that the
+store's statements, written in the SQL both engines speak, run on either; plus what several
+brokers sharing one database need: the hosts and their heartbeats, and each workspace's and
+session's host. Times are unix seconds (`double precision`, SQLite's REAL) and flags are
+integers 0/1 (SQLite has no booleans), exactly as in the SQLite schema.
+
+The version is the `schema_version` row of `meta`. Migration N turns a version N-1 database into
+a version N one, all of it in one transaction. Append only: never edit a released migration.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class PgMigration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+_V1 = (
+    "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
+    # Every broker sharing the database (SPEC §13): its name, the run it is on and its last
+    # heartbeat, in the database's clock (a host whose heartbeat is old is not alive).
+    """
+    CREATE TABLE hosts (
+        name text PRIMARY KEY,
+        instance_id text NOT NULL,
+        version text NOT NULL,
+        started_at double precision NOT NULL,
+        heartbeat_at double precision NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE broker_runs (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        host text NOT NULL,
+        instance_id text NOT NULL UNIQUE,
+        pid integer NOT NULL,
+        version text NOT NULL,
+        started_at text NOT NULL,
+        stopped_at text,
+        stop_reason text
+    )
+    """,
+    # A sequence never hands a seq out twice, so a stream resumes "after seq N" without
+    # repeating an event (reading them in commit order is the event feed's business).
+    """
+    CREATE TABLE events (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        at text NOT NULL,
+        type text NOT NULL,
+        data text NOT NULL
+    )
+    """,
+    "CREATE INDEX events_at ON events (at)",
+    "CREATE INDEX events_send_refused ON events (seq) WHERE type = 'send.refused'",
+    # A workspace is a directory on one host: the same path on two machines is two workspaces.
+    """
+    CREATE TABLE workspaces (
+        key text PRIMARY KEY,
+        host text NOT NULL,
+        slug text NOT NULL UNIQUE,
+        path text NOT NULL,
+        created_at double precision NOT NULL,
+        UNIQUE (host, path)
+    )
+    """,
+    """
+    CREATE TABLE identities (
+        id text PRIMARY KEY,
+        workspace_key text NOT NULL REFERENCES workspaces (key),
+        alias text NOT NULL,
+        alias_key text NOT NULL,
+        durable integer NOT NULL,
+        implementation text NOT NULL,
+        created_at double precision NOT NULL,
+        last_seen double precision NOT NULL,
+        detached_at double precision,
+        archived_at double precision,
+        first_archived_at double precision,
+        exchanged integer NOT NULL DEFAULT 0,
+        cause_hop integer,
+        cause_id text,
+        next_due double precision
+    )
+    """,
+    "CREATE UNIQUE INDEX identities_alias ON identities (workspace_key, alias_key)",
+    "CREATE INDEX identities_next_due ON identities (next_due) WHERE next_due IS NOT NULL",
+    """
+    CREATE TABLE alias_reservations (
+        workspace_key text NOT NULL,
+        alias_key text NOT NULL,
+        identity_id text NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+        PRIMARY KEY (workspace_key, alias_key)
+    )
+    """,
+    """
+    CREATE TABLE conversations (
+        implementation text NOT NULL,
+        key text NOT NULL,
+        identity_id text NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+        PRIMARY KEY (implementation, key)
+    )
+    """,
+    "CREATE INDEX conversations_identity ON conversations (identity_id)",
+    # `host`: the broker the session is attached through (it holds the lease and pushes).
+    """
+    CREATE TABLE sessions (
+        id text PRIMARY KEY,
+        identity_id text NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+        host text,
+        epoch integer NOT NULL,
+        token_hash text NOT NULL UNIQUE,
+        resume_hash text NOT NULL UNIQUE,
+        state text NOT NULL,
+        end_reason text,
+        conversation_key text,
+        delivery text,
+        created_at double precision NOT NULL,
+        lease_expires_at double precision NOT NULL,
+        ended_at double precision
+    )
+    """,
+    "CREATE INDEX sessions_identity ON sessions (identity_id, epoch)",
+    "CREATE INDEX sessions_live ON sessions (state) WHERE state = 'attached'",
+    # No foreign keys on sender/recipient: history outlives a purged correspondent.
+    """
+    CREATE TABLE messages (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        sender_id text NOT NULL,
+        recipient_id text NOT NULL,
+        body text NOT NULL,
+        thread text,
+        reply_to text,
+        sent_at double precision NOT NULL,
+        state text NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        available_at double precision NOT NULL,
+        dead_reason text,
+        settled_at double precision,
+        origin text NOT NULL DEFAULT 'agent',
+        hop integer NOT NULL DEFAULT 0,
+        cause_id text,
+        fields text
+    )
+    """,
+    "CREATE INDEX messages_unsettled ON messages (recipient_id, seq)"
+    " WHERE state IN ('queued', 'claimed', 'delivered')",
+    "CREATE INDEX messages_retry ON messages (recipient_id, available_at) WHERE state = 'queued'",
+    "CREATE INDEX messages_age ON messages (recipient_id, sent_at)"
+    " WHERE state IN ('queued', 'claimed', 'delivered')",
+    "CREATE INDEX messages_by_recipient ON messages (recipient_id, seq)",
+    "CREATE INDEX messages_by_sender ON messages (sender_id, seq)",
+    "CREATE INDEX messages_inbox ON messages (recipient_id, state)"
+    " WHERE state IN ('queued', 'claimed', 'delivered', 'dead')",
+    "CREATE INDEX messages_sent_recently ON messages (sender_id, sent_at)",
+    """
+    CREATE TABLE idempotency (
+        sender_id text NOT NULL,
+        key text NOT NULL,
+        message_id text NOT NULL,
+        created_at double precision NOT NULL,
+        PRIMARY KEY (sender_id, key)
+    )
+    """,
+    """
+    CREATE TABLE claims (
+        token_hash text PRIMARY KEY,
+        message_id text NOT NULL REFERENCES messages (id),
+        identity_id text NOT NULL,
+        session_id text,
+        attempt integer NOT NULL,
+        via text NOT NULL,
+        claimed_at double precision NOT NULL,
+        expires_at double precision NOT NULL,
+        state text NOT NULL
+    )
+    """,
+    "CREATE INDEX claims_open ON claims (identity_id, expires_at) WHERE state = 'open'",
+    "CREATE INDEX claims_by_message ON claims (message_id, attempt)",
+    """
+    CREATE TABLE purged_sessions (
+        token_hash text PRIMARY KEY,
+        session_id text NOT NULL,
+        agent_id text NOT NULL,
+        purged_at double precision NOT NULL
+    )
+    """,
+    "CREATE INDEX purged_sessions_at ON purged_sessions (purged_at)",
+    """
+    CREATE TABLE mailbox_tokens (
+        id text PRIMARY KEY,
+        token_hash text NOT NULL UNIQUE,
+        identity_id text NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+        label text NOT NULL,
+        created_at double precision NOT NULL,
+        last_used_at double precision,
+        expires_at double precision,
+        revoked_at double precision
+    )
+    """,
+    "CREATE INDEX mailbox_tokens_identity ON mailbox_tokens (identity_id)",
+)
+
+# Append only. Released migrations are frozen: fix mistakes with a new migration.
+PG_MIGRATIONS: tuple[PgMigration, ...] = (
+    PgMigration(1, "the store of schema 8, with hosts and each workspace's host", _V1),
+)
+
+PG_SCHEMA_VERSION: int = PG_MIGRATIONS[-1].version
