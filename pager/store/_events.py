@@ -7,12 +7,12 @@ never shows a change that was rolled back, and never misses one that committed.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 
 import attrs
 
 from pager.domain.clock import iso
+from pager.store._conn import Conn
 
 
 @attrs.frozen
@@ -26,7 +26,7 @@ class Event:
         return {"seq": self.seq, "at": self.at, "type": self.type, "data": self.data}
 
 
-def record_event(conn: sqlite3.Connection, now: float, kind: str, data: dict[str, object]) -> None:
+def record_event(conn: Conn, now: float, kind: str, data: dict[str, object]) -> None:
     """Append one event; it becomes visible to readers when the caller's transaction commits."""
     conn.execute(
         "INSERT INTO events (at, type, data) VALUES (?, ?, ?)",
@@ -34,9 +34,7 @@ def record_event(conn: sqlite3.Connection, now: float, kind: str, data: dict[str
     )
 
 
-def record_events(
-    conn: sqlite3.Connection, now: float, events: Iterable[tuple[str, dict[str, object]]]
-) -> None:
+def record_events(conn: Conn, now: float, events: Iterable[tuple[str, dict[str, object]]]) -> None:
     """Append several events at once (a bulk change records one event per item)."""
     at = iso(now)
     conn.executemany(
@@ -45,7 +43,7 @@ def record_events(
     )
 
 
-def events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[Event]:
+def events_after(conn: Conn, seq: int, limit: int) -> list[Event]:
     """Retained events with a seq greater than `seq`, oldest first, at most `limit`."""
     rows = conn.execute(
         "SELECT seq, at, type, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
@@ -54,15 +52,14 @@ def events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[Event]:
     return [Event(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3])) for r in rows]
 
 
-def latest_event_seq(conn: sqlite3.Connection) -> int:
-    """The highest seq ever assigned (0 when none): AUTOINCREMENT remembers deleted ones."""
+def latest_event_seq(conn: Conn) -> int:
+    """The highest seq ever assigned (0 when none): AUTOINCREMENT remembers deleted ones
+    (PostgreSQL's adapter asks its identity sequence instead)."""
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
     return int(row[0]) if row is not None else 0
 
 
-def event_rows_after(
-    conn: sqlite3.Connection, seq: int, limit: int
-) -> list[tuple[int, str, str, str]]:
+def event_rows_after(conn: Conn, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
     """`events_after` as stored, `data` still JSON text: (seq, at, type, data), oldest first.
 
     The stream renders frames straight from this without decoding and re-encoding the data.
@@ -76,7 +73,7 @@ def event_rows_after(
     ]
 
 
-def oldest_event_seq(conn: sqlite3.Connection) -> int | None:
+def oldest_event_seq(conn: Conn) -> int | None:
     """The lowest retained seq (None when the log is empty: nothing recorded, or all pruned)."""
     row = conn.execute("SELECT MIN(seq) FROM events").fetchone()
     return None if row is None or row[0] is None else int(row[0])

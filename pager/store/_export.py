@@ -7,19 +7,19 @@ transaction, so a caller can stream any size in constant memory (it pulls a batc
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 from pager.domain.clock import iso
 from pager.domain.names import format_address
+from pager.store._conn import Conn
 
 #: The record format. Readers must ignore fields they do not know; a change that removes or
 #: redefines a field raises it.
 EXPORT_VERSION = 1
 
 
-def export_records(conn: sqlite3.Connection, *, since: float | None = None) -> Iterator[Any]:
+def export_records(conn: Conn, *, since: float | None = None) -> Iterator[Any]:
     """Every identity, then every message (sent at or after `since`, oldest first)."""
     identities = conn.execute(
         "SELECT i.id, i.alias, i.durable, i.implementation, i.created_at, i.last_seen,"

@@ -4,11 +4,11 @@ no caller can understate its hop or race its own count)."""
 from __future__ import annotations
 
 import math
-import sqlite3
 
 import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.store._conn import Conn
 from pager.store._identities import addresses
 from pager.store._tokens import MAILBOX_PREFIX, page_with_token
 
@@ -38,7 +38,7 @@ class SendOrigin:
 
 
 def origin_and_hop(
-    conn: sqlite3.Connection,
+    conn: Conn,
     sender_id: str,
     recipient_id: str,
     now: float,
@@ -92,7 +92,7 @@ def origin_and_hop(
 
 
 def _within_rate(
-    conn: sqlite3.Connection,
+    conn: Conn,
     limit: int,
     where: str,
     params: tuple[str, ...],
@@ -119,7 +119,7 @@ def _within_rate(
         )
 
 
-def _chain(conn: sqlite3.Connection, cause_id: object, longest: int) -> list[str]:
+def _chain(conn: Conn, cause_id: object, longest: int) -> list[str]:
     """The senders of the chain that ends in message `cause_id`, first to last, by address
     (an identity purged since by its id); at most `longest` of them."""
     senders: list[str] = []
@@ -135,7 +135,7 @@ def _chain(conn: sqlite3.Connection, cause_id: object, longest: int) -> list[str
     return [known.get(sender, sender) for sender in reversed(senders)]
 
 
-def reset_cause(conn: sqlite3.Connection, identity_id: str) -> None:
+def reset_cause(conn: Conn, identity_id: str) -> None:
     """The identity's person typed a prompt: its next send starts a new chain."""
     conn.execute(
         "UPDATE identities SET cause_hop = NULL, cause_id = NULL WHERE id = ?", (identity_id,)

@@ -8,12 +8,12 @@ operator sees (an identity created, renamed or moved; a session attached or ende
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from pager.domain.names import format_address
 from pager.domain.records import Delivery, Identity, Session, SessionState
+from pager.store._conn import Conn
 from pager.store._events import record_event
 
 _IDENTITY_COLUMNS = (
@@ -64,7 +64,7 @@ def _session(row: Any) -> Session:
 # -- workspaces ------------------------------------------------------------------------------
 
 
-def ensure_workspace(conn: sqlite3.Connection, key: str, slug: str, path: str, now: float) -> None:
+def ensure_workspace(conn: Conn, key: str, slug: str, path: str, now: float) -> None:
     conn.execute(
         "INSERT INTO workspaces (key, slug, path, created_at) VALUES (?, ?, ?, ?)"
         " ON CONFLICT (key) DO NOTHING",
@@ -72,20 +72,20 @@ def ensure_workspace(conn: sqlite3.Connection, key: str, slug: str, path: str, n
     )
 
 
-def workspace_of_slug(conn: sqlite3.Connection, slug: str) -> tuple[str, str] | None:
+def workspace_of_slug(conn: Conn, slug: str) -> tuple[str, str] | None:
     """(key, path) of the workspace with this slug."""
     row = conn.execute("SELECT key, path FROM workspaces WHERE slug = ?", (slug,)).fetchone()
     return None if row is None else (str(row[0]), str(row[1]))
 
 
-def workspace_slug(conn: sqlite3.Connection, key: str) -> str:
+def workspace_slug(conn: Conn, key: str) -> str:
     row = conn.execute("SELECT slug FROM workspaces WHERE key = ?", (key,)).fetchone()
     if row is None:
         raise LookupError(f"no workspace {key!r}")
     return str(row[0])
 
 
-def workspace_path(conn: sqlite3.Connection, key: str) -> str:
+def workspace_path(conn: Conn, key: str) -> str:
     row = conn.execute("SELECT path FROM workspaces WHERE key = ?", (key,)).fetchone()
     if row is None:
         raise LookupError(f"no workspace {key!r}")
@@ -95,16 +95,14 @@ def workspace_path(conn: sqlite3.Connection, key: str) -> str:
 # -- identities ------------------------------------------------------------------------------
 
 
-def get_identity(conn: sqlite3.Connection, identity_id: str) -> Identity | None:
+def get_identity(conn: Conn, identity_id: str) -> Identity | None:
     row = conn.execute(
         f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE id = ?", (identity_id,)
     ).fetchone()
     return None if row is None else _identity(row)
 
 
-def identity_by_alias(
-    conn: sqlite3.Connection, workspace_key: str, alias_key: str
-) -> Identity | None:
+def identity_by_alias(conn: Conn, workspace_key: str, alias_key: str) -> Identity | None:
     row = conn.execute(
         f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE workspace_key = ? AND alias_key = ?",
         (workspace_key, alias_key),
@@ -112,7 +110,7 @@ def identity_by_alias(
     return None if row is None else _identity(row)
 
 
-def alias_reserved_by(conn: sqlite3.Connection, workspace_key: str, alias_key: str) -> str | None:
+def alias_reserved_by(conn: Conn, workspace_key: str, alias_key: str) -> str | None:
     """The identity holding (now or in the past) this alias in this workspace."""
     row = conn.execute(
         "SELECT identity_id FROM alias_reservations WHERE workspace_key = ? AND alias_key = ?",
@@ -121,7 +119,7 @@ def alias_reserved_by(conn: sqlite3.Connection, workspace_key: str, alias_key: s
     return None if row is None else str(row[0])
 
 
-def insert_identity(conn: sqlite3.Connection, identity: Identity, alias_key: str) -> None:
+def insert_identity(conn: Conn, identity: Identity, alias_key: str) -> None:
     conn.execute(
         "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
         " created_at, last_seen, detached_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -148,9 +146,7 @@ def insert_identity(conn: sqlite3.Connection, identity: Identity, alias_key: str
     )
 
 
-def reserve_alias(
-    conn: sqlite3.Connection, workspace_key: str, alias_key: str, identity_id: str
-) -> None:
+def reserve_alias(conn: Conn, workspace_key: str, alias_key: str, identity_id: str) -> None:
     conn.execute(
         "INSERT INTO alias_reservations (workspace_key, alias_key, identity_id) VALUES (?, ?, ?)"
         " ON CONFLICT DO NOTHING",
@@ -159,7 +155,7 @@ def reserve_alias(
 
 
 def set_alias(
-    conn: sqlite3.Connection,
+    conn: Conn,
     identity_id: str,
     workspace_key: str,
     alias: str,
@@ -204,7 +200,7 @@ def set_alias(
 
 
 def touch_identity(
-    conn: sqlite3.Connection, identity_id: str, now: float, *, attached: bool | None = None
+    conn: Conn, identity_id: str, now: float, *, attached: bool | None = None
 ) -> None:
     """Record activity; `attached=True` clears detached/archived marks, False sets detached_at."""
     if attached is None:
@@ -222,7 +218,7 @@ def touch_identity(
         )
 
 
-def mark_exchanged(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> None:
+def mark_exchanged(conn: Conn, identity_ids: Iterable[str]) -> None:
     conn.executemany(
         "UPDATE identities SET exchanged = 1 WHERE id = ? AND exchanged = 0",
         [(identity_id,) for identity_id in identity_ids],
@@ -230,7 +226,7 @@ def mark_exchanged(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> Non
 
 
 def identity_of_implementation(
-    conn: sqlite3.Connection, workspace_key: str, implementation: str
+    conn: Conn, workspace_key: str, implementation: str
 ) -> Identity | None:
     """The oldest identity of `implementation` in the workspace, archived ones included (the
     person's: there is one per workspace, SPEC §4.2)."""
@@ -245,7 +241,7 @@ def identity_of_implementation(
 # -- conversations ---------------------------------------------------------------------------
 
 
-def identity_of_conversation(conn: sqlite3.Connection, implementation: str, key: str) -> str | None:
+def identity_of_conversation(conn: Conn, implementation: str, key: str) -> str | None:
     row = conn.execute(
         "SELECT identity_id FROM conversations WHERE implementation = ? AND key = ?",
         (implementation, key),
@@ -253,9 +249,7 @@ def identity_of_conversation(conn: sqlite3.Connection, implementation: str, key:
     return None if row is None else str(row[0])
 
 
-def bind_conversation(
-    conn: sqlite3.Connection, implementation: str, key: str, identity_id: str
-) -> None:
+def bind_conversation(conn: Conn, implementation: str, key: str, identity_id: str) -> None:
     conn.execute(
         "INSERT INTO conversations (implementation, key, identity_id) VALUES (?, ?, ?)"
         " ON CONFLICT (implementation, key) DO UPDATE SET identity_id = excluded.identity_id",
@@ -266,7 +260,7 @@ def bind_conversation(
 # -- sessions --------------------------------------------------------------------------------
 
 
-def insert_session(conn: sqlite3.Connection, session: Session) -> None:
+def insert_session(conn: Conn, session: Session) -> None:
     delivery = (
         None
         if session.delivery is None
@@ -298,21 +292,21 @@ def insert_session(conn: sqlite3.Connection, session: Session) -> None:
     )
 
 
-def session_by_token(conn: sqlite3.Connection, token_hash: str) -> Session | None:
+def session_by_token(conn: Conn, token_hash: str) -> Session | None:
     row = conn.execute(
         f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE token_hash = ?", (token_hash,)
     ).fetchone()
     return None if row is None else _session(row)
 
 
-def session_by_resume(conn: sqlite3.Connection, resume_hash: str) -> Session | None:
+def session_by_resume(conn: Conn, resume_hash: str) -> Session | None:
     row = conn.execute(
         f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE resume_hash = ?", (resume_hash,)
     ).fetchone()
     return None if row is None else _session(row)
 
 
-def latest_session(conn: sqlite3.Connection, identity_id: str) -> Session | None:
+def latest_session(conn: Conn, identity_id: str) -> Session | None:
     row = conn.execute(
         f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = ?"
         " ORDER BY epoch DESC LIMIT 1",
@@ -321,12 +315,12 @@ def latest_session(conn: sqlite3.Connection, identity_id: str) -> Session | None
     return None if row is None else _session(row)
 
 
-def attached_sessions(conn: sqlite3.Connection) -> list[Session]:
+def attached_sessions(conn: Conn) -> list[Session]:
     rows = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE state = 'attached'")
     return [_session(row) for row in rows]
 
 
-def attached_session(conn: sqlite3.Connection, identity_id: str) -> Session | None:
+def attached_session(conn: Conn, identity_id: str) -> Session | None:
     """The identity's attached session, if it has one (never more than one)."""
     row = conn.execute(
         f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = ? AND state = 'attached'"
@@ -336,24 +330,24 @@ def attached_session(conn: sqlite3.Connection, identity_id: str) -> Session | No
     return None if row is None else _session(row)
 
 
-def attached_identity_ids(conn: sqlite3.Connection) -> frozenset[str]:
+def attached_identity_ids(conn: Conn) -> frozenset[str]:
     """Every identity with an attached session (the partial index holds only those)."""
     rows = conn.execute("SELECT identity_id FROM sessions WHERE state = 'attached'")
     return frozenset(str(row[0]) for row in rows)
 
 
-def set_next_due(conn: sqlite3.Connection, identity_id: str, due: float | None) -> None:
+def set_next_due(conn: Conn, identity_id: str, due: float | None) -> None:
     """When the identity next needs its actor on its own (see `due_identities`)."""
     conn.execute("UPDATE identities SET next_due = ? WHERE id = ?", (due, identity_id))
 
 
-def next_due_of(conn: sqlite3.Connection, identity_id: str) -> float | None:
+def next_due_of(conn: Conn, identity_id: str) -> float | None:
     row = conn.execute("SELECT next_due FROM identities WHERE id = ?", (identity_id,)).fetchone()
     return None if row is None or row[0] is None else float(row[0])
 
 
 def due_identities(
-    conn: sqlite3.Connection, now: float, after: tuple[float, str] | None, limit: int
+    conn: Conn, now: float, after: tuple[float, str] | None, limit: int
 ) -> list[tuple[float, str]]:
     """(next_due, id) of identities due by `now`, in due order, after the cursor `after`."""
     if after is None:
@@ -370,7 +364,7 @@ def due_identities(
     return [(float(due), str(agent_id)) for due, agent_id in rows]
 
 
-def earliest_due_after(conn: sqlite3.Connection, now: float) -> float | None:
+def earliest_due_after(conn: Conn, now: float) -> float | None:
     """The first next-due time later than `now`, of any identity."""
     (due,) = conn.execute(
         "SELECT MIN(next_due) FROM identities WHERE next_due > ?", (now,)
@@ -379,7 +373,7 @@ def earliest_due_after(conn: sqlite3.Connection, now: float) -> float | None:
 
 
 def end_session(
-    conn: sqlite3.Connection,
+    conn: Conn,
     session_id: str,
     state: SessionState,
     reason: str,
@@ -412,7 +406,7 @@ def end_session(
     )
 
 
-def retire_credentials(conn: sqlite3.Connection, session_id: str) -> None:
+def retire_credentials(conn: Conn, session_id: str) -> None:
     """Free an ended session's token and resume token (both unique) for the session that
     carries them on after a forced takeover; the ended row keeps its history."""
     conn.execute(
@@ -422,7 +416,7 @@ def retire_credentials(conn: sqlite3.Connection, session_id: str) -> None:
     )
 
 
-def move_conversation(conn: sqlite3.Connection, key: str, from_id: str, to_id: str) -> None:
+def move_conversation(conn: Conn, key: str, from_id: str, to_id: str) -> None:
     """Bind a conversation (of whatever implementation) from one identity to another, so its
     hooks and its next resume follow the session that moved."""
     conn.execute(
@@ -431,14 +425,14 @@ def move_conversation(conn: sqlite3.Connection, key: str, from_id: str, to_id: s
     )
 
 
-def set_lease(conn: sqlite3.Connection, session_id: str, expires_at: float) -> None:
+def set_lease(conn: Conn, session_id: str, expires_at: float) -> None:
     conn.execute(
         "UPDATE sessions SET lease_expires_at = ? WHERE id = ? AND state = 'attached'",
         (expires_at, session_id),
     )
 
 
-def addresses(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> dict[str, str]:
+def addresses(conn: Conn, identity_ids: Iterable[str]) -> dict[str, str]:
     """`alias@slug` of each identity that still exists (purged ones are left out), and
     `<label> (script)` of each mailbox token among them."""
     wanted = sorted(set(identity_ids))
@@ -462,7 +456,7 @@ def addresses(conn: sqlite3.Connection, identity_ids: Iterable[str]) -> dict[str
 # -- operator events -------------------------------------------------------------------------
 
 
-def describe_identity(conn: sqlite3.Connection, identity_id: str) -> dict[str, object] | None:
+def describe_identity(conn: Conn, identity_id: str) -> dict[str, object] | None:
     """The identity as operator events name it: id, alias, address and workspace slug."""
     row = conn.execute(
         "SELECT i.alias, w.slug FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
@@ -480,9 +474,7 @@ def describe_identity(conn: sqlite3.Connection, identity_id: str) -> dict[str, o
     }
 
 
-def record_agent_event(
-    conn: sqlite3.Connection, now: float, kind: str, identity_id: str, **data: object
-) -> None:
+def record_agent_event(conn: Conn, now: float, kind: str, identity_id: str, **data: object) -> None:
     """An `agent.*` operator event: the identity as `describe_identity` names it, and `data`
     (nothing when the identity does not exist)."""
     fields = describe_identity(conn, identity_id)

@@ -7,7 +7,6 @@ records its `message.*` operator event in the same transaction (one per message,
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from pager.domain.clock import iso
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
+from pager.store._conn import Conn
 from pager.store._events import record_event, record_events
 from pager.store._identities import addresses
 
@@ -49,7 +49,7 @@ def _message(row: Any) -> Message:
 
 
 def insert_message(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     message_id: str,
     sender_id: str,
@@ -66,14 +66,13 @@ def insert_message(
     cursor = conn.execute(
         "INSERT INTO messages (id, sender_id, recipient_id, body, thread, reply_to, sent_at,"
         " state, attempts, available_at, origin, hop, cause_id, fields)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?) RETURNING seq",
         (
             message_id, sender_id, recipient_id, body, thread, reply_to, now, now, origin, hop,
             cause_id, fields,
         ),
     )  # fmt: skip
-    seq = cursor.lastrowid
-    assert seq is not None
+    seq = int(cursor.fetchone()[0])
     record_event(
         conn,
         now,
@@ -99,7 +98,7 @@ def insert_message(
     )
 
 
-def get_message(conn: sqlite3.Connection, message_id: str) -> Message | None:
+def get_message(conn: Conn, message_id: str) -> Message | None:
     row = conn.execute(
         f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)
     ).fetchone()
@@ -110,7 +109,7 @@ def get_message(conn: sqlite3.Connection, message_id: str) -> Message | None:
 
 
 def idempotent_original(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     sender_id: str,
     key: str,
@@ -164,9 +163,7 @@ def idempotent_original(
     )
 
 
-def remember_idempotency(
-    conn: sqlite3.Connection, sender_id: str, key: str, message_id: str, now: float
-) -> None:
+def remember_idempotency(conn: Conn, sender_id: str, key: str, message_id: str, now: float) -> None:
     conn.execute(
         "INSERT INTO idempotency (sender_id, key, message_id, created_at) VALUES (?, ?, ?, ?)"
         " ON CONFLICT (sender_id, key) DO UPDATE SET message_id = excluded.message_id,"
@@ -188,7 +185,7 @@ class ClaimPolicy:
 
 
 def claim_waiting(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     recipient_id: str,
     session_id: str | None,
@@ -267,9 +264,7 @@ def claim_waiting(
     return claims
 
 
-def dead_letter_expired(
-    conn: sqlite3.Connection, recipient_id: str, now: float, message_expiry: float
-) -> int:
+def dead_letter_expired(conn: Conn, recipient_id: str, now: float, message_expiry: float) -> int:
     """Unsettled messages older than the expiry become dead letters (`expired`)."""
     # Literal states, not parameters: SQLite uses a partial index only when it can prove
     # the query's condition implies the index's, which it cannot for bound values.
@@ -307,7 +302,7 @@ def dead_letter_expired(
     return len(expired)
 
 
-def dead_letter_inbox(conn: sqlite3.Connection, recipient_id: str, now: float, reason: str) -> int:
+def dead_letter_inbox(conn: Conn, recipient_id: str, now: float, reason: str) -> int:
     """Every unsettled message of the inbox becomes a dead letter with `reason` (`reaped`,
     `purged`), its open claims expire, and each records `message.dead`. The count."""
     conn.execute(
@@ -348,7 +343,7 @@ def _fields(
 
 
 def _return_to_queue(
-    conn: sqlite3.Connection,
+    conn: Conn,
     message_id: str,
     available_at: float,
     now: float,
@@ -389,9 +384,7 @@ def _return_to_queue(
     return event, _fields(message_id, sender, recipient, attempt=attempts, **data)
 
 
-def expire_claims(
-    conn: sqlite3.Connection, recipient_id: str, now: float, max_attempts: int
-) -> int:
+def expire_claims(conn: Conn, recipient_id: str, now: float, max_attempts: int) -> int:
     """Open claims past their ack wait return their messages to the queue at once."""
     rows = conn.execute(
         "SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND state = 'open'"
@@ -422,7 +415,7 @@ def expire_claims(
 
 
 def refuse_claims(
-    conn: sqlite3.Connection,
+    conn: Conn,
     token_hashes: Sequence[str],
     *,
     now: float,
@@ -463,9 +456,7 @@ def refuse_claims(
     return refused
 
 
-def release_claims(
-    conn: sqlite3.Connection, identity_id: str, token_hashes: Sequence[str], now: float
-) -> int:
+def release_claims(conn: Conn, identity_id: str, token_hashes: Sequence[str], now: float) -> int:
     """Open claims handed back unshown: the message is waiting again as if never claimed."""
     released = 0
     events = []
@@ -511,7 +502,7 @@ class AckResult:
 
 
 def acknowledge(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     identity_id: str,
     tokens: Sequence[str],
@@ -572,9 +563,7 @@ def acknowledge(
 # -- timers and views ------------------------------------------------------------------------
 
 
-def next_deadline(
-    conn: sqlite3.Connection, recipient_id: str, now: float, message_expiry: float
-) -> float | None:
+def next_deadline(conn: Conn, recipient_id: str, now: float, message_expiry: float) -> float | None:
     """The earliest time after `now` when something changes for this inbox on its own: an ack
     wait ends, a retry becomes available, a message expires. (Mail available already needs no
     timer: whoever consumes it is woken when it arrives.)"""
@@ -604,7 +593,7 @@ def next_deadline(
     )
 
 
-def inbox_counts(conn: sqlite3.Connection, recipient_id: str) -> dict[str, int]:
+def inbox_counts(conn: Conn, recipient_id: str) -> dict[str, int]:
     counts = {"queued": 0, "claimed": 0, "delivered": 0, "dead": 0}
     for state, count in conn.execute(
         "SELECT state, COUNT(*) FROM messages WHERE recipient_id = ?"
@@ -615,7 +604,7 @@ def inbox_counts(conn: sqlite3.Connection, recipient_id: str) -> dict[str, int]:
     return counts
 
 
-def waiting_count(conn: sqlite3.Connection, recipient_id: str) -> int:
+def waiting_count(conn: Conn, recipient_id: str) -> int:
     (count,) = conn.execute(
         "SELECT COUNT(*) FROM messages WHERE recipient_id = ?"
         " AND state IN ('queued', 'claimed', 'delivered')",
@@ -625,7 +614,7 @@ def waiting_count(conn: sqlite3.Connection, recipient_id: str) -> int:
 
 
 def history(
-    conn: sqlite3.Connection,
+    conn: Conn,
     identity_id: str,
     *,
     with_id: str | None,
@@ -646,7 +635,7 @@ def history(
     return [_message(row) for row in rows]
 
 
-def waiting(conn: sqlite3.Connection, recipient_id: str, *, limit: int) -> list[Message]:
+def waiting(conn: Conn, recipient_id: str, *, limit: int) -> list[Message]:
     """The recipient's unsettled mail, oldest first, read-only (`pager inbox`)."""
     rows = conn.execute(
         f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
@@ -656,7 +645,7 @@ def waiting(conn: sqlite3.Connection, recipient_id: str, *, limit: int) -> list[
     return [_message(row) for row in rows]
 
 
-def sent_by(conn: sqlite3.Connection, sender_id: str, *, limit: int) -> list[Message]:
+def sent_by(conn: Conn, sender_id: str, *, limit: int) -> list[Message]:
     """The sender's latest sends, newest first, read-only (`pager sent`)."""
     rows = conn.execute(
         f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE sender_id = ? ORDER BY seq DESC LIMIT ?",

@@ -8,7 +8,6 @@ these in the writer's transaction; nothing here awaits.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Literal
 
 import attrs
@@ -19,6 +18,7 @@ from pager.domain.names import alias_key, format_address, generate_handle
 from pager.domain.records import Delivery, Identity, Session, SessionState
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
+from pager.store._conn import Conn
 
 
 @attrs.frozen
@@ -41,14 +41,14 @@ class Registered:
     resume_token: str
 
 
-def identity_of(conn: sqlite3.Connection, agent_id: str) -> Identity:
+def identity_of(conn: Conn, agent_id: str) -> Identity:
     identity = ms.get_identity(conn, agent_id)
     if identity is None:
         raise PagerError(ErrorCode.ENDED, "this identity no longer exists; register again")
     return identity
 
 
-def holder_details(conn: sqlite3.Connection, identity: Identity) -> dict[str, Any]:
+def holder_details(conn: Conn, identity: Identity) -> dict[str, Any]:
     slug = ms.workspace_slug(conn, identity.workspace_key)
     return {
         "holder": {
@@ -61,7 +61,7 @@ def holder_details(conn: sqlite3.Connection, identity: Identity) -> dict[str, An
 
 
 def claim_alias(
-    conn: sqlite3.Connection,
+    conn: Conn,
     workspace_key: str,
     alias: str,
     agent_id: str,
@@ -117,7 +117,7 @@ class Takeover:
 
 
 def take_over(
-    conn: sqlite3.Connection,
+    conn: Conn,
     identity: Identity,
     holder: Session | None,
     session: Session,
@@ -163,7 +163,7 @@ def take_over(
 
 
 def take_over_by_alias(
-    conn: sqlite3.Connection,
+    conn: Conn,
     identity: Identity,
     holder: Session | None,
     mine: Session,
@@ -204,9 +204,7 @@ def take_over_by_alias(
     return attrs.evolve(done, identity=renamed)
 
 
-def attach_session(
-    conn: sqlite3.Connection, identity: Identity, session: Session, now: float
-) -> Identity:
+def attach_session(conn: Conn, identity: Identity, session: Session, now: float) -> Identity:
     """Insert an attached session of `identity`; attaching again un-archives it (SPEC §9)."""
     ms.insert_session(conn, session)
     if identity.archived_at is not None:
@@ -218,7 +216,7 @@ def attach_session(
 
 
 def _hand_to_fresh_identity(
-    conn: sqlite3.Connection, identity: Identity, holder: Session, now: float, lease_ttl: float
+    conn: Conn, identity: Identity, holder: Session, now: float, lease_ttl: float
 ) -> Session:
     """The holder's token (and resume token, and conversation) now run as a fresh unnamed
     agent in the same workspace, so its next call, resume or hook never reaches the
@@ -269,7 +267,7 @@ class RegisterPlan:
     token: str
     resume_token: str
 
-    def apply(self, conn: sqlite3.Connection) -> Outcome:
+    def apply(self, conn: Conn) -> Outcome:
         command, ws = self.command, self.command.workspace
         ms.ensure_workspace(conn, ws.key, ws.slug, ws.path, self.now)
         target: Identity | None = None
@@ -355,7 +353,7 @@ class RegisterPlan:
         )
         return Outcome(registered, ended, started)
 
-    def _by_name(self, conn: sqlite3.Connection, name: str) -> Identity | None:
+    def _by_name(self, conn: Conn, name: str) -> Identity | None:
         ws = self.command.workspace
         key = alias_key(name)
         holder = ms.identity_by_alias(conn, ws.key, key)
@@ -371,7 +369,7 @@ class RegisterPlan:
             )
         return None
 
-    def _create(self, conn: sqlite3.Connection) -> Identity:
+    def _create(self, conn: Conn) -> Identity:
         ws, name = self.command.workspace, self.command.session_name
         alias = name or generate_handle(lambda h: ms.alias_reserved_by(conn, ws.key, h) is not None)
         identity = Identity(
@@ -391,9 +389,7 @@ class RegisterPlan:
 PERSON = "human"
 
 
-def person_identity(
-    conn: sqlite3.Connection, workspace: Workspace, alias: str, now: float
-) -> Identity:
+def person_identity(conn: Conn, workspace: Workspace, alias: str, now: float) -> Identity:
     """The person's durable identity in `workspace` (SPEC §4.2), created on first use with
     `alias` (later `pager alias` may rename it: it stays the person's); its use counts as
     activity (last seen) and shows it again if it was archived."""

@@ -3,13 +3,12 @@ connection, run in one checkpoint transaction (it does not commit)."""
 
 from __future__ import annotations
 
-import sqlite3
-
 from pager.domain.records import SessionState
+from pager.store._conn import Conn
 from pager.store._identities import attached_sessions, end_session, touch_identity
 
 
-def revoke_sessions(conn: sqlite3.Connection, now: float, reason: str) -> int:
+def revoke_sessions(conn: Conn, now: float, reason: str) -> int:
     """End every attached session as `expired` (its holder may rejoin), `reason` being what
     its token answers from then on and `revoked` the cause its event records; its identity is
     detached. How many there were."""

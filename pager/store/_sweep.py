@@ -10,7 +10,6 @@ attached identity is never archived or reaped by a window.
 from __future__ import annotations
 
 import enum
-import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ import attrs
 
 from pager.config import Windows
 from pager.domain.clock import iso
+from pager.store._conn import Conn
 from pager.store._events import record_event
 from pager.store._identities import describe_identity
 from pager.store._messages import dead_letter_inbox
@@ -63,12 +63,13 @@ class Applied:
 # The retention rules of SPEC §9, written once: each identity's steps (what, why, when), the
 # first and the one that may follow it (a named identity is archived, then reaped), computed
 # in SQL so that a sweep builds Python objects only for identities with something due. Standard
-# SQL (CASE, COALESCE, EXISTS): the same text serves any backend.
+# SQL (CASE, COALESCE, EXISTS; flags as 0/1, never booleans): the same text serves any backend.
 _STEPS = """
 WITH r AS (
   SELECT i.id, i.durable, i.archived_at, i.first_archived_at, i.exchanged,
          i.detached_at IS NOT NULL AS detached,
-         EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id) AS resumable,
+         CASE WHEN EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id)
+           THEN 1 ELSE 0 END AS resumable,
          COALESCE(i.detached_at, i.created_at + :lease_ttl) AS since
   FROM identities i
 ), d AS (
@@ -120,9 +121,7 @@ def _window_params(now: float, windows: Windows) -> dict[str, float]:
     }
 
 
-def _due_steps(
-    conn: sqlite3.Connection, now: float, windows: Windows, most: int
-) -> list[list[Due]]:
+def _due_steps(conn: Conn, now: float, windows: Windows, most: int) -> list[list[Due]]:
     """The steps of at most `most` identities whose first window passed by `now`, the longest
     due first (a sweep builds objects for the ones it will apply, not for every identity due)."""
     rows = conn.execute(
@@ -134,7 +133,7 @@ def _due_steps(
 
 
 def _next_first_due(
-    conn: sqlite3.Connection, now: float, windows: Windows, attached: Collection[str]
+    conn: Conn, now: float, windows: Windows, attached: Collection[str]
 ) -> float | None:
     """The earliest first window still ahead, among identities not attached."""
     found = None
@@ -149,7 +148,7 @@ def _next_first_due(
 
 
 def plan_sweep(
-    conn: sqlite3.Connection,
+    conn: Conn,
     now: float,
     windows: Windows,
     attached: Collection[str],
@@ -201,7 +200,7 @@ def _applied(
     )
 
 
-def _attached_count(conn: sqlite3.Connection, agent_id: str) -> int:
+def _attached_count(conn: Conn, agent_id: str) -> int:
     (count,) = conn.execute(
         "SELECT COUNT(*) FROM sessions WHERE identity_id = ? AND state = 'attached'", (agent_id,)
     ).fetchone()
@@ -209,7 +208,7 @@ def _attached_count(conn: sqlite3.Connection, agent_id: str) -> int:
 
 
 def archive_identity(
-    conn: sqlite3.Connection, agent_id: str, *, now: float, at: float, reason: str
+    conn: Conn, agent_id: str, *, now: float, at: float, reason: str
 ) -> Applied | None:
     """Archive: hide it, keep its mail waiting, end its sessions (`ended`, "archived").
 
@@ -247,9 +246,7 @@ def archive_identity(
     return _applied(described, Action.ARCHIVE, reason, dead=0, ended=ended)
 
 
-def unarchive_identity(
-    conn: sqlite3.Connection, agent_id: str, *, now: float, reason: str
-) -> Applied | None:
+def unarchive_identity(conn: Conn, agent_id: str, *, now: float, reason: str) -> Applied | None:
     """Show an archived identity again; None when it does not exist or is not archived.
 
     Its detach clock restarts (`detached_at = now`), so the next sweep does not archive it
@@ -269,7 +266,7 @@ def unarchive_identity(
 
 
 def reap_identity(
-    conn: sqlite3.Connection,
+    conn: Conn,
     agent_id: str,
     *,
     now: float,
@@ -298,14 +295,14 @@ def reap_identity(
     return _applied(described, action, reason, dead=dead, ended=ended)
 
 
-def purge_identity(
-    conn: sqlite3.Connection, agent_id: str, *, now: float, reason: str
-) -> Applied | None:
+def purge_identity(conn: Conn, agent_id: str, *, now: float, reason: str) -> Applied | None:
     """Purge (operator): a reap whose dead letters say `purged` and whose sessions' tokens
     keep answering `ended` (purged) instead of becoming unknown."""
     conn.execute(
-        "INSERT OR REPLACE INTO purged_sessions (token_hash, session_id, agent_id, purged_at)"
-        " SELECT token_hash, id, identity_id, ? FROM sessions WHERE identity_id = ?",
+        "INSERT INTO purged_sessions (token_hash, session_id, agent_id, purged_at)"
+        " SELECT token_hash, id, identity_id, ? FROM sessions WHERE identity_id = ?"
+        " ON CONFLICT (token_hash) DO UPDATE SET session_id = excluded.session_id,"
+        " agent_id = excluded.agent_id, purged_at = excluded.purged_at",
         (now, agent_id),
     )
     return reap_identity(
@@ -319,7 +316,7 @@ def purge_identity(
     )
 
 
-def purged_session(conn: sqlite3.Connection, token_hash: str) -> str | None:
+def purged_session(conn: Conn, token_hash: str) -> str | None:
     """The session id a token had, if its identity was purged (within event retention)."""
     row = conn.execute(
         "SELECT session_id FROM purged_sessions WHERE token_hash = ?", (token_hash,)
@@ -327,7 +324,7 @@ def purged_session(conn: sqlite3.Connection, token_hash: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _steps_now(conn: sqlite3.Connection, agent_id: str, windows: Windows) -> list[Due]:
+def _steps_now(conn: Conn, agent_id: str, windows: Windows) -> list[Due]:
     """The identity's steps as its row is now; none when it is gone."""
     row = conn.execute(
         _STEPS + f"SELECT {_STEP_COLUMNS} FROM d WHERE id = :id",
@@ -336,9 +333,7 @@ def _steps_now(conn: sqlite3.Connection, agent_id: str, windows: Windows) -> lis
     return [] if row is None else _steps_of(row)
 
 
-def apply_due(
-    conn: sqlite3.Connection, due: Sequence[Due], now: float, windows: Windows
-) -> list[Applied]:
+def apply_due(conn: Conn, due: Sequence[Due], now: float, windows: Windows) -> list[Applied]:
     """Apply steps of a plan made earlier on a read snapshot, each only if it still stands in
     this transaction: the identity exists, is not attached, and its window still passed (it
     may have attached, been renamed or been reaped since the plan was read)."""
@@ -374,7 +369,7 @@ class Pruned:
     purged_sessions: int = 0
 
 
-def prune(conn: sqlite3.Connection, now: float, windows: Windows) -> Pruned:
+def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
     """Forget idempotency keys past `idempotency`, and operator events and purged sessions'
     tokens past `event_retention` (such a token then answers as unknown)."""
     keys = conn.execute(

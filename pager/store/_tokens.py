@@ -8,12 +8,12 @@ the identity deletes its tokens (ON DELETE CASCADE).
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.store._conn import Conn
 
 #: A mailbox token id's prefix: a page's sender id is its token's id.
 MAILBOX_PREFIX = "mbx_"
@@ -49,7 +49,7 @@ def _token(row: Any) -> MailboxToken:
 
 
 def insert_mailbox_token(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     token_id: str,
     token_hash: str,
@@ -66,28 +66,28 @@ def insert_mailbox_token(
     return MailboxToken(token_id, identity_id, label, now, None, expires_at, None)
 
 
-def mailbox_token_by_hash(conn: sqlite3.Connection, token_hash: str) -> MailboxToken | None:
+def mailbox_token_by_hash(conn: Conn, token_hash: str) -> MailboxToken | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM mailbox_tokens WHERE token_hash = ?", (token_hash,)
     ).fetchone()
     return None if row is None else _token(row)
 
 
-def get_mailbox_token(conn: sqlite3.Connection, token_id: str) -> MailboxToken | None:
+def get_mailbox_token(conn: Conn, token_id: str) -> MailboxToken | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM mailbox_tokens WHERE id = ?", (token_id,)
     ).fetchone()
     return None if row is None else _token(row)
 
 
-def list_mailbox_tokens(conn: sqlite3.Connection, *, revoked: bool) -> list[MailboxToken]:
+def list_mailbox_tokens(conn: Conn, *, revoked: bool) -> list[MailboxToken]:
     """Every token, oldest first; revoked ones only when `revoked`."""
     where = "" if revoked else " WHERE revoked_at IS NULL"
     rows = conn.execute(f"SELECT {_COLUMNS} FROM mailbox_tokens{where} ORDER BY created_at, id")
     return [_token(row) for row in rows]
 
 
-def revoke_mailbox_token(conn: sqlite3.Connection, token_id: str, now: float) -> MailboxToken:
+def revoke_mailbox_token(conn: Conn, token_id: str, now: float) -> MailboxToken:
     """Revoke a token (again is a no-op); PagerError `not_found` for an unknown id."""
     token = get_mailbox_token(conn, token_id)
     if token is None:
@@ -101,7 +101,7 @@ def revoke_mailbox_token(conn: sqlite3.Connection, token_id: str, now: float) ->
     return token
 
 
-def page_with_token(conn: sqlite3.Connection, token_id: str, recipient_id: str, now: float) -> None:
+def page_with_token(conn: Conn, token_id: str, recipient_id: str, now: float) -> None:
     """Inside the page's own transaction: the token still pages this recipient (it was not
     revoked or its identity purged since the request was authenticated), and it is used now.
     PagerError `unauthenticated` otherwise."""

@@ -12,7 +12,6 @@ history there is. Nothing here writes.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ from pager.domain.views import (
     Totals,
     WorkspaceView,
 )
+from pager.store._conn import Conn
 from pager.store._events import latest_event_seq
 
 _AGENT_COLUMNS = (
@@ -68,7 +68,7 @@ def _marks(ids: Sequence[str]) -> str:
     return ", ".join("?" for _ in ids)
 
 
-def inbox_counts(conn: sqlite3.Connection, ids: Sequence[str] | None) -> dict[str, InboxCounts]:
+def inbox_counts(conn: Conn, ids: Sequence[str] | None) -> dict[str, InboxCounts]:
     """Queued / claimed (claimed + delivered) / dead per identity (`None`: every recipient),
     from one covering scan of `messages_inbox` (per-id searches of it for a list of ids)."""
     sql = f"SELECT recipient_id, state, COUNT(*) FROM messages WHERE {_COUNTED}"
@@ -94,9 +94,7 @@ def inbox_counts(conn: sqlite3.Connection, ids: Sequence[str] | None) -> dict[st
     }
 
 
-def live_sessions(
-    conn: sqlite3.Connection, ids: Sequence[str] | None
-) -> dict[str, list[SessionView]]:
+def live_sessions(conn: Conn, ids: Sequence[str] | None) -> dict[str, list[SessionView]]:
     """The attached sessions (the store's `state = 'attached'`) per identity, oldest first."""
     sql = (
         "SELECT identity_id, id, epoch, created_at, lease_expires_at FROM sessions"
@@ -123,7 +121,7 @@ def _iso(seconds: float) -> str:
 
 
 def _agents(
-    conn: sqlite3.Connection, rows: Sequence[Any], *, everyone: bool = False
+    conn: Conn, rows: Sequence[Any], *, everyone: bool = False
 ) -> list[tuple[AgentView, str]]:
     """AgentViews of identity rows (`_AGENT_COLUMNS`), each with its workspace path.
 
@@ -169,7 +167,7 @@ def _agents(
     return views
 
 
-def snapshot(conn: sqlite3.Connection, broker: dict[str, Any]) -> Snapshot:
+def snapshot(conn: Conn, broker: dict[str, Any]) -> Snapshot:
     """Every workspace that has agents (archived ones included) with its agents by alias,
     the totals over them, and the latest event seq: run it inside one read transaction."""
     rows = conn.execute(
@@ -196,7 +194,7 @@ def snapshot(conn: sqlite3.Connection, broker: dict[str, Any]) -> Snapshot:
     return Snapshot(broker=broker, workspaces=workspaces, totals=totals, seq=seq)
 
 
-def totals(conn: sqlite3.Connection) -> Totals:
+def totals(conn: Conn) -> Totals:
     """The snapshot's totals without building any agent: aggregates only (what `pager status`
     asks for on every run, whatever the size of the store)."""
     workspaces, agents, archived = conn.execute(
@@ -224,20 +222,20 @@ def totals(conn: sqlite3.Connection) -> Totals:
     )
 
 
-def refused_sends(conn: sqlite3.Connection) -> int:
+def refused_sends(conn: Conn) -> int:
     """Sends the loop guard or a send rate refused, over the events still retained (a walk of
     a partial index: no scan of the event log)."""
     (count,) = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'send.refused'").fetchone()
     return int(count)
 
 
-def totals_snapshot(conn: sqlite3.Connection, broker: dict[str, Any]) -> Snapshot:
+def totals_snapshot(conn: Conn, broker: dict[str, Any]) -> Snapshot:
     """A snapshot with its totals and seq but no workspaces (`?agents=false`)."""
     return Snapshot(broker=broker, workspaces=(), totals=totals(conn), seq=latest_event_seq(conn))
 
 
 def list_agents(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     workspace: str | None,
     archived: bool | None,
@@ -263,7 +261,7 @@ def list_agents(
     return views, (views[-1].agent_id if more else None)
 
 
-def get_agent(conn: sqlite3.Connection, agent_id: str) -> AgentView | None:
+def get_agent(conn: Conn, agent_id: str) -> AgentView | None:
     rows = conn.execute(f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} WHERE i.id = ?", (agent_id,))
     found = _agents(conn, rows.fetchall())
     return found[0][0] if found else None
@@ -291,7 +289,7 @@ _ROSTER_SELECT = (
 
 
 def roster(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     workspace_key: str | None,
     limit: int,
@@ -340,7 +338,7 @@ def roster(
     return entries, last
 
 
-def correspondents(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Correspondent]:
+def correspondents(conn: Conn, ids: Iterable[str]) -> dict[str, Correspondent]:
     """Each id as a correspondent; ids of identities that no longer exist get no alias/address."""
     wanted = sorted(set(ids))
     found = {agent_id: Correspondent(agent_id, None, None) for agent_id in wanted}
@@ -353,7 +351,7 @@ def correspondents(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Co
 
 
 def agent_messages(
-    conn: sqlite3.Connection,
+    conn: Conn,
     agent_id: str,
     *,
     state: MessageState | None,
@@ -415,6 +413,6 @@ def agent_messages(
     return views, (int(page[-1][0]) if more else None)
 
 
-def identity_exists(conn: sqlite3.Connection, agent_id: str) -> bool:
+def identity_exists(conn: Conn, agent_id: str) -> bool:
     row = conn.execute("SELECT 1 FROM identities WHERE id = ?", (agent_id,)).fetchone()
     return row is not None

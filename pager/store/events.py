@@ -4,9 +4,9 @@ Writers record events inside their own transactions (`pager.store.messaging` re-
 recording functions too); the event feed and the stream's replay read them back by seq.
 """
 
-import sqlite3
 from pathlib import Path
 
+from pager.store._conn import Conn
 from pager.store._database import open_read_only
 from pager.store._events import (
     Event,
@@ -23,7 +23,7 @@ class SqliteEventLog:
     """The event log read through a read-only connection of its own (the feed's, or one
     replay's); one user at a time, its calls blocking (the feed runs them off the loop)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Conn) -> None:
         self._conn = conn
 
     def latest_seq(self) -> int:

@@ -4,8 +4,6 @@ one transaction of the writer, from the store itself (who is attached, who holds
 
 from __future__ import annotations
 
-import sqlite3
-
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address
@@ -13,6 +11,7 @@ from pager.domain.records import Session
 from pager.domain.results import AliasResult, SessionRef, TakenOver
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
+from pager.store._conn import Conn
 from pager.store._registration import (
     Outcome,
     RegisterPlan,
@@ -57,7 +56,7 @@ class SqliteDirectory:
         agent_id = caller.agent_id
         takes_over = force or claim
 
-        def op(conn: sqlite3.Connection) -> tuple[AliasResult, Takeover | None]:
+        def op(conn: Conn) -> tuple[AliasResult, Takeover | None]:
             me = identity_of(conn, agent_id)
             holder = ms.identity_by_alias(conn, me.workspace_key, alias_key(alias))
             if claim and holder is None:
@@ -114,7 +113,7 @@ class SqliteDirectory:
     async def move(self, caller: Caller, workspace: Workspace, *, now: float) -> AliasResult:
         agent_id = caller.agent_id
 
-        def op(conn: sqlite3.Connection) -> AliasResult:
+        def op(conn: Conn) -> AliasResult:
             me = identity_of(conn, agent_id)
             ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
             if me.workspace_key != workspace.key:
@@ -140,7 +139,7 @@ class SqliteDirectory:
     async def retire(
         self, agent_id: str, action: ms.Action, reason: str, *, now: float
     ) -> ms.Applied:
-        def op(conn: sqlite3.Connection) -> ms.Applied:
+        def op(conn: Conn) -> ms.Applied:
             identity = ms.get_identity(conn, agent_id)
             if identity is None:
                 raise PagerError(

@@ -7,12 +7,12 @@ worker thread, inside one read transaction, running the views of `pager/store/_v
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from pager.domain.records import MessageState
 from pager.domain.views import AgentView, MessageView, Snapshot
 from pager.store import views
+from pager.store._conn import Conn
 from pager.store.operator_ports import Slice
 from pager.store.read_views import ReadViews
 
@@ -28,7 +28,7 @@ class SqliteOperatorViews:
     async def agents(
         self, *, workspace: str | None, archived: bool | None, limit: int, after: str | None
     ) -> Slice[AgentView, str]:
-        def read(conn: sqlite3.Connection) -> Slice[AgentView, str]:
+        def read(conn: Conn) -> Slice[AgentView, str]:
             found, last = views.list_agents(
                 conn, workspace=workspace, archived=archived, limit=limit, after=after
             )
@@ -48,7 +48,7 @@ class SqliteOperatorViews:
         limit: int,
         before: int | None,
     ) -> Slice[MessageView, int] | None:
-        def read(conn: sqlite3.Connection) -> Slice[MessageView, int] | None:
+        def read(conn: Conn) -> Slice[MessageView, int] | None:
             if not views.identity_exists(conn, agent_id):
                 return None
             found, last = views.agent_messages(

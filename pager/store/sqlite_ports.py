@@ -9,7 +9,6 @@ identity's next due time is refreshed in the same transaction as every change of
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
@@ -19,8 +18,8 @@ from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Session, SessionState
 from pager.store import messaging as ms
+from pager.store._conn import Conn
 from pager.store.ports import Changed, ClaimFor, ClaimView, Enqueued, NewMessage
-from pager.store.read_views import ReadViews
 
 T = TypeVar("T")
 
@@ -32,9 +31,15 @@ ROWS_ON_LOOP = 20
 class Writer(Protocol):
     """The SQLite writer (pager/store/sqlite_writer.py `Checkpoint`)."""
 
-    def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+    def lookup(self, fn: Callable[[Conn], T]) -> T: ...
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T], *, heavy: bool = False) -> T: ...
+    async def write(self, fn: Callable[[Conn], T], *, heavy: bool = False) -> T: ...
+
+
+class Reads(Protocol):
+    """The read side (pager/store/read_views.py `ReadViews`): `fn` in one read transaction."""
+
+    async def read(self, fn: Callable[[Conn], T]) -> T: ...
 
 
 class SqliteInbox:
@@ -47,7 +52,7 @@ class SqliteInbox:
     async def _change(
         self,
         identity_id: str,
-        op: Callable[[sqlite3.Connection], T],
+        op: Callable[[Conn], T],
         *,
         now: float,
         policy: ms.ClaimPolicy,
@@ -55,7 +60,7 @@ class SqliteInbox:
     ) -> Changed[T]:
         """Run `op` and refresh the identity's next due time in the same transaction."""
 
-        def with_due(conn: sqlite3.Connection) -> Changed[T]:
+        def with_due(conn: Conn) -> Changed[T]:
             value = op(conn)
             due = ms.next_deadline(conn, identity_id, now, policy.message_expiry)
             if due != ms.next_due_of(conn, identity_id):  # an index probe, not a write
@@ -75,7 +80,7 @@ class SqliteInbox:
         policy: ms.ClaimPolicy,
         claim_for: ClaimFor | None = None,
     ) -> Changed[Enqueued]:
-        def op(conn: sqlite3.Connection) -> Enqueued:
+        def op(conn: Conn) -> Enqueued:
             # Checked in the same transaction: a reap that committed just before must win.
             if ms.get_identity(conn, recipient_id) is None:
                 raise PagerError(
@@ -134,7 +139,7 @@ class SqliteInbox:
         now: float,
         policy: ms.ClaimPolicy,
     ) -> Changed[list[ClaimView]]:
-        def op(conn: sqlite3.Connection) -> list[ClaimView]:
+        def op(conn: Conn) -> list[ClaimView]:
             return _claim(conn, recipient_id, ClaimFor(session_id, limit, via), now, policy)
 
         heavy = limit > ROWS_ON_LOOP
@@ -143,7 +148,7 @@ class SqliteInbox:
     async def ack(
         self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ms.ClaimPolicy
     ) -> Changed[ms.AckResult]:
-        def op(conn: sqlite3.Connection) -> ms.AckResult:
+        def op(conn: Conn) -> ms.AckResult:
             return ms.acknowledge(
                 conn, identity_id=identity_id, tokens=tokens, now=now, hash_token=ids.hash_token
             )
@@ -156,7 +161,7 @@ class SqliteInbox:
     ) -> Changed[int]:
         hashes = [ids.hash_token(token) for token in tokens]
 
-        def op(conn: sqlite3.Connection) -> int:
+        def op(conn: Conn) -> int:
             return ms.release_claims(conn, identity_id, hashes, now)
 
         heavy = len(tokens) > ROWS_ON_LOOP
@@ -173,7 +178,7 @@ class SqliteInbox:
     ) -> Changed[int]:
         hashes = [ids.hash_token(token) for token in tokens]
 
-        def op(conn: sqlite3.Connection) -> int:
+        def op(conn: Conn) -> int:
             return ms.refuse_claims(
                 conn, hashes, now=now, retry_delay=delay, max_attempts=policy.max_attempts
             )
@@ -182,7 +187,7 @@ class SqliteInbox:
         return await self._change(identity_id, op, now=now, policy=policy, heavy=heavy)
 
     async def lapse(self, identity_id: str, *, now: float, policy: ms.ClaimPolicy) -> Changed[int]:
-        def op(conn: sqlite3.Connection) -> int:
+        def op(conn: Conn) -> int:
             lapsed = ms.expire_claims(conn, identity_id, now, policy.max_attempts)
             return lapsed + ms.dead_letter_expired(conn, identity_id, now, policy.message_expiry)
 
@@ -202,7 +207,7 @@ class SqliteInbox:
 
 
 def _claim(
-    conn: sqlite3.Connection,
+    conn: Conn,
     recipient_id: str,
     claim_for: ClaimFor,
     now: float,
@@ -245,7 +250,7 @@ class SqliteSessions:
         return self._writer.lookup(ms.attached_identity_ids)
 
     def attached(self, identity_id: str) -> tuple[Session | None, str]:
-        def read(conn: sqlite3.Connection) -> tuple[Session | None, str]:
+        def read(conn: Conn) -> tuple[Session | None, str]:
             identity = ms.get_identity(conn, identity_id)
             implementation = "" if identity is None else identity.implementation
             return ms.attached_session(conn, identity_id), implementation
@@ -253,14 +258,14 @@ class SqliteSessions:
         return self._writer.lookup(read)
 
     async def end(self, session: Session, state: SessionState, reason: str, *, now: float) -> None:
-        def op(conn: sqlite3.Connection) -> None:
+        def op(conn: Conn) -> None:
             ms.end_session(conn, session.id, state, reason, now)
             ms.touch_identity(conn, session.identity_id, now, attached=False)
 
         await self._writer.write(op)
 
     async def renew(self, session_id: str, identity_id: str, lease: float, *, now: float) -> None:
-        def op(conn: sqlite3.Connection) -> None:
+        def op(conn: Conn) -> None:
             ms.set_lease(conn, session_id, lease)
             ms.touch_identity(conn, identity_id, now)
 
@@ -268,12 +273,12 @@ class SqliteSessions:
 
 
 class SqliteRetention:
-    def __init__(self, writer: Writer, reads: ReadViews) -> None:
+    def __init__(self, writer: Writer, reads: Reads) -> None:
         self._writer = writer
         self._reads = reads
 
     async def plan(self, *, now: float, windows: Windows, limit: int) -> ms.Plan:
-        def read(conn: sqlite3.Connection) -> ms.Plan:
+        def read(conn: Conn) -> ms.Plan:
             attached = ms.attached_identity_ids(conn)
             return ms.plan_sweep(conn, now, windows, attached, limit=limit)
 

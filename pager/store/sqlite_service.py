@@ -10,7 +10,6 @@ before the call returns (`Checkpoint.write`).
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TypeVar
 
 from pager.domain.errors import ErrorCode, PagerError
@@ -19,8 +18,8 @@ from pager.domain.records import Identity, Message
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store import views
+from pager.store._conn import Conn
 from pager.store._registration import PERSON, person_identity
-from pager.store.read_views import ReadViews
 from pager.store.service_ports import (
     Addressed,
     Located,
@@ -33,7 +32,7 @@ from pager.store.service_ports import (
     TokenView,
     Waiting,
 )
-from pager.store.sqlite_ports import Writer
+from pager.store.sqlite_ports import Reads, Writer
 
 T = TypeVar("T")
 
@@ -48,7 +47,7 @@ class SqliteLookups:
         )
 
     def whoami(self, caller_id: str) -> Located:
-        def read(conn: sqlite3.Connection) -> Located:
+        def read(conn: Conn) -> Located:
             me = _me(conn, caller_id)
             address = format_address(me.alias, ms.workspace_slug(conn, me.workspace_key))
             return Located(me, address, ms.workspace_path(conn, me.workspace_key))
@@ -59,7 +58,7 @@ class SqliteLookups:
         return self._writer.lookup(lambda conn: _resolve(conn, caller_id, address, text))
 
     def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:
-        def read(conn: sqlite3.Connection) -> MailboxTarget:
+        def read(conn: Conn) -> MailboxTarget:
             mine = _resolve(conn, identity_id, parse_address(identity_id), identity_id)
             return MailboxTarget(mine, None if to is None else _named(conn, identity_id, to))
 
@@ -69,7 +68,7 @@ class SqliteLookups:
         return self._writer.lookup(lambda conn: ms.mailbox_token_by_hash(conn, token_hash))
 
     def sent_message(self, caller_id: str, message_id: str) -> SentMessage | None:
-        def read(conn: sqlite3.Connection) -> SentMessage | None:
+        def read(conn: Conn) -> SentMessage | None:
             message = ms.get_message(conn, message_id)
             if message is None or message.sender_id != caller_id:
                 return None
@@ -88,13 +87,13 @@ class SqliteListings:
     """Every listing reads on the read side (its own read-only connection, one consistent
     snapshot per call): a page never waits for a commit, nor holds one up."""
 
-    def __init__(self, reads: ReadViews) -> None:
+    def __init__(self, reads: Reads) -> None:
         self._reads = reads
 
     async def roster(
         self, caller_id: str, *, everywhere: bool, limit: int, after: RosterKey | None
     ) -> RosterPage:
-        def read(conn: sqlite3.Connection) -> RosterPage:
+        def read(conn: Conn) -> RosterPage:
             me = _me(conn, caller_id)
             entries, last = views.roster(
                 conn,
@@ -109,7 +108,7 @@ class SqliteListings:
     async def history(
         self, caller_id: str, *, with_: str | None, thread: str | None, limit: int
     ) -> list[Addressed]:
-        def read(conn: sqlite3.Connection) -> list[Addressed]:
+        def read(conn: Conn) -> list[Addressed]:
             other = None
             if with_ is not None:
                 other = _resolve(conn, caller_id, parse_address(with_), with_, history=True).id
@@ -119,7 +118,7 @@ class SqliteListings:
         return await self._reads.read(read)
 
     async def waiting(self, identity_id: str, *, limit: int) -> Waiting:
-        def read(conn: sqlite3.Connection) -> Waiting:
+        def read(conn: Conn) -> Waiting:
             messages = ms.waiting(conn, identity_id, limit=limit)
             count = ms.waiting_count(conn, identity_id)
             return Waiting(count, tuple(_addressed(conn, messages)))
@@ -132,7 +131,7 @@ class SqliteListings:
         )
 
     async def tokens(self, *, revoked: bool) -> list[TokenView]:
-        def read(conn: sqlite3.Connection) -> list[TokenView]:
+        def read(conn: Conn) -> list[TokenView]:
             listed = ms.list_mailbox_tokens(conn, revoked=revoked)
             return [_token_view(conn, token) for token in listed]
 
@@ -168,7 +167,7 @@ class SqliteAccounts:
         now: float,
         expires_at: float | None,
     ) -> TokenView:
-        def write(conn: sqlite3.Connection) -> TokenView:
+        def write(conn: Conn) -> TokenView:
             recipient = _resolve(conn, person_id, address, text)
             made = ms.insert_mailbox_token(
                 conn,
@@ -189,7 +188,7 @@ class SqliteAccounts:
         )
 
 
-def _me(conn: sqlite3.Connection, caller_id: str) -> Identity:
+def _me(conn: Conn, caller_id: str) -> Identity:
     me = ms.get_identity(conn, caller_id)
     if me is None:
         raise PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
@@ -197,7 +196,7 @@ def _me(conn: sqlite3.Connection, caller_id: str) -> Identity:
 
 
 def _resolve(
-    conn: sqlite3.Connection,
+    conn: Conn,
     caller_id: str,
     address: Address,
     text: str,
@@ -240,7 +239,7 @@ def _resolve(
     raise _unknown(text)
 
 
-def _named(conn: sqlite3.Connection, caller_id: str, text: str) -> str | None:
+def _named(conn: Conn, caller_id: str, text: str) -> str | None:
     """The id of the identity `text` names now, or None."""
     try:
         return _resolve(conn, caller_id, parse_address(text), text).id
@@ -257,7 +256,7 @@ def _unknown(text: str, why: str | None = None) -> PagerError:
     )
 
 
-def _addressed(conn: sqlite3.Connection, messages: list[Message]) -> list[Addressed]:
+def _addressed(conn: Conn, messages: list[Message]) -> list[Addressed]:
     """The messages with both addresses, looked up in one batch."""
     known = ms.addresses(conn, {m.sender_id for m in messages} | {m.recipient_id for m in messages})
     return [
@@ -266,6 +265,6 @@ def _addressed(conn: sqlite3.Connection, messages: list[Message]) -> list[Addres
     ]
 
 
-def _token_view(conn: sqlite3.Connection, token: MailboxToken) -> TokenView:
+def _token_view(conn: Conn, token: MailboxToken) -> TokenView:
     mailbox = ms.addresses(conn, [token.identity_id]).get(token.identity_id, token.identity_id)
     return TokenView(token, mailbox)

@@ -33,7 +33,7 @@ MULTI_HOST_ONLY: dict[str, set[str]] = {
 }
 
 
-def _store(dsn: str, tmp_path: Path, *, password: str | None = None) -> StoreConfig:
+def pg_store(dsn: str, tmp_path: Path, *, password: str | None = None) -> StoreConfig:
     """The StoreConfig of a test database: its URL without the password, which goes in a
     password file (mode 600), as config.toml would name it."""
     parts = urlsplit(dsn)
@@ -76,7 +76,7 @@ def _sqlite_tables(tmp_path: Path) -> dict[str, set[str]]:
 def test_a_fresh_database_is_upgraded_to_the_sqlite_stores_tables_and_the_hosts(
     pg_dsn: str, tmp_path: Path
 ) -> None:
-    store = _store(pg_dsn, tmp_path)
+    store = pg_store(pg_dsn, tmp_path)
     with connect(store) as conn:
         assert schema_version(conn) == 0
         assert upgrade(conn, where=store.display()) == PG_SCHEMA_VERSION
@@ -91,7 +91,7 @@ def test_a_fresh_database_is_upgraded_to_the_sqlite_stores_tables_and_the_hosts(
 
 
 def test_upgrading_again_changes_nothing(pg_dsn: str, tmp_path: Path) -> None:
-    store = _store(pg_dsn, tmp_path)
+    store = pg_store(pg_dsn, tmp_path)
     with connect(store) as conn:
         upgrade(conn, where="test")
         conn.execute("INSERT INTO meta (key, value) VALUES ('port', '4242')")
@@ -102,7 +102,7 @@ def test_upgrading_again_changes_nothing(pg_dsn: str, tmp_path: Path) -> None:
 def test_brokers_starting_together_upgrade_it_once(pg_dsn: str, tmp_path: Path) -> None:
     """Four brokers open an empty database at once: one upgrades, the others wait for its
     lock and find the schema current (a second CREATE TABLE would fail them)."""
-    store = _store(pg_dsn, tmp_path)
+    store = pg_store(pg_dsn, tmp_path)
     start = threading.Barrier(4)
     outcomes: list[object] = []
 
@@ -123,7 +123,7 @@ def test_brokers_starting_together_upgrade_it_once(pg_dsn: str, tmp_path: Path) 
 
 
 def test_a_database_of_a_newer_pager_is_refused_untouched(pg_dsn: str, tmp_path: Path) -> None:
-    store = _store(pg_dsn, tmp_path)
+    store = pg_store(pg_dsn, tmp_path)
     with connect(store) as conn:
         upgrade(conn, where="test")
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
@@ -137,7 +137,7 @@ def test_a_database_of_a_newer_pager_is_refused_untouched(pg_dsn: str, tmp_path:
 
 
 def test_a_failing_migration_is_rolled_back_whole(pg_dsn: str, tmp_path: Path) -> None:
-    store = _store(pg_dsn, tmp_path)
+    store = pg_store(pg_dsn, tmp_path)
     broken = (
         *PG_MIGRATIONS,
         PgMigration(
@@ -156,7 +156,7 @@ def test_a_failing_migration_is_rolled_back_whole(pg_dsn: str, tmp_path: Path) -
 
 
 def test_a_wrong_password_is_unreachable_and_never_shown(pg_dsn: str, tmp_path: Path) -> None:
-    store = _store(pg_dsn, tmp_path, password="not-the-password-4b1d")
+    store = pg_store(pg_dsn, tmp_path, password="not-the-password-4b1d")
     with pytest.raises(PgUnreachable) as refused:
         connect(store)
     assert "password authentication failed" in str(refused.value)

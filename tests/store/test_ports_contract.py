@@ -27,7 +27,10 @@ from pager.domain.records import Identity, MessageState, Session, SessionState
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store._registration import Registration
-from pager.store.events import open_event_log
+from pager.store.events import SqliteEventLog, open_event_log
+from pager.store.pg._conn import PgConn
+from pager.store.pg._database import connect, upgrade
+from pager.store.pg._writer import PgWriter
 from pager.store.ports import (
     ClaimFor,
     Directory,
@@ -39,8 +42,9 @@ from pager.store.ports import (
 )
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
-from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions
+from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions, Writer
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
+from tests.store.test_pg_schema import pg_store
 
 NOW = 1_800_000_000.0
 POLICY = ms.ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)
@@ -54,7 +58,7 @@ class Backend:
 
     inbox: Inbox
     sessions: Sessions
-    checkpoint: Checkpoint
+    checkpoint: Writer
     directory: Directory
     retention: Retention
     events: EventLog
@@ -124,13 +128,40 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
             nursery.cancel_scope.cancel()
 
 
-BACKENDS = {"sqlite": sqlite_backend}
+@contextlib.asynccontextmanager
+async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]:
+    """The same ports on PostgreSQL (a fresh database of the tests' cluster): the store's
+    statements through pager/store/pg's connection adapter and writer, run inline."""
+    store = pg_store(dsn, tmp_path)
+    with connect(store) as conn:
+        upgrade(conn, where="test")
+    writer = PgWriter(store, inline=True)
+    events = SqliteEventLog(PgConn(connect(store)))
+    try:
+        yield Backend(
+            SqliteInbox(writer),
+            SqliteSessions(writer),
+            writer,
+            SqliteDirectory(writer),
+            SqliteRetention(writer, writer),
+            events,
+        )
+    finally:
+        events.close()
+        writer.close()
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=BACKENDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    async with BACKENDS[request.param](tmp_path) as opened:
-        yield opened
+    if request.param == "sqlite":
+        async with sqlite_backend(tmp_path) as opened:
+            yield opened
+    else:
+        async with postgresql_backend(tmp_path, request.getfixturevalue("pg_dsn")) as opened:
+            yield opened
 
 
 def _send(sender: str, body: str, key: str | None = None) -> NewMessage:

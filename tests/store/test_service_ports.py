@@ -23,11 +23,12 @@ from pager.domain.names import alias_key, parse_address
 from pager.domain.records import Identity, MessageState
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
+from pager.store.pg._writer import PgWriter
 from pager.store.ports import Inbox, NewMessage
 from pager.store.read_views import ReadViews
 from pager.store.service_ports import Accounts, Listings, Lookups, Resolved
+from pager.store.sqlite_ports import Writer
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
-from pager.store.sqlite_writer import Checkpoint
 from tests.store import test_ports_contract as contract
 
 NOW, POLICY, LIMITS = contract.NOW, contract.POLICY, contract.LIMITS
@@ -44,7 +45,7 @@ class Backend:
     listings: Listings
     accounts: Accounts
     inbox: Inbox
-    checkpoint: Checkpoint
+    checkpoint: Writer
 
     async def identity(self, alias: str, workspace: Workspace = HERE) -> str:
         agent = Identity(
@@ -105,13 +106,32 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
                 await reads.aclose()
 
 
-BACKENDS = {"sqlite": sqlite_backend}
+@contextlib.asynccontextmanager
+async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]:
+    """The same ports on PostgreSQL, over the store ports' contract's PostgreSQL writer."""
+    async with contract.postgresql_backend(tmp_path, dsn) as ports:
+        writer = ports.checkpoint
+        assert isinstance(writer, PgWriter)
+        yield Backend(
+            SqliteLookups(writer),
+            SqliteListings(writer),
+            SqliteAccounts(writer),
+            ports.inbox,
+            writer,
+        )
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=BACKENDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    async with BACKENDS[request.param](tmp_path) as opened:
-        yield opened
+    if request.param == "sqlite":
+        async with sqlite_backend(tmp_path) as opened:
+            yield opened
+    else:
+        async with postgresql_backend(tmp_path, request.getfixturevalue("pg_dsn")) as opened:
+            yield opened
 
 
 def _code(raised: pytest.ExceptionInfo[PagerError]) -> ErrorCode:

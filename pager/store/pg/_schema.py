@@ -60,10 +60,11 @@ _V1 = (
     "CREATE INDEX events_at ON events (at)",
     "CREATE INDEX events_send_refused ON events (seq) WHERE type = 'send.refused'",
     # A workspace is a directory on one host: the same path on two machines is two workspaces.
+    # ('' until the statements that make workspaces learn the host: issue 14, in progress.)
     """
     CREATE TABLE workspaces (
         key text PRIMARY KEY,
-        host text NOT NULL,
+        host text NOT NULL DEFAULT '',
         slug text NOT NULL UNIQUE,
         path text NOT NULL,
         created_at double precision NOT NULL,

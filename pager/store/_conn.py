@@ -1,0 +1,35 @@
+"""What the store's statements need of a connection, whichever engine runs them.
+
+The store's functions (pager/store/_identities.py, _messages.py, …) are written in the SQL that
+SQLite 3.35+ and PostgreSQL both speak, with `?` placeholders, against this protocol: an
+`sqlite3.Connection` is one as it is, and the PostgreSQL backend hands them an adapter
+(pager/store/pg/_conn.py). Engine-specific statements stay in each backend's modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+#: Positional (`?`) or named (`:name`) parameters.
+Parameters = Sequence[Any] | Mapping[str, Any]
+
+
+class Conn(Protocol):
+    def execute(self, sql: str, parameters: Parameters = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+    def close(self) -> None: ...

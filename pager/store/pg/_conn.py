@@ -1,0 +1,70 @@
+"""The store's statements on PostgreSQL: a connection adapter that takes the SQL both engines
+speak, with SQLite's `?` placeholders, and runs it through psycopg (pager/store/_conn.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+
+from pager.store._conn import Parameters
+
+#: The few statements SQLite spells its own way, as PostgreSQL spells them.
+SPELLED_OTHERWISE = {
+    # The highest event seq ever handed out (0 before the first): SQLite's AUTOINCREMENT
+    # table, PostgreSQL's identity sequence.
+    "SELECT seq FROM sqlite_sequence WHERE name = 'events'": (
+        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_seq_seq"
+    ),
+}
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@lru_cache(maxsize=1024)
+def to_psycopg(sql: str) -> bytes:
+    """SQLite's placeholders as psycopg's: `?` as `%s`, `:name` as `%(name)s`, and a literal
+    `%` doubled (`LIKE 'a%'`). The store's statements hold neither inside string literals."""
+    sql = SPELLED_OTHERWISE.get(sql, sql).replace("%", "%%").replace("?", "%s")
+    return _NAMED.sub(r"%(\1)s", sql).encode()
+
+
+class PgCursor:
+    """A psycopg cursor seen as the store's `Cursor` (rowcount, fetchone, fetchall, rows)."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone() if self._cursor.description is not None else None
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall() if self._cursor.description is not None else []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class PgConn:
+    """A psycopg connection seen as the store's `Conn`: inside the caller's transaction."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, parameters: Parameters = (), /) -> PgCursor:
+        values = parameters if isinstance(parameters, Mapping) else tuple(parameters)
+        return PgCursor(self.raw.execute(to_psycopg(sql), values))
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
+        cursor = self.raw.cursor()
+        cursor.executemany(to_psycopg(sql), [tuple(p) for p in parameters])
+        return PgCursor(cursor)
+
+    def close(self) -> None:
+        self.raw.close()
