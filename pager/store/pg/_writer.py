@@ -40,8 +40,8 @@ class _Connection:
                 self._raw = connect(self._store, application_name=f"pager {self._name}")
             raw = self._raw
             with raw.transaction():
-                if read_only:
-                    raw.execute("SET TRANSACTION READ ONLY")
+                if read_only:  # one snapshot for all of `fn`'s statements, as SQLite's reads
+                    raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 return fn(PgConn(raw))
 
     def close(self) -> None:

@@ -1,0 +1,62 @@
+"""The PostgreSQL store's first writer (pager/store/pg/_writer.py) on the tests' cluster: a
+write commits whole or not at all, and a read sees one snapshot for all its statements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pager.store._conn import Conn
+from pager.store.pg._database import connect, upgrade
+from pager.store.pg._writer import PgWriter
+from tests.store.test_pg_schema import pg_store
+
+
+def _meta(conn: Conn) -> dict[str, str]:
+    return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta").fetchall()}
+
+
+async def test_a_write_commits_whole_or_not_at_all(pg_dsn: str, tmp_path: Path) -> None:
+    store = pg_store(pg_dsn, tmp_path)
+    with connect(store) as conn:
+        upgrade(conn, where="test")
+    writer = PgWriter(store)
+    try:
+        await writer.write(lambda c: c.execute("INSERT INTO meta VALUES ('a', '1')"))
+
+        def half(c: Conn) -> None:
+            c.execute("INSERT INTO meta VALUES ('b', '2')")
+            raise RuntimeError("the second half failed")
+
+        with pytest.raises(RuntimeError):
+            await writer.write(half)
+        meta = writer.lookup(_meta)
+        assert meta.get("a") == "1"
+        assert "b" not in meta
+    finally:
+        writer.close()
+
+
+async def test_a_read_sees_one_snapshot(pg_dsn: str, tmp_path: Path) -> None:
+    """A commit by another broker between a read's two statements is not seen by the
+    second one (the retention plan reads several tables and must see one instant)."""
+    store = pg_store(pg_dsn, tmp_path)
+    with connect(store) as conn:
+        upgrade(conn, where="test")
+    writer = PgWriter(store)
+    other = connect(store)
+    try:
+
+        def twice(c: Conn) -> tuple[int, int]:
+            first = int(c.execute("SELECT COUNT(*) FROM meta").fetchone()[0])
+            other.execute("INSERT INTO meta VALUES ('elsewhere', 'x')")  # autocommit
+            second = int(c.execute("SELECT COUNT(*) FROM meta").fetchone()[0])
+            return first, second
+
+        first, second = await writer.read(twice)
+        assert first == second
+        assert "elsewhere" in writer.lookup(_meta)  # a later read sees it
+    finally:
+        other.close()
+        writer.close()
