@@ -14,11 +14,11 @@ from pager.domain.views import AgentView, MessageView, Snapshot
 from pager.store import views
 from pager.store._conn import Conn
 from pager.store.operator_ports import Slice
-from pager.store.read_views import ReadViews
+from pager.store.sqlite_ports import Reads
 
 
 class SqliteOperatorViews:
-    def __init__(self, reads: ReadViews) -> None:
+    def __init__(self, reads: Reads) -> None:
         self._reads = reads
 
     async def snapshot(self, broker: dict[str, Any], *, agents: bool) -> Snapshot:

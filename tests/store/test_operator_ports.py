@@ -31,16 +31,21 @@ from pager.domain.records import Identity, MessageState, Session, SessionState
 from pager.domain.views import AgentView, Correspondent, InboxCounts, SessionView, Totals
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
-from pager.store.events import open_event_log
+from pager.store.events import SqliteEventLog, open_event_log
 from pager.store.operator_ports import Exports, OperatorViews, Slice
+from pager.store.pg._conn import PgConn
+from pager.store.pg._database import connect, upgrade
+from pager.store.pg._export import PgExports
+from pager.store.pg._writer import PgWriter
 from pager.store.ports import Directory, EventLog, Inbox, NewMessage
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_operator import SqliteOperatorViews
-from pager.store.sqlite_ports import SqliteInbox
+from pager.store.sqlite_ports import SqliteInbox, Writer
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from tests.store import test_ports_contract as contract
+from tests.store.test_pg_schema import pg_store
 
 NOW, POLICY, LIMITS = contract.NOW, contract.POLICY, contract.LIMITS
 API = Workspace(key="/src/api", slug="api-0a1b2c", path="/src/api")
@@ -60,7 +65,7 @@ class Backend:
     inbox: Inbox
     directory: Directory
     events: EventLog
-    checkpoint: Checkpoint
+    checkpoint: Writer
 
     @staticmethod
     def _new_identity(alias: str, workspace: Workspace) -> tuple[str, Callable[[Any], None]]:
@@ -183,13 +188,40 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
             nursery.cancel_scope.cancel()
 
 
-BACKENDS = {"sqlite": sqlite_backend}
+@contextlib.asynccontextmanager
+async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]:
+    """The same ports on PostgreSQL, the writer not inline (a held write runs in its worker
+    thread while the views answer)."""
+    store = pg_store(dsn, tmp_path)
+    with connect(store) as conn:
+        upgrade(conn, where="test")
+    writer = PgWriter(store)
+    events = SqliteEventLog(PgConn(connect(store)))
+    try:
+        yield Backend(
+            SqliteOperatorViews(writer),
+            PgExports(store),
+            SqliteInbox(writer),
+            SqliteDirectory(writer),
+            events,
+            writer,
+        )
+    finally:
+        events.close()
+        writer.close()
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=BACKENDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    async with BACKENDS[request.param](tmp_path) as opened:
-        yield opened
+    if request.param == "sqlite":
+        async with sqlite_backend(tmp_path) as opened:
+            yield opened
+    else:
+        async with postgresql_backend(tmp_path, request.getfixturevalue("pg_dsn")) as opened:
+            yield opened
 
 
 def _at(seconds: float) -> str:

@@ -3,6 +3,7 @@ speak, with SQLite's `?` placeholders, and runs it through psycopg (pager/store/
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
@@ -20,6 +21,8 @@ SPELLED_OTHERWISE = {
         "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_seq_seq"
     ),
 }
+#: Rows a streaming cursor fetches at a time.
+STREAM_BATCH = 1000
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -34,7 +37,7 @@ def to_psycopg(sql: str) -> bytes:
 class PgCursor:
     """A psycopg cursor seen as the store's `Cursor` (rowcount, fetchone, fetchall, rows)."""
 
-    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+    def __init__(self, cursor: psycopg.Cursor[Any] | psycopg.ServerCursor[Any]) -> None:
         self._cursor = cursor
 
     @property
@@ -48,18 +51,29 @@ class PgCursor:
         return self._cursor.fetchall() if self._cursor.description is not None else []
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self.fetchall())
+        # A server-side cursor streams its rows in batches; a client one has them all already.
+        return iter(self._cursor) if self._cursor.description is not None else iter(())
 
 
 class PgConn:
-    """A psycopg connection seen as the store's `Conn`: inside the caller's transaction."""
+    """A psycopg connection seen as the store's `Conn`: inside the caller's transaction.
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    `streaming`: each statement runs in a server-side cursor whose rows come a batch at a
+    time as they are read (an export of any size in constant memory; inside a transaction)."""
+
+    def __init__(self, conn: psycopg.Connection[Any], *, streaming: bool = False) -> None:
         self.raw = conn
+        self._streaming = streaming
+        self._cursors = itertools.count()
 
     def execute(self, sql: str, parameters: Parameters = (), /) -> PgCursor:
         values = parameters if isinstance(parameters, Mapping) else tuple(parameters)
-        return PgCursor(self.raw.execute(to_psycopg(sql), values))
+        if not self._streaming:
+            return PgCursor(self.raw.execute(to_psycopg(sql), values))
+        cursor = self.raw.cursor(name=f"pager_stream_{next(self._cursors)}")
+        cursor.itersize = STREAM_BATCH
+        cursor.execute(to_psycopg(sql), values)
+        return PgCursor(cursor)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
         cursor = self.raw.cursor()
