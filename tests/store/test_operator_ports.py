@@ -31,12 +31,9 @@ from pager.domain.records import Identity, MessageState, Session, SessionState
 from pager.domain.views import AgentView, Correspondent, InboxCounts, SessionView, Totals
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
-from pager.store.events import SqliteEventLog, open_event_log
+from pager.store.events import open_event_log
 from pager.store.operator_ports import Exports, OperatorViews, Slice
-from pager.store.pg._conn import PgConn
-from pager.store.pg._database import connect, upgrade
 from pager.store.pg._export import PgExports
-from pager.store.pg._writer import PgWriter
 from pager.store.ports import Directory, EventLog, Inbox, NewMessage
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
@@ -45,7 +42,6 @@ from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_ports import SqliteInbox, Writer
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
 from tests.store import test_ports_contract as contract
-from tests.store.test_pg_schema import pg_store
 
 NOW, POLICY, LIMITS = contract.NOW, contract.POLICY, contract.LIMITS
 API = Workspace(key="/src/api", slug="api-0a1b2c", path="/src/api")
@@ -192,12 +188,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
 async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]:
     """The same ports on PostgreSQL, the writer not inline (a held write runs in its worker
     thread while the views answer)."""
-    store = pg_store(dsn, tmp_path)
-    with connect(store) as conn:
-        upgrade(conn, where="test")
-    writer = PgWriter(store)
-    events = SqliteEventLog(PgConn(connect(store)))
-    try:
+    with contract.postgresql_parts(tmp_path, dsn, inline=False) as (store, writer, events):
         yield Backend(
             SqliteOperatorViews(writer),
             PgExports(store),
@@ -206,22 +197,12 @@ async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]
             events,
             writer,
         )
-    finally:
-        events.close()
-        writer.close()
 
 
-BACKENDS = ("sqlite", "postgresql")
-
-
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=contract.BACKENDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    if request.param == "sqlite":
-        async with sqlite_backend(tmp_path) as opened:
-            yield opened
-    else:
-        async with postgresql_backend(tmp_path, request.getfixturevalue("pg_dsn")) as opened:
-            yield opened
+    async with contract.backend_of(request, tmp_path, sqlite_backend, postgresql_backend) as it:
+        yield it
 
 
 def _at(seconds: float) -> str:

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import pytest
 import trio
 
 from actors._runtime import start_actor
-from pager.config import Windows
+from pager.config import StoreConfig, Windows
 from pager.domain import ids
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
@@ -128,16 +129,28 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
             nursery.cancel_scope.cancel()
 
 
-@contextlib.asynccontextmanager
-async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]:
-    """The same ports on PostgreSQL (a fresh database of the tests' cluster): the store's
-    statements through pager/store/pg's connection adapter and writer, run inline."""
+@contextlib.contextmanager
+def postgresql_parts(
+    tmp_path: Path, dsn: str, *, inline: bool
+) -> Iterator[tuple[StoreConfig, PgWriter, SqliteEventLog]]:
+    """A fresh database of the tests' cluster, upgraded; its writer and its event log."""
     store = pg_store(dsn, tmp_path)
     with connect(store) as conn:
         upgrade(conn, where="test")
-    writer = PgWriter(store, inline=True)
+    writer = PgWriter(store, inline=inline)
     events = SqliteEventLog(PgConn(connect(store)))
     try:
+        yield store, writer, events
+    finally:
+        events.close()
+        writer.close()
+
+
+@contextlib.asynccontextmanager
+async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]:
+    """The same ports on PostgreSQL: the store's statements through pager/store/pg's
+    connection adapter and writer, run inline."""
+    with postgresql_parts(tmp_path, dsn, inline=True) as (_, writer, events):
         yield Backend(
             SqliteInbox(writer),
             SqliteSessions(writer),
@@ -146,22 +159,33 @@ async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]
             SqliteRetention(writer, writer),
             events,
         )
-    finally:
-        events.close()
-        writer.close()
 
 
+#: Each suite's backends: SQLite, and PostgreSQL on a fresh database of the tests' cluster.
 BACKENDS = ("sqlite", "postgresql")
+B = TypeVar("B")
+
+
+@contextlib.asynccontextmanager
+async def backend_of(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    sqlite: Callable[[Path], AbstractAsyncContextManager[B]],
+    postgresql: Callable[[Path, str], AbstractAsyncContextManager[B]],
+) -> AsyncIterator[B]:
+    """The backend a suite's `backend` fixture is parametrised with (`request.param`)."""
+    if request.param == "sqlite":
+        async with sqlite(tmp_path) as opened:
+            yield opened
+    else:
+        async with postgresql(tmp_path, request.getfixturevalue("pg_dsn")) as opened:
+            yield opened
 
 
 @pytest.fixture(params=BACKENDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    if request.param == "sqlite":
-        async with sqlite_backend(tmp_path) as opened:
-            yield opened
-    else:
-        async with postgresql_backend(tmp_path, request.getfixturevalue("pg_dsn")) as opened:
-            yield opened
+    async with backend_of(request, tmp_path, sqlite_backend, postgresql_backend) as opened:
+        yield opened
 
 
 def _send(sender: str, body: str, key: str | None = None) -> NewMessage:

@@ -121,17 +121,10 @@ async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]
         )
 
 
-BACKENDS = ("sqlite", "postgresql")
-
-
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=contract.BACKENDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    if request.param == "sqlite":
-        async with sqlite_backend(tmp_path) as opened:
-            yield opened
-    else:
-        async with postgresql_backend(tmp_path, request.getfixturevalue("pg_dsn")) as opened:
-            yield opened
+    async with contract.backend_of(request, tmp_path, sqlite_backend, postgresql_backend) as it:
+        yield it
 
 
 def _code(raised: pytest.ExceptionInfo[PagerError]) -> ErrorCode:
