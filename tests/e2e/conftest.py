@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from pager.sse import SseParser
 from tests.launch.conftest import PagerHome
 
 #: Windows short enough that whole lifecycles run in about a second.
@@ -34,40 +35,6 @@ NO_SEND_LIMITS = {
     "PAGER_LIMIT_AGENT_SENDS_PER_HOUR": "0",
     "PAGER_LIMIT_PAIR_SENDS_PER_HOUR": "0",
 }
-
-
-@attrs.define
-class Frame:
-    """One server-sent frame: an event or control frame, or a comment line (`comment`)."""
-
-    id: str | None
-    event: str | None
-    data: str
-    comment: str | None = None
-
-    def json(self) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.data)
-        return value
-
-
-@attrs.define
-class FrameParser:
-    """The lines of a server-sent event stream in, its frames out."""
-
-    fields: dict[str, str] = attrs.field(factory=dict)
-
-    def feed(self, line: str) -> Frame | None:
-        """The frame `line` completes (a comment line is one of its own), if any."""
-        if line.startswith(":"):
-            return Frame(None, None, "", comment=line)
-        if line:
-            name, _, value = line.partition(": ")
-            self.fields[name] = value
-            return None
-        fields, self.fields = self.fields, {}
-        if not fields:
-            return None
-        return Frame(fields.get("id"), fields.get("event"), fields.get("data", ""))
 
 
 @attrs.frozen
@@ -111,23 +78,25 @@ class Broker:
         headers = {**self._auth(), "Last-Event-ID": "0"}
         found: list[dict[str, Any]] = []
         ready, last = False, 0
-        parser = FrameParser()
+        parser = SseParser()  # the clients' one parser (pager/sse.py)
         with (
             httpx2.Client(timeout=30) as http,
             http.stream("GET", self.url + "/v1/events", headers=headers) as response,
         ):
             assert response.status_code == 200
             for line in response.iter_lines():
-                frame = parser.feed(line)
-                if frame is None or frame.event is None:
+                frame = parser.feed_line(line)
+                if frame is None:
                     continue
                 # Pruned, cut off or stopping: what was read would not be every event.
                 assert frame.event not in ("reset", "overflow", "closing"), frame
                 if frame.event == "ready":
                     ready, last = True, max(last, int(frame.id or 0))
                 else:
-                    found.append(frame.json())
-                    last = int(found[-1]["seq"])
+                    event = frame.json()
+                    assert isinstance(event, dict), frame
+                    found.append(event)
+                    last = int(event["seq"])
                 if ready and last >= latest:
                     break
         return [event for event in found if not types or event["type"] in types]

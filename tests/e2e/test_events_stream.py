@@ -19,8 +19,6 @@ from tests.e2e.conftest import (
     FAST_WINDOWS,
     NO_SEND_LIMITS,
     Broker,
-    Frame,
-    FrameParser,
     mcp_session,
     start_broker,
     structured,
@@ -29,6 +27,42 @@ from tests.launch.conftest import PagerHome
 
 #: The stalled-client test's buffer: a handful of events, so it is cut off soon.
 SMALL_BUFFER = 8
+
+
+@attrs.define
+class Frame:
+    """One server-sent frame as sent: an event or control frame, or a comment line (`comment`).
+    This test reads the raw framing (heartbeat comments included), which the clients' parser
+    (pager/sse.py) drops by design."""
+
+    id: str | None
+    event: str | None
+    data: str
+    comment: str | None = None
+
+    def json(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.data)
+        return value
+
+
+@attrs.define
+class FrameParser:
+    """The lines of a server-sent event stream in, its frames out."""
+
+    fields: dict[str, str] = attrs.field(factory=dict)
+
+    def feed(self, line: str) -> Frame | None:
+        """The frame `line` completes (a comment line is one of its own), if any."""
+        if line.startswith(":"):
+            return Frame(None, None, "", comment=line)
+        if line:
+            name, _, value = line.partition(": ")
+            self.fields[name] = value
+            return None
+        fields, self.fields = self.fields, {}
+        if not fields:
+            return None
+        return Frame(fields.get("id"), fields.get("event"), fields.get("data", ""))
 
 
 @pytest.fixture
