@@ -93,6 +93,21 @@ def find_bindir() -> Path:
     )
 
 
+def _wait_gone(pid: int, timeout: float = 10.0) -> None:
+    """Until process `pid` is gone (a zombie counts as gone: its files are closed), at most
+    `timeout` seconds; the postmaster is not our child, so it cannot be waited for."""
+    deadline = time.monotonic() + timeout
+    status = Path(f"/proc/{pid}/status")
+    while time.monotonic() < deadline:
+        try:
+            state = next(line for line in status.read_text().splitlines() if line[:6] == "State:")
+        except (OSError, StopIteration):
+            return
+        if "Z" in state.split()[1]:
+            return
+        time.sleep(0.02)  # paces the check
+
+
 def free_port() -> int:
     """A TCP port of 127.0.0.1 free right now (the kernel's pick for port 0)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -364,8 +379,9 @@ class PgCluster:
                     self.stop("immediate")
                 except PgClusterError:
                     with contextlib.suppress(PgClusterError, ProcessLookupError):
-                        os.kill(self.pid, signal.SIGKILL)
-                        time.sleep(0.5)
+                        pid = self.pid
+                        os.kill(pid, signal.SIGKILL)
+                        _wait_gone(pid)
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
