@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,9 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
-from pager.domain import ids
 from pager.domain.clock import iso
 from pager.domain.delivery import Via
-from pager.domain.names import alias_key
-from pager.domain.records import Identity, MessageState, Session, SessionState
+from pager.domain.records import MessageState
 from pager.domain.views import AgentView, Correspondent, InboxCounts, SessionView, Totals
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
@@ -63,30 +61,12 @@ class Backend:
     events: EventLog
     checkpoint: Writer
 
-    @staticmethod
-    def _new_identity(alias: str, workspace: Workspace) -> tuple[str, Callable[[Any], None]]:
-        agent = Identity(
-            id=ids.new_agent_id(),
-            workspace_key=workspace.key,
-            alias=alias,
-            durable=True,
-            implementation="shell",
-            created_at=NOW,
-            last_seen=NOW,
-        )
-
-        def op(conn: Any) -> None:  # the backend's connection
-            ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, NOW)
-            ms.insert_identity(conn, agent, alias_key(alias))
-
-        return agent.id, op
-
     async def identity(
         self, alias: str, workspace: Workspace = API, *, archived: bool = False
     ) -> str:
         """A durable shell identity, made at NOW (its workspace too); `archived` by the
         operator at NOW, through the directory port."""
-        agent_id, op = self._new_identity(alias, workspace)
+        agent_id, op = contract.new_identity(alias, workspace)
         await self.checkpoint.write(op)
         if archived:
             await self.directory.retire(agent_id, ms.Action.ARCHIVE, "operator", now=NOW)
@@ -96,7 +76,7 @@ class Backend:
     async def uncommitted_identity(self, alias: str, workspace: Workspace) -> AsyncIterator[str]:
         """An identity (its workspace too) written by the backend's writer, whose transaction
         stays open, uncommitted, while the block runs; committed when the block ends."""
-        agent_id, op = self._new_identity(alias, workspace)
+        agent_id, op = contract.new_identity(alias, workspace)
         token = trio.lowlevel.current_trio_token()
         begun, let_go = trio.Event(), threading.Event()
 
@@ -119,16 +99,7 @@ class Backend:
 
     async def attach(self, identity_id: str) -> str:
         """An attached session of the identity (epoch 1, made at NOW); its id."""
-        session = Session(
-            id=ids.new_session_id(),
-            identity_id=identity_id,
-            epoch=1,
-            token_hash=ids.hash_token(ids.new_token(ids.Kind.SESSION_TOKEN)),
-            resume_hash=ids.hash_token(ids.new_token(ids.Kind.RESUME_TOKEN)),
-            state=SessionState.ATTACHED,
-            created_at=NOW,
-            lease_expires_at=NOW + 90,
-        )
+        session = contract.new_session(identity_id)
         await self.checkpoint.write(lambda conn: ms.insert_session(conn, session))
         return session.id
 

@@ -51,6 +51,41 @@ NOW = 1_800_000_000.0
 POLICY = ms.ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)
 LIMITS = ms.SendLimits(max_hops=0, agent_per_hour=0, pair_per_hour=0, script_per_hour=0)
 WORKSPACE = "/contract/repo"
+HERE = Workspace(WORKSPACE, "repo-contract", WORKSPACE)
+
+
+def new_identity(alias: str, workspace: Workspace = HERE) -> tuple[str, Callable[[Any], None]]:
+    """A durable shell identity made at NOW: its id, and the write that makes it (its
+    workspace too) on the backend's connection. The seeding every suite shares."""
+    agent = Identity(
+        id=ids.new_agent_id(),
+        workspace_key=workspace.key,
+        alias=alias,
+        durable=True,
+        implementation="shell",
+        created_at=NOW,
+        last_seen=NOW,
+    )
+
+    def op(conn: Any) -> None:  # the backend's connection
+        ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, NOW)
+        ms.insert_identity(conn, agent, alias_key(alias))
+
+    return agent.id, op
+
+
+def new_session(identity_id: str) -> Session:
+    """An attached session of the identity (epoch 1, made at NOW, leased for 90 s)."""
+    return Session(
+        id=ids.new_session_id(),
+        identity_id=identity_id,
+        epoch=1,
+        token_hash=ids.hash_token(ids.new_token(ids.Kind.SESSION_TOKEN)),
+        resume_hash=ids.hash_token(ids.new_token(ids.Kind.RESUME_TOKEN)),
+        state=SessionState.ATTACHED,
+        created_at=NOW,
+        lease_expires_at=NOW + 90,
+    )
 
 
 @attrs.define
@@ -65,34 +100,12 @@ class Backend:
     events: EventLog
 
     async def identity(self, alias: str) -> str:
-        agent = Identity(
-            id=ids.new_agent_id(),
-            workspace_key=WORKSPACE,
-            alias=alias,
-            durable=True,
-            implementation="shell",
-            created_at=NOW,
-            last_seen=NOW,
-        )
-
-        def op(conn: Any) -> None:  # the backend's connection
-            ms.ensure_workspace(conn, WORKSPACE, "repo-contract", WORKSPACE, NOW)
-            ms.insert_identity(conn, agent, alias_key(alias))
-
+        agent_id, op = new_identity(alias)
         await self.checkpoint.write(op)
-        return agent.id
+        return agent_id
 
     async def attach(self, identity_id: str) -> Session:
-        session = Session(
-            id=ids.new_session_id(),
-            identity_id=identity_id,
-            epoch=1,
-            token_hash=ids.hash_token(ids.new_token(ids.Kind.SESSION_TOKEN)),
-            resume_hash=ids.hash_token(ids.new_token(ids.Kind.RESUME_TOKEN)),
-            state=SessionState.ATTACHED,
-            created_at=NOW,
-            lease_expires_at=NOW + 90,
-        )
+        session = new_session(identity_id)
         await self.checkpoint.write(lambda conn: ms.insert_session(conn, session))
         return session
 
@@ -384,7 +397,6 @@ async def test_ports_enqueue_claims_for_a_waiting_reader_in_one_change(backend: 
     assert limited.value.claims == ()
 
 
-HERE = Workspace(WORKSPACE, "repo-contract", WORKSPACE)
 WINDOWS = Windows(lease_ttl=90.0, named_archive=1000.0, archive_retention=5000.0)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import attrs
 import pytest
@@ -20,7 +19,7 @@ from pager.domain import ids
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, parse_address
-from pager.domain.records import Identity, MessageState
+from pager.domain.records import MessageState
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store.pg._writer import PgWriter
@@ -48,22 +47,9 @@ class Backend:
     checkpoint: Writer
 
     async def identity(self, alias: str, workspace: Workspace = HERE) -> str:
-        agent = Identity(
-            id=ids.new_agent_id(),
-            workspace_key=workspace.key,
-            alias=alias,
-            durable=True,
-            implementation="shell",
-            created_at=NOW,
-            last_seen=NOW,
-        )
-
-        def op(conn: Any) -> None:  # the backend's connection
-            ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, NOW)
-            ms.insert_identity(conn, agent, alias_key(alias))
-
+        agent_id, op = contract.new_identity(alias, workspace)
         await self.checkpoint.write(op)
-        return agent.id
+        return agent_id
 
     async def rename(self, identity_id: str, alias: str, workspace: Workspace = HERE) -> None:
         await self.checkpoint.write(
