@@ -51,21 +51,18 @@ def notification(deliver: Deliver) -> dict[str, Any]:
     }
 
 
-def parse_answer(
-    tokens: list[str], status: int, raw: bytes
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(accepted, refused): only tokens the inbox explicitly accepted count as delivered."""
+def refused_tokens(tokens: list[str], status: int, raw: bytes) -> tuple[str, ...]:
+    """The pushed claims the inbox did not take: all of them unless it answered 2xx, and then
+    every token its `accepted` list does not name (only what it names counts as delivered)."""
     if not 200 <= status < 300:
-        return (), tuple(tokens)
+        return tuple(tokens)
     try:
         answer = json.loads(raw)
-        accepted_list = answer.get("accepted", []) if isinstance(answer, dict) else []
+        accepted = answer.get("accepted", []) if isinstance(answer, dict) else []
     except ValueError:
-        accepted_list = []
-    wanted = set(tokens)
-    accepted = tuple(t for t in accepted_list if isinstance(t, str) and t in wanted)
-    refused = tuple(t for t in tokens if t not in set(accepted))
-    return accepted, refused
+        accepted = []
+    taken = {token for token in accepted if isinstance(token, str)}
+    return tuple(token for token in tokens if token not in taken)
 
 
 def _http_error() -> type[Exception]:
@@ -143,7 +140,7 @@ class DeliveryProvider(Actor[ProviderMessage]):
             with trio.fail_after(self._timeout):
                 response = await client.post(url, json=notification(deliver))
                 raw = await response.aread()
-            _, refused = parse_answer(tokens, response.status_code, raw)
+            refused = refused_tokens(tokens, response.status_code, raw)
         except (_http_error(), OSError, trio.TooSlowError) as exc:
             log.info("delivery to %s failed: %r; will retry on the schedule", delivery.target, exc)
         if refused:
