@@ -102,6 +102,9 @@ class Windows:
     idempotency: float = 86400.0
     event_retention: float = 7 * 86400.0
     event_heartbeat: float = 15.0  # a comment line on an idle operator stream
+    #: How often a broker on a shared (PostgreSQL) store tells the others it is alive; a host
+    #: whose last heartbeat is older than three of these is shown as not alive (SPEC §13).
+    host_heartbeat: float = 5.0
 
     def redelivery_delay(self, attempt: int) -> float:
         """Delay before attempt `attempt + 1`, given that `attempt` (≥ 1) attempts were made."""

@@ -12,35 +12,28 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any, Generic, TypeVar, overload
 
 import attrs
 import trio
 
-from actors._runtime import ActorRef, run_actor
+from actors._runtime import ActorRef
 from actors.directory import DirectoryMessage
 from actors.events import CommitSignal, EventFeed
 from actors.identities import Identities
 from actors.messaging import delivery_provider, run_messaging
 from actors.providers import ProviderHub, disabled_event
-from pager import store as db
 from pager.config import Config, is_loopback, remote_warning
 from pager.domain.clock import SystemClock, WallClock
 from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
 from pager.service import BrokerService
-from pager.store.events import open_event_log, record_event
-from pager.store.read_views import ReadViews
+from pager.store._meta import meta_value, put_meta
+from pager.store.backend import Backend, StoreAccess, open_backend
+from pager.store.events import record_event
 from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
-from pager.store.sqlite_writer import (
-    BrokerRunInfo,
-    Checkpoint,
-    CheckpointActor,
-    CheckpointMessage,
-    QuickReads,
-)
+from pager.store.sqlite_writer import BrokerRunInfo
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
 
 log = logging.getLogger("pager.broker")
@@ -106,34 +99,34 @@ class BrokerContext:
     board: HealthBoard = attrs.field(
         default=attrs.Factory(lambda ctx: HealthBoard(ctx.clock.now), takes_self=True)
     )
+    #: The store (pager/store/backend.py); by default the one the configuration names, whose
+    #: clock `clock` should be (serve.py builds the backend first and passes both).
+    backend: Backend = attrs.field(
+        default=attrs.Factory(
+            lambda ctx: open_backend(ctx.config, ctx.paths, ctx.run, ctx.utc_now, ctx.clock),
+            takes_self=True,
+        )
+    )
 
 
 def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = ()) -> Supervisor:
     """The root supervisor; `extra_children` start after the store (tests inject faults)."""
     # The started values the children hand each other, typed (the tree's own wiring).
-    store_ref: _Slot[ActorRef[CheckpointMessage]] = _Slot("store")
+    store: _Slot[StoreAccess] = _Slot("store")
     listener: _Slot[socket.socket] = _Slot("listener")
     messaging: _Slot[BrokerService] = _Slot("messaging")
     events: _Slot[EventFeed] = _Slot("events")
-
-    def store() -> Checkpoint:
-        return Checkpoint(store_ref.get(), quick)
-
-    quick = QuickReads(ctx.paths.database)
+    backend = ctx.backend
     commits = CommitSignal()  # the store tells it each commit; the event feed reads on
 
     async def start_store(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        actor = CheckpointActor(
-            ctx.paths.database, ctx.run, ctx.utc_now, on_commit=commits.notify, board=ctx.board
+        await backend.run(
+            on_commit=commits.notify, board=ctx.board, task_status=store.status(task_status)
         )
-        try:
-            await run_actor(actor, name="store", task_status=store_ref.status(task_status))
-        finally:
-            quick.close()
 
     async def start_events(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         feed = EventFeed(
-            partial(open_event_log, ctx.paths.database),
+            backend.event_log,
             commits,
             buffer=ctx.config.limits.event_buffer,
         )
@@ -148,7 +141,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         from pager.store.messaging import revoke_sessions
         from pager.web.server import bind_listener
 
-        kept = await store().read(lambda conn: db.get_meta(conn, "port"))
+        kept = await store.get().read(lambda conn: meta_value(conn, backend.port_key))
         taken: list[int] = []
         sock = bind_listener(
             ctx.config.host,
@@ -159,7 +152,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         try:
             port = str(sock.getsockname()[1])
             if port != kept:  # the port is kept across restarts so URLs handed out stay valid
-                await store().write(lambda conn: db.set_meta(conn, "port", port))
+                await store.get().write(lambda conn: put_meta(conn, backend.port_key, port))
             # Warnings go into /health, broker.json and so `pager start` and `pager status`.
             warnings: list[str] = []
             if not is_loopback(ctx.config.host):
@@ -168,7 +161,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             if taken:
                 warnings.append(squat_warning(ctx.config.host, taken[0], port_owner(taken[0])))
                 now = ctx.clock.now()
-                revoked = await store().write(
+                revoked = await store.get().write(
                     lambda conn: revoke_sessions(conn, now, REVOKED_REASON)
                 )
                 log.warning("%s (%d session tokens revoked)", warnings[-1], revoked)
@@ -181,7 +174,6 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService  # the server stack, lazily
-        from pager.store.sqlite_export import SqliteExports
         from pager.store.sqlite_operator import SqliteOperatorViews
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint
@@ -193,7 +185,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         from pager.web.server import run_web_server
 
         sock = listener.get()
-        reads = ReadViews(ctx.paths.database)  # the operator's read-only connection
+        reads = backend.read_side()  # the operator's read-only connection
         try:
             service = messaging.get()
             feed = events.get()
@@ -212,7 +204,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                     v1_blueprint(service, ctx.secret, ctx.shutdown.wait),
                     me_blueprint(service, ctx.secret),
                     paging_blueprint(service, ctx.secret),
-                    export_blueprint(SqliteExports(ctx.paths.database), ctx.secret),
+                    export_blueprint(backend.exports(), ctx.secret),
                     operator_blueprint(operator, ctx.secret),
                     openapi_blueprint(),
                     events_blueprint(
@@ -233,7 +225,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     async def provider_disabled(implementation: str, reason: str) -> None:
         kind, data = disabled_event(implementation, reason)
         now = ctx.clock.now()
-        await store().write(lambda conn: record_event(conn, now, kind, data))
+        await store.get().write(lambda conn: record_event(conn, now, kind, data))
 
     hub = ProviderHub(providers, delivery_provider, on_disabled=provider_disabled)
 
@@ -242,11 +234,11 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     ) -> None:
         # The service's own read-only connection (the roster), apart from the operator's,
         # and the sweeper's (its plan scans every identity).
-        reads = ReadViews(ctx.paths.database)
-        sweep_reads = ReadViews(ctx.paths.database)
+        reads = backend.read_side()
+        sweep_reads = backend.read_side()
 
         def service(directory: ActorRef[DirectoryMessage], identities: Identities) -> BrokerService:
-            checkpoint = store()
+            checkpoint = store.get()
             return BrokerService(
                 directory,
                 identities,
@@ -259,7 +251,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
         try:
             await run_messaging(
-                ports=lambda: messaging_ports(store(), sweep_reads),
+                ports=lambda: messaging_ports(store.get(), sweep_reads),
                 providers=hub.get,
                 config=ctx.config,
                 clock=ctx.clock,

@@ -10,6 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 
+class StoreUnavailable(Exception):
+    """The store cannot be reached right now (its database server is down, restarting or cut
+    off): callers are answered `unavailable` and the broker reconnects by itself. The message
+    names the store without a password and says what to check."""
+
+
 class StoreError(Exception):
     """The database at `path` cannot be used as asked."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from pager.store._conn import Conn
 from pager.store._transactions import immediate_transaction, store_errors
 
 
@@ -22,3 +23,18 @@ def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+
+def meta_value(conn: Conn, key: str) -> str | None:
+    """`get_meta` inside the caller's transaction, on either engine."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def put_meta(conn: Conn, key: str, value: str) -> None:
+    """`set_meta` inside the caller's transaction (a store write), on either engine."""
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )

@@ -19,7 +19,7 @@ from pager.store._events import (
 )
 
 
-class SqliteEventLog:
+class EventLogReader:
     """The event log read through a read-only connection of its own (the feed's, or one
     replay's); one user at a time, its calls blocking (the feed runs them off the loop)."""
 
@@ -39,13 +39,13 @@ class SqliteEventLog:
         self._conn.close()
 
 
-def open_event_log(database: Path) -> SqliteEventLog:
-    return SqliteEventLog(open_read_only(database))
+def open_event_log(database: Path) -> EventLogReader:
+    return EventLogReader(open_read_only(database))
 
 
 __all__ = [
     "Event",
-    "SqliteEventLog",
+    "EventLogReader",
     "event_rows_after",
     "events_after",
     "latest_event_seq",

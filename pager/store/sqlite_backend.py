@@ -1,14 +1,32 @@
-"""The SQLite backend's ports, assembled: what the broker tree hands the messaging subtree."""
+"""The SQLite backend, assembled: the store child of the broker tree, and the ports it hands
+the messaging subtree (the PostgreSQL backend reuses `messaging_ports` over its own writer)."""
 
 from __future__ import annotations
 
-from pager.store.ports import MessagingPorts
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from actors._runtime import run_actor
+from pager.domain.clock import WallClock
+from pager.health import HealthBoard
+from pager.store.events import open_event_log
+from pager.store.operator_ports import Exports
+from pager.store.ports import EventLog, MessagingPorts
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
-from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions, Writer
+from pager.store.sqlite_export import SqliteExports
+from pager.store.sqlite_ports import Reads, SqliteInbox, SqliteRetention, SqliteSessions, Writer
+from pager.store.sqlite_writer import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
+
+if TYPE_CHECKING:
+    from pager.store.backend import StoreAccess
 
 
-def messaging_ports(writer: Writer, sweep_reads: ReadViews) -> MessagingPorts:
+def messaging_ports(writer: Writer, sweep_reads: Reads) -> MessagingPorts:
     """The ports over one writer; `sweep_reads` is the retention plan's own read connection."""
     return MessagingPorts(
         inbox=SqliteInbox(writer),
@@ -16,3 +34,52 @@ def messaging_ports(writer: Writer, sweep_reads: ReadViews) -> MessagingPorts:
         directory=SqliteDirectory(writer),
         retention=SqliteRetention(writer, sweep_reads),
     )
+
+
+class SqliteBackend:
+    """The embedded default: one database file in the state directory, one broker."""
+
+    kind = "sqlite"
+    port_key = "port"
+
+    def __init__(
+        self,
+        database: Path,
+        run: BrokerRunInfo | None,
+        utc_now: Callable[[], str],
+        clock: WallClock,
+    ) -> None:
+        self._database = database
+        self._run = run
+        self._utc_now = utc_now
+        self.clock = clock
+
+    async def run(
+        self,
+        *,
+        on_commit: Callable[[], None],
+        board: HealthBoard,
+        task_status: trio.TaskStatus[StoreAccess] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        actor = CheckpointActor(
+            self._database, self._run, self._utc_now, on_commit=on_commit, board=board
+        )
+        quick = QuickReads(self._database)
+        try:
+            async with trio.open_nursery() as nursery:
+                ref = await nursery.start(partial(run_actor, actor, name="store"))
+                task_status.started(Checkpoint(ref, quick))
+        finally:
+            quick.close()
+
+    def read_side(self) -> ReadViews:
+        return ReadViews(self._database)
+
+    def event_log(self) -> EventLog:
+        return open_event_log(self._database)
+
+    def exports(self) -> Exports:
+        return SqliteExports(self._database)
+
+    def status(self) -> dict[str, Any]:
+        return {"kind": self.kind, "where": str(self._database)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from pager.store._errors import StoreError
+from pager.store._errors import StoreError, StoreUnavailable
 
 _PERMISSIONS = (
     "the broker may not write its database (permissions, or a read-only disk): make the state"
@@ -42,7 +42,7 @@ def store_trouble(error: BaseException) -> str | None:
         if id(exc) in seen:
             continue
         seen.add(id(exc))
-        if isinstance(exc, StoreError):
+        if isinstance(exc, StoreError | StoreUnavailable):
             return str(exc)
         if isinstance(exc, sqlite3.Error):
             code = getattr(exc, "sqlite_errorcode", None)

@@ -177,14 +177,14 @@ async def test_feed_without_subscribers_reads_nothing(
     async with running_feed(database) as (feed, log):
         queries: list[str] = []
         for name in ("latest_seq", "oldest_seq", "rows_after"):
-            read = getattr(ev.SqliteEventLog, name)
+            read = getattr(ev.EventLogReader, name)
 
-            def counted(self: ev.SqliteEventLog, *args: Any, _read: Any = read, _name: str = name
+            def counted(self: ev.EventLogReader, *args: Any, _read: Any = read, _name: str = name
                         ) -> Any:  # fmt: skip
                 queries.append(_name)
                 return _read(self, *args)
 
-            monkeypatch.setattr(ev.SqliteEventLog, name, counted)
+            monkeypatch.setattr(ev.EventLogReader, name, counted)
         for _ in range(10):
             log.commit()
             await settle()
@@ -506,10 +506,10 @@ async def test_feed_rides_out_a_busy_store_and_reads_on(
 ) -> None:
     """A read the store refuses (busy past its timeout) is tried again after a pause: the feed
     does not crash, and the subscriber gets every event, in order."""
-    rows_after = ev.SqliteEventLog.rows_after
+    rows_after = ev.EventLogReader.rows_after
     refusals = [2]
 
-    def busy_twice(self: ev.SqliteEventLog, seq: int, limit: int) -> Any:
+    def busy_twice(self: ev.EventLogReader, seq: int, limit: int) -> Any:
         if refusals[0]:
             refusals[0] -= 1
             busy = sqlite3.OperationalError("database is locked")
@@ -517,7 +517,7 @@ async def test_feed_rides_out_a_busy_store_and_reads_on(
             raise busy
         return rows_after(self, seq, limit)
 
-    monkeypatch.setattr(ev.SqliteEventLog, "rows_after", busy_twice)
+    monkeypatch.setattr(ev.EventLogReader, "rows_after", busy_twice)
     async with running_feed(database) as (feed, log):
         sub = await feed.subscribe()
         log.commit(3)

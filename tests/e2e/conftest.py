@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import attrs
 import httpx2
@@ -195,10 +196,44 @@ def start_broker(home: PagerHome, workspace: Path, **env: str) -> Broker:
     return Broker(home, url, secret, workspace)
 
 
+#: Stores a module's brokers run on: SQLite alone, unless the module sets `STORES = BOTH`
+#: (the messaging, identity, retention and durability suites: SPEC §13, "tested, not assumed").
+BOTH = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store" in metafunc.fixturenames:
+        metafunc.parametrize("store", getattr(metafunc.module, "STORES", ("sqlite",)))
+
+
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
+def store_env(store: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The environment that points a broker at `store`: nothing for SQLite; for PostgreSQL a
+    fresh database of the tests' cluster, named by PAGER_STORE, its password in a PGPASSFILE."""
+    if store == "sqlite":
+        return {}
+    dsn: str = request.getfixturevalue("pg_dsn")
+    return postgres_env(dsn, tmp_path)
+
+
+def postgres_env(dsn: str, directory: Path) -> dict[str, str]:
+    """PAGER_STORE for `dsn` (without its password) and a PGPASSFILE that holds it."""
+    parts = urlsplit(dsn)
+    url = urlunsplit(
+        ("postgresql", f"{parts.username}@{parts.hostname}:{parts.port}", parts.path, "", "")
+    )
+    passfile = directory / "pgpass"
+    passfile.write_text(
+        f"{parts.hostname}:{parts.port}:*:{parts.username}:{unquote(parts.password or '')}\n"
+    )
+    passfile.chmod(0o600)
+    return {"PAGER_STORE": url, "PGPASSFILE": str(passfile)}
+
+
+@pytest.fixture
+def broker(tmp_path: Path, store_env: dict[str, str]) -> Iterator[Broker]:
     home = PagerHome(tmp_path / "home")
-    yield start_broker(home, tmp_path / "repo", **FAST_WINDOWS)
+    yield start_broker(home, tmp_path / "repo", **FAST_WINDOWS, **store_env)
     home.kill_all()
 
 

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import trio
 
-from tests.e2e.conftest import Broker, mcp_session, structured
+from tests.e2e.conftest import BOTH, Broker, mcp_session, structured
+
+STORES = BOTH
+
 
 SENDS = 40
 

@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from tests.e2e.conftest import (
+    BOTH,
     FAST_WINDOWS,
     NO_SEND_LIMITS,
     Broker,
@@ -26,6 +27,9 @@ from tests.e2e.conftest import (
 from tests.launch.conftest import PagerHome
 
 #: The stalled-client test's buffer: a handful of events, so it is cut off soon.
+STORES = BOTH
+
+
 SMALL_BUFFER = 8
 
 
@@ -66,7 +70,7 @@ class FrameParser:
 
 
 @pytest.fixture
-def small_buffer_broker(tmp_path: Path) -> Iterator[Broker]:
+def small_buffer_broker(tmp_path: Path, store_env: dict[str, str]) -> Iterator[Broker]:
     """A broker whose event streams hold 8 events and beat every 200 ms."""
     home = PagerHome(tmp_path / "home")
     yield start_broker(
@@ -76,6 +80,7 @@ def small_buffer_broker(tmp_path: Path) -> Iterator[Broker]:
         **NO_SEND_LIMITS,
         PAGER_LIMIT_EVENT_BUFFER=str(SMALL_BUFFER),
         PAGER_WINDOW_EVENT_HEARTBEAT="200ms",
+        **store_env,
     )
     home.kill_all()
 

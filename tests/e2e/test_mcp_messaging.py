@@ -6,8 +6,10 @@ import socket
 
 import trio
 
-from tests.e2e.conftest import Broker, mcp_session, structured, tool_error
+from tests.e2e.conftest import BOTH, Broker, mcp_session, structured, tool_error
 from tests.fakes.delivery_inbox import running_inbox
+
+STORES = BOTH
 
 
 async def test_whoami_send_fetch_ack_round_trip(broker: Broker) -> None:

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from tests.e2e.conftest import (
+    BOTH,
     FAST_WINDOWS,
     Broker,
     mcp_session,
@@ -22,14 +23,16 @@ from tests.e2e.conftest import (
 )
 from tests.launch.conftest import PagerHome
 
+STORES = BOTH
+
 
 @pytest.fixture
-def no_force_broker(tmp_path: Path) -> Iterator[Broker]:
+def no_force_broker(tmp_path: Path, store_env: dict[str, str]) -> Iterator[Broker]:
     """A broker whose config.toml says `allow_force = false`."""
     home = PagerHome(tmp_path / "home")
     home.root.mkdir(mode=0o700, parents=True)
     (home.root / "config.toml").write_text("allow_force = false\n")
-    yield start_broker(home, tmp_path / "repo", **FAST_WINDOWS)
+    yield start_broker(home, tmp_path / "repo", **FAST_WINDOWS, **store_env)
     home.kill_all()
 
 

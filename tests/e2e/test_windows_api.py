@@ -12,17 +12,20 @@ import httpx2
 import pytest
 import trio
 
-from tests.e2e.conftest import Broker, mcp_session, start_broker, structured
+from tests.e2e.conftest import BOTH, Broker, mcp_session, start_broker, structured
 from tests.launch.conftest import PagerHome
 
 #: A hang guard for polls of the API, not a timing assertion.
+STORES = BOTH
+
+
 BOUND = 30.0
 
 BrokerFactory = Callable[..., Broker]
 
 
 @pytest.fixture
-def windows_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
+def windows_broker(tmp_path: Path, store_env: dict[str, str]) -> Iterator[BrokerFactory]:
     """Start a broker (or restart one on the same home) with the given windows."""
     homes: list[PagerHome] = []
 
@@ -32,7 +35,7 @@ def windows_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
             homes.append(home)
         home.env = {k: v for k, v in home.env.items() if not k.startswith("PAGER_WINDOW_")}
         env = {f"PAGER_WINDOW_{name.upper()}": value for name, value in windows.items()}
-        return start_broker(home, tmp_path / "repo", **env)
+        return start_broker(home, tmp_path / "repo", **env, **store_env)
 
     yield start
     for home in homes:

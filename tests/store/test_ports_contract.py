@@ -28,7 +28,7 @@ from pager.domain.records import Identity, MessageState, Session, SessionState
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store._registration import Registration
-from pager.store.events import SqliteEventLog, open_event_log
+from pager.store.events import EventLogReader, open_event_log
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import connect, upgrade
 from pager.store.pg._writer import PgWriter
@@ -145,13 +145,13 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
 @contextlib.contextmanager
 def postgresql_parts(
     tmp_path: Path, dsn: str, *, inline: bool
-) -> Iterator[tuple[StoreConfig, PgWriter, SqliteEventLog]]:
+) -> Iterator[tuple[StoreConfig, PgWriter, EventLogReader]]:
     """A fresh database of the tests' cluster, upgraded; its writer and its event log."""
     store = pg_store(dsn, tmp_path)
     with connect(store) as conn:
         upgrade(conn, where="test")
     writer = PgWriter(store, inline=inline)
-    events = SqliteEventLog(PgConn(connect(store)))
+    events = EventLogReader(PgConn(connect(store)))
     try:
         yield store, writer, events
     finally:

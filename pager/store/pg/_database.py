@@ -14,12 +14,23 @@ from typing import Any
 import psycopg
 
 from pager.config import StoreConfig
+from pager.store._errors import StoreUnavailable
 from pager.store.pg._schema import PG_MIGRATIONS, PgMigration
 
 #: The advisory lock held while a broker reads or upgrades the schema ("pager" in ASCII).
 SCHEMA_LOCK = 0x7061676572
 #: Seconds a connection attempt may take when the URL does not say (`connect_timeout`).
 CONNECT_TIMEOUT = 10
+#: How a connection notices a dead server or a cut link instead of waiting on it forever
+#: (libpq's TCP settings, unless the URL sets them): a query whose bytes go unacknowledged for
+#: 10 s fails, and an idle connection is probed after 5 s and given up after 3 lost probes.
+TCP_SETTINGS = {
+    "tcp_user_timeout": 10_000,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+}
 
 
 class PgStoreError(Exception):
@@ -30,7 +41,7 @@ class PgStoreError(Exception):
         self.where = where
 
 
-class PgUnreachable(PgStoreError):
+class PgUnreachable(PgStoreError, StoreUnavailable):
     """No connection to the database: down, refused, wrong password, TLS refused."""
 
     def __init__(self, where: str, detail: str) -> None:
@@ -76,13 +87,14 @@ def connect(store: StoreConfig, *, application_name: str = "pager") -> psycopg.C
     extra: dict[str, Any] = {"application_name": application_name, "autocommit": True}
     if "connect_timeout=" not in store.url:
         extra["connect_timeout"] = CONNECT_TIMEOUT
+    extra.update({key: value for key, value in TCP_SETTINGS.items() if f"{key}=" not in store.url})
     password = store.read_password()
     if password is not None:
         extra["password"] = password
     try:
         return psycopg.connect(store.url, **extra)
     except psycopg.OperationalError as exc:
-        raise PgUnreachable(where, _first_line(exc)) from None
+        raise PgUnreachable(where, first_line(exc)) from None
 
 
 def schema_version(conn: psycopg.Connection[Any]) -> int:
@@ -120,7 +132,7 @@ def upgrade(
                         conn.execute(statement.encode())
             except psycopg.Error as exc:
                 raise PgMigrationFailed(
-                    where, migration.version, migration.description, _first_line(exc)
+                    where, migration.version, migration.description, first_line(exc)
                 ) from None
         if supported > found:
             conn.execute(
@@ -131,6 +143,6 @@ def upgrade(
     return max(found, supported)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -22,6 +22,11 @@ class PgMigration:
     statements: tuple[str, ...]
 
 
+#: The advisory lock held from a transaction's first event to its commit ("pagerv" in ASCII).
+EVENTS_LOCK = 0x706167657276
+#: The channel NOTIFYed when events commit.
+EVENTS_CHANNEL = "pager_events"
+
 _V1 = (
     "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
     # Every broker sharing the database (SPEC §13): its name, the run it is on and its last
@@ -59,6 +64,34 @@ _V1 = (
     """,
     "CREATE INDEX events_at ON events (at)",
     "CREATE INDEX events_send_refused ON events (seq) WHERE type = 'send.refused'",
+    # Events become visible in seq order, so a reader that goes on "after seq N" never skips
+    # one: a transaction takes this lock before it draws a seq and holds it to its commit (a
+    # statement trigger fires before the rows' defaults draw from the sequence), so no later
+    # seq can commit while an earlier one is still open.
+    f"""
+    CREATE FUNCTION pager_events_in_commit_order() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_advisory_xact_lock({EVENTS_LOCK});
+        RETURN NULL;
+    END $$
+    """,
+    """
+    CREATE TRIGGER events_in_commit_order BEFORE INSERT ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION pager_events_in_commit_order()
+    """,
+    # Every broker's event feed LISTENs here: new events, from any host, at their commit (a
+    # transaction's notifications are sent once it commits, and one per channel and payload).
+    f"""
+    CREATE FUNCTION pager_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('{EVENTS_CHANNEL}', '');
+        RETURN NULL;
+    END $$
+    """,
+    """
+    CREATE TRIGGER events_notify AFTER INSERT ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION pager_events_notify()
+    """,
     # A workspace is a directory on one host: the same path on two machines is two workspaces.
     # ('' until the statements that make workspaces learn the host: issue 14, in progress.)
     """

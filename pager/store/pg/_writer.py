@@ -1,15 +1,28 @@
 """The PostgreSQL store's writer and readers, as the ports expect them (`write`, `lookup`,
-`read`): each call runs the store's statements (pager/store/_conn.py) in one transaction on a
-connection of its own kind, so a read never waits behind a write's transaction.
+`read`): each call runs the store's statements (pager/store/_conn.py) in one transaction of its
+own, on a connection of its kind, so a read never waits behind a write's transaction.
 
-First step of the backend (issue 14): one connection per kind, each call one at a time, run in
-a worker thread (or inline, for tests on trio's mock clock). Still to come: a small pool for
-writes, a lookup path that does not block the event loop for a network round trip, the
-database's clock for deadlines, and LISTEN/NOTIFY wakes across hosts.
+- Writes run in worker threads on a small pool of connections (psycopg's async API is
+  asyncio-only): the database, not one connection, orders concurrent writes, as it must when
+  several brokers write at once. A transaction the database rolled back for a deadlock or a
+  serialization conflict is run again (its statements are rerun whole, so nothing is half done).
+- Reads run in a worker thread on a connection of their own, in one REPEATABLE READ READ ONLY
+  transaction, so all of a read's statements see one committed state.
+- `lookup` runs at once, on the calling thread (the event loop), like the SQLite store's quick
+  reads: the ports call it synchronously. Its round trip is bounded by the connection's TCP
+  settings (pg/_database.py), never left to hang.
+
+A connection that broke (the server restarted, the link was cut) is dropped, and the next call
+opens a new one: the broker reconnects by itself. A call that fails for want of a connection
+raises `PgUnreachable` (a `StoreUnavailable`): its caller is answered `unavailable`, and the
+store is marked degraded on /health until a call succeeds again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -18,11 +31,18 @@ import psycopg
 import trio
 
 from pager.config import StoreConfig
+from pager.health import STORE, HealthBoard
 from pager.store._conn import Conn
 from pager.store.pg._conn import PgConn
-from pager.store.pg._database import connect
+from pager.store.pg._database import PgUnreachable, connect, first_line
 
+log = logging.getLogger("pager.store")
 T = TypeVar("T")
+
+#: Connections the writes of one broker use at most (and so writes in flight at once).
+WRITE_POOL = 4
+#: Times a transaction the database rolled back (deadlock, serialization) is run in all.
+ATTEMPTS = 3
 
 
 class _Connection:
@@ -36,44 +56,121 @@ class _Connection:
 
     def run(self, fn: Callable[[Conn], T], *, read_only: bool = False) -> T:
         with self._lock:
-            if self._raw is None or self._raw.closed:
-                self._raw = connect(self._store, application_name=f"pager {self._name}")
-            raw = self._raw
-            with raw.transaction():
-                if read_only:  # one snapshot for all of `fn`'s statements, as SQLite's reads
-                    raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return fn(PgConn(raw))
+            for attempt in range(1, ATTEMPTS + 1):
+                raw = self._open()
+                try:
+                    with raw.transaction():
+                        if read_only:  # one snapshot for all of `fn`'s statements
+                            raw.execute(
+                                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                            )
+                        return fn(PgConn(raw))
+                except psycopg.errors.TransactionRollback:
+                    if attempt == ATTEMPTS:
+                        raise
+                except psycopg.OperationalError as exc:
+                    self._drop()
+                    raise PgUnreachable(self._store.url or "", first_line(exc)) from None
+            raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _open(self) -> psycopg.Connection[Any]:
+        if self._raw is None or self._raw.closed or self._raw.broken:
+            self._drop()
+            self._raw = connect(self._store, application_name=f"pager {self._name}")
+        return self._raw
+
+    def _drop(self) -> None:
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            with contextlib.suppress(psycopg.Error):  # a broken one: nothing left to lose
+                raw.close()
 
     def close(self) -> None:
         with self._lock:
-            if self._raw is not None:
-                self._raw.close()
-                self._raw = None
+            self._drop()
+
+
+class _Pool:
+    """Up to `size` connections, each lent to one worker thread at a time."""
+
+    def __init__(self, store: StoreConfig, name: str, size: int) -> None:
+        self._idle: queue.SimpleQueue[_Connection] = queue.SimpleQueue()
+        self._all = [_Connection(store, f"{name} {n}") for n in range(size)]
+        for connection in self._all:
+            self._idle.put(connection)
+
+    def run(self, fn: Callable[[Conn], T]) -> T:
+        connection = self._idle.get()
+        try:
+            return connection.run(fn)
+        finally:
+            self._idle.put(connection)
+
+    def close(self) -> None:
+        for connection in self._all:
+            connection.close()
 
 
 class PgWriter:
-    """`write(fn)`: `fn` in a read-write transaction; `lookup(fn)`/`read(fn)`: in a read-only
-    one on another connection. `inline` runs them on the event loop (tests on the mock clock,
+    """`write(fn)`: `fn` in a read-write transaction, committed before it returns;
+    `lookup(fn)`/`read(fn)`: in a read-only one on another connection.
+
+    `on_commit` is told (on the event loop) after each successful write, as the SQLite
+    checkpoint tells it after each batch; `board` is marked degraded while the database
+    cannot be reached. `inline` runs everything on the event loop (tests on trio's mock clock,
     where a worker thread would let the clock jump)."""
 
-    def __init__(self, store: StoreConfig, *, inline: bool = False) -> None:
-        self._writes = _Connection(store, "writer")
+    def __init__(
+        self,
+        store: StoreConfig,
+        *,
+        inline: bool = False,
+        pool: int = WRITE_POOL,
+        on_commit: Callable[[], None] | None = None,
+        board: HealthBoard | None = None,
+    ) -> None:
+        self._writes = _Pool(store, "writer", pool)
         self._reads = _Connection(store, "reader")
+        self._lookups = _Connection(store, "lookups")
+        # Bounds the threads that wait for a pooled connection to what the pool can serve.
+        self._slots = trio.CapacityLimiter(pool)
         self._inline = inline
+        self._on_commit = on_commit
+        self._board = board
 
     async def write(self, fn: Callable[[Conn], T], *, heavy: bool = False) -> T:
-        if self._inline:
-            return self._writes.run(fn)
-        return await trio.to_thread.run_sync(lambda: self._writes.run(fn))
+        value = await self._call(lambda: self._writes.run(fn), limiter=self._slots)
+        if self._on_commit is not None:
+            self._on_commit()
+        return value
 
     def lookup(self, fn: Callable[[Conn], T]) -> T:
-        return self._reads.run(fn, read_only=True)
+        return self._watched(lambda: self._lookups.run(fn, read_only=True))
 
     async def read(self, fn: Callable[[Conn], T]) -> T:
+        return await self._call(lambda: self._reads.run(fn, read_only=True))
+
+    async def _call(
+        self, run: Callable[[], T], *, limiter: trio.CapacityLimiter | None = None
+    ) -> T:
         if self._inline:
-            return self._reads.run(fn, read_only=True)
-        return await trio.to_thread.run_sync(lambda: self._reads.run(fn, read_only=True))
+            return self._watched(run)
+        return await trio.to_thread.run_sync(lambda: self._watched(run), limiter=limiter)
+
+    def _watched(self, run: Callable[[], T]) -> T:
+        """`run()`, keeping the board's store mark in step with whether the database answers.
+        (The board is thread-safe; it is told from worker threads too.)"""
+        try:
+            value = run()
+        except PgUnreachable as exc:
+            if self._board is not None:
+                self._board.degrade(STORE, str(exc))
+            raise
+        if self._board is not None:
+            self._board.recover(STORE)
+        return value
 
     def close(self) -> None:
         self._writes.close()
         self._reads.close()
+        self._lookups.close()
