@@ -32,8 +32,9 @@ from pager.domain.results import AliasResult
 from pager.domain.session_errors import takeovers_off
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
+from pager.store._errors import StoreUnavailable
 from pager.store._registration import Registered, Registration
-from pager.store.ports import Directory
+from pager.store.ports import Directory, NoWakeups, Wakeups
 
 log = logging.getLogger("pager.directory")
 
@@ -111,6 +112,8 @@ class DirectoryDeps:
     clock: WallClock
     windows: Windows
     allow_force: bool = True  # `allow_force` in config.toml: false refuses every `force`
+    #: Tells the other brokers sharing the store of each session change (SPEC §13).
+    wakeups: Wakeups = attrs.Factory(NoWakeups)
 
 
 class DirectoryActor(Actor[DirectoryMessage]):
@@ -154,6 +157,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         now = self.deps.clock.now()
 
         done = await self.deps.directory.retire(agent_id, action, reason, now=now)
+        await self._tell_others(agent_id)
         identities = self.deps.identities
         if action is not ms.Action.UNARCHIVE and identities.index.of_identity(agent_id):
             # The commit ended its session: its actor tells the streams and long polls.
@@ -192,8 +196,22 @@ class DirectoryActor(Actor[DirectoryMessage]):
         return outcome.registered
 
     async def _sessions_changed(self, ended: list[Session], started: list[Session]) -> None:
-        """Committed session changes reach the identity actors concerned."""
-        await self._rebind(*(s.identity_id for s in ended), *(s.identity_id for s in started))
+        """Committed session changes reach the identity actors concerned, here and on the
+        other brokers sharing the store."""
+        changed = [s.identity_id for s in ended] + [s.identity_id for s in started]
+        await self._tell_others(*changed)
+        await self._rebind(*changed)
+
+    async def _tell_others(self, *agent_ids: str) -> None:
+        """With a shared store: each identity's broker elsewhere rebinds and serves it."""
+        wakeups = self.deps.wakeups
+        if not wakeups.shared:
+            return
+        for agent_id in dict.fromkeys(agent_ids):
+            try:
+                await wakeups.notify(agent_id)
+            except StoreUnavailable as exc:  # a hint: the other broker's timers catch up
+                log.warning("could not tell other brokers of %s: %r", agent_id, exc)
 
     # -- renames and moves -----------------------------------------------------------------
 

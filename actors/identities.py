@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from actors._runtime import ActorError, ActorRef, ActorStopped, Call, run_actor
-from actors.identity import IdentityActor, IdentityMessage, LeaseCheck, PersistLease
+from actors.identity import IdentityActor, IdentityMessage, LeaseCheck, PersistLease, Poke
 from actors.sessions import SessionIndex
 from pager.config import Windows
 from pager.domain import ids
@@ -51,8 +51,10 @@ class Identities:
         clock: WallClock,
         windows: Windows,
         nursery: trio.Nursery,
+        host: str = "",
     ) -> None:
         self._supervisor = supervisor
+        self._host = host  # this broker's, as sessions record it (see IdentityDeps.host)
         self._make = make
         self.index = index
         self._sessions = sessions
@@ -144,6 +146,16 @@ class Identities:
                 return
         self._nursery.start_soon(self._tell_later, agent_id, message)
 
+    def poke(self, agent_id: str | None) -> None:
+        """Another broker sharing the store changed `agent_id` (None: any identity may have
+        changed while its notifications were lost): a running actor looks again. One that
+        is not running has nothing of its own to serve; it reads the store when it starts."""
+        for target in self.active_ids() if agent_id is None else (agent_id,):
+            ref = self.get(target)
+            if ref is not None:
+                with contextlib.suppress(ActorError):
+                    ref.try_cast(Poke())
+
     async def _tell_later(self, agent_id: str, message: IdentityMessage) -> None:
         try:
             ref = await self.activate(agent_id)
@@ -189,6 +201,13 @@ class Identities:
             )
         if session is None or session.state is not SessionState.ATTACHED:
             raise not_attached(session)
+        if session.host != self._host:
+            # Tokens stay per host (SPEC §13): this session belongs to another machine's broker.
+            raise PagerError(
+                ErrorCode.UNAUTHENTICATED,
+                f"this session is attached through the broker of host {session.host!r}, not"
+                f" this one ({self._host!r}); use the Pager of the machine it runs on",
+            )
         if self.get(session.identity_id) is None:
             self._nursery.start_soon(self._activate_quietly, session.identity_id)
         return Caller(session.id, session.identity_id, session.epoch)

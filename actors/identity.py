@@ -26,7 +26,16 @@ from pager.domain.delivery import Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Delivery, Message, SessionState
 from pager.store import messaging as ms
-from pager.store.ports import Changed, ClaimFor, ClaimView, Inbox, NewMessage, Sessions
+from pager.store.ports import (
+    Changed,
+    ClaimFor,
+    ClaimView,
+    Inbox,
+    NewMessage,
+    NoWakeups,
+    Sessions,
+    Wakeups,
+)
 
 log = logging.getLogger("pager.identity")
 T = TypeVar("T")
@@ -106,6 +115,12 @@ class Idle:
 
 
 @attrs.frozen
+class Poke:
+    """Another broker sharing the store changed this identity (SPEC §13): bind what the
+    store now says, then serve what waits, as a timer would."""
+
+
+@attrs.frozen
 class Pushed:
     """The provider's outcome for one push: the claims its delivery address did not take."""
 
@@ -124,6 +139,7 @@ IdentityMessage = (
     | PersistLease
     | Tick
     | Idle
+    | Poke
     | Pushed
 )
 
@@ -172,6 +188,10 @@ class IdentityDeps:
     #: Told when the actor stops idle: (identity, its ref, its next due time for the scheduler).
     on_passivate: Callable[[str, ActorRef[IdentityMessage], float | None], None]
     send_limits: ms.SendLimits = attrs.Factory(ms.SendLimits)
+    #: This broker's host as sessions record it ('' when it has the store alone): a session
+    #: attached through another host is that broker's to bind, lease, poll and push.
+    host: str = ""
+    wakeups: Wakeups = attrs.Factory(NoWakeups)
 
 
 @attrs.define
@@ -278,6 +298,9 @@ class IdentityActor(Actor[IdentityMessage]):
                     await self._persist_lease(session_id, lease)
             case Tick():
                 await self._tick()
+            case Poke():
+                self._rebind()
+                await self._tick()
             case Pushed():
                 await self._pushed(message)
             case Idle():
@@ -366,9 +389,23 @@ class IdentityActor(Actor[IdentityMessage]):
         if await self._serve_polls():
             _answer(reply, Sent(message, False, Wake.DELIVERED))
             return
-        _answer(reply, Sent(message, False, Wake.QUEUED if self.session_id else Wake.NO_SESSION))
+        elsewhere = await self._tell_elsewhere()
+        attached = self.session_id is not None or elsewhere
+        _answer(reply, Sent(message, False, Wake.QUEUED if attached else Wake.NO_SESSION))
         await self._push()
         await self._wake()
+
+    async def _tell_elsewhere(self) -> bool:
+        """With a store shared by several brokers, after a commit: if the identity's session
+        is attached through another broker, tell it (it holds the long polls and pushes).
+        Read from the store each time, as the attachment may have moved a moment ago."""
+        if not self.deps.wakeups.shared or self.binding is not None:
+            return False
+        session, _ = self.deps.sessions.attached(self.identity_id)
+        if session is None or session.host == self.deps.host:
+            return False
+        await self.deps.wakeups.notify(self.identity_id)
+        return True
 
     async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
         claims = await self._claim(request.limit, request.session_id, request.via)
@@ -495,6 +532,8 @@ class IdentityActor(Actor[IdentityMessage]):
         carried it on to another identity (`SessionIndex.carry_on`)."""
         identity_id, index = self.identity_id, self.deps.index
         session, implementation = self.deps.sessions.attached(identity_id)
+        if session is not None and session.host != self.deps.host:
+            session = None  # attached through another broker: bound, leased and served there
         current = self.binding or index.of_identity(identity_id)
         if current is not None and (session is None or current.session.id != session.id):
             old = current.session.id

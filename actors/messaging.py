@@ -53,67 +53,78 @@ async def run_messaging(
     """Start the subtree on the store's `ports`; report ready with
     `service(directory, identities)`."""
     store = ports()
-    async with trio.open_nursery() as nursery:
-        timers: TimerService = await nursery.start(TimerService().run)
-        supervisor: DynamicSupervisor = await nursery.start(
-            DynamicSupervisor("identities", max_restarts=MAX_RESTARTS, period=PERIOD).run
-        )
-        scheduler: list[DueScheduler] = []  # made below; passivations before it need none
+    try:
+        async with trio.open_nursery() as nursery:
+            timers: TimerService = await nursery.start(TimerService().run)
+            supervisor: DynamicSupervisor = await nursery.start(
+                DynamicSupervisor("identities", max_restarts=MAX_RESTARTS, period=PERIOD).run
+            )
+            scheduler: list[DueScheduler] = []  # made below; passivations before it need none
 
-        def passivated(agent_id: str, ref: ActorRef[IdentityMessage], due: float | None) -> None:
-            identities.passivated(agent_id, ref)
-            for one in scheduler:
-                one.note(due)
+            def passivated(
+                agent_id: str, ref: ActorRef[IdentityMessage], due: float | None
+            ) -> None:
+                identities.passivated(agent_id, ref)
+                for one in scheduler:
+                    one.note(due)
 
-        index = SessionIndex()
-        inbox, sessions = store.inbox, store.sessions
-        identity_deps = IdentityDeps(
-            inbox=inbox,
-            sessions=sessions,
-            timers=timers,
-            clock=clock,
-            windows=config.windows,
-            providers=providers,
-            index=index,
-            on_passivate=passivated,
-            send_limits=ms.SendLimits(
-                max_hops=config.limits.max_hops,
-                agent_per_hour=config.limits.agent_sends_per_hour,
-                pair_per_hour=config.limits.pair_sends_per_hour,
-                script_per_hour=config.limits.token_sends_per_hour,
-            ),
-        )
-        identities = Identities(
-            supervisor,
-            partial(IdentityActor, deps=identity_deps),
-            index=index,
-            sessions=sessions,
-            clock=clock,
-            windows=config.windows,
-            nursery=nursery,
-        )
-        # At start only attached identities activate (they hold leases), then the scheduler
-        # those already due; every other identity stays in the store until it is needed.
-        for agent_id in sessions.attached_ids():
-            try:
-                await identities.activate(agent_id)
-            except PagerError as exc:
-                log.error("identity %s did not start: %s", agent_id, exc)
-        scheduler.append(await nursery.start(DueScheduler(inbox, identities, clock).run))
-        directory_deps = DirectoryDeps(
-            store.directory,
-            identities,
-            clock,
-            config.windows,
-            allow_force=config.allow_force,
-        )
-        directory = await start_actor(
-            nursery, DirectoryActor(nursery, directory_deps), name="directory"
-        )
-        sweeper_deps = SweeperDeps(store.retention, identities, timers, clock, config.windows)
-        # Its first sweep runs before the service is handed out.
-        await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
-        task_status.started(service(directory, identities))
+            index = SessionIndex()
+            inbox, sessions = store.inbox, store.sessions
+            identity_deps = IdentityDeps(
+                inbox=inbox,
+                sessions=sessions,
+                timers=timers,
+                clock=clock,
+                windows=config.windows,
+                providers=providers,
+                index=index,
+                on_passivate=passivated,
+                send_limits=ms.SendLimits(
+                    max_hops=config.limits.max_hops,
+                    agent_per_hour=config.limits.agent_sends_per_hour,
+                    pair_per_hour=config.limits.pair_sends_per_hour,
+                    script_per_hour=config.limits.token_sends_per_hour,
+                ),
+                host=store.host,
+                wakeups=store.wakeups,
+            )
+            identities = Identities(
+                supervisor,
+                partial(IdentityActor, deps=identity_deps),
+                index=index,
+                sessions=sessions,
+                clock=clock,
+                windows=config.windows,
+                nursery=nursery,
+                host=store.host,
+            )
+            # Other brokers sharing the store tell this one of identities they changed.
+            store.wakeups.on_wake(identities.poke)
+            # At start only attached identities activate (they hold leases), then the scheduler
+            # those already due; every other identity stays in the store until it is needed.
+            for agent_id in sessions.attached_ids():
+                try:
+                    await identities.activate(agent_id)
+                except PagerError as exc:
+                    log.error("identity %s did not start: %s", agent_id, exc)
+            scheduler.append(await nursery.start(DueScheduler(inbox, identities, clock).run))
+            directory_deps = DirectoryDeps(
+                store.directory,
+                identities,
+                clock,
+                config.windows,
+                allow_force=config.allow_force,
+                wakeups=store.wakeups,
+            )
+            directory = await start_actor(
+                nursery, DirectoryActor(nursery, directory_deps), name="directory"
+            )
+            sweeper_deps = SweeperDeps(store.retention, identities, timers, clock, config.windows)
+            # Its first sweep runs before the service is handed out.
+            await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
+            task_status.started(service(directory, identities))
+    finally:
+        store.wakeups.on_wake(None)  # its identities are gone
 
 
 def _wake_of(implementation: str) -> Wake | None:

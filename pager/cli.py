@@ -443,7 +443,11 @@ def _counts(paths: Any, url: str) -> dict[str, Any]:
     if status != 200 or not isinstance(answer, dict) or "totals" not in answer:
         return {"counts_error": f"the broker answered {status} to GET /v1/snapshot"}
     totals = answer["totals"]
-    return {"counts": {key: totals.get(key) for key in _COUNT_KEYS}}
+    found: dict[str, Any] = {"counts": {key: totals.get(key) for key in _COUNT_KEYS}}
+    broker = answer.get("broker")
+    if isinstance(broker, dict):  # the store and, when shared, its hosts (SPEC §13)
+        found.update({key: broker[key] for key in ("store", "hosts") if key in broker})
+    return found
 
 
 #: What `pager status` shows of the snapshot's totals (SPEC §6 names them).
@@ -465,7 +469,12 @@ def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
         return
     print(f"Pager broker running (pid {report['pid']}, up {_duration(report['uptime_s'])})")
     print(f"  MCP endpoint  {report['mcp_url']}")
-    print(f"  database      {report['database']} (schema {report['schema_version']})")
+    store = report.get("store")
+    if isinstance(store, dict) and store.get("kind") == "postgresql":
+        print(f"  store         {store.get('where')}")
+        _print_hosts(report.get("hosts"), this=str(store.get("host", "")))
+    else:
+        print(f"  database      {report['database']} (schema {report['schema_version']})")
     print(f"  version       broker {report['broker_version']}, installed {VERSION}")
     degraded = report.get("degraded")
     for entry in degraded if isinstance(degraded, list) else []:
@@ -486,6 +495,25 @@ def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
         )
     else:
         print(f"  counts        unavailable ({report.get('counts_error', 'unknown')})")
+
+
+def _print_hosts(hosts: object, *, this: str) -> None:
+    """This broker's host, then every other broker sharing the store and whether it runs."""
+    import time
+
+    print(f"  host          {this}")
+    others = (
+        [h for h in hosts if isinstance(h, dict) and not h.get("this")]
+        if isinstance(hosts, list)
+        else []
+    )
+    for host in others:
+        beat = float(host.get("heartbeat_at") or 0)
+        seen = f"heartbeat {_duration(max(time.time() - beat, 0))} ago" if beat else "stopped"
+        state = "alive" if host.get("alive") else "not alive"
+        print(
+            f"  other host    {host.get('name')} ({state}, {seen}, version {host.get('version')})"
+        )
 
 
 def _duration(seconds: float) -> str:

@@ -405,7 +405,8 @@ def cmd_who(args: argparse.Namespace) -> int:
         [
             a["address"] + (" (you)" if a["you"] else ""),
             a["implementation"],
-            a["host"],
+            # A broker that stopped beating in a shared store (SPEC §13): its sessions wait.
+            a["host"] + ("" if a.get("host_alive", True) else " (down)"),
             "yes" if a["attached"] else "no",
             _ago(a["last_seen"], now),
             str(a["waiting"]),

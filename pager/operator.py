@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from actors._runtime import ActorRef, Call
 from actors.directory import (
     ArchiveIdentity,
@@ -24,7 +26,9 @@ from actors.directory import (
     PurgeIdentity,
     UnarchiveIdentity,
 )
+from pager import wire
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hosts import HostBoard
 from pager.domain.records import MessageState
 from pager.domain.views import (
     AgentPage,
@@ -61,11 +65,22 @@ class OperatorService:
         views: OperatorViews,
         health: dict[str, Any],
         board: HealthBoard | None = None,
+        *,
+        hosts: HostBoard | None = None,
+        store: dict[str, Any] | None = None,
     ) -> None:
         self.directory = directory
         self.views = views
         self.broker = {"ok": True, **health}
+        if store is not None:  # here, not in /health: that answers without a credential
+            self.broker["store"] = store
         self.board = HealthBoard() if board is None else board
+        self.hosts = HostBoard("") if hosts is None else hosts
+
+    def _placed(self, agent: AgentView) -> AgentView:
+        """`agent` with its host named and whether that host's broker runs (SPEC §13)."""
+        host = agent.host or self.hosts.this
+        return attrs.evolve(agent, host=host, host_alive=self.hosts.alive(agent.host))
 
     # -- read views ------------------------------------------------------------------------
 
@@ -73,7 +88,14 @@ class OperatorService:
         """The whole state; without `agents`, only the totals and the event seq."""
         # The broker part is `/health`'s, degradations included (read at each snapshot).
         broker = {**self.broker, **self.board.snapshot()}
-        return await self.views.snapshot(broker, agents=agents)
+        if self.hosts.views():  # a shared store: every broker on it, this one included
+            broker["hosts"] = [wire.unstructure(view) for view in self.hosts.views()]
+        found = await self.views.snapshot(broker, agents=agents)
+        workspaces = tuple(
+            attrs.evolve(ws, agents=tuple(self._placed(agent) for agent in ws.agents))
+            for ws in found.workspaces
+        )
+        return attrs.evolve(found, workspaces=workspaces)
 
     async def agents(
         self,
@@ -88,13 +110,14 @@ class OperatorService:
             workspace=workspace, archived=archived, limit=limit, after=after
         )
         last = found.last
-        return AgentPage(found.rows, None if last is None else encode_cursor("agents", last))
+        rows = tuple(self._placed(agent) for agent in found.rows)
+        return AgentPage(rows, None if last is None else encode_cursor("agents", last))
 
     async def agent(self, agent_id: str) -> AgentView:
         found = await self.views.agent(agent_id)
         if found is None:
             raise _not_found(agent_id)
-        return found
+        return self._placed(found)
 
     async def messages(
         self,

@@ -8,7 +8,6 @@ but its own few writes (`Accounts`) to the actor that owns it.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -30,6 +29,7 @@ from pager.domain.clock import WallClock, iso
 from pager.domain.delivery import NotApplied, Via
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hosts import HostBoard
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
 from pager.domain.names import alias_of_login, format_address, parse_address
 from pager.domain.pages import Page
@@ -71,6 +71,7 @@ from pager.store.service_ports import (
     RosterKey,
     TokenView,
 )
+from pager.store.service_ports import RosterEntry as StoreRosterEntry
 from pager.wire import RegisterRequest
 
 T = TypeVar("T")
@@ -99,6 +100,7 @@ class BrokerService:
         listings: Listings,
         accounts: Accounts,
         resolve: Callable[[str], Awaitable[Workspace]] | None = None,
+        hosts: HostBoard | None = None,
     ) -> None:
         self.directory = directory
         # The identity actors, found by id without a mailbox hop (started when not running).
@@ -111,16 +113,23 @@ class BrokerService:
         self.config = config
         self.clock = clock
         self._harnesses: dict[str, str] = {}  # harness process -> identity (see _bind_harness)
-        # The machine every identity of this store lives on (SPEC §4.1 `who`, `whoami`): one
-        # host per store until brokers share one (SPEC §13).
-        self.host = socket.gethostname().split(".")[0] or "localhost"
+        # This broker's host (SPEC §4.1 `who`, `whoami`, §13): with a store of its own, every
+        # identity's; with a shared store, that of the identities of this machine's workspaces.
+        self.host = config.host_name
+        self.hosts = hosts or HostBoard(self.host)
+        self.shared_store = config.store.kind == "postgresql"
         # Reading .git files is I/O: off the event loop, except in mock-clock tests.
         self.resolve = resolve or _resolve_in_thread
+
+    async def _workspace(self, path: str) -> Workspace:
+        """The workspace of a directory of this machine (on this host, in a shared store)."""
+        workspace = await self.resolve(path)
+        return workspace.on_host(self.host) if self.shared_store else workspace
 
     # -- sessions --------------------------------------------------------------------------
 
     async def register(self, request: RegisterRequest) -> JSON:
-        workspace = await self.resolve(request.workspace)
+        workspace = await self._workspace(request.workspace)
         registered = await self.directory.call(
             RegisterCommand(
                 workspace=workspace,
@@ -172,7 +181,7 @@ class BrokerService:
     async def person(self, workspace: str) -> Caller:
         """The person at the terminal in `workspace` (SPEC §4.2): their durable identity, made
         on first use; a caller without a session."""
-        ws = await self.resolve(workspace)
+        ws = await self._workspace(workspace)
         now = self.clock.now()
         known = self.lookups.person(ws.key)
         # Most commands find the person as they left them: a read, no commit. `last_seen` is
@@ -362,8 +371,9 @@ class BrokerService:
                 address=entry.address,
                 alias=entry.alias,
                 implementation=entry.implementation,
-                host=self.host,
-                attached=entry.agent_id in attached,
+                host=entry.host or self.host,
+                host_alive=self.hosts.alive(entry.host),
+                attached=self._attached(entry, attached),
                 last_seen=entry.last_seen,
                 waiting=entry.waiting,
                 you=entry.agent_id == page.me,
@@ -453,7 +463,7 @@ class BrokerService:
         return await self.directory.call(Rename(caller, name, force, claim=True))
 
     async def move_to_workspace(self, caller: Caller, *, path: str) -> AliasResult:
-        workspace = await self.resolve(path)
+        workspace = await self._workspace(path)
         return await self.directory.call(Move(caller, workspace))
 
     # -- hooks -----------------------------------------------------------------------------
@@ -535,6 +545,14 @@ class BrokerService:
         timeout: float = 30.0,  # noqa: ASYNC109
     ) -> R:
         return await self.identities.call(agent_id, message, timeout=timeout)
+
+    def _attached(self, entry: StoreRosterEntry, here: frozenset[str]) -> bool:
+        """Attached here (this broker's own sessions), or through another broker that is
+        alive (a dead one's sessions only wait for their leases to lapse)."""
+        if entry.agent_id in here:
+            return True
+        other = entry.attached_host
+        return other is not None and other not in ("", self.host) and self.hosts.alive(other)
 
     async def _attached_ids(self) -> frozenset[str]:
         return self.identities.index.attached_ids()

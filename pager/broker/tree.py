@@ -190,7 +190,12 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             service = messaging.get()
             feed = events.get()
             operator = OperatorService(
-                service.directory, SqliteOperatorViews(reads), ctx.health, ctx.board
+                service.directory,
+                SqliteOperatorViews(reads),
+                ctx.health,
+                ctx.board,
+                hosts=backend.hosts,
+                store=backend.status(),
             )
             await run_web_server(
                 host=ctx.config.host,
@@ -247,11 +252,14 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 lookups=SqliteLookups(checkpoint),
                 listings=SqliteListings(reads),
                 accounts=SqliteAccounts(checkpoint),
+                hosts=backend.hosts,
             )
 
         try:
             await run_messaging(
-                ports=lambda: messaging_ports(store.get(), sweep_reads),
+                ports=lambda: messaging_ports(
+                    store.get(), sweep_reads, host=backend.store_host, wakeups=backend.wakeups
+                ),
                 providers=hub.get,
                 config=ctx.config,
                 clock=ctx.clock,

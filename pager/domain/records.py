@@ -70,6 +70,9 @@ class Session:
     conversation_key: str | None = None
     delivery: Delivery | None = None
     end_reason: str | None = None
+    #: The broker the session attached through ('' on a store of one broker): with a shared
+    #: store (SPEC §13) that broker alone holds its binding, lease, long polls and pushes.
+    host: str = ""
 
 
 @attrs.frozen

@@ -181,6 +181,8 @@ class RosterEntry:
     alias: str
     implementation: str
     host: str
+    #: Whether the broker of `host` runs (always true on a store of one broker, SPEC §13).
+    host_alive: bool
     attached: bool
     last_seen: str | None = attrs.field(metadata={"schema": TIME})
     waiting: int = _count()

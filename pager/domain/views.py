@@ -53,6 +53,10 @@ class AgentView:
     last_seen: str
     created_at: str
     archived_at: str | None
+    #: Its workspace's host, and whether that host's broker runs (SPEC §13; a store of one
+    #: broker has one host, always alive).
+    host: str = ""
+    host_alive: bool = True
 
 
 @attrs.frozen

@@ -53,6 +53,14 @@ class Workspace:
     key: str
     slug: str
     path: str
+    #: The machine's broker, with a store that several share (SPEC §13); '' with one broker.
+    host: str = ""
+
+    def on_host(self, host: str) -> Workspace:
+        """This directory as a workspace of `host` in a shared store: the same path on two
+        machines is two workspaces, with distinct keys and slugs."""
+        key = f"{host}:{self.key}"
+        return Workspace(key=key, slug=make_slug(self.path, key), path=self.path, host=host)
 
 
 def make_slug(path: str, key: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pager.domain.names import format_address
 from pager.domain.records import Delivery, Identity, Session, SessionState
+from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
 from pager.store._events import record_event
 
@@ -22,7 +23,7 @@ _IDENTITY_COLUMNS = (
 )
 _SESSION_COLUMNS = (
     "id, identity_id, epoch, token_hash, resume_hash, state, created_at, lease_expires_at,"
-    " conversation_key, delivery, end_reason"
+    " conversation_key, delivery, end_reason, host"
 )
 
 
@@ -58,17 +59,18 @@ def _session(row: Any) -> Session:
         conversation_key=None if row[8] is None else str(row[8]),
         delivery=delivery,
         end_reason=None if row[10] is None else str(row[10]),
+        host=str(row[11] or ""),
     )
 
 
 # -- workspaces ------------------------------------------------------------------------------
 
 
-def ensure_workspace(conn: Conn, key: str, slug: str, path: str, now: float) -> None:
+def ensure_workspace(conn: Conn, workspace: Workspace, now: float) -> None:
     conn.execute(
-        "INSERT INTO workspaces (key, slug, path, created_at) VALUES (?, ?, ?, ?)"
+        "INSERT INTO workspaces (key, slug, path, created_at, host) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (key) DO NOTHING",
-        (key, slug, path, now),
+        (workspace.key, workspace.slug, workspace.path, now, workspace.host),
     )
 
 
@@ -267,7 +269,7 @@ def insert_session(conn: Conn, session: Session) -> None:
         else json.dumps({"kind": session.delivery.kind, "target": session.delivery.target})
     )
     conn.execute(
-        f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             session.id,
             session.identity_id,
@@ -280,6 +282,7 @@ def insert_session(conn: Conn, session: Session) -> None:
             session.conversation_key,
             delivery,
             session.end_reason,
+            session.host,
         ),
     )
     record_agent_event(
@@ -330,10 +333,22 @@ def attached_session(conn: Conn, identity_id: str) -> Session | None:
     return None if row is None else _session(row)
 
 
-def attached_identity_ids(conn: Conn) -> frozenset[str]:
-    """Every identity with an attached session (the partial index holds only those)."""
-    rows = conn.execute("SELECT identity_id FROM sessions WHERE state = 'attached'")
-    return frozenset(str(row[0]) for row in rows)
+def attached_identity_ids(conn: Conn, host: str | None = None) -> frozenset[str]:
+    """Every identity with an attached session (the partial index holds only those); with
+    `host`, only those attached through that host's broker ('' on a store of one broker)."""
+    rows = conn.execute("SELECT identity_id, host FROM sessions WHERE state = 'attached'")
+    return frozenset(str(row[0]) for row in rows if host is None or (row[1] or "") == host)
+
+
+#: Taken first by every transaction that changes an identity's inbox: on PostgreSQL an
+#: advisory lock held to the commit (pg/_conn.py spells it), so at most one broker claims for
+#: a recipient at a time and its first deliveries keep send order (SPEC §13); on SQLite, whose
+#: one writer already serializes every transaction, a trivial select.
+LOCK_INBOX = "SELECT 'lock the inbox of', ?"
+
+
+def lock_inbox(conn: Conn, identity_id: str) -> None:
+    conn.execute(LOCK_INBOX, (identity_id,))
 
 
 def set_next_due(conn: Conn, identity_id: str, due: float | None) -> None:

@@ -309,6 +309,13 @@ def _v8_next_due(conn: sqlite3.Connection) -> None:
     )
 
 
+def _v9_hosts(conn: sqlite3.Connection) -> None:
+    # The columns a store shared by several brokers needs (SPEC §13), so that both stores
+    # have one schema and one set of statements: '' and NULL on a store of one broker.
+    conn.execute("ALTER TABLE workspaces ADD COLUMN host TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE sessions ADD COLUMN host TEXT")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
@@ -319,6 +326,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "the message that caused each send (named chains)", _v6_named_chains),
     Migration(7, "mailbox tokens and page fields", _v7_mailbox_tokens),
     Migration(8, "each identity's next due time (virtual identity actors)", _v8_next_due),
+    Migration(9, "each workspace's and session's host (brokers sharing a store)", _v9_hosts),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -269,7 +269,7 @@ class RegisterPlan:
 
     def apply(self, conn: Conn) -> Outcome:
         command, ws = self.command, self.command.workspace
-        ms.ensure_workspace(conn, ws.key, ws.slug, ws.path, self.now)
+        ms.ensure_workspace(conn, ws, self.now)
         target: Identity | None = None
         forced = False
         if command.resume_token is not None:
@@ -310,6 +310,7 @@ class RegisterPlan:
             lease_expires_at=self.now + self.lease_ttl,
             conversation_key=command.conversation_key,
             delivery=command.delivery,
+            host=ws.host,
         )
         ended: list[Session] = []
         started: list[tuple[Session, str]] = []
@@ -393,7 +394,7 @@ def person_identity(conn: Conn, workspace: Workspace, alias: str, now: float) ->
     """The person's durable identity in `workspace` (SPEC §4.2), created on first use with
     `alias` (later `pager alias` may rename it: it stays the person's); its use counts as
     activity (last seen) and shows it again if it was archived."""
-    ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
+    ms.ensure_workspace(conn, workspace, now)
     key = alias_key(alias)
     holder = ms.identity_of_implementation(conn, workspace.key, PERSON)
     if holder is None:

@@ -35,7 +35,7 @@ from pager.store._events import latest_event_seq
 
 _AGENT_COLUMNS = (
     "i.id, i.alias, w.slug, i.implementation, i.durable, i.archived_at, i.last_seen,"
-    " i.created_at, w.path"
+    " i.created_at, w.path, w.host"
 )
 _AGENT_FROM = "FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
 _MESSAGE_COLUMNS = (
@@ -142,6 +142,7 @@ def _agents(
         last_seen,
         created,
         path,
+        host,
     ) in rows:
         live = sessions.get(agent_id, [])
         views.append(
@@ -160,6 +161,7 @@ def _agents(
                     last_seen=_iso(last_seen),
                     created_at=_iso(created),
                     archived_at=iso(archived_at),
+                    host=str(host),
                 ),
                 str(path),
             )
@@ -277,13 +279,17 @@ class RosterEntry:
     implementation: str
     last_seen: str
     waiting: int  # queued, claimed and delivered: its mail not yet acknowledged
+    host: str  # its workspace's host ('' on a store of one broker)
+    attached_host: str | None  # the host its attached session came through; None: detached
 
 
 #: Where a roster page starts after: the (workspace slug, alias key) of the last one shown.
 RosterKey = tuple[str, str]
 
 _ROSTER_SELECT = (
-    "SELECT i.id, i.alias, i.alias_key, w.slug, i.implementation, i.last_seen"
+    "SELECT i.id, i.alias, i.alias_key, w.slug, i.implementation, i.last_seen, w.host,"
+    " (SELECT COALESCE(s.host, '') FROM sessions s"
+    "  WHERE s.identity_id = i.id AND s.state = 'attached' LIMIT 1)"
     f" {_AGENT_FROM} WHERE i.archived_at IS NULL"
 )
 
@@ -322,7 +328,7 @@ def roster(
     counts = inbox_counts(conn, [str(row[0]) for row in rows])
     empty = InboxCounts()
     entries = []
-    for agent_id, name, _key, workspace, implementation, last_seen in rows:
+    for agent_id, name, _key, workspace, implementation, last_seen, host, attached in rows:
         waiting = counts.get(agent_id, empty)
         entries.append(
             RosterEntry(
@@ -332,6 +338,8 @@ def roster(
                 implementation=implementation,
                 last_seen=_iso(last_seen),
                 waiting=waiting.queued + waiting.claimed,
+                host=str(host),
+                attached_host=None if attached is None else str(attached),
             )
         )
     last = (str(rows[-1][3]), str(rows[-1][2])) if more else None

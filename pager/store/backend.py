@@ -15,11 +15,12 @@ import trio
 
 from pager.config import Config
 from pager.domain.clock import WallClock
+from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
 from pager.store._conn import Conn
 from pager.store.operator_ports import Exports
-from pager.store.ports import EventLog
+from pager.store.ports import EventLog, Wakeups
 from pager.store.sqlite_writer import BrokerRunInfo
 
 T = TypeVar("T")
@@ -51,6 +52,11 @@ class Backend(Protocol):
     port_key: str
     #: The clock every persisted time and deadline is read from (the database's, when shared).
     clock: WallClock
+    #: The store's hosts as this broker last saw them (one, always alive, when not shared).
+    hosts: HostBoard
+    #: This broker's host as the store records it on sessions ('' when not shared).
+    store_host: str
+    wakeups: Wakeups
 
     async def run(
         self,
@@ -89,4 +95,4 @@ def open_backend(
         return PgBackend(config.store, config.host_name, run, utc_now, config.windows)
     from pager.store.sqlite_backend import SqliteBackend
 
-    return SqliteBackend(paths.database, run, utc_now, clock)
+    return SqliteBackend(paths.database, run, utc_now, clock, HostBoard(config.host_name))

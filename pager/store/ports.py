@@ -169,7 +169,7 @@ class Sessions(Protocol):
         ...
 
     def attached_ids(self) -> frozenset[str]:
-        """Every identity with an attached session."""
+        """Every identity with a session attached through this broker."""
         ...
 
     def attached(self, identity_id: str) -> tuple[Session | None, str]:
@@ -263,6 +263,38 @@ class EventLog(Protocol):
     def close(self) -> None: ...
 
 
+#: What a broker does when told an identity changed elsewhere: its id, or None after a spell
+#: of deafness (the notification connection broke), when any identity may have.
+WakeHandler = Callable[[str | None], None]
+
+
+class Wakeups(Protocol):
+    """Wakes across the brokers sharing a store (SPEC §13): `notify` tells the others that an
+    identity's mail or session changed, after the change committed; the broker its session is
+    attached through then serves it. A hint only: a lost one delays, never loses."""
+
+    #: Whether other brokers share the store (else there is nobody to tell).
+    shared: bool
+
+    async def notify(self, identity_id: str) -> None: ...
+
+    def on_wake(self, handler: WakeHandler | None) -> None:
+        """Who hears other brokers' notifications (the identity actors), or nobody."""
+        ...
+
+
+class NoWakeups:
+    """A store of one broker: there is nobody else to tell, nor to hear."""
+
+    shared = False
+
+    async def notify(self, identity_id: str) -> None:
+        return None
+
+    def on_wake(self, handler: WakeHandler | None) -> None:
+        return None
+
+
 @attrs.frozen
 class MessagingPorts:
     """The ports the messaging subtree runs on, built by the composition root for its backend."""
@@ -271,3 +303,6 @@ class MessagingPorts:
     sessions: Sessions
     directory: Directory
     retention: Retention
+    #: This broker's host as sessions record it ('' when it has the store alone).
+    host: str = ""
+    wakeups: Wakeups = attrs.field(factory=NoWakeups)

@@ -12,10 +12,11 @@ import trio
 
 from actors._runtime import run_actor
 from pager.domain.clock import WallClock
+from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.store.events import open_event_log
 from pager.store.operator_ports import Exports
-from pager.store.ports import EventLog, MessagingPorts
+from pager.store.ports import EventLog, MessagingPorts, NoWakeups, Wakeups
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
@@ -26,13 +27,18 @@ if TYPE_CHECKING:
     from pager.store.backend import StoreAccess
 
 
-def messaging_ports(writer: Writer, sweep_reads: Reads) -> MessagingPorts:
-    """The ports over one writer; `sweep_reads` is the retention plan's own read connection."""
+def messaging_ports(
+    writer: Writer, sweep_reads: Reads, *, host: str = "", wakeups: Wakeups | None = None
+) -> MessagingPorts:
+    """The ports over one writer; `sweep_reads` is the retention plan's own read connection.
+    `host` and `wakeups`: this broker's, with a store it shares (pager/store/pg)."""
     return MessagingPorts(
         inbox=SqliteInbox(writer),
-        sessions=SqliteSessions(writer),
+        sessions=SqliteSessions(writer, host),
         directory=SqliteDirectory(writer),
         retention=SqliteRetention(writer, sweep_reads),
+        host=host,
+        wakeups=NoWakeups() if wakeups is None else wakeups,
     )
 
 
@@ -48,11 +54,15 @@ class SqliteBackend:
         run: BrokerRunInfo | None,
         utc_now: Callable[[], str],
         clock: WallClock,
+        hosts: HostBoard,
     ) -> None:
         self._database = database
         self._run = run
         self._utc_now = utc_now
         self.clock = clock
+        self.hosts = hosts
+        self.store_host = ""
+        self.wakeups: Wakeups = NoWakeups()
 
     async def run(
         self,

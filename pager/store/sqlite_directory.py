@@ -115,7 +115,7 @@ class SqliteDirectory:
 
         def op(conn: Conn) -> AliasResult:
             me = identity_of(conn, agent_id)
-            ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, now)
+            ms.ensure_workspace(conn, workspace, now)
             if me.workspace_key != workspace.key:
                 claim_alias(conn, workspace.key, me.alias, me.id, force=False)
                 ms.set_alias(

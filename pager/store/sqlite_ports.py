@@ -61,6 +61,7 @@ class SqliteInbox:
         """Run `op` and refresh the identity's next due time in the same transaction."""
 
         def with_due(conn: Conn) -> Changed[T]:
+            ms.lock_inbox(conn, identity_id)
             value = op(conn)
             due = ms.next_deadline(conn, identity_id, now, policy.message_expiry)
             if due != ms.next_due_of(conn, identity_id):  # an index probe, not a write
@@ -232,8 +233,9 @@ def _claim(
 
 
 class SqliteSessions:
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: Writer, host: str = "") -> None:
         self._writer = writer
+        self._host = host  # this broker's, in the store ('' when it has the store alone)
 
     def exists(self, identity_id: str) -> bool:
         return self._writer.lookup(lambda conn: ms.get_identity(conn, identity_id)) is not None
@@ -247,7 +249,7 @@ class SqliteSessions:
         )
 
     def attached_ids(self) -> frozenset[str]:
-        return self._writer.lookup(ms.attached_identity_ids)
+        return self._writer.lookup(lambda conn: ms.attached_identity_ids(conn, self._host))
 
     def attached(self, identity_id: str) -> tuple[Session | None, str]:
         def read(conn: Conn) -> tuple[Session | None, str]:

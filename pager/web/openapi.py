@@ -213,6 +213,12 @@ SCHEMAS: dict[str, Schema] = {
                 "type": "array",
                 "items": _object({"kind": STRING, "message": STRING, "since": STRING}),
             },
+            # Where the state is kept (never a password); `host` with a shared store only.
+            "store": _object(
+                {"kind": {"enum": ["sqlite", "postgresql"]}, "where": STRING}, {"host": STRING}
+            ),
+            # With a shared store (SPEC §13): every broker on it, this one included.
+            "hosts": {"type": "array", "items": _ref("Host")},
         },
         "required": [
             "ok",
@@ -225,6 +231,16 @@ SCHEMAS: dict[str, Schema] = {
         ],
         "additionalProperties": False,
     },
+    "Host": _object(
+        {
+            "name": STRING,
+            "alive": BOOLEAN,
+            "version": STRING,
+            "started_at": {"type": "number"},
+            "heartbeat_at": {"type": "number"},
+            "this": BOOLEAN,
+        }
+    ),
     "Session": _object(
         {
             "session_id": STRING,
@@ -244,6 +260,9 @@ SCHEMAS: dict[str, Schema] = {
             "last_seen": TIME,
             "created_at": TIME,
             "archived_at": NULLABLE_TIME,
+            # Its workspace's host and whether that host's broker runs (SPEC §13).
+            "host": STRING,
+            "host_alive": BOOLEAN,
         }
     ),
     "Workspace": _object(

@@ -140,6 +140,7 @@ class FakeMessagingApi:
             alias="bob",
             implementation="codex",
             host="fakehost",
+            host_alive=True,
             attached=True,
             last_seen=None,
             waiting=0,

@@ -335,7 +335,7 @@ def test_move_records_moved_with_old_workspace(store: Store, tmp_path: Path) -> 
     web = resolve_workspace(str(other_dir))
 
     def move(conn: sqlite3.Connection) -> None:
-        ms.ensure_workspace(conn, web.key, web.slug, web.path, NOW)
+        ms.ensure_workspace(conn, web, NOW)
         ms.set_alias(conn, me, web.key, "alice", alias_key("alice"), durable=True, now=NOW)
 
     store.write(move)

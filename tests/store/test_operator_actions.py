@@ -13,6 +13,7 @@ import pytest
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.records import Identity, Session, SessionState
+from pager.domain.workspace import Workspace
 from pager.store import close_database, open_database
 from pager.store import messaging as ms
 
@@ -22,7 +23,7 @@ NOW = 1_800_000_000.0
 @pytest.fixture
 def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     connection = open_database(tmp_path / "pager.db")
-    ms.ensure_workspace(connection, "/src/api", "api-0a1b2c", "/src/api", NOW)
+    ms.ensure_workspace(connection, Workspace("/src/api", "api-0a1b2c", "/src/api"), NOW)
     yield connection
     close_database(connection)
 

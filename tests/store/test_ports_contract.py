@@ -68,7 +68,7 @@ def new_identity(alias: str, workspace: Workspace = HERE) -> tuple[str, Callable
     )
 
     def op(conn: Any) -> None:  # the backend's connection
-        ms.ensure_workspace(conn, workspace.key, workspace.slug, workspace.path, NOW)
+        ms.ensure_workspace(conn, workspace, NOW)
         ms.insert_identity(conn, agent, alias_key(alias))
 
     return agent.id, op

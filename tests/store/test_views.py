@@ -12,6 +12,7 @@ from pager.domain import ids
 from pager.domain.clock import iso
 from pager.domain.records import Identity, MessageState, Session, SessionState
 from pager.domain.views import InboxCounts
+from pager.domain.workspace import Workspace
 from pager.store import close_database, open_database, views
 from pager.store import messaging as ms
 
@@ -27,7 +28,7 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
 
 def _workspace(conn: sqlite3.Connection, name: str) -> str:
     key = f"/src/{name}"
-    ms.ensure_workspace(conn, key, f"{name}-0a1b2c", key, NOW)
+    ms.ensure_workspace(conn, Workspace(key, f"{name}-0a1b2c", key), NOW)
     return key
 
 

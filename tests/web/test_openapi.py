@@ -25,6 +25,7 @@ import pager.web
 from pager.domain import ids
 from pager.domain.records import Identity, MessageState
 from pager.domain.views import AgentPage, Archived, MessagePage, Purged, Unarchived, encode_cursor
+from pager.domain.workspace import Workspace
 from pager.store import close_database, open_database, views
 from pager.store import messaging as ms
 from pager.web.app import create_quart_app
@@ -119,7 +120,7 @@ def _validator(name: str) -> jsonschema.Draft202012Validator:
 def test_openapi_schemas_describe_what_the_views_return(conn: sqlite3.Connection) -> None:
     """The snapshot, pages and action results built from a real store validate against the
     document's schemas (so the document is not a wish list)."""
-    ms.ensure_workspace(conn, "/src/api", "api-0a1b2c", "/src/api", NOW)
+    ms.ensure_workspace(conn, Workspace("/src/api", "api-0a1b2c", "/src/api"), NOW)
     made = []
     for alias in ("alice", "bob"):
         agent_id = ids.new_agent_id()

@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from pager.store._conn import Parameters
+from pager.store._identities import LOCK_INBOX
 
 #: The few statements SQLite spells its own way, as PostgreSQL spells them.
 SPELLED_OTHERWISE = {
@@ -20,6 +21,9 @@ SPELLED_OTHERWISE = {
     "SELECT seq FROM sqlite_sequence WHERE name = 'events'": (
         "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_seq_seq"
     ),
+    # One transaction at a time changes an identity's inbox, whichever broker runs it (the
+    # two-key form: its key space is apart from the schema's and the events' locks).
+    LOCK_INBOX: "SELECT pg_advisory_xact_lock(1, hashtext(?))",
 }
 #: Rows a streaming cursor fetches at a time.
 STREAM_BATCH = 1000

@@ -1,10 +1,10 @@
 """The PostgreSQL schema, as an ordered list of migrations (SPEC §13).
 
-The same tables as the SQLite store at its schema 8 (pager/store/_migrations.py), so that the
+The same tables as the SQLite store at its schema 9 (pager/store/_migrations.py), so that the
 store's statements, written in the SQL both engines speak, run on either; plus what several
-brokers sharing one database need: the hosts and their heartbeats, and each workspace's and
-session's host. Times are unix seconds (`double precision`, SQLite's REAL) and flags are
-integers 0/1 (SQLite has no booleans), exactly as in the SQLite schema.
+brokers sharing one database need: the hosts and their heartbeats, and the order events become
+visible in. Times are unix seconds (`double precision`, SQLite's REAL) and flags are integers 0/1
+(SQLite has no booleans), exactly as in the SQLite schema.
 
 The version is the `schema_version` row of `meta`. Migration N turns a version N-1 database into
 a version N one, all of it in one transaction. Append only: never edit a released migration.
@@ -26,6 +26,8 @@ class PgMigration:
 EVENTS_LOCK = 0x706167657276
 #: The channel NOTIFYed when events commit.
 EVENTS_CHANNEL = "pager_events"
+#: The channel of wakes across hosts: "<identity id> <host that changed it>".
+WAKE_CHANNEL = "pager_wake"
 
 _V1 = (
     "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -92,8 +94,8 @@ _V1 = (
     CREATE TRIGGER events_notify AFTER INSERT ON events
     FOR EACH STATEMENT EXECUTE FUNCTION pager_events_notify()
     """,
-    # A workspace is a directory on one host: the same path on two machines is two workspaces.
-    # ('' until the statements that make workspaces learn the host: issue 14, in progress.)
+    # A workspace is a directory on one host: the same path on two machines is two workspaces
+    # (its key is the host's name and the path: pager/domain/workspace.py `on_host`).
     """
     CREATE TABLE workspaces (
         key text PRIMARY KEY,
@@ -244,7 +246,7 @@ _V1 = (
 
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
-    PgMigration(1, "the store of schema 8, with hosts and each workspace's host", _V1),
+    PgMigration(1, "the store of schema 9, with the hosts and their heartbeats", _V1),
 )
 
 PG_SCHEMA_VERSION: int = PG_MIGRATIONS[-1].version

@@ -22,6 +22,7 @@ import trio
 
 from pager.config import StoreConfig, Windows
 from pager.domain.clock import WallClock
+from pager.domain.hosts import HostBoard, HostView
 from pager.health import HealthBoard
 from pager.store._conn import Conn
 from pager.store._errors import StoreUnavailable
@@ -32,9 +33,9 @@ from pager.store.pg._conn import PgConn
 from pager.store.pg._database import PgUnreachable, connect, first_line, upgrade
 from pager.store.pg._export import PgExports
 from pager.store.pg._listen import listen_forever
-from pager.store.pg._schema import EVENTS_CHANNEL
+from pager.store.pg._schema import EVENTS_CHANNEL, WAKE_CHANNEL
 from pager.store.pg._writer import PgWriter
-from pager.store.ports import EventLog
+from pager.store.ports import EventLog, WakeHandler, Wakeups
 from pager.store.sqlite_writer import BrokerRunInfo
 
 log = logging.getLogger("pager.store")
@@ -106,6 +107,42 @@ def _release_host(conn: Conn, host: _Host, stopped_at: str) -> None:
     )
 
 
+class PgWakeups:
+    """Wakes across hosts: NOTIFY on one channel that every broker LISTENs on, the payload
+    naming the identity and the host that changed it (a broker ignores its own)."""
+
+    shared = True
+
+    def __init__(self, host: str) -> None:
+        self._host = host
+        self.writer: PgWriter | None = None  # while the store runs
+        self._handler: WakeHandler | None = None
+
+    async def notify(self, identity_id: str) -> None:
+        writer = self.writer
+        if writer is None:
+            return
+        payload = f"{identity_id} {self._host}"
+        await writer.write(
+            lambda conn: conn.execute("SELECT pg_notify(?, ?)", (WAKE_CHANNEL, payload)).fetchone()
+        )
+
+    def on_wake(self, handler: WakeHandler | None) -> None:
+        self._handler = handler
+
+    def heard(self, payload: str) -> None:
+        """A notification on WAKE_CHANNEL ('' after the listener reconnected)."""
+        handler = self._handler
+        if handler is None:
+            return
+        if not payload:
+            handler(None)
+            return
+        identity_id, _, origin = payload.partition(" ")
+        if origin != self._host:
+            handler(identity_id)
+
+
 class PgReadSide:
     """A read connection of one user's own (views, listings, the retention plan)."""
 
@@ -175,6 +212,10 @@ class PgBackend:
         self._heartbeat = windows.host_heartbeat
         self.port_key = f"port@{host_name}"
         self._clock = DatabaseClock()
+        self.hosts = HostBoard(host_name)
+        self.store_host = host_name
+        self._wakeups = PgWakeups(host_name)
+        self.wakeups: Wakeups = self._wakeups
         self.clock: WallClock = self._clock
 
     async def run(
@@ -190,13 +231,21 @@ class PgBackend:
             await writer.read(self._clock.measure)
             now = self.clock.now()
             await writer.write(lambda conn: _claim_host(conn, self._host, now))
+            await self._see_hosts(writer)
             log.info("PostgreSQL store %s ready (host %s)", self._store.url, self._host.name)
             async with trio.open_nursery() as nursery:
                 # Other brokers' events reach this one's feed (its own commits tell it at once).
-                channels = {EVENTS_CHANNEL: lambda _payload: on_commit()}
+                channels = {
+                    EVENTS_CHANNEL: lambda _payload: on_commit(),
+                    WAKE_CHANNEL: self._wakeups.heard,
+                }
                 nursery.start_soon(partial(listen_forever, self._store, channels))
-                task_status.started(writer)
-                await self._beat_forever(writer, board)
+                self._wakeups.writer = writer
+                try:
+                    task_status.started(writer)
+                    await self._beat_forever(writer, board)
+                finally:
+                    self._wakeups.writer = None
         finally:
             with trio.CancelScope(shield=True):
                 stopped_at = self._utc_now()
@@ -224,12 +273,34 @@ class PgBackend:
             except StoreUnavailable as exc:
                 log.warning("heartbeat failed: %s", exc)  # the writer marked the board
                 continue
+            await self._see_hosts(writer)
             if not ours:
                 board.degrade(
                     "host",
                     f"another broker took the host name {name!r} in the shared store; give"
                     " each machine its own `[host] name` in config.toml",
                 )
+
+    async def _see_hosts(self, writer: PgWriter) -> None:
+        """Refresh `hosts` from their heartbeats: alive while fresher than ALIVE_HEARTBEATS."""
+        rows = await writer.read(
+            lambda conn: conn.execute(
+                "SELECT name, version, started_at, heartbeat_at FROM hosts ORDER BY name"
+            ).fetchall()
+        )
+        fresh_after = self.clock.now() - ALIVE_HEARTBEATS * self._heartbeat
+        this = self._host.name
+        self.hosts.update(
+            HostView(
+                name=str(name),
+                alive=name == this or float(beat) > fresh_after,
+                version=str(version),
+                started_at=float(started),
+                heartbeat_at=float(beat),
+                this=name == this,
+            )
+            for name, version, started, beat in rows
+        )
 
     def read_side(self) -> PgReadSide:
         return PgReadSide(self._store)
