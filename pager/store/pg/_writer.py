@@ -56,28 +56,37 @@ class _Connection:
 
     def run(self, fn: Callable[[Conn], T], *, read_only: bool = False) -> T:
         with self._lock:
-            for attempt in range(1, ATTEMPTS + 1):
-                raw = self._open()
+            rolled_back = 0
+            while True:
+                raw, fresh = self._open()
+                began = False
                 try:
                     with raw.transaction():
+                        began = True
                         if read_only:  # one snapshot for all of `fn`'s statements
                             raw.execute(
                                 "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
                             )
                         return fn(PgConn(raw))
                 except psycopg.errors.TransactionRollback:
-                    if attempt == ATTEMPTS:
+                    rolled_back += 1
+                    if rolled_back == ATTEMPTS:
                         raise
                 except psycopg.OperationalError as exc:
                     self._drop()
+                    if not began and not fresh:
+                        # It died while idle (a server restart since the last call): its
+                        # BEGIN failed, nothing of `fn` ran; once more on a new connection.
+                        continue
                     raise PgUnreachable(self._store.url or "", first_line(exc)) from None
-            raise AssertionError("unreachable")  # the loop returns or raises
 
-    def _open(self) -> psycopg.Connection[Any]:
+    def _open(self) -> tuple[psycopg.Connection[Any], bool]:
+        """The connection, and whether it was opened just now."""
         if self._raw is None or self._raw.closed or self._raw.broken:
             self._drop()
             self._raw = connect(self._store, application_name=f"pager {self._name}")
-        return self._raw
+            return self._raw, True
+        return self._raw, False
 
     def _drop(self) -> None:
         raw, self._raw = self._raw, None
