@@ -119,7 +119,15 @@ async def run_messaging(
             directory = await start_actor(
                 nursery, DirectoryActor(nursery, directory_deps), name="directory"
             )
-            sweeper_deps = SweeperDeps(store.retention, identities, timers, clock, config.windows)
+            sweeper_deps = SweeperDeps(
+                store.retention,
+                identities,
+                timers,
+                clock,
+                config.windows,
+                leadership=store.leadership,
+                hosts=store.hosts,
+            )
             # Its first sweep runs before the service is handed out.
             await start_actor(nursery, SweeperActor(sweeper_deps), name="sweeper")
             task_status.started(service(directory, identities))

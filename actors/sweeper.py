@@ -22,8 +22,9 @@ from actors.identities import Identities
 from actors.timers import TimerService
 from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
+from pager.domain.hosts import HostBoard
 from pager.store import messaging as ms
-from pager.store.ports import Retention
+from pager.store.ports import AlwaysLead, Leadership, Retention
 
 log = logging.getLogger("pager.sweeper")
 
@@ -75,6 +76,9 @@ class SweeperDeps:
     timers: TimerService
     clock: WallClock
     windows: Windows
+    #: With a shared store, only the leader sweeps, and it ends gone hosts' lapsed sessions.
+    leadership: Leadership = attrs.Factory(AlwaysLead)
+    hosts: HostBoard | None = None
 
 
 class SweeperActor(Actor[SweeperMessage]):
@@ -105,6 +109,18 @@ class SweeperActor(Actor[SweeperMessage]):
         windows, retention = self.deps.windows, self.deps.retention
         applied: list[ms.Applied] = []
         try:
+            if not await self.deps.leadership.lead():
+                # Another broker sharing the store sweeps; ask again next period, to take
+                # over if it died (its lock went with its connection).
+                if reply is not None:
+                    reply.send(SweepReport([], ms.Pruned(0, 0)))
+                self._arm(None, more=False)
+                return
+            hosts = self.deps.hosts
+            gone = [] if hosts is None else [h.name for h in hosts.views() if not h.alive]
+            if gone:
+                for agent_id in await retention.expire_sessions_of(gone, now=now):
+                    log.info("identity %s: its session ended (its host is gone)", agent_id)
             plan = await retention.plan(now=now, windows=windows, limit=BATCH)
             for step in _by_identity(plan.due, APPLY_STEP):
                 began = trio.current_time()

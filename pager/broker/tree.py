@@ -258,7 +258,12 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         try:
             await run_messaging(
                 ports=lambda: messaging_ports(
-                    store.get(), sweep_reads, host=backend.store_host, wakeups=backend.wakeups
+                    store.get(),
+                    sweep_reads,
+                    host=backend.store_host,
+                    wakeups=backend.wakeups,
+                    leadership=backend.leadership,
+                    hosts=backend.hosts,
                 ),
                 providers=hub.get,
                 config=ctx.config,

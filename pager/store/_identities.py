@@ -8,7 +8,7 @@ operator sees (an identity created, renamed or moved; a session attached or ende
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pager.domain.names import format_address
@@ -385,6 +385,24 @@ def earliest_due_after(conn: Conn, now: float) -> float | None:
         "SELECT MIN(next_due) FROM identities WHERE next_due > ?", (now,)
     ).fetchone()
     return None if due is None else float(due)
+
+
+def expire_sessions_of_hosts(conn: Conn, hosts: Sequence[str], now: float) -> list[str]:
+    """End the attached sessions of brokers that are gone (SPEC §13) once their leases
+    lapsed: their broker cannot end them. The ids of the identities detached."""
+    ended: list[str] = []
+    for host in hosts:
+        rows = conn.execute(
+            "SELECT id, identity_id FROM sessions WHERE state = 'attached' AND host = ?"
+            " AND lease_expires_at < ?",
+            (host, now),
+        ).fetchall()
+        for session_id, identity_id in rows:
+            reason = f"lease lapsed (the broker of host {host} is not running)"
+            end_session(conn, str(session_id), SessionState.EXPIRED, reason, now)
+            touch_identity(conn, str(identity_id), now, attached=False)
+            ended.append(str(identity_id))
+    return ended
 
 
 def end_session(

@@ -20,7 +20,7 @@ from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
 from pager.store._conn import Conn
 from pager.store.operator_ports import Exports
-from pager.store.ports import EventLog, Wakeups
+from pager.store.ports import EventLog, Leadership, Wakeups
 from pager.store.sqlite_writer import BrokerRunInfo
 
 T = TypeVar("T")
@@ -57,6 +57,7 @@ class Backend(Protocol):
     #: This broker's host as the store records it on sessions ('' when not shared).
     store_host: str
     wakeups: Wakeups
+    leadership: Leadership
 
     async def run(
         self,

@@ -19,6 +19,7 @@ import attrs
 from pager.config import Windows
 from pager.domain.api import Caller
 from pager.domain.delivery import Via
+from pager.domain.hosts import HostBoard
 from pager.domain.records import Claim, Message, Session, SessionState
 from pager.domain.results import AliasResult
 from pager.domain.workspace import Workspace
@@ -202,6 +203,25 @@ class Retention(Protocol):
         windows."""
         ...
 
+    async def expire_sessions_of(self, hosts: Sequence[str], *, now: float) -> list[str]:
+        """End the sessions of these hosts' brokers (which are not running) whose leases
+        lapsed; the identities detached (SPEC §13)."""
+        ...
+
+
+class Leadership(Protocol):
+    """Whether this broker is the one that sweeps (SPEC §13: retention runs on one broker at
+    a time; another takes over when it dies)."""
+
+    async def lead(self) -> bool: ...
+
+
+class AlwaysLead:
+    """A store of one broker: it always sweeps."""
+
+    async def lead(self) -> bool:
+        return True
+
 
 class Directory(Protocol):
     """Identities and their places (SPEC §7): registrations, renames, moves, takeovers and the
@@ -306,3 +326,6 @@ class MessagingPorts:
     #: This broker's host as sessions record it ('' when it has the store alone).
     host: str = ""
     wakeups: Wakeups = attrs.field(factory=NoWakeups)
+    leadership: Leadership = attrs.field(factory=AlwaysLead)
+    #: The store's hosts and their liveness (None: a store of one broker).
+    hosts: HostBoard | None = None

@@ -16,7 +16,14 @@ from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.store.events import open_event_log
 from pager.store.operator_ports import Exports
-from pager.store.ports import EventLog, MessagingPorts, NoWakeups, Wakeups
+from pager.store.ports import (
+    AlwaysLead,
+    EventLog,
+    Leadership,
+    MessagingPorts,
+    NoWakeups,
+    Wakeups,
+)
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
@@ -28,10 +35,17 @@ if TYPE_CHECKING:
 
 
 def messaging_ports(
-    writer: Writer, sweep_reads: Reads, *, host: str = "", wakeups: Wakeups | None = None
+    writer: Writer,
+    sweep_reads: Reads,
+    *,
+    host: str = "",
+    wakeups: Wakeups | None = None,
+    leadership: Leadership | None = None,
+    hosts: HostBoard | None = None,
 ) -> MessagingPorts:
     """The ports over one writer; `sweep_reads` is the retention plan's own read connection.
-    `host` and `wakeups`: this broker's, with a store it shares (pager/store/pg)."""
+    The rest is for a store several brokers share (pager/store/pg): this broker's host, the
+    wakes across hosts, the sweeping leader's lock and the hosts' liveness."""
     return MessagingPorts(
         inbox=SqliteInbox(writer),
         sessions=SqliteSessions(writer, host),
@@ -39,6 +53,8 @@ def messaging_ports(
         retention=SqliteRetention(writer, sweep_reads),
         host=host,
         wakeups=NoWakeups() if wakeups is None else wakeups,
+        leadership=AlwaysLead() if leadership is None else leadership,
+        hosts=hosts,
     )
 
 
@@ -63,6 +79,7 @@ class SqliteBackend:
         self.hosts = hosts
         self.store_host = ""
         self.wakeups: Wakeups = NoWakeups()
+        self.leadership: Leadership = AlwaysLead()
 
     async def run(
         self,

@@ -299,3 +299,7 @@ class SqliteRetention:
 
     async def prune(self, *, now: float, windows: Windows) -> ms.Pruned:
         return await self._writer.write(lambda conn: ms.prune(conn, now, windows), heavy=True)
+
+    async def expire_sessions_of(self, hosts: Sequence[str], *, now: float) -> list[str]:
+        gone = list(hosts)
+        return await self._writer.write(lambda conn: ms.expire_sessions_of_hosts(conn, gone, now))

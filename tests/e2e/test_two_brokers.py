@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +34,32 @@ def _host_broker(tmp_path: Path, name: str, env: dict[str, str]) -> Broker:
     home = PagerHome(tmp_path / name)
     home.root.mkdir(mode=0o700, parents=True)
     (home.root / "config.toml").write_text(f'[host]\nname = "{name}"\n')
-    return start_broker(home, tmp_path / f"repo-{name}", **FAST_WINDOWS, **HEARTBEAT, **env)
+    return start_broker(home, tmp_path / f"repo-{name}", **{**FAST_WINDOWS, **HEARTBEAT, **env})
+
+
+HostPair = Callable[..., tuple[Broker, Broker]]
 
 
 @pytest.fixture
-def hosts(tmp_path: Path, pg_dsn: str) -> Iterator[tuple[Broker, Broker]]:
-    """Brokers `alpha` and `beta` on one fresh database, each with its own state dir."""
-    env = postgres_env(pg_dsn, tmp_path)
-    alpha = _host_broker(tmp_path, "alpha", env)
-    beta = _host_broker(tmp_path, "beta", env)
-    yield alpha, beta
-    alpha.home.kill_all()
-    beta.home.kill_all()
+def host_pair(tmp_path: Path, pg_dsn: str) -> Iterator[HostPair]:
+    """Starts brokers `alpha` then `beta` on one fresh database, each with its own state dir,
+    with the given extra environment (e.g. windows)."""
+    started: list[Broker] = []
+
+    def start(**extra: str) -> tuple[Broker, Broker]:
+        env = {**postgres_env(pg_dsn, tmp_path), **extra}
+        started.append(_host_broker(tmp_path, "alpha", env))
+        started.append(_host_broker(tmp_path, "beta", env))
+        return started[0], started[1]
+
+    yield start
+    for broker in started:
+        broker.home.kill_all()
+
+
+@pytest.fixture
+def hosts(host_pair: HostPair) -> tuple[Broker, Broker]:
+    return host_pair()
 
 
 async def _roster(broker: Broker, token: str) -> dict[str, dict[str, Any]]:
@@ -258,3 +272,23 @@ async def _drain(broker: Broker, token: str, at_least: int) -> list[tuple[str, s
             tokens = [c["token"] for c in answer["claims"]]
             structured(await client.call_tool("ack", {"tokens": tokens}))
     return got
+
+
+async def test_a_dead_hosts_sessions_end_once_their_leases_lapse(host_pair: HostPair) -> None:
+    """alpha (the first broker, so the one that sweeps) is killed: beta takes over the sweeps
+    and ends alice's session once its lease lapsed, as alpha can no longer do; her mail waits
+    for her next attachment, on any host."""
+    alpha, beta = host_pair(PAGER_WINDOW_LEASE_TTL="1s")
+    alice = await alpha.register("alice")
+    alpha.home.kill_all()
+    with trio.fail_after(60):
+        while True:
+            snapshot = (await beta.get("/v1/snapshot")).json()
+            agents = {a["agent_id"]: a for ws in snapshot["workspaces"] for a in ws["agents"]}
+            if not agents[alice["agent_id"]]["sessions"]:
+                break
+            await trio.sleep(0.05)
+    detached = [
+        e for e in await beta.events("agent.detached") if e["data"]["agent_id"] == alice["agent_id"]
+    ]
+    assert detached, "the session's end is an event"

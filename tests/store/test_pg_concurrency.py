@@ -16,6 +16,7 @@ from pager.store import messaging as ms
 from pager.store.events import EventLogReader
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import connect, upgrade
+from pager.store.pg.backend import PgLeadership
 from tests.store.test_pg_schema import pg_store
 
 NOW = 1_800_000_000.0
@@ -102,3 +103,22 @@ def test_events_become_visible_in_seq_order(
         assert seqs == sorted(seqs)
     finally:
         reader.close()
+
+
+async def test_one_broker_at_a_time_sweeps_and_another_takes_over(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """SPEC §13: retention on one broker at a time. The lock goes with its holder's
+    connection: when that ends (a stop, a crash), the next broker to ask leads."""
+    store = pg_store(pg_dsn, tmp_path)
+    first, second = PgLeadership(store), PgLeadership(store)
+    try:
+        assert await first.lead()
+        assert not await second.lead()
+        assert await first.lead()  # asking again while leading keeps it
+        first.close()  # as its process ending would close its connection
+        assert await second.lead()
+        assert not await first.lead()
+    finally:
+        first.close()
+        second.close()

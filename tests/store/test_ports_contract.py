@@ -104,8 +104,8 @@ class Backend:
         await self.checkpoint.write(op)
         return agent_id
 
-    async def attach(self, identity_id: str) -> Session:
-        session = new_session(identity_id)
+    async def attach(self, identity_id: str, host: str = "") -> Session:
+        session = attrs.evolve(new_session(identity_id), host=host)
         await self.checkpoint.write(lambda conn: ms.insert_session(conn, session))
         return session
 
@@ -467,6 +467,27 @@ async def test_ports_retention_plans_on_a_snapshot_and_applies_what_still_stands
     done = await backend.retention.apply(plan.due, now=later, windows=WINDOWS)
     assert [(d.agent_id, d.action) for d in done] == [(idle, ms.Action.ARCHIVE)]
     assert plan.next_due is not None
+
+
+async def test_ports_retention_ends_only_gone_hosts_lapsed_sessions(backend: Backend) -> None:
+    """SPEC §13: a session attached through a broker that is gone ends once its lease lapsed
+    (its broker cannot end it); one still leased, or of a host not named, stays."""
+    lapsed, leased = await backend.identity("lapsed"), await backend.identity("leased")
+    other = await backend.identity("other")
+    await backend.attach(lapsed, host="gone")
+    await backend.attach(leased, host="gone")
+    await backend.attach(other, host="alive")
+    await backend.checkpoint.write(
+        lambda conn: conn.execute(
+            "UPDATE sessions SET lease_expires_at = ? WHERE identity_id = ?", (NOW - 1, lapsed)
+        )
+    )
+    ended = await backend.retention.expire_sessions_of(["gone"], now=NOW)
+    assert ended == [lapsed]
+    assert backend.sessions.attached(lapsed)[0] is None
+    assert backend.sessions.attached(leased)[0] is not None
+    assert backend.sessions.attached(other)[0] is not None
+    assert await backend.retention.expire_sessions_of(["gone"], now=NOW) == []
 
 
 async def test_ports_event_log_reads_changes_in_order(backend: Backend) -> None:

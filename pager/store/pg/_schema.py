@@ -24,6 +24,8 @@ class PgMigration:
 
 #: The advisory lock held from a transaction's first event to its commit ("pagerv" in ASCII).
 EVENTS_LOCK = 0x706167657276
+#: The advisory lock the broker that sweeps holds (SPEC §13: retention on one broker at a time).
+SWEEP_LOCK = 0x706167657273
 #: The channel NOTIFYed when events commit.
 EVENTS_CHANNEL = "pager_events"
 #: The channel of wakes across hosts: "<identity id> <host that changed it>".

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -33,9 +34,9 @@ from pager.store.pg._conn import PgConn
 from pager.store.pg._database import PgUnreachable, connect, first_line, upgrade
 from pager.store.pg._export import PgExports
 from pager.store.pg._listen import listen_forever
-from pager.store.pg._schema import EVENTS_CHANNEL, WAKE_CHANNEL
+from pager.store.pg._schema import EVENTS_CHANNEL, SWEEP_LOCK, WAKE_CHANNEL
 from pager.store.pg._writer import PgWriter
-from pager.store.ports import EventLog, WakeHandler, Wakeups
+from pager.store.ports import EventLog, Leadership, WakeHandler, Wakeups
 from pager.store.sqlite_writer import BrokerRunInfo
 
 log = logging.getLogger("pager.store")
@@ -143,6 +144,58 @@ class PgWakeups:
             handler(identity_id)
 
 
+class PgLeadership:
+    """This broker sweeps while it holds SWEEP_LOCK, a session-level advisory lock on a
+    connection of its own. The server lets the lock go when that connection ends: the broker
+    stopped, died (the kernel closes its socket at once) or was cut off (the server's TCP
+    keepalives, set short on this connection, notice within about 11 s); another broker then
+    takes it at its next sweep."""
+
+    #: The server's keepalive probes on the lock's connection: idle, interval, count.
+    KEEPALIVES = ("5", "2", "3")
+
+    def __init__(self, store: StoreConfig) -> None:
+        self._store = store
+        self._conn: psycopg.Connection[Any] | None = None
+        self._held = False
+        self._lock = threading.Lock()
+
+    async def lead(self) -> bool:
+        return await trio.to_thread.run_sync(self._lead)
+
+    def _lead(self) -> bool:
+        with self._lock:
+            try:
+                conn = self._conn
+                if conn is None or conn.closed or conn.broken:
+                    self._held = False
+                    conn = self._conn = connect(self._store, application_name="pager sweeps")
+                    idle, interval, count = self.KEEPALIVES
+                    conn.execute(f"SET tcp_keepalives_idle = {idle}")
+                    conn.execute(f"SET tcp_keepalives_interval = {interval}")
+                    conn.execute(f"SET tcp_keepalives_count = {count}")
+                if self._held:
+                    conn.execute("SELECT 1")  # still connected, so still held
+                else:
+                    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (SWEEP_LOCK,)).fetchone()
+                    self._held = bool(row and row[0])
+            except (psycopg.OperationalError, PgUnreachable) as exc:
+                log.warning("cannot tell whether this broker sweeps: %s", first_line(exc))
+                self._close()
+                return False
+            return self._held
+
+    def _close(self) -> None:
+        conn, self._conn, self._held = self._conn, None, False
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
 class PgReadSide:
     """A read connection of one user's own (views, listings, the retention plan)."""
 
@@ -216,6 +269,8 @@ class PgBackend:
         self.store_host = host_name
         self._wakeups = PgWakeups(host_name)
         self.wakeups: Wakeups = self._wakeups
+        self._leadership = PgLeadership(store)
+        self.leadership: Leadership = self._leadership
         self.clock: WallClock = self._clock
 
     async def run(
@@ -248,6 +303,7 @@ class PgBackend:
                     self._wakeups.writer = None
         finally:
             with trio.CancelScope(shield=True):
+                self._leadership.close()  # another broker sweeps from now on
                 stopped_at = self._utc_now()
                 try:
                     await writer.write(lambda conn: _release_host(conn, self._host, stopped_at))
