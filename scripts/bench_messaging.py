@@ -424,7 +424,9 @@ async def _worker_cycles(spec: dict[str, Any]) -> dict[str, Any]:
 
 async def _worker_delivery(spec: dict[str, Any]) -> dict[str, Any]:
     """Registers a recipient whose delivery address is a listener in this process, then sends
-    to it one message at a time; latency = arrival at the listener - start of the send."""
+    to it one message at a time; latency = arrival at the listener - start of the send.
+    With `recipient` ({url, secret, workspace}) the recipient is registered on that broker
+    (another host of a shared store, bench_multihost.py) and addressed by its address."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -469,10 +471,12 @@ async def _worker_delivery(spec: dict[str, Any]) -> dict[str, Any]:
     thread.start()
     try:
         inbox_url = f"http://127.0.0.1:{server.server_address[1]}/inbox"
-        recipient = await _register_async(spec, "inbox", inbox_url)
+        where = spec.get("recipient", spec)
+        recipient = await _register_async(where, "inbox", inbox_url)
+        to = recipient["address"] if "recipient" in spec else "inbox"
         async with (
             _mcp_client(spec["url"], spec["token"]) as sender,
-            _mcp_client(spec["url"], recipient["token"]) as receiver,
+            _mcp_client(where["url"], recipient["token"]) as receiver,
         ):
 
             async def ack_all() -> None:
@@ -483,7 +487,7 @@ async def _worker_delivery(spec: dict[str, Any]) -> dict[str, Any]:
                     await _call(receiver, "ack", {"tokens": pending[i : i + 100]})
 
             for _ in range(5):
-                await _call(sender, "send", {"to": "inbox", "body": "warm-up"})
+                await _call(sender, "send", {"to": to, "body": "warm-up"})
             await _call(receiver, "whoami", {})
             await ack_all()
             await _handshake()
@@ -494,7 +498,7 @@ async def _worker_delivery(spec: dict[str, Any]) -> dict[str, Any]:
             for n in range(spec["count"]):
                 start = time.perf_counter()
                 try:
-                    sent = await _call(sender, "send", {"to": "inbox", "body": f"{BODY} {n}"})
+                    sent = await _call(sender, "send", {"to": to, "body": f"{BODY} {n}"})
                 except Exception as exc:
                     errors.append(repr(exc)[:200])
                     continue
