@@ -46,15 +46,17 @@ ATTEMPTS = 3
 
 
 class _Connection:
-    """One connection, used by one call at a time, each call its own transaction."""
+    """One connection, used by one call at a time, each call its own transaction: read-write,
+    or (`read_only`) REPEATABLE READ READ ONLY, so all of a read's statements see one state."""
 
-    def __init__(self, store: StoreConfig, name: str) -> None:
+    def __init__(self, store: StoreConfig, name: str, *, read_only: bool = False) -> None:
         self._store = store
         self._name = name
+        self._read_only = read_only
         self._raw: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
 
-    def run(self, fn: Callable[[Conn], T], *, read_only: bool = False) -> T:
+    def run(self, fn: Callable[[Conn], T]) -> T:
         with self._lock:
             rolled_back = 0
             while True:
@@ -63,10 +65,6 @@ class _Connection:
                 try:
                     with raw.transaction():
                         began = True
-                        if read_only:  # one snapshot for all of `fn`'s statements
-                            raw.execute(
-                                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-                            )
                         return fn(PgConn(raw))
                 except psycopg.errors.TransactionRollback:
                     rolled_back += 1
@@ -84,8 +82,12 @@ class _Connection:
         """The connection, and whether it was opened just now."""
         if self._raw is None or self._raw.closed or self._raw.broken:
             self._drop()
-            self._raw = connect(self._store, application_name=f"pager {self._name}")
-            return self._raw, True
+            raw = connect(self._store, application_name=f"pager {self._name}")
+            if self._read_only:  # said in each BEGIN: no round trip of its own
+                raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                raw.read_only = True
+            self._raw = raw
+            return raw, True
         return self._raw, False
 
     def _drop(self) -> None:
@@ -139,8 +141,8 @@ class PgWriter:
         board: HealthBoard | None = None,
     ) -> None:
         self._writes = _Pool(store, "writer", pool)
-        self._reads = _Connection(store, "reader")
-        self._lookups = _Connection(store, "lookups")
+        self._reads = _Connection(store, "reader", read_only=True)
+        self._lookups = _Connection(store, "lookups", read_only=True)
         # Bounds the threads that wait for a pooled connection to what the pool can serve.
         self._slots = trio.CapacityLimiter(pool)
         self._inline = inline
@@ -154,10 +156,10 @@ class PgWriter:
         return value
 
     def lookup(self, fn: Callable[[Conn], T]) -> T:
-        return self._watched(lambda: self._lookups.run(fn, read_only=True))
+        return self._watched(lambda: self._lookups.run(fn))
 
     async def read(self, fn: Callable[[Conn], T]) -> T:
-        return await self._call(lambda: self._reads.run(fn, read_only=True))
+        return await self._call(lambda: self._reads.run(fn))
 
     async def _call(
         self, run: Callable[[], T], *, limiter: trio.CapacityLimiter | None = None
