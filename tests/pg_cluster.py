@@ -1,6 +1,12 @@
 """A throwaway PostgreSQL cluster for the tests: `initdb` into a fresh temporary directory, a
 server on a free port of 127.0.0.1 only, SCRAM passwords, removed again on exit.
 
+It serves TLS as well as plain TCP (libpq's default `sslmode=prefer` takes TLS; `disable` still
+connects): a throwaway CA made with the `openssl` command signs the server's certificate, for
+IP:127.0.0.1 and DNS:localhost, so `sslmode=verify-full&sslrootcert=<ca_file>` verifies it;
+`other_ca_file` is an unrelated CA, which must not. `create_tls_only_role` makes a role the
+server refuses without TLS.
+
 The server binaries come from the machine (`pg_config --bindir`, else `initdb`/`pg_ctl`/
 `postgres` on PATH, else the newest /usr/lib/postgresql/<version>/bin); `./scripts/test`
 installs Debian's `postgresql` package when they are missing. PostgreSQL refuses to run as root,
@@ -11,6 +17,7 @@ that user; otherwise they run as the current user.
     with PgCluster() as cluster:
         dsn = cluster.create_database("t1")   # postgresql://pager:…@127.0.0.1:PORT/t1
         cluster.restart()                      # drops every connection, same port and password
+        cluster.ca_file                        # the CA that signed the server's certificate
 """
 
 from __future__ import annotations
@@ -45,6 +52,34 @@ PORT_TRIES = 5
 UNPRIVILEGED_USERS = ("postgres", "nobody")
 #: The superuser's name (its password is random, made per cluster).
 SUPERUSER = "pager"
+#: How long `openssl` may take to make a key or sign a certificate.
+OPENSSL_TIMEOUT = 60
+#: Days the throwaway certificates are valid (a cluster lives as long as a test session).
+CERT_DAYS = 30
+#: Role names `create_tls_only_role` takes: written unquoted into pg_hba.conf and SQL.
+_ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+#: What `openssl` reads: the CAs' and the server certificate's extensions. verify-full checks
+#: the host libpq was given against subjectAltName (an IP address against an IP entry).
+_OPENSSL_CONF = """\
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = unused
+[ca]
+basicConstraints = critical, CA:true
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = critical, CA:false
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+"""
+#: How long a reload of the server's configuration may take to be seen by new connections.
+RELOAD_TIMEOUT = 30
 
 StopMode = Literal["smart", "fast", "immediate"]
 
@@ -185,6 +220,24 @@ class PgCluster:
     def log_file(self) -> Path:
         return self._dir("server.log")
 
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate that signed the server's (`sslrootcert` for verify-full)."""
+        return self._dir("ca.pem")
+
+    @property
+    def other_ca_file(self) -> Path:
+        """A CA certificate unrelated to the server's: verifying with it must fail."""
+        return self._dir("other-ca.pem")
+
+    @property
+    def server_cert_file(self) -> Path:
+        return self._dir("server.pem")
+
+    @property
+    def server_key_file(self) -> Path:
+        return self._dir("server.key")
+
     def dsn_for(self, dbname: str) -> str:
         """A `postgresql://` URL to one database of this cluster, as the superuser, over TCP."""
         return (
@@ -290,6 +343,7 @@ class PgCluster:
                 timeout=INITDB_TIMEOUT,
             )
             pwfile.unlink()
+            self._make_certificates()
             with self.data_dir.joinpath("postgresql.conf").open("a") as conf:
                 conf.write(
                     "\n# tests/pg_cluster.py\n"
@@ -302,11 +356,66 @@ class PgCluster:
                     "shared_buffers = 16MB\n"
                     "max_connections = 100\n"
                     "log_min_messages = warning\n"
+                    # TLS besides plain TCP: pg_hba.conf's `host` lines take both.
+                    "ssl = on\n"
+                    f"ssl_cert_file = '{self.server_cert_file}'\n"
+                    f"ssl_key_file = '{self.server_key_file}'\n"
                     "include_if_exists = 'port.conf'\n"
                 )
         except BaseException:
             self.destroy()
             raise
+
+    def _openssl(self, *args: str | Path) -> None:
+        command = [shutil.which("openssl") or "openssl", *(str(arg) for arg in args)]
+        try:
+            done = subprocess.run(
+                command,
+                cwd=self.root,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=OPENSSL_TIMEOUT,
+            )
+        except FileNotFoundError as error:
+            raise PgClusterError(
+                "the `openssl` command, which makes the test cluster's certificates, is not"
+                " installed (Debian: apt-get install openssl)"
+            ) from error
+        except subprocess.TimeoutExpired as error:
+            raise PgClusterError(f"{command} took longer than {OPENSSL_TIMEOUT} s") from error
+        if done.returncode != 0:
+            raise PgClusterError(
+                f"{command} exited {done.returncode}:\n{done.stdout}{done.stderr}".rstrip()
+            )
+
+    def _make_certificates(self) -> None:
+        """Two throwaway CAs and a server key and certificate signed by the first, with EC
+        P-256 keys (quick to make). The server's key is its user's alone (mode 600): the server
+        refuses a key others can read."""
+        conf = self._dir("openssl.cnf")
+        conf.write_text(_OPENSSL_CONF)
+        new_key: list[str | Path] = [
+            *("-config", conf, "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
+            "-nodes",  # the key unencrypted: the server reads it unattended
+        ]
+        days = ["-days", str(CERT_DAYS)]
+        for name, cert in (("ca", self.ca_file), ("other-ca", self.other_ca_file)):
+            # A random name each: the other CA, or another cluster's, is unrelated to this one.
+            subject = f"/CN=Pager test {name} {secrets.token_hex(4)}"
+            self_signed = ["req", "-x509", *new_key, "-extensions", "ca", *days, "-subj", subject]
+            self._openssl(*self_signed, "-keyout", self._dir(f"{name}.key"), "-out", cert)
+        request = self._dir("server.csr")
+        csr: list[str | Path] = ["req", "-new", *new_key, "-subj", "/CN=localhost", "-out", request]
+        self._openssl(*csr, "-keyout", self.server_key_file)
+        sign: list[str | Path] = ["x509", "-req", "-in", request, "-out", self.server_cert_file]
+        signer: list[str | Path] = ["-CA", self.ca_file, "-CAkey", self._dir("ca.key")]
+        serial = ["-set_serial", f"0x{secrets.token_hex(8)}"]
+        self._openssl(*sign, *signer, *serial, *days, "-extfile", conf, "-extensions", "server")
+        request.unlink()
+        self.server_key_file.chmod(0o600)
+        self._give(self.server_key_file)
+        self._give(self.server_cert_file)
 
     def start(self) -> None:
         """Start the server on a free port (a new one on a clash; the same one on a restart)."""
@@ -393,6 +502,45 @@ class PgCluster:
         with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as connection:
             connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.dsn_for(name)
+
+    def create_tls_only_role(self, name: str, password: str) -> None:
+        """A LOGIN role (SCRAM password) the server accepts over TLS only: pg_hba.conf gets a
+        `hostssl` line for it and `hostnossl` and `local` lines rejecting it, above initdb's
+        lines (the first line that matches decides), and the server reloads it."""
+        if not _ROLE_NAME.fullmatch(name):
+            raise ValueError(f"role name {name!r}: lower-case letters, digits and _ only")
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as connection:
+            connection.execute(
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                    sql.Identifier(name), sql.Literal(password)
+                )
+            )
+        hba = self.data_dir / "pg_hba.conf"
+        lines = (
+            f"# tests/pg_cluster.py: {name} over TLS only\n"
+            f"hostssl    all  {name}  all  scram-sha-256\n"
+            f"hostnossl  all  {name}  all  reject\n"
+            f"local      all  {name}       reject\n"
+        )
+        hba.write_text(lines + hba.read_text())  # rewritten in place: its owner is kept
+        self.reload()
+
+    def reload(self) -> None:
+        """Have the server read its configuration files again, and return once connections
+        made from now on see them. pg_reload_conf() only signals the postmaster; a backend
+        forked after the postmaster has reloaded (pg_hba.conf included) inherits its newer
+        pg_conf_load_time()."""
+        query = "SELECT pg_conf_load_time()"
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as connection:
+            before = connection.execute(query).fetchone()
+            connection.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + RELOAD_TIMEOUT
+        while time.monotonic() < deadline:
+            with psycopg.connect(self.dsn, connect_timeout=10) as connection:
+                if connection.execute(query).fetchone() != before:  # it only moves forward
+                    return
+            time.sleep(0.02)  # paces the check
+        raise PgClusterError(f"the server did not reload its configuration:\n{self._log_tail()}")
 
     def drop_database(self, name: str) -> None:
         """Drop a database, ending any connection still open to it."""
