@@ -1,6 +1,7 @@
 # Used by scripts/test: the PostgreSQL server binaries that tests/pg_cluster.py runs its
-# throwaway cluster with. Quiet, and a no-op, when they are there; when they are missing, as root
-# with apt-get (CI), installs Debian's `postgresql` package; otherwise leaves the machine alone.
+# throwaway cluster with, and the `openssl` command that makes its TLS certificates. Quiet, and a
+# no-op, when they are there; when they are missing, as root with apt-get (CI), installs Debian's
+# `postgresql` and `openssl` packages; otherwise leaves the machine alone.
 # Usage: ensure_postgres
 
 # True when a directory holds initdb, pg_ctl and postgres (what tests/pg_cluster.py looks for:
@@ -22,13 +23,14 @@ postgres_binaries_found() {
 
 ensure_postgres() {
     local log
-    postgres_binaries_found && return 0
+    postgres_binaries_found && command -v openssl >/dev/null 2>&1 && return 0
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-        echo "pager: no PostgreSQL server binaries (initdb, pg_ctl, postgres); the PostgreSQL" \
-            "tests will fail until they are installed (Debian: apt-get install postgresql)" >&2
+        echo "pager: no PostgreSQL server binaries (initdb, pg_ctl, postgres) or no openssl; the" \
+            "PostgreSQL tests will fail until they are installed (Debian: apt-get install" \
+            "postgresql openssl)" >&2
         return 0
     fi
-    echo "Installing Debian's postgresql package for the PostgreSQL tests (server binaries missing) ..." >&2
+    echo "Installing Debian's postgresql and openssl packages for the PostgreSQL tests ..." >&2
     # The tests run their own throwaway cluster: have the package create (and start) none.
     mkdir -p /etc/postgresql-common/createcluster.d
     [ -e /etc/postgresql-common/createcluster.d/pager-tests.conf ] ||
@@ -36,12 +38,12 @@ ensure_postgres() {
     log="$(mktemp)"
     # apt-get update only when the package lists don't know the package (fresh image) or are
     # stale (the install fails fetching).
-    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >"$log" 2>&1; then
-        if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; } \
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql openssl >"$log" 2>&1; then
+        if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql openssl; } \
             >"$log" 2>&1; then
             cat "$log" >&2
             rm -f "$log"
-            echo "pager: installing Debian's postgresql package failed (output above)" >&2
+            echo "pager: installing Debian's postgresql and openssl packages failed (output above)" >&2
             return 1
         fi
     fi
