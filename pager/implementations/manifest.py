@@ -32,7 +32,7 @@ RESERVED_IDS = frozenset(
         *("serve", "start", "status", "exit", "restart", "mcp", "hook", "skill", "plugin"),
         *("implementations", "help", "send", "ls", "who", "whoami", "alias", "claim", "inbox"),
         *("export", "notify", "run", "reset", "read", "ack", "history", "sent", "archive"),
-        *("unarchive", "purge", "token", "wake", "tui"),
+        *("unarchive", "purge", "token", "wake", "tui", "store"),
     }
 )
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,31}$")

@@ -122,8 +122,8 @@ def copy_to_postgresql(
     every: int = PROGRESS_EVERY,
 ) -> dict[str, int]:
     """Copy the SQLite store of `paths` into the PostgreSQL store `target` as host `host`;
-    the rows copied per table (in `TABLES` order). Raises one of NOT_COPIED (or
-    PgUnreachable, one of them) with nothing written."""
+    the rows copied per table (in `TABLES` order). Raises one of NOT_COPIED (PgUnreachable
+    among them), having written nothing."""
     database = paths.database
     if not database.is_file():
         raise CopyRefused(
@@ -216,7 +216,6 @@ def copy_store(
     source.execute("BEGIN")  # one snapshot of the file for every table read
     try:
         totals = {table.name: _count(source, table) for table in TABLES}
-        _refuse_shared_directories(source, path)
         conn = connect(target, application_name="pager store copy")
         try:
             with conn.transaction():
@@ -237,29 +236,14 @@ def copy_store(
         finally:
             conn.close()
     finally:
-        source.execute("ROLLBACK")
+        if source.in_transaction:
+            source.execute("ROLLBACK")
 
 
 def _count(conn: sqlite3.Connection, table: Table) -> int:
     where = f" WHERE NOT ({table.skip})" if table.skip else ""
     (count,) = conn.execute(f'SELECT count(*) FROM "{table.name}"{where}').fetchone()
     return int(count)
-
-
-def _refuse_shared_directories(source: sqlite3.Connection, path: Path) -> None:
-    """A shared store has one workspace per directory and host (UNIQUE (host, path)); a
-    directory that became a Git repository after sessions registered in it is two workspaces
-    here (its own key, then its repository's)."""
-    rows = source.execute(
-        "SELECT path, group_concat(key, ', ') FROM workspaces GROUP BY path HAVING count(*) > 1"
-    ).fetchall()
-    if rows:
-        named = "; ".join(f"{row[0]} (keys {row[1]})" for row in rows)
-        raise CopyRefused(
-            f"{path} has several workspaces for one directory: {named} (the directory became a"
-            " Git repository after sessions had registered in it); a PostgreSQL store keeps one"
-            " workspace per directory and host, so this store cannot be copied as it is"
-        )
 
 
 def _refuse_unless_empty(conn: psycopg.Connection[Any], where: str) -> None:
@@ -275,9 +259,9 @@ def _refuse_unless_empty(conn: psycopg.Connection[Any], where: str) -> None:
         if row is not None and row[0]:
             held[table.name] = int(row[0])
     if held:
-        rows = ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in held.items())
+        rows = ", ".join(f"{name}: {count}" for name, count in held.items())
         raise CopyRefused(
-            f"the target store {where} is not empty (it holds {rows}); copy only into a new"
+            f"the target store {where} is not empty (rows held: {rows}); copy only into a new"
             " database"
         )
 

@@ -131,7 +131,8 @@ class SqliteDirectory:
                 agent_id=me.id,
                 alias=me.alias,
                 workspace=workspace.path,
-                address=format_address(me.alias, workspace.slug),
+                # The stored slug: a workspace copied from another store keeps its own.
+                address=format_address(me.alias, ms.workspace_slug(conn, workspace.key)),
             )
 
         return await self._writer.write(op)

@@ -97,15 +97,15 @@ _V1 = (
     FOR EACH STATEMENT EXECUTE FUNCTION pager_events_notify()
     """,
     # A workspace is a directory on one host: the same path on two machines is two workspaces
-    # (its key is the host's name and the path: pager/domain/workspace.py `on_host`).
+    # (its key is the host's name and the path's key: pager/domain/workspace.py `on_host`). A
+    # path may have two keys, as on SQLite (a directory that later became a git checkout).
     """
     CREATE TABLE workspaces (
         key text PRIMARY KEY,
         host text NOT NULL DEFAULT '',
         slug text NOT NULL UNIQUE,
         path text NOT NULL,
-        created_at double precision NOT NULL,
-        UNIQUE (host, path)
+        created_at double precision NOT NULL
     )
     """,
     """

@@ -9,7 +9,8 @@ own, on a connection of its kind, so a read never waits behind a write's transac
 - Reads run in a worker thread on a connection of their own, in one REPEATABLE READ READ ONLY
   transaction, so all of a read's statements see one committed state.
 - `lookup` runs at once, on the calling thread (the event loop), like the SQLite store's quick
-  reads: the ports call it synchronously. Its round trip is bounded by the connection's TCP
+  reads: the ports call it synchronously. Its statements run without a transaction around them
+  (no BEGIN and COMMIT round trips), and its round trips are bounded by the connection's TCP
   settings (pg/_database.py), never left to hang.
 
 A connection that broke (the server restarted, the link was cut) is dropped, and the next call
@@ -47,12 +48,22 @@ ATTEMPTS = 3
 
 class _Connection:
     """One connection, used by one call at a time, each call its own transaction: read-write,
-    or (`read_only`) REPEATABLE READ READ ONLY, so all of a read's statements see one state."""
+    or (`read_only`) REPEATABLE READ READ ONLY, so all of a read's statements see one state.
+    `one_statement_snapshots`: no transaction around a call, each statement sees the latest
+    commit (the lookups: see PgWriter)."""
 
-    def __init__(self, store: StoreConfig, name: str, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        store: StoreConfig,
+        name: str,
+        *,
+        read_only: bool = False,
+        one_statement_snapshots: bool = False,
+    ) -> None:
         self._store = store
         self._name = name
         self._read_only = read_only
+        self._bare = one_statement_snapshots
         self._raw: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
 
@@ -63,6 +74,8 @@ class _Connection:
                 raw, fresh = self._open()
                 began = False
                 try:
+                    if self._bare:  # read-only statements: a retry below changes nothing
+                        return fn(PgConn(raw))
                     with raw.transaction():
                         began = True
                         return fn(PgConn(raw))
@@ -86,6 +99,8 @@ class _Connection:
             if self._read_only:  # said in each BEGIN: no round trip of its own
                 raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 raw.read_only = True
+            if self._bare:  # statements without a BEGIN: read-only by the session's default
+                raw.execute("SET default_transaction_read_only = on")
             self._raw = raw
             return raw, True
         return self._raw, False
@@ -124,7 +139,8 @@ class _Pool:
 
 class PgWriter:
     """`write(fn)`: `fn` in a read-write transaction, committed before it returns;
-    `lookup(fn)`/`read(fn)`: in a read-only one on another connection.
+    `read(fn)`: in a read-only snapshot on another connection; `lookup(fn)`: read-only
+    statements on a third, each seeing the latest commit.
 
     `on_commit` is told (on the event loop) after each successful write, as the SQLite
     checkpoint tells it after each batch; `board` is marked degraded while the database
@@ -142,7 +158,11 @@ class PgWriter:
     ) -> None:
         self._writes = _Pool(store, "writer", pool)
         self._reads = _Connection(store, "reader", read_only=True)
-        self._lookups = _Connection(store, "lookups", read_only=True)
+        # Lookups are a few index reads each, made on the event loop: no BEGIN and COMMIT
+        # round trips around them. Their statements may see two commits apart, as two
+        # lookups may; what they find is checked where it matters (the identity actor decides
+        # whether a session is current, every change is a guarded update).
+        self._lookups = _Connection(store, "lookups", one_statement_snapshots=True)
         # Bounds the threads that wait for a pooled connection to what the pool can serve.
         self._slots = trio.CapacityLimiter(pool)
         self._inline = inline
