@@ -292,3 +292,47 @@ async def test_a_dead_hosts_sessions_end_once_their_leases_lapse(host_pair: Host
         e for e in await beta.events("agent.detached") if e["data"]["agent_id"] == alice["agent_id"]
     ]
     assert detached, "the session's end is an event"
+
+
+async def _stream_until_ended(broker: Broker, token: str, live: trio.Event) -> list[str]:
+    """The session's event stream: every event type until `ended`; `live` once it is open."""
+    seen: list[str] = []
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        http.stream(
+            "GET",
+            f"{broker.url}/v1/sessions/current/events",
+            headers={"Authorization": f"Bearer {token}"},
+        ) as response,
+    ):
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                seen.append(line.removeprefix("event: "))
+                live.set()
+                if seen[-1] == "ended":
+                    break
+    return seen
+
+
+async def test_a_session_archived_from_another_host_is_told_it_ended(
+    hosts: tuple[Broker, Broker],
+) -> None:
+    """The operator on beta archives alice, attached on alpha: alpha ends her binding and her
+    open stream hears `ended`, as when it is done on alpha itself."""
+    alpha, beta = hosts
+    alice = await alpha.register("alice")
+    live = trio.Event()
+    seen: list[str] = []
+
+    async def watch() -> None:
+        seen.extend(await _stream_until_ended(alpha, alice["token"], live))
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await live.wait()
+            status, answer = await beta.post(
+                f"/v1/agents/{alice['agent_id']}/archive", {}, token=beta.secret
+            )
+            assert status == 200, answer
+    assert seen[-1] == "ended"
