@@ -41,6 +41,9 @@ class Agent:
     created_at: str | None = None
     archived_at: str | None = None
     sessions: tuple[Session, ...] = ()
+    #: Its workspace's host, and whether that host's broker runs (SPEC §13).
+    host: str = ""
+    host_alive: bool = True
 
     @property
     def label(self) -> str:
@@ -175,6 +178,8 @@ def _agent(item: dict[str, Any], slug: str) -> Agent:
         last_seen=_opt(item.get("last_seen")),
         created_at=_opt(item.get("created_at")),
         archived_at=_opt(item.get("archived_at")),
+        host=str(item.get("host") or ""),
+        host_alive=item.get("host_alive") is not False,
         sessions=tuple(
             Session(
                 session_id=str(s.get("session_id", "")),

@@ -42,8 +42,8 @@ def test_app_shows_workspaces_agents_and_archive_sections() -> None:
                     "carol",
                 ]
                 row = app.table.get_row(alice)
-                assert [str(cell) for cell in row[2:5]] == ["claude", "yes", "0"]
-                assert str(app.table.get_row(carol)[8]) == "carol@web-222222"
+                assert [str(cell) for cell in row[2:6]] == ["claude", "", "yes", "0"]
+                assert str(app.table.get_row(carol)[9]) == "carol@web-222222"
                 assert app.connection == "live"
 
         run(scenario)
@@ -59,9 +59,9 @@ def test_app_updates_live_when_a_message_is_queued() -> None:
             app = _app(api)
             async with app.run_test(size=SIZE) as pilot:
                 await until(pilot, lambda: app.connection == "live", "the stream")
-                assert str(app.table.get_row(bob)[4]) == "0"
+                assert str(app.table.get_row(bob)[5]) == "0"
                 api.queue_message(alice, bob, "hello")
-                await until(pilot, lambda: str(app.table.get_row(bob)[4]) == "1", "bob's count")
+                await until(pilot, lambda: str(app.table.get_row(bob)[5]) == "1", "bob's count")
 
         run(scenario)
 
@@ -82,7 +82,7 @@ def test_app_refreshes_at_most_five_times_a_second_under_a_burst() -> None:
                         api.queue_message(alice, bob, f"message {index}")
                 await until(pilot, lambda: app.events_seen >= 50, "the events")
                 await until(
-                    pilot, lambda: str(app.table.get_row(bob)[4]) == "50", "the final count"
+                    pilot, lambda: str(app.table.get_row(bob)[5]) == "50", "the final count"
                 )
                 await until(pilot, lambda: not app.gate.busy, "the last refresh")
                 # Coalesced: a handful of reads for fifty events. The pacing itself (at most
@@ -213,7 +213,7 @@ def test_app_reconnects_when_the_broker_comes_back() -> None:
                 await until(pilot, lambda: dave in row_keys(app), "dave")
                 assert alice in row_keys(app)
                 api.queue_message(alice, dave, "after the restart")
-                await until(pilot, lambda: str(app.table.get_row(dave)[4]) == "1", "live")
+                await until(pilot, lambda: str(app.table.get_row(dave)[5]) == "1", "live")
 
         run(scenario)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from pager.config import default_host_name
 from pager.launch.discovery import discover
 from pager.launch.paths import StatePaths
 from pager.tui.app import PagerApp
@@ -25,7 +26,7 @@ def _app(broker: RealBroker) -> PagerApp:
 
 
 def _waiting(app: PagerApp, agent_id: str) -> str:
-    return str(app.table.get_row(agent_id)[4])
+    return str(app.table.get_row(agent_id)[5])
 
 
 def test_broker_tui_shows_the_agents_of_two_workspaces(real_broker: RealBroker) -> None:
@@ -52,8 +53,11 @@ def test_broker_tui_shows_the_agents_of_two_workspaces(real_broker: RealBroker) 
                 carol["agent_id"],
             ]
             row = [str(cell) for cell in app.table.get_row(alice["agent_id"])]
-            assert row[2:5] == ["shell", "yes", "0"]
-            assert row[8] == alice["address"]
+            # The broker names its host for each agent (one store, one host: always up).
+            assert row[2] == "shell"
+            assert row[3] == default_host_name()
+            assert row[4:6] == ["yes", "0"]
+            assert row[9] == alice["address"]
 
     run(scenario)
 

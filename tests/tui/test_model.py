@@ -113,11 +113,11 @@ def test_table_rows_put_archived_agents_in_a_section_per_workspace() -> None:
         "empty:web-2",
     ]
     heading = [str(cell) for cell in rows[0].cells]
-    assert heading[1:7] == ["api-1", "2 agents", "1 on", "2", "1", "1"]
+    assert heading[1:8] == ["api-1", "2 agents", "", "1 on", "2", "1", "1"]
     amy, bob = ([str(cell) for cell in row.cells] for row in rows[1:3])
-    assert amy[:4] == ["", "  amy (ephemeral)", "shell", "yes"]
+    assert amy[:5] == ["", "  amy (ephemeral)", "shell", "", "yes"]
     assert bob[0] == MARK
-    assert bob[4:8] == ["2", "1", "1", "3m ago"]
+    assert bob[5:9] == ["2", "1", "1", "3m ago"]
     assert rows[3].agent_id is None
     assert rows[4].agent_id == "agt_old"
 
@@ -131,3 +131,31 @@ def test_only_removed_detects_pure_removals() -> None:
     assert not _only_removed(before, before)
     assert not _only_removed(before, ["ws:a", "agt_2", "agt_1"])  # reordered
     assert not _only_removed(before, ["ws:a", "agt_9"])  # a new row
+
+
+def test_an_agent_row_names_its_host_and_says_when_it_is_down() -> None:
+    """With a store several brokers share (SPEC §13): each agent's host; a host whose broker
+    stopped beating is marked down."""
+    snapshot = parse_snapshot(
+        {
+            "workspaces": [
+                {
+                    "slug": "api-1",
+                    "path": "/src/api",
+                    "agents": [
+                        {"agent_id": "agt_a", "alias": "a", "host": "laptop", "durable": True},
+                        {
+                            "agent_id": "agt_b",
+                            "alias": "b",
+                            "host": "buildvm",
+                            "host_alive": False,
+                            "durable": True,
+                        },
+                    ],
+                }
+            ]
+        }
+    )
+    rows = {row.key: [str(cell) for cell in row.cells] for row in table_rows(snapshot, NOW, set())}
+    assert rows["agt_a"][3] == "laptop"
+    assert rows["agt_b"][3] == "buildvm (down)"
