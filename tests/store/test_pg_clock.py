@@ -29,7 +29,7 @@ def test_the_offset_is_the_servers_time_less_the_middle_of_the_round_trip(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     local: Iterator[float] = iter([1000.0, 1000.2, 1050.0])
-    monkeypatch.setattr(backend.time, "time", lambda: next(local))
+    monkeypatch.setattr("pager.store.pg.backend.time.time", lambda: next(local))
     clock = backend.DatabaseClock()
     clock.measure(_Answers(1100.1))  # type: ignore[arg-type]
     assert clock.offset == pytest.approx(100.0)  # the server is 100 s ahead of this machine
