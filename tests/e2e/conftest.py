@@ -197,13 +197,20 @@ def start_broker(home: PagerHome, workspace: Path, **env: str) -> Broker:
 
 
 #: Stores a module's brokers run on: SQLite alone, unless the module sets `STORES = BOTH`
-#: (the messaging, identity, retention and durability suites: SPEC §13, "tested, not assumed").
+#: (the messaging, identity, retention and durability suites: SPEC §13, "tested, not assumed")
+#: or a test is marked `@pytest.mark.stores(*BOTH)`.
 BOTH = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "stores(*names): the stores the test's broker runs on")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store" in metafunc.fixturenames:
-        metafunc.parametrize("store", getattr(metafunc.module, "STORES", ("sqlite",)))
+        marker = metafunc.definition.get_closest_marker("stores")
+        stores = marker.args if marker else getattr(metafunc.module, "STORES", ("sqlite",))
+        metafunc.parametrize("store", stores)
 
 
 @pytest.fixture

@@ -27,9 +27,6 @@ from tests.e2e.conftest import (
 from tests.launch.conftest import PagerHome
 
 #: The stalled-client test's buffer: a handful of events, so it is cut off soon.
-STORES = BOTH
-
-
 SMALL_BUFFER = 8
 
 
@@ -153,6 +150,7 @@ async def logged_seqs(broker: Broker, after: int) -> list[int]:
     return [seq for seq in seqs if seq > after]
 
 
+@pytest.mark.stores(*BOTH)  # the seq order across commits: SPEC §13
 async def test_events_resume_with_last_event_id_misses_nothing(broker: Broker) -> None:
     """A client reads some events, disconnects; events happen; it reconnects with the last
     seq it saw and gets every missed event exactly once and in order, then live ones."""
@@ -198,6 +196,7 @@ async def test_events_resume_with_last_event_id_misses_nothing(broker: Broker) -
     assert kinds[len(missed) :] == ["agent.created", "agent.attached"]
 
 
+@pytest.mark.stores(*BOTH)
 async def test_events_from_zero_replays_every_event(broker: Broker) -> None:
     """`Last-Event-ID: 0` (here as `?last_event_id=0`) replays the whole retained log."""
     await broker.register("alice")
