@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 import trio
 
 from tests.e2e.conftest import BOTH, Broker, mcp_session, structured, tool_error
 from tests.fakes.delivery_inbox import running_inbox
 
-STORES = BOTH
 
-
+@pytest.mark.stores(*BOTH)
 async def test_whoami_send_fetch_ack_round_trip(broker: Broker) -> None:
     """alice and bob in one workspace: whoami, send, fetch, ack, message_status."""
     alice = await broker.register("alice")
@@ -37,6 +37,7 @@ async def test_whoami_send_fetch_ack_round_trip(broker: Broker) -> None:
             assert status["state"] == "acknowledged"
 
 
+@pytest.mark.stores(*BOTH)
 async def test_unacked_message_offered_again_after_ack_wait(broker: Broker) -> None:
     """bob does not ack: after the ack wait it comes again with attempt 2; the stale token is
     refused with a reason and the fresh one applies."""
@@ -64,6 +65,7 @@ async def test_unacked_message_offered_again_after_ack_wait(broker: Broker) -> N
             assert status["state"] == "acknowledged"
 
 
+@pytest.mark.stores(*BOTH)
 async def test_delivery_address_receives_claims_and_refusals_retry(broker: Broker) -> None:
     """A registered delivery address gets the claim inside the notification; a refusal brings
     the message again on the redelivery schedule."""
@@ -131,6 +133,7 @@ async def test_fetch_text_wraps_bodies_in_the_envelope(broker: Broker) -> None:
     assert structured(result)["claims"][0]["message"]["body"] == hostile
 
 
+@pytest.mark.stores(*BOTH)
 async def test_unreachable_delivery_address_keeps_mail_waiting(broker: Broker) -> None:
     """A delivery address nobody listens on: the send answers `queued`, and the mail stays
     claimable (it is retried on the schedule, and a fetch can take it)."""
@@ -153,6 +156,7 @@ async def test_unreachable_delivery_address_keeps_mail_waiting(broker: Broker) -
             assert claim["message"]["attempt"] >= 2
 
 
+@pytest.mark.stores(*BOTH)
 async def test_send_reusing_idempotency_key_for_another_recipient_is_a_conflict(
     broker: Broker,
 ) -> None:
