@@ -26,6 +26,7 @@ from pager.domain.delivery import Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Delivery, Message, SessionState
 from pager.store import messaging as ms
+from pager.store._errors import StoreUnavailable
 from pager.store.ports import (
     Changed,
     ClaimFor,
@@ -396,16 +397,20 @@ class IdentityActor(Actor[IdentityMessage]):
         await self._wake()
 
     async def _tell_elsewhere(self) -> bool:
-        """With a store shared by several brokers, after a commit: if the identity's session
-        is attached through another broker, tell it (it holds the long polls and pushes).
-        Read from the store each time, as the attachment may have moved a moment ago."""
+        """With a store shared by several brokers, after a commit that left the mail waiting
+        here: tell the others. The broker its session is attached through holds its pushes
+        and long polls, and one with no session may hold a person's waiting read. Whether a
+        session is attached elsewhere (the answer) is read from the store each time, as the
+        attachment may have moved a moment ago."""
         if not self.deps.wakeups.shared or self.binding is not None:
             return False
-        session, _ = self.deps.sessions.attached(self.identity_id)
-        if session is None or session.host == self.deps.host:
+        try:
+            await self.deps.wakeups.notify(self.identity_id)
+            session, _ = self.deps.sessions.attached(self.identity_id)
+        except StoreUnavailable as exc:  # the send is committed: a lost hint only delays
+            log.warning("could not tell other brokers of mail for %s: %s", self.identity_id, exc)
             return False
-        await self.deps.wakeups.notify(self.identity_id)
-        return True
+        return session is not None and session.host != self.deps.host
 
     async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
         claims = await self._claim(request.limit, request.session_id, request.via)

@@ -8,7 +8,7 @@ untouched, as the SQLite store does. Everything here blocks: call it in a worker
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -30,6 +30,14 @@ TCP_SETTINGS = {
     "keepalives_idle": 5,
     "keepalives_interval": 2,
     "keepalives_count": 3,
+}
+#: The same from the server's side (sent as startup `options`): a broker that vanished (a cut
+#: link, a machine gone) has its sessions ended by the server within about 11 s, and with them
+#: the locks its open transactions held, instead of after the system's 2-hour default.
+SERVER_KEEPALIVES = {
+    "tcp_keepalives_idle": "5",
+    "tcp_keepalives_interval": "2",
+    "tcp_keepalives_count": "3",
 }
 
 
@@ -75,19 +83,33 @@ class PgMigrationFailed(PgStoreError):
         )
 
 
-def connect(store: StoreConfig, *, application_name: str = "pager") -> psycopg.Connection[Any]:
+def connect(
+    store: StoreConfig,
+    *,
+    application_name: str = "pager",
+    server: Mapping[str, str] | None = None,
+    timeout: int = CONNECT_TIMEOUT,
+) -> psycopg.Connection[Any]:
     """A new connection to the store; PgUnreachable when there is none. In autocommit mode:
-    every transaction is an explicit `conn.transaction()` block.
+    every transaction is an explicit `conn.transaction()` block. `server`: settings of the
+    server's session, beside SERVER_KEEPALIVES; `timeout` bounds the attempt and, on the
+    connection, a round trip that goes unanswered (unless the URL says otherwise).
 
     The password comes from `store_password_file` when configured; otherwise libpq reads the
     PostgreSQL password file itself. Errors never quote the password (it is not in the URL)."""
     if store.url is None:
         raise ValueError("connect() needs a postgresql store")
     where = store.url
-    extra: dict[str, Any] = {"application_name": application_name, "autocommit": True}
+    settings = {**SERVER_KEEPALIVES, **(server or {})}
+    extra: dict[str, Any] = {
+        "application_name": application_name,
+        "autocommit": True,
+        "options": " ".join(f"-c {key}={value}" for key, value in settings.items()),
+    }
     if "connect_timeout=" not in store.url:
-        extra["connect_timeout"] = CONNECT_TIMEOUT
-    extra.update({key: value for key, value in TCP_SETTINGS.items() if f"{key}=" not in store.url})
+        extra["connect_timeout"] = timeout
+    tcp = {**TCP_SETTINGS, "tcp_user_timeout": min(timeout, CONNECT_TIMEOUT) * 1000}
+    extra.update({key: value for key, value in tcp.items() if f"{key}=" not in store.url})
     password = store.read_password()
     if password is not None:
         extra["password"] = password

@@ -25,7 +25,8 @@ import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import psycopg
@@ -35,7 +36,7 @@ from pager.config import StoreConfig
 from pager.health import STORE, HealthBoard
 from pager.store._conn import Conn
 from pager.store.pg._conn import PgConn
-from pager.store.pg._database import PgUnreachable, connect, first_line
+from pager.store.pg._database import CONNECT_TIMEOUT, PgUnreachable, connect, first_line
 
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
@@ -44,6 +45,14 @@ T = TypeVar("T")
 WRITE_POOL = 4
 #: Times a transaction the database rolled back (deadlock, serialization) is run in all.
 ATTEMPTS = 3
+#: How long the server lets a write's transaction sit idle before it ends it (see _Pool).
+IDLE_IN_TRANSACTION = "10s"
+#: Seconds a lookup may block the event loop on a connection attempt or an unanswered round
+#: trip, the first time the store stops answering (after that, lookups fail at once).
+LOOKUP_TIMEOUT = 3
+#: A failure that took longer than this was a timeout (a cut link, a server that does not
+#: answer), not a refusal (a server that is down answers "refused" at once).
+SLOW_FAILURE = 0.5
 
 
 class _Connection:
@@ -59,11 +68,15 @@ class _Connection:
         *,
         read_only: bool = False,
         one_statement_snapshots: bool = False,
+        server: Mapping[str, str] | None = None,
+        timeout: int = CONNECT_TIMEOUT,
     ) -> None:
         self._store = store
         self._name = name
         self._read_only = read_only
         self._bare = one_statement_snapshots
+        self._server = server
+        self._timeout = timeout
         self._raw: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
 
@@ -95,7 +108,12 @@ class _Connection:
         """The connection, and whether it was opened just now."""
         if self._raw is None or self._raw.closed or self._raw.broken:
             self._drop()
-            raw = connect(self._store, application_name=f"pager {self._name}")
+            raw = connect(
+                self._store,
+                application_name=f"pager {self._name}",
+                server=self._server,
+                timeout=self._timeout,
+            )
             if self._read_only:  # said in each BEGIN: no round trip of its own
                 raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 raw.read_only = True
@@ -121,7 +139,10 @@ class _Pool:
 
     def __init__(self, store: StoreConfig, name: str, size: int) -> None:
         self._idle: queue.SimpleQueue[_Connection] = queue.SimpleQueue()
-        self._all = [_Connection(store, f"{name} {n}") for n in range(size)]
+        # A write never waits on this broker between its statements: a transaction left open
+        # (its broker cut off mid-way) is ended by the server, and its locks with it.
+        server = {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION}
+        self._all = [_Connection(store, f"{name} {n}", server=server) for n in range(size)]
         for connection in self._all:
             self._idle.put(connection)
 
@@ -156,13 +177,22 @@ class PgWriter:
         on_commit: Callable[[], None] | None = None,
         board: HealthBoard | None = None,
     ) -> None:
+        self._store_url = store.url or ""
         self._writes = _Pool(store, "writer", pool)
         self._reads = _Connection(store, "reader", read_only=True)
         # Lookups are a few index reads each, made on the event loop: no BEGIN and COMMIT
         # round trips around them. Their statements may see two commits apart, as two
         # lookups may; what they find is checked where it matters (the identity actor decides
         # whether a session is current, every change is a guarded update).
-        self._lookups = _Connection(store, "lookups", one_statement_snapshots=True)
+        self._lookups = _Connection(
+            store, "lookups", one_statement_snapshots=True, timeout=LOOKUP_TIMEOUT
+        )
+        # Set while the store does not answer at all (calls time out): lookups, on the event
+        # loop, then fail at once instead of each waiting out a timeout, and a probe in a
+        # worker thread (or any other call there) finds the store back and clears it. A store
+        # that refuses at once (a server restarting) is simply tried again each time.
+        self._unresponsive = False
+        self._probing = threading.Lock()
         # Bounds the threads that wait for a pooled connection to what the pool can serve.
         self._slots = trio.CapacityLimiter(pool)
         self._inline = inline
@@ -176,7 +206,27 @@ class PgWriter:
         return value
 
     def lookup(self, fn: Callable[[Conn], T]) -> T:
+        if self._unresponsive:
+            self._probe()
+            raise PgUnreachable(
+                self._store_url, "it did not answer the last call; waiting for it to answer again"
+            )
         return self._watched(lambda: self._lookups.run(fn))
+
+    def _probe(self) -> None:
+        """Ask the store whether it answers again, in a thread of its own (one at a time)."""
+        if not self._probing.acquire(blocking=False):
+            return
+
+        def probe() -> None:
+            try:
+                self._watched(lambda: self._reads.run(lambda conn: conn.execute("SELECT 1")))
+            except PgUnreachable:
+                pass  # still unresponsive; the next lookup probes again
+            finally:
+                self._probing.release()
+
+        threading.Thread(target=probe, name="pager store probe", daemon=True).start()
 
     async def read(self, fn: Callable[[Conn], T]) -> T:
         return await self._call(lambda: self._reads.run(fn))
@@ -191,12 +241,16 @@ class PgWriter:
     def _watched(self, run: Callable[[], T]) -> T:
         """`run()`, keeping the board's store mark in step with whether the database answers.
         (The board is thread-safe; it is told from worker threads too.)"""
+        began = time.monotonic()
         try:
             value = run()
         except PgUnreachable as exc:
+            if time.monotonic() - began > SLOW_FAILURE:
+                self._unresponsive = True
             if self._board is not None:
                 self._board.degrade(STORE, str(exc))
             raise
+        self._unresponsive = False
         if self._board is not None:
             self._board.recover(STORE)
         return value

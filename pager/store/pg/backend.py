@@ -70,11 +70,12 @@ class _Host:
 
 
 def _claim_host(conn: Conn, host: _Host, now: float) -> None:
-    """Record the run and take the host's row (a restarted broker takes its own row back)."""
+    """Record the run and take the host's row (a restarted broker takes its own row back;
+    the store child restarted within one run finds its run recorded already)."""
     run = host.run
     conn.execute(
         "INSERT INTO broker_runs (host, instance_id, pid, version, started_at)"
-        " VALUES (?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (instance_id) DO NOTHING",
         (host.name, run.instance_id, run.pid, run.version, run.started_at),
     )
     conn.execute(
@@ -148,11 +149,8 @@ class PgLeadership:
     """This broker sweeps while it holds SWEEP_LOCK, a session-level advisory lock on a
     connection of its own. The server lets the lock go when that connection ends: the broker
     stopped, died (the kernel closes its socket at once) or was cut off (the server's TCP
-    keepalives, set short on this connection, notice within about 11 s); another broker then
-    takes it at its next sweep."""
-
-    #: The server's keepalive probes on the lock's connection: idle, interval, count.
-    KEEPALIVES = ("5", "2", "3")
+    keepalives, set short on every connection Pager opens, notice within about 11 s); another
+    broker then takes it at its next sweep."""
 
     def __init__(self, store: StoreConfig) -> None:
         self._store = store
@@ -170,10 +168,6 @@ class PgLeadership:
                 if conn is None or conn.closed or conn.broken:
                     self._held = False
                     conn = self._conn = connect(self._store, application_name="pager sweeps")
-                    idle, interval, count = self.KEEPALIVES
-                    conn.execute(f"SET tcp_keepalives_idle = {idle}")
-                    conn.execute(f"SET tcp_keepalives_interval = {interval}")
-                    conn.execute(f"SET tcp_keepalives_count = {count}")
                 if self._held:
                     conn.execute("SELECT 1")  # still connected, so still held
                 else:
@@ -326,10 +320,12 @@ class PgBackend:
             try:
                 await writer.read(self._clock.measure)
                 ours = await writer.write(partial(_beat, host=self._host, now=self.clock.now()))
+                await self._see_hosts(writer)
             except StoreUnavailable as exc:
-                log.warning("heartbeat failed: %s", exc)  # the writer marked the board
+                # The writer marked the board; the next beat tries again (it is what finds
+                # the store back when nothing else asks).
+                log.warning("heartbeat failed: %s", exc)
                 continue
-            await self._see_hosts(writer)
             if not ours:
                 board.degrade(
                     "host",
