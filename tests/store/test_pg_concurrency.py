@@ -122,3 +122,25 @@ async def test_one_broker_at_a_time_sweeps_and_another_takes_over(
     finally:
         first.close()
         second.close()
+
+
+def test_a_store_child_started_again_in_one_run_takes_its_host_back(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """The broker tree restarts its store child after a failure: the run is recorded once and
+    the host row is its own again (a second insert of the run used to fail and, three
+    restarts later, stop the broker)."""
+    from pager.store.pg.backend import _claim_host, _Host
+    from pager.store.sqlite_writer import BrokerRunInfo
+
+    store = pg_store(pg_dsn, tmp_path)
+    host = _Host("alpha", BrokerRunInfo("run-1", 42, "0.1.0", "2026-12-03T00:00:00+00:00"))
+    with connect(store) as conn:
+        upgrade(conn, where="test")
+        for now in (NOW, NOW + 5):
+            with conn.transaction():
+                _claim_host(PgConn(conn), host, now)
+        runs = conn.execute("SELECT count(*) FROM broker_runs").fetchone()
+        beat = conn.execute("SELECT heartbeat_at FROM hosts WHERE name = 'alpha'").fetchone()
+    assert runs == (1,)
+    assert beat == (NOW + 5,)
