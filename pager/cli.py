@@ -427,8 +427,9 @@ def cmd_store(args: argparse.Namespace) -> int:
                 str(exc).replace("store_password_file", "--password-file", 1)
             ) from None
         host = load_config(paths.config).host_name
-    except ConfigError as exc:
-        raise CommandError(f"nothing was copied: {exc}") from None
+    except ConfigError as exc:  # advice about config.toml's key is about --password-file here
+        advice = str(exc).replace("store_password_file in config.toml", "--password-file")
+        raise CommandError(f"nothing was copied: {advice}") from None
     from pager.store.copy import NOT_COPIED, copy_to_postgresql  # psycopg: only here
 
     try:

@@ -403,6 +403,7 @@ def test_a_url_with_a_password_is_refused_without_quoting_it(tmp_path: Path) -> 
     done = home.run("store", "copy", "--to", "postgresql://pager:hunter2@127.0.0.1:5432/pager")
     assert done.returncode == 1
     assert "--to: the store URL holds a password" in done.stderr
+    assert "a file named by --password-file" in done.stderr  # this command's option
     assert "hunter2" not in done.stderr + done.stdout
     not_postgres = home.run("store", "copy", "--to", "sqlite")
     assert not_postgres.returncode == 1
