@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import psycopg
+import psycopg.sql
 import pytest
 
 from pager.config import StoreConfig, parse_store
@@ -145,3 +146,25 @@ def test_the_unix_socket_is_refused_for_a_tls_only_role(
     with pytest.raises(PgUnreachable) as refused:
         connect(parse_store(url, source="test", password_file=file))
     assert "pg_hba.conf rejects connection" in refused.value.detail, refused.value
+
+
+def test_a_server_asking_for_the_password_in_the_clear_is_refused(
+    pg_cluster: PgCluster, pg_dsn: str, tmp_path: Path
+) -> None:
+    """SCRAM only (SPEC §13): a server, or an impostor, that asks for the password in the
+    clear gets nothing; Pager refuses before sending it (libpq's require_auth)."""
+    name, password = f"plain_{secrets.token_hex(4)}", "s3cret-plain"
+    with psycopg.connect(pg_cluster.dsn, autocommit=True, connect_timeout=10) as admin:
+        admin.execute(
+            psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                psycopg.sql.Identifier(name), psycopg.sql.Literal(password)
+            )
+        )
+    hba = pg_cluster.data_dir / "pg_hba.conf"
+    hba.write_text(f"host all {name} all password\n" + hba.read_text())  # owner kept
+    pg_cluster.reload()
+    store = tls_store(pg_dsn, tmp_path, "sslmode=disable", user=name, password=password)
+    with pytest.raises(PgUnreachable) as refused:
+        connect(store)
+    assert password not in str(refused.value)
+    assert "authentication method requirement" in refused.value.detail, refused.value

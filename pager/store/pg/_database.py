@@ -31,6 +31,11 @@ TCP_SETTINGS = {
     "keepalives_interval": 2,
     "keepalives_count": 3,
 }
+#: How the client lets the server check who it is (libpq's `require_auth`): SCRAM, so the
+#: password never crosses in the clear nor as MD5 to a server (or an impostor) that asks for
+#: it so; or no password at all (a server that trusts the connection: a client certificate,
+#: a unix socket's peer check).
+REQUIRE_AUTH = "scram-sha-256,none"
 #: The same from the server's side (sent as startup `options`): a broker that vanished (a cut
 #: link, a machine gone) has its sessions ended by the server within about 11 s, and with them
 #: the locks its open transactions held, instead of after the system's 2-hour default.
@@ -105,6 +110,7 @@ def connect(
         "application_name": application_name,
         "autocommit": True,
         "options": " ".join(f"-c {key}={value}" for key, value in settings.items()),
+        "require_auth": REQUIRE_AUTH,
     }
     if "connect_timeout=" not in store.url:
         extra["connect_timeout"] = timeout
