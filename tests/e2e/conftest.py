@@ -253,6 +253,25 @@ async def mcp_session(url: str, token: str) -> AsyncIterator[Client]:
             yield client
 
 
+async def session_events(broker: Broker, token: str, seen: list[str], ready: trio.Event) -> None:
+    """The session's event stream (`/v1/sessions/current/events`): each event type seen;
+    `ready` is set once it is live."""
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        http.stream(
+            "GET",
+            f"{broker.url}/v1/sessions/current/events",
+            headers={"Authorization": f"Bearer {token}"},
+        ) as response,
+    ):
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                seen.append(line.removeprefix("event: "))
+                ready.set()
+                if seen[-1] == "ended":
+                    return
+
+
 def structured(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, result.content
     assert result.structured_content is not None

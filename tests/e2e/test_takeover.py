@@ -17,6 +17,7 @@ from tests.e2e.conftest import (
     FAST_WINDOWS,
     Broker,
     mcp_session,
+    session_events,
     start_broker,
     structured,
     tool_error,
@@ -56,25 +57,6 @@ async def _replayed_events(broker: Broker) -> list[dict[str, Any]]:
     return events
 
 
-async def _stream_events(broker: Broker, token: str, seen: list[str], ready: trio.Event) -> None:
-    """The session's event stream (`/v1/sessions/current/events`): each event type seen;
-    `ready` is set once it is live."""
-    async with (
-        httpx2.AsyncClient(timeout=30) as http,
-        http.stream(
-            "GET",
-            f"{broker.url}/v1/sessions/current/events",
-            headers={"Authorization": f"Bearer {token}"},
-        ) as response,
-    ):
-        async for line in response.aiter_lines():
-            if line.startswith("event: "):
-                seen.append(line.removeprefix("event: "))
-                ready.set()
-                if seen[-1] == "ended":
-                    return
-
-
 async def test_mcp_update_agent_alias_force_hands_over_the_identity(broker: Broker) -> None:
     """carol's `update_agent_alias {alias: alice, force: true}` gives carol alice's identity
     and inbox; alice's stream is told `ended` and her next call runs as a fresh unnamed
@@ -86,7 +68,7 @@ async def test_mcp_update_agent_alias_force_hands_over_the_identity(broker: Brok
     live = trio.Event()
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stream_events, broker, alice["token"], alice_stream, live)
+            nursery.start_soon(session_events, broker, alice["token"], alice_stream, live)
             async with (
                 mcp_session(broker.url, bob["token"]) as b,
                 mcp_session(broker.url, carol["token"]) as c,

@@ -20,6 +20,7 @@ from tests.e2e.conftest import (
     Broker,
     mcp_session,
     postgres_env,
+    session_events,
     start_broker,
     structured,
 )
@@ -294,26 +295,6 @@ async def test_a_dead_hosts_sessions_end_once_their_leases_lapse(host_pair: Host
     assert detached, "the session's end is an event"
 
 
-async def _stream_until_ended(broker: Broker, token: str, live: trio.Event) -> list[str]:
-    """The session's event stream: every event type until `ended`; `live` once it is open."""
-    seen: list[str] = []
-    async with (
-        httpx2.AsyncClient(timeout=30) as http,
-        http.stream(
-            "GET",
-            f"{broker.url}/v1/sessions/current/events",
-            headers={"Authorization": f"Bearer {token}"},
-        ) as response,
-    ):
-        async for line in response.aiter_lines():
-            if line.startswith("event: "):
-                seen.append(line.removeprefix("event: "))
-                live.set()
-                if seen[-1] == "ended":
-                    break
-    return seen
-
-
 async def test_a_session_archived_from_another_host_is_told_it_ended(
     hosts: tuple[Broker, Broker],
 ) -> None:
@@ -323,13 +304,9 @@ async def test_a_session_archived_from_another_host_is_told_it_ended(
     alice = await alpha.register("alice")
     live = trio.Event()
     seen: list[str] = []
-
-    async def watch() -> None:
-        seen.extend(await _stream_until_ended(alpha, alice["token"], live))
-
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch)
+            nursery.start_soon(session_events, alpha, alice["token"], seen, live)
             await live.wait()
             status, answer = await beta.post(
                 f"/v1/agents/{alice['agent_id']}/archive", {}, token=beta.secret
