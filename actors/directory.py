@@ -21,6 +21,7 @@ import trio
 from actors._runtime import Actor, ActorError, Call, Reply
 from actors.identities import Identities
 from actors.identity import Rebind
+from actors.wake_run import WakeRuns
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.api import Caller
@@ -114,6 +115,8 @@ class DirectoryDeps:
     allow_force: bool = True  # `allow_force` in config.toml: false refuses every `force`
     #: Tells the other brokers sharing the store of each session change (SPEC §13).
     wakeups: Wakeups = attrs.Factory(NoWakeups)
+    #: The broker's wake runs (docs/wake.md): one a registration ended is waited for.
+    wake_runs: WakeRuns | None = None
 
 
 class DirectoryActor(Actor[DirectoryMessage]):
@@ -193,6 +196,11 @@ class DirectoryActor(Actor[DirectoryMessage]):
             resume_token=resume,
         )
         await self._sessions_changed(outcome.ended, [s for s, _ in outcome.started])
+        if self.deps.wake_runs is not None:
+            # A wake run yields to the session attaching: its harness is gone before the
+            # caller's starts on the same conversation (bounded by the run's kill grace).
+            for ended in outcome.ended:
+                await self.deps.wake_runs.wait_over(ended.id)
         return outcome.registered
 
     async def _sessions_changed(self, ended: list[Session], started: list[Session]) -> None:

@@ -20,11 +20,13 @@ import trio
 from actors._runtime import Actor, ActorError, ActorRef, Call, Reply
 from actors.sessions import Binding, SessionIndex
 from actors.timers import TimerService
+from actors.wake_run import RunEnded
 from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.delivery import Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Delivery, Message, SessionState
+from pager.domain.wake import HOUR, WakeSettings
 from pager.store import messaging as ms
 from pager.store._errors import StoreUnavailable
 from pager.store.ports import (
@@ -35,6 +37,7 @@ from pager.store.ports import (
     NewMessage,
     NoWakeups,
     Sessions,
+    WakeBook,
     Wakeups,
 )
 
@@ -142,6 +145,7 @@ IdentityMessage = (
     | Idle
     | Poke
     | Pushed
+    | RunEnded
 )
 
 
@@ -172,7 +176,16 @@ class WakeSession:
     values: dict[str, str]  # placeholders: agent_id, session_id, conversation_key
 
 
-ProviderMessage = Deliver | WakeSession
+@attrs.frozen
+class LaunchRun:
+    """Asks a provider to start a wake run for the identity (docs/wake.md); the identity
+    hears `RunEnded` when it is over or did not start."""
+
+    identity: ActorRef[IdentityMessage]
+    agent_id: str
+
+
+ProviderMessage = Deliver | WakeSession | LaunchRun
 
 
 @attrs.define
@@ -193,6 +206,8 @@ class IdentityDeps:
     #: attached through another host is that broker's to bind, lease, poll and push.
     host: str = ""
     wakeups: Wakeups = attrs.Factory(NoWakeups)
+    #: Launch on mail (docs/wake.md); None: this broker launches nothing.
+    wake: WakeBook | None = None
 
 
 @attrs.define
@@ -235,6 +250,12 @@ class IdentityActor(Actor[IdentityMessage]):
         # Senders waiting for the push of their message: answered `delivered` or `queued`.
         self.next_deadline: float | None = None  # wall clock; also the store's next_due
         self.last_activity = 0.0  # trio time of the last message handled
+        # Launch on mail (docs/wake.md): the person's settings, a run asked for and not over,
+        # the trio time before which no other may start, and runs in a row that left mail.
+        self.wake_settings: WakeSettings | None = None
+        self.launch_pending = False
+        self.launch_not_before: float | None = None
+        self.fruitless_runs = 0
 
     @property
     def session_id(self) -> str | None:
@@ -246,6 +267,7 @@ class IdentityActor(Actor[IdentityMessage]):
         # Activation counts as activity: the idle window starts now, not at trio time 0.
         self.last_activity = trio.current_time()
         self.next_deadline = self.deps.inbox.next_due(self.identity_id)
+        self._load_wake()
         self._rebind()
         await self._tick()
         # `handle` arms timers after each message, but an identity activated with no message
@@ -300,10 +322,13 @@ class IdentityActor(Actor[IdentityMessage]):
             case Tick():
                 await self._tick()
             case Poke():
+                self._load_wake()
                 self._rebind()
                 await self._tick()
             case Pushed():
                 await self._pushed(message)
+            case RunEnded():
+                await self._run_ended(message)
             case Idle():
                 if self._idle() and trio.current_time() - self.last_activity >= IDLE_AFTER:
                     self.ref.stop()
@@ -395,6 +420,8 @@ class IdentityActor(Actor[IdentityMessage]):
         _answer(reply, Sent(message, False, Wake.QUEUED if attached else Wake.NO_SESSION))
         await self._push()
         await self._wake()
+        if not attached:
+            await self._launch()
 
     async def _tell_elsewhere(self) -> bool:
         """With a store shared by several brokers, after a commit that left the mail waiting
@@ -450,6 +477,7 @@ class IdentityActor(Actor[IdentityMessage]):
             _answer(poll.reply, [])
         await self._serve_polls()
         await self._push()
+        await self._launch()
 
     async def _push(self) -> None:
         """Write waiting claims to the attached session's delivery address (one push at a time,
@@ -508,6 +536,58 @@ class IdentityActor(Actor[IdentityMessage]):
         with contextlib.suppress(ActorError):
             provider.try_cast(WakeSession(values))
 
+    # -- launch on mail (docs/wake.md) -----------------------------------------------------
+
+    def _load_wake(self) -> None:
+        wake = self.deps.wake
+        self.wake_settings = None if wake is None else wake.settings(self.identity_id)
+        if self.wake_settings is None:
+            self.launch_not_before = None
+
+    async def _launch(self) -> None:
+        """Ask the provider for a wake run when the person turned launch on mail on, mail may
+        be offered now, no session is attached anywhere, the identity's workspace is this
+        broker's, and no run is going or must be waited for. The store decides the rest with
+        the run's registration (the hourly bound, a session attached meanwhile)."""
+        wake = self.deps.wake
+        if wake is None or self.wake_settings is None or self.launch_pending:
+            return
+        if self.binding is not None:
+            return  # attached: the ordinary wake applies
+        if self.launch_not_before is not None:
+            if trio.current_time() < self.launch_not_before:
+                return
+            self.launch_not_before = None
+        now = self.deps.clock.now()
+        session, implementation = self.deps.sessions.attached(self.identity_id)
+        target = wake.target(self.identity_id, now=now, since=now - HOUR)
+        if session is not None or target is None or target.available == 0:
+            return
+        if target.workspace.host != self.deps.host:
+            return  # its own broker launches it
+        provider = await self.deps.providers(implementation)
+        if provider is None:
+            return
+        self.launch_pending = True
+        try:
+            provider.try_cast(LaunchRun(self.ref, self.identity_id))
+        except ActorError as exc:
+            log.warning("provider unavailable for a wake run of %s: %s", self.identity_id, exc)
+            self.launch_pending = False
+
+    async def _run_ended(self, ended: RunEnded) -> None:
+        """A run is over (or did not start): the next waits for the redelivery schedule (runs
+        in a row that acknowledged nothing count as attempts) or the hourly bound."""
+        self.launch_pending = False
+        now = trio.current_time()
+        if ended.outcome is None:
+            if ended.retry_after is not None:
+                self.launch_not_before = now + ended.retry_after
+            return
+        self.fruitless_runs = 0 if ended.acknowledged else self.fruitless_runs + 1
+        delay = self.deps.windows.redelivery_delay(max(1, self.fruitless_runs))
+        self.launch_not_before = now + delay
+
     async def _pushed(self, outcome: Pushed) -> None:
         if outcome.push_id != self.push_id or not self.push_in_flight:
             return
@@ -526,8 +606,15 @@ class IdentityActor(Actor[IdentityMessage]):
         await self._push()
 
     def _idle(self) -> bool:
-        """Nothing to keep the actor for: its due mail is the scheduler's business."""
-        return not (self.binding or self.polls or self.push_in_flight)
+        """Nothing to keep the actor for: its due mail is the scheduler's business (a wake
+        run asked for, or one to start later, keeps it)."""
+        return not (
+            self.binding
+            or self.polls
+            or self.push_in_flight
+            or self.launch_pending
+            or self.launch_not_before is not None
+        )
 
     # -- the session binding ---------------------------------------------------------------
 
@@ -585,6 +672,8 @@ class IdentityActor(Actor[IdentityMessage]):
         deadlines = [p.deadline for p in self.polls]
         if self.push_deadline is not None:
             deadlines.append(self.push_deadline)
+        if self.launch_not_before is not None:
+            deadlines.append(self.launch_not_before)
         if self.next_deadline is not None:
             deadlines.append(trio_deadline(self.deps.clock, self.next_deadline))
         if deadlines:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from actors._runtime import Actor, ActorError, Reply
-from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
+from actors.identity import Deliver, LaunchRun, ProviderMessage, Pushed, WakeSession
 from pager.domain.records import DeliveryKind
 from pager.domain.results import mail_message
 from pager.implementations.manifest import Wake
@@ -75,11 +76,17 @@ class DeliveryProvider(Actor[ProviderMessage]):
     mailbox_size = 1024
 
     def __init__(
-        self, nursery: trio.Nursery, *, timeout: float = DELIVERY_TIMEOUT, wake: Wake | None = None
+        self,
+        nursery: trio.Nursery,
+        *,
+        timeout: float = DELIVERY_TIMEOUT,
+        wake: Wake | None = None,
+        launch: Callable[[LaunchRun], Awaitable[None]] | None = None,
     ) -> None:
         self._nursery = nursery
         self._timeout = timeout
         self._wake = wake
+        self._launch = launch  # starts a wake run as a child of this provider
         self._clients: dict[str | None, httpx2.AsyncClient] = {}
 
     def _client(self, uds: str | None) -> httpx2.AsyncClient:
@@ -99,6 +106,9 @@ class DeliveryProvider(Actor[ProviderMessage]):
             case WakeSession(values=values):
                 if self._wake is not None and self._wake.command:
                     self._nursery.start_soon(self._run_wake, self._wake, values)
+            case LaunchRun():
+                if self._launch is not None:
+                    self._nursery.start_soon(self._launch, message)
             case _:
                 self.unhandled(message)
         if reply is not None:

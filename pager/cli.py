@@ -98,12 +98,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     mcp.add_argument("--workspace", help="workspace directory (env PAGER_WORKSPACE; the cwd)")
     mcp.add_argument("--no-hold-lease", action="store_true", help="let an idle session lapse")
     mcp.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    from pager import everyday, operator_cli, paging_cli, run
+    from pager import everyday, operator_cli, paging_cli, run, wake_cli
 
     everyday.add_commands(commands)
     run.add_command(commands)
     operator_cli.add_commands(commands)
     paging_cli.add_commands(commands)
+    wake_cli.add_commands(commands)
     _add_store_command(commands)
     commands.add_parser(
         "help",
@@ -157,12 +158,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "help":
         return cmd_help(parser, args.topic)
     if args.command not in handlers and args.command is not None:
-        from pager import everyday, operator_cli, paging_cli, run
+        from pager import everyday, operator_cli, paging_cli, run, wake_cli
 
         handlers.update(everyday.HANDLERS)
         handlers["run"] = run.cmd_run
         handlers.update(operator_cli.HANDLERS)
         handlers.update(paging_cli.HANDLERS)
+        handlers.update(wake_cli.HANDLERS)
     try:
         if args.command is None:
             return cmd_tui()

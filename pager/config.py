@@ -105,6 +105,8 @@ class Windows:
     #: How often a broker on a shared (PostgreSQL) store tells the others it is alive; a host
     #: whose last heartbeat is older than three of these is shown as not alive (SPEC §13).
     host_heartbeat: float = 5.0
+    #: A wake run told to stop (SIGTERM) is killed (SIGKILL) this long after (docs/wake.md).
+    wake_kill_after: float = 10.0
 
     def redelivery_delay(self, attempt: int) -> float:
         """Delay before attempt `attempt + 1`, given that `attempt` (≥ 1) attempts were made."""
@@ -124,6 +126,9 @@ class Limits:
     agent_sends_per_hour: int = 120
     pair_sends_per_hour: int = 60
     token_sends_per_hour: int = 600
+    #: Wake runs at once on this broker (docs/wake.md), and the size each run's log is cut at.
+    wake_runs: int = 2
+    wake_log_cap: int = 1024 * 1024
 
 
 HOST_NAME_RULE = "1-63 characters of a-z, 0-9 and -, not starting or ending with - (a DNS label)"
@@ -463,7 +468,7 @@ def _window_value(name: str, raw: object, source: str) -> object:
 
 def _limit_value(name: str, raw: object, source: str) -> int:
     # An operator stream may fall this many events behind before it is cut off: a count.
-    if name == "event_buffer":
+    if name in ("event_buffer", "wake_runs"):
         return parse_count(raw, source=source)
     if name in _GUARD_COUNTS:
         return parse_count(raw, source=source, zero=True)

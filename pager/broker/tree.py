@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Generic, TypeVar, overload
 
 import attrs
@@ -21,8 +22,9 @@ from actors._runtime import ActorRef
 from actors.directory import DirectoryMessage
 from actors.events import CommitSignal, EventFeed
 from actors.identities import Identities
-from actors.messaging import delivery_provider, run_messaging
+from actors.messaging import delivery_provider, manifest_of, run_messaging
 from actors.providers import ProviderHub, disabled_event
+from actors.wake_run import WakeRuns
 from pager.config import Config, is_loopback, remote_warning
 from pager.domain.clock import SystemClock, WallClock
 from pager.health import HealthBoard
@@ -175,6 +177,8 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService  # the server stack, lazily
         from pager.store.sqlite_operator import SqliteOperatorViews
+        from pager.store.wake_ports import StoreWakeBook
+        from pager.wake_service import WakeService
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint
         from pager.web.routes_export import export_blueprint
@@ -182,6 +186,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         from pager.web.routes_operator import operator_blueprint
         from pager.web.routes_paging import paging_blueprint
         from pager.web.routes_v1 import v1_blueprint
+        from pager.web.routes_wake import wake_blueprint
         from pager.web.server import run_web_server
 
         sock = listener.get()
@@ -189,6 +194,13 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         try:
             service = messaging.get()
             feed = events.get()
+            wake = WakeService(
+                StoreWakeBook(store.get()),
+                service.identities,
+                ctx.clock,
+                manifests=manifest_of,
+                wakeups=backend.wakeups,
+            )
             operator = OperatorService(
                 service.directory,
                 SqliteOperatorViews(reads),
@@ -211,6 +223,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                     paging_blueprint(service, ctx.secret),
                     export_blueprint(backend.exports(), ctx.secret),
                     operator_blueprint(operator, ctx.secret),
+                    wake_blueprint(wake, ctx.secret),
                     openapi_blueprint(),
                     events_blueprint(
                         feed, ctx.secret, heartbeat=ctx.config.windows.event_heartbeat
@@ -232,7 +245,21 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         now = ctx.clock.now()
         await store.get().write(lambda conn: record_event(conn, now, kind, data))
 
-    hub = ProviderHub(providers, delivery_provider, on_disabled=provider_disabled)
+    def own_url() -> str:
+        host, port = ctx.config.host, listener.get().getsockname()[1]
+        return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+    wake_runs = WakeRuns(
+        clock=ctx.clock,
+        state_dir=ctx.paths.root,
+        max_runs=ctx.config.limits.wake_runs,
+        kill_after=ctx.config.windows.wake_kill_after,
+        log_max_bytes=ctx.config.limits.wake_log_cap,
+        url=own_url,
+    )
+    hub = ProviderHub(
+        providers, partial(delivery_provider, wake_runs=wake_runs), on_disabled=provider_disabled
+    )
 
     async def start_messaging(
         *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
@@ -269,6 +296,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 config=ctx.config,
                 clock=ctx.clock,
                 service=service,
+                wake_runs=wake_runs,
                 task_status=messaging.status(task_status),
             )
         finally:

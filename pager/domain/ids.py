@@ -40,13 +40,20 @@ class Kind(enum.StrEnum):
     RESUME_TOKEN = "prt"
     MAILBOX = "mbx"  # a mailbox token's id (SPEC §8.2): listed, revoked, a page's sender
     MAILBOX_TOKEN = "pmt"
+    WAKE_RUN = "run"  # a wake run (docs/wake.md)
 
 
 TOKEN_KINDS = frozenset(
     {Kind.SESSION_TOKEN, Kind.CLAIM_TOKEN, Kind.RESUME_TOKEN, Kind.MAILBOX_TOKEN}
 )
 
-_ID_LENGTH = {Kind.AGENT: 16, Kind.SESSION: 16, Kind.MESSAGE: 20, Kind.MAILBOX: 16}
+_ID_LENGTH = {
+    Kind.AGENT: 16,
+    Kind.SESSION: 16,
+    Kind.MESSAGE: 20,
+    Kind.MAILBOX: 16,
+    Kind.WAKE_RUN: 16,
+}
 _TOKEN_LENGTH = 43  # len(secrets.token_urlsafe(32))
 _TOKEN_BYTES = 32
 
@@ -104,6 +111,11 @@ def new_mailbox_id() -> str:
 def new_session_id() -> str:
     """A fresh session id: `ses_` + 16 random base32 characters."""
     return _random_id(Kind.SESSION)
+
+
+def new_run_id() -> str:
+    """A fresh wake run id: `run_` + 16 random base32 characters."""
+    return _random_id(Kind.WAKE_RUN)
 
 
 def new_message_id(*, now_ms: int | None = None, after: str | None = None) -> str:

@@ -28,6 +28,7 @@ from pager.implementations.manifest import (
     Skill,
     Source,
     Wake,
+    WakeLaunch,
     freeze,
 )
 from pager.implementations.templates import EXECUTABLE_FROM_ARGS, TemplateError, placeholders
@@ -94,7 +95,7 @@ _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "hooks": ("events", "output", "max_chars"),
         "skill": ("dirs",),
         "plugin": ("supported",),
-        "wake": ("command", "timeout"),
+        "wake": ("command", "timeout", "launch"),
     }
 )
 
@@ -343,7 +344,26 @@ class _Validator:
                 "wake.timeout", f"expected seconds between 0 and 300, got {_type_name(timeout)}"
             )
             timeout = 10.0
-        return Wake(tuple(command), float(timeout))
+        return Wake(tuple(command), float(timeout), self._wake_launch(table))
+
+    def _wake_launch(self, table: Mapping[str, Any]) -> WakeLaunch | None:
+        """`[wake.launch]`: non-empty `args`, each a template (`{prompt}` included)."""
+        if "launch" not in table:
+            return None
+        launch = table["launch"]
+        if not isinstance(launch, Mapping):
+            self.fail("wake.launch", f"expected a table, got {_type_name(launch)}")
+            return None
+        for key in launch:
+            if key != "args":
+                self.warnings.append(f"wake.launch.{key} is not a key Pager knows; ignored")
+        args = self.strings(launch, "wake.launch", "args")
+        if not args:
+            self.fail("wake.launch.args", "expected the headless resume's arguments, got none")
+            return None
+        for index, arg in enumerate(args):
+            self.template(f"wake.launch.args[{index}]", arg)
+        return WakeLaunch(tuple(args))
 
     def _flags(self, table: Mapping[str, Any], key: str) -> list[str]:
         flags = self.strings(table, "resume", key)

@@ -23,6 +23,7 @@ import attrs
 from pager.implementations.templates import (
     EXECUTABLE_FROM_ARGS,
     TemplateError,
+    placeholders,
     render,
 )
 
@@ -200,12 +201,27 @@ class Plugin:
 
 
 @attrs.frozen
+class WakeLaunch:
+    """`[wake.launch]`: the harness's headless resume of a conversation, for launching it
+    when mail arrives (docs/wake.md). `args` follow the executable and `[launch]` args."""
+
+    args: tuple[str, ...]
+
+    @property
+    def needs_conversation(self) -> bool:
+        """It resumes a conversation by its key: an identity without one cannot be woken."""
+        return any("conversation_key" in placeholders(arg) for arg in self.args)
+
+
+@attrs.frozen
 class Wake:
-    """A helper command the provider runs (with a timeout) to tell an attached session that
-    mail waits, for harnesses with a queue/knock command. Empty: no wake helper."""
+    """`[wake]`: a helper command the provider runs (with a timeout) to tell an attached
+    session that mail waits, for harnesses with a queue/knock command (empty: none), and the
+    headless launch of `[wake.launch]` (None: the harness has no headless resume)."""
 
     command: tuple[str, ...] = ()
     timeout: float = 10.0
+    launch: WakeLaunch | None = None
 
 
 @attrs.frozen
@@ -267,6 +283,13 @@ class Manifest:
             },
             "skill": {"dirs": list(self.skill.dirs)},
             "plugin": {"supported": self.plugin.supported},
+            "wake": {
+                "command": list(self.wake.command),
+                "timeout": self.wake.timeout,
+                "launch": None
+                if self.wake.launch is None
+                else {"args": list(self.wake.launch.args)},
+            },
             "extra": thaw(self.extra),
             "warnings": list(self.warnings),
         }

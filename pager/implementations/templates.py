@@ -38,6 +38,8 @@ PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
         "harness, for harnesses that load one per launch (e.g. pi -e PATH)",
         "hook_command": "the command line the harness runs for Pager's hooks",
         "python": "the absolute path of the Python interpreter that runs Pager",
+        "prompt": "the prompt a wake run starts with: mail waits and how to read it "
+        "(only in `[wake.launch]`, docs/wake.md)",
     }
 )
 

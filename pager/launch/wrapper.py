@@ -75,6 +75,9 @@ class LaunchContext:
     values: Mapping[str, str]
     #: The environment the harness inherits (the user's HOME, their own harness variables).
     environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+    #: A wake run (docs/wake.md): headless, nobody at the terminal, ended by its provider;
+    #: a connector leaves out what waits for a person (e.g. Claude's idle-wake hooks).
+    headless: bool = False
 
 
 @attrs.frozen
@@ -121,7 +124,7 @@ async def _launch(session: SessionClient, spec: LaunchSpec, plan: LaunchPlan, pr
             values = launch_values(
                 relay.url, relay.credential, answer, paths, plan, spec, session.token_file
             )
-            harness = harness_command(spec, program, plan, values, directory)
+            harness = harness_command(spec, program, plan.args, values, directory)
             return await _run_harness(list(harness.argv), dict(harness.env), relay, session)
     finally:
         with trio.CancelScope(shield=True):
@@ -186,28 +189,35 @@ def launch_values(
         "state_dir": str(paths.root),
         "conversation_key": plan.conversation.key or "",
         "python": sys.executable,
-        "hook_command": _hook_command(spec.implementation),
+        "hook_command": hook_command(spec.implementation),
     }
 
 
 def harness_command(
     spec: LaunchSpec,
     program: str,
-    plan: LaunchPlan,
+    args: Sequence[str],
     values: Mapping[str, str],
     directory: str,
     environ: Mapping[str, str] | None = None,
+    *,
+    headless: bool = False,
+    templates: Sequence[str] = (),
 ) -> HarnessCommand:
     """The harness's command line and environment for one launch, without running it.
 
     Runs the connector, which writes its per-launch files into `directory` (private; the caller
-    removes it after the harness ended), then fills the manifest's templates. `environ` is the
-    environment the harness inherits (default: this process's)."""
+    removes it after the harness ended), then fills the manifest's templates. The command is
+    the program, the manifest's `[launch]` args, `templates` filled the same way (a wake
+    run's headless arguments, docs/wake.md), then `args` as given (the user's own). `environ`
+    is the environment the harness inherits (default: this process's)."""
     inherited = dict(os.environ if environ is None else environ)
     filled = dict(values)
     if spec.prepare is not None:
-        filled.update(spec.prepare(LaunchContext(directory, dict(values), inherited)))
-    argv = (program, *(_render(t, filled) for t in spec.args), *plan.args)
+        context = LaunchContext(directory, dict(values), inherited, headless=headless)
+        filled.update(spec.prepare(context))
+    rendered = (_render(t, filled) for t in (*spec.args, *templates))
+    argv = (program, *rendered, *args)
     env = {
         **inherited,
         "PAGER_URL": filled["url"],
@@ -249,7 +259,7 @@ def _render(template: str, values: Mapping[str, str]) -> str:
         raise LaunchError(f"the manifest template {template!r} cannot be filled: {exc}") from None
 
 
-def _hook_command(implementation: str) -> str:
+def hook_command(implementation: str) -> str:
     """The hook command a harness runs: the venv's own `pager`, never a shim on PATH."""
     pager = os.path.join(os.path.dirname(sys.executable), "pager")
     return f"{pager} hook --implementation {implementation}"

@@ -316,6 +316,41 @@ def _v9_hosts(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE sessions ADD COLUMN host TEXT")
 
 
+def _v10_wake(conn: sqlite3.Connection) -> None:
+    # Launch on mail (docs/wake.md): the person's settings per identity, and each run (its
+    # start decides the hourly bound; one without an end was cut short by a killed broker).
+    conn.execute(
+        """
+        CREATE TABLE wake_settings (
+            identity_id TEXT PRIMARY KEY REFERENCES identities (id) ON DELETE CASCADE,
+            command TEXT,
+            max_runs_per_hour INTEGER NOT NULL,
+            timeout_s REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE wake_runs (
+            id TEXT PRIMARY KEY,
+            identity_id TEXT NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+            session_id TEXT NOT NULL,
+            host TEXT NOT NULL,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            outcome TEXT,
+            exit_code INTEGER,
+            pid INTEGER,
+            log TEXT,
+            acknowledged INTEGER NOT NULL DEFAULT 0
+        )
+        """
+    )
+    conn.execute("CREATE INDEX wake_runs_identity ON wake_runs (identity_id, started_at)")
+    conn.execute("CREATE INDEX wake_runs_session ON wake_runs (session_id)")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
@@ -327,6 +362,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "mailbox tokens and page fields", _v7_mailbox_tokens),
     Migration(8, "each identity's next due time (virtual identity actors)", _v8_next_due),
     Migration(9, "each workspace's and session's host (brokers sharing a store)", _v9_hosts),
+    Migration(10, "launch on mail: settings per identity and wake runs", _v10_wake),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

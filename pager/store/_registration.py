@@ -16,9 +16,21 @@ from pager.domain import ids
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address, generate_handle
 from pager.domain.records import Delivery, Identity, Session, SessionState
+from pager.domain.wake import HOUR, WakeRun, hourly_retry_after
 from pager.domain.workspace import Workspace
+from pager.store import _wake as wk
 from pager.store import messaging as ms
 from pager.store._conn import Conn
+
+
+@attrs.frozen
+class WakeStart:
+    """A wake run's registration (docs/wake.md): a session for `agent_id` only while none is
+    attached, it is not archived and the hourly bound allows; recorded as run `run_id`."""
+
+    agent_id: str
+    run_id: str
+    max_runs_per_hour: int
 
 
 @attrs.frozen
@@ -30,6 +42,7 @@ class Registration:
     delivery: Delivery | None
     force: bool
     resume_token: str | None = None
+    wake: WakeStart | None = None
 
 
 @attrs.frozen
@@ -101,6 +114,13 @@ def claim_alias(
         )
 
 
+def _is_wake_run(conn: Conn, session: Session) -> bool:
+    return wk.open_run_of_session(conn, session.id) is not None
+
+
+#: The end reason of a wake run's session when someone attaches to its identity.
+WAKE_YIELDED = "a session attached to this agent: the wake run ends"
+
 #: The end reason of a holder's session. Its token never answers with it: it runs on (below).
 TAKEN_OVER = "taken over by another session (force)"
 
@@ -136,7 +156,8 @@ def take_over(
     handed: Session | None = None
     if holder is not None:
         ms.end_session(conn, holder.id, SessionState.ENDED, TAKEN_OVER, now, cause="taken_over")
-        handed = _hand_to_fresh_identity(conn, identity, holder, now, lease_ttl)
+        if not _is_wake_run(conn, holder):  # a wake run just ends
+            handed = _hand_to_fresh_identity(conn, identity, holder, now, lease_ttl)
     if previous is not None:
         reason = f"took over {identity.alias} ({identity.id})"
         ms.end_session(conn, previous.id, SessionState.DETACHED, reason, now, cause="took_over")
@@ -269,6 +290,8 @@ class RegisterPlan:
 
     def apply(self, conn: Conn) -> Outcome:
         command, ws = self.command, self.command.workspace
+        if command.wake is not None:
+            return self._wake_run(conn, command.wake)
         ms.ensure_workspace(conn, ws, self.now)
         target: Identity | None = None
         forced = False
@@ -287,7 +310,9 @@ class RegisterPlan:
             target = None if known is None else ms.get_identity(conn, known)
         if target is None and command.session_name is not None:
             target = self._by_name(conn, command.session_name)
-            if target is not None and ms.attached_session(conn, target.id) is not None:
+            attached = None if target is None else ms.attached_session(conn, target.id)
+            # A wake run's session is no holder: it yields (below), as to a resume.
+            if target is not None and attached is not None and not _is_wake_run(conn, attached):
                 if not command.force:
                     raise PagerError(
                         ErrorCode.ALIAS_CONFLICT,
@@ -332,13 +357,15 @@ class RegisterPlan:
                 started.append((done.handed, done.handed_implementation))
         else:
             if previous is not None:
+                # A wake run's session yields to anyone attaching (docs/wake.md).
+                run = wk.open_run_of_session(conn, previous.id)
                 ms.end_session(
                     conn,
                     previous.id,
                     SessionState.ENDED,
-                    "replaced by a newer attachment",
+                    "replaced by a newer attachment" if run is None else WAKE_YIELDED,
                     self.now,
-                    cause="replaced",
+                    cause="replaced" if run is None else "wake_yielded",
                 )
                 ended.append(previous)
             identity = attach_session(conn, target, session, self.now)
@@ -353,6 +380,51 @@ class RegisterPlan:
             self.resume_token,
         )
         return Outcome(registered, ended, started)
+
+    def _wake_run(self, conn: Conn, wake: WakeStart) -> Outcome:
+        """Attach a wake run's session to its identity, or refuse: `not_found` (gone),
+        `conflict` (archived, or a session is attached: the ordinary wake applies then),
+        `rate_limited` with `retry_after_s` (the hourly bound)."""
+        target = ms.get_identity(conn, wake.agent_id)
+        if target is None:
+            raise PagerError(ErrorCode.NOT_FOUND, f"no agent {wake.agent_id}")
+        if target.archived_at is not None:
+            raise PagerError(ErrorCode.CONFLICT, f"{wake.agent_id} is archived")
+        if ms.attached_session(conn, target.id) is not None:
+            raise PagerError(ErrorCode.CONFLICT, f"{wake.agent_id} has a session attached")
+        starts = wk.run_starts_since(conn, target.id, self.now - HOUR)
+        retry = hourly_retry_after(starts, wake.max_runs_per_hour, self.now)
+        if retry is not None:
+            raise PagerError(
+                ErrorCode.RATE_LIMITED,
+                f"{wake.agent_id} had {len(starts)} wake runs in the last hour"
+                f" (at most {wake.max_runs_per_hour})",
+                retry_after_s=round(retry, 3),
+            )
+        command, host = self.command, self.command.workspace.host
+        latest = ms.latest_session(conn, target.id)
+        session = Session(
+            id=ids.new_session_id(),
+            identity_id=target.id,
+            epoch=(latest.epoch + 1) if latest is not None else 1,
+            token_hash=ids.hash_token(self.token),
+            resume_hash=ids.hash_token(self.resume_token),
+            state=SessionState.ATTACHED,
+            created_at=self.now,
+            lease_expires_at=self.now + self.lease_ttl,
+            conversation_key=command.conversation_key,
+            host=host,
+        )
+        identity = attach_session(conn, target, session, self.now)
+        wk.insert_wake_run(conn, WakeRun(wake.run_id, target.id, session.id, host, self.now))
+        registered = Registered(
+            identity,
+            ms.workspace_slug(conn, identity.workspace_key),
+            session,
+            self.token,
+            self.resume_token,
+        )
+        return Outcome(registered, [], [(session, identity.implementation)])
 
     def _by_name(self, conn: Conn, name: str) -> Identity | None:
         ws = self.command.workspace

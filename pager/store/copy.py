@@ -110,6 +110,8 @@ TABLES: tuple[Table, ...] = (
     Table("claims"),
     Table("purged_sessions"),
     Table("mailbox_tokens"),
+    Table("wake_settings"),
+    Table("wake_runs", {"host": _this_host}),
 )
 
 

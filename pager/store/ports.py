@@ -22,11 +22,13 @@ from pager.domain.delivery import Via
 from pager.domain.hosts import HostBoard
 from pager.domain.records import Claim, Message, Session, SessionState
 from pager.domain.results import AliasResult
+from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
 from pager.domain.workspace import Workspace
 from pager.store._guard import SendLimits
 from pager.store._messages import AckResult, ClaimPolicy
 from pager.store._registration import Outcome, Registration, Takeover
 from pager.store._sweep import Action, Applied, Due, Plan, Pruned
+from pager.store._wake import WakeCandidate, WakeTarget
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -315,6 +317,47 @@ class NoWakeups:
         return None
 
 
+class WakeBook(Protocol):
+    """Launch on mail (docs/wake.md): the person's settings per identity and the wake runs.
+    A run starts with its session's registration (`Registration.wake`), in one commit."""
+
+    def settings(self, agent_id: str) -> WakeSettings | None: ...
+
+    def target(self, agent_id: str, *, now: float, since: float) -> WakeTarget | None:
+        """What a run of the identity needs, read at once; None when launch on mail is off."""
+        ...
+
+    def candidate(self, agent_id: str) -> WakeCandidate | None:
+        """The identity with its address and the conversation a run would resume."""
+        ...
+
+    def enabled_ids(self) -> list[str]: ...
+
+    def unfinished(self, host: str) -> list[WakeRun]:
+        """Runs this host started that never recorded an end (its broker was killed)."""
+        ...
+
+    async def put(self, settings: WakeSettings, *, now: float) -> None: ...
+
+    async def delete(self, agent_id: str, *, now: float) -> bool: ...
+
+    def listing(self) -> list[tuple[WakeSettings, list[WakeRun]]]:
+        """Every identity with launch on mail on, with its latest runs (newest first)."""
+        ...
+
+    async def started(self, run_id: str, *, pid: int, log: str, now: float) -> None: ...
+
+    async def end(
+        self, run_id: str, *, outcome: RunOutcome, exit_code: int | None, detail: str, now: float
+    ) -> WakeRun | None:
+        """Record the run's end (None when it had ended already)."""
+        ...
+
+    async def end_cut_short(self, run: WakeRun, *, now: float) -> None:
+        """A run its broker never saw end: its session ends and the run is recorded `stopped`."""
+        ...
+
+
 @attrs.frozen
 class MessagingPorts:
     """The ports the messaging subtree runs on, built by the composition root for its backend."""
@@ -329,3 +372,4 @@ class MessagingPorts:
     leadership: Leadership = attrs.field(factory=AlwaysLead)
     #: The store's hosts and their liveness (None: a store of one broker).
     hosts: HostBoard | None = None
+    wake: WakeBook | None = None

@@ -29,6 +29,7 @@ from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_ports import Reads, SqliteInbox, SqliteRetention, SqliteSessions, Writer
 from pager.store.sqlite_writer import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
+from pager.store.wake_ports import StoreWakeBook
 
 if TYPE_CHECKING:
     from pager.store.backend import StoreAccess
@@ -55,6 +56,7 @@ def messaging_ports(
         wakeups=NoWakeups() if wakeups is None else wakeups,
         leadership=AlwaysLead() if leadership is None else leadership,
         hosts=hosts,
+        wake=StoreWakeBook(writer),
     )
 
 

@@ -16,7 +16,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.service import BrokerService
 from pager.sse import HEARTBEAT, frame
 from pager.web.dispatch import bearer_token
-from pager.wire import HookAckRequest, HookClaimRequest, RegisterRequest, structure
+from pager.wire import HookAckRequest, HookClaimRequest, RegisterRequest, structure, unstructure
 
 #: Comment lines on an idle event stream, so proxies and clients see it is alive.
 HEARTBEAT_S = 15.0
@@ -95,7 +95,7 @@ def v1_blueprint(
         require_secret(secret, request.headers)
         body = structure(await json_body(), HookAckRequest)
         result = await service.hook_ack(agent_id=body.agent_id, tokens=list(body.tokens))
-        return Response(json.dumps(result), mimetype="application/json")
+        return Response(json.dumps(unstructure(result)), mimetype="application/json")
 
     @bp.post("/sessions/current/detach")
     async def detach() -> Response:

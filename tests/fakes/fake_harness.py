@@ -1,16 +1,19 @@
 """FAKE harness executable for wrapper tests (installed on PATH as `claude` by the tests).
 
-It records how it was launched and acts like a harness, step by step, as FAKE_HARNESS_STEPS
-says (comma-separated): `whoami` calls the MCP endpoint from its --mcp-config with the header
-it was given; `hook` runs the configured UserPromptSubmit hook command with a realistic payload
-and records its output; `wait:PATH` waits until PATH exists; `exit:N` exits with N;
-`signal:NAME` kills itself with that signal. Everything goes to FAKE_HARNESS_LOG as JSON lines.
+Launched headless with `-p --resume KEY PROMPT` (a wake run, docs/wake.md), it does what
+FAKE_WAKE says (`headless`, below). Otherwise it records how it was launched and acts like a
+harness, step by step, as FAKE_HARNESS_STEPS says (comma-separated): `whoami` calls the MCP
+endpoint from its --mcp-config with the header it was given; `hook` runs the configured
+UserPromptSubmit hook command with a realistic payload and records its output; `wait:PATH`
+waits until PATH exists; `exit:N` exits with N; `signal:NAME` kills itself with that signal.
+Everything goes to FAKE_HARNESS_LOG as JSON lines.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,12 +59,72 @@ def whoami(config_path: str) -> dict[str, Any]:
     return trio.run(call)
 
 
+def run_hook(command: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, shell=True, input=json.dumps(payload), capture_output=True, text=True
+    )
+
+
+def pager(*args: str) -> subprocess.CompletedProcess[str]:
+    """The `pager` CLI of the venv this harness runs with (as an agent's shell tool would)."""
+    program = os.path.join(os.path.dirname(sys.executable), "pager")
+    return subprocess.run([program, *args], capture_output=True, text=True)
+
+
+def senders(text: str) -> list[str]:
+    """The addresses mail in Pager's envelope came from (`From ADDRESS · sent …`)."""
+    return re.findall(r"^From (\S+) ·", text, flags=re.MULTILINE)
+
+
+def headless(argv: list[str], settings: dict[str, Any], key: str) -> int:
+    """A wake run as FAKE_WAKE says: `reply` (the default) runs the SessionStart and
+    UserPromptSubmit hooks with the prompt, reads what is left with `pager read`, and replies
+    to each sender with `pager send` (FAKE_WAKE_REPLY: the body; none when empty); `hang`
+    never ends; `stubborn` never ends and ignores SIGTERM; `exit:N` ends with N at once."""
+    mode = os.environ.get("FAKE_WAKE", "reply")
+    log({"wake": mode, "pid": os.getpid(), "pgid": os.getpgrp(), "resume": key,
+         "cwd": os.getcwd(), "prompt": argv[-1]})  # fmt: skip
+    if mode.startswith("exit:"):
+        return int(mode.removeprefix("exit:"))
+    if mode in ("hang", "stubborn"):
+        if mode == "stubborn":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(3600)
+    text = ""
+    for event, prompt in (("SessionStart", None), ("UserPromptSubmit", argv[-1])):
+        for group in settings.get("hooks", {}).get(event, []):
+            for hook in group["hooks"]:
+                if hook.get("async"):
+                    continue  # a background waiter: headless runs have none
+                payload = {"session_id": key, "hook_event_name": event, "cwd": os.getcwd()}
+                if prompt is not None:
+                    payload["prompt"] = prompt
+                done = run_hook(hook["command"], payload)
+                log({"hook": event, "status": done.returncode, "stdout": done.stdout})
+                if done.stdout.strip():
+                    text += json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    read = pager("read", "--json")
+    log({"read": read.returncode, "stdout": read.stdout, "stderr": read.stderr})
+    found = senders(text)
+    if read.returncode == 0:
+        found += [json.loads(line)["message"]["from"] for line in read.stdout.splitlines()]
+    body = os.environ.get("FAKE_WAKE_REPLY", "re: done")
+    for sender in dict.fromkeys(found) if body else ():
+        sent = pager("send", sender, body)
+        log({"replied": sender, "status": sent.returncode, "stderr": sent.stderr})
+    return 0
+
+
 def main() -> int:
     argv = sys.argv[1:]
     config = option(argv, "--mcp-config")
     settings_path = option(argv, "--settings")
     settings = read_json(settings_path) if settings_path else {}
     session = option(argv, "--session-id") or option(argv, "--resume") or "none"
+    if "-p" in argv and option(argv, "--resume"):
+        log({"argv": argv, "env": {k: v for k, v in os.environ.items() if k.startswith("PAGER_")}})
+        return headless(argv, settings, session)
     log(
         {
             "argv": argv,

@@ -70,6 +70,8 @@ class FakeInbox(Actor[ProviderMessage]):
         if isinstance(message, WakeSession):
             self.wakes.append(message)
             return
+        if not isinstance(message, Deliver):
+            self.unhandled(message)
         self.pushes.append(message)
         self._arrived.set()
         self._arrived = trio.Event()

@@ -174,7 +174,7 @@ def _message(
 
 
 def _rows(path: str) -> dict[str, list[tuple[Any, ...]]]:
-    """A row or two for every table of the SQLite store at schema 9, columns in order."""
+    """A row or two for every table of the SQLite store at schema 10, columns in order."""
     return {
         "meta": [("port", "4711"), ("note", "kept")],
         "broker_runs": [
@@ -199,6 +199,10 @@ def _rows(path: str) -> dict[str, list[tuple[Any, ...]]]:
         "claims": [("ch1", "m1", "agt_b", "ses_1", 1, "fetch", 5.5, 65.5, "open")],
         "purged_sessions": [("th9", "ses_9", "agt_gone", 1.0)],
         "mailbox_tokens": [("tok_1", "mh1", "agt_a", "ci", 2.0, None, None, None)],
+        "wake_settings": [("agt_b", '["-p", "{prompt}"]', 4, 600.0, 3.0)],
+        "wake_runs": [
+            ("run_1", "agt_b", "ses_1", "", 3.0, 4.0, "exited", 0, 1234, "/logs/w.log", 1)
+        ],
         "events": [(seq, f"2026-01-0{seq}T00:00:00", "t", "{}") for seq in range(1, 6)],
     }
 
@@ -234,7 +238,7 @@ def _expected(table: str, columns: list[str], row: tuple[Any, ...]) -> dict[str,
     for column in ("key", "workspace_key"):
         if column in found and table in ("workspaces", "identities", "alias_reservations"):
             found[column] = host_key(found[column], HOST)
-    if table in ("workspaces", "sessions", "broker_runs"):
+    if table in ("workspaces", "sessions", "broker_runs", "wake_runs"):
         found["host"] = HOST
     if table == "meta" and found["key"] == "port":
         found["key"] = f"port@{HOST}"

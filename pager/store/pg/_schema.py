@@ -1,10 +1,10 @@
 """The PostgreSQL schema, as an ordered list of migrations (SPEC §13).
 
-The same tables as the SQLite store at its schema 9 (pager/store/_migrations.py), so that the
-store's statements, written in the SQL both engines speak, run on either; plus what several
-brokers sharing one database need: the hosts and their heartbeats, and the order events become
-visible in. Times are unix seconds (`double precision`, SQLite's REAL) and flags are integers 0/1
-(SQLite has no booleans), exactly as in the SQLite schema.
+The same tables as the SQLite store (pager/store/_migrations.py; version 2 here is SQLite's
+10), so that the store's statements, written in the SQL both engines speak, run on either; plus
+what several brokers sharing one database need: the hosts and their heartbeats, and the order
+events become visible in. Times are unix seconds (`double precision`, SQLite's REAL) and flags
+are integers 0/1 (SQLite has no booleans), exactly as in the SQLite schema.
 
 The version is the `schema_version` row of `meta`. Migration N turns a version N-1 database into
 a version N one, all of it in one transaction. Append only: never edit a released migration.
@@ -246,9 +246,40 @@ _V1 = (
     "CREATE INDEX mailbox_tokens_identity ON mailbox_tokens (identity_id)",
 )
 
+# Launch on mail (docs/wake.md), as SQLite's schema 10.
+_V2 = (
+    """
+    CREATE TABLE wake_settings (
+        identity_id text PRIMARY KEY REFERENCES identities (id) ON DELETE CASCADE,
+        command text,
+        max_runs_per_hour integer NOT NULL,
+        timeout_s double precision NOT NULL,
+        updated_at double precision NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE wake_runs (
+        id text PRIMARY KEY,
+        identity_id text NOT NULL REFERENCES identities (id) ON DELETE CASCADE,
+        session_id text NOT NULL,
+        host text NOT NULL,
+        started_at double precision NOT NULL,
+        ended_at double precision,
+        outcome text,
+        exit_code integer,
+        pid integer,
+        log text,
+        acknowledged integer NOT NULL DEFAULT 0
+    )
+    """,
+    "CREATE INDEX wake_runs_identity ON wake_runs (identity_id, started_at)",
+    "CREATE INDEX wake_runs_session ON wake_runs (session_id)",
+)
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "the store of schema 9, with the hosts and their heartbeats", _V1),
+    PgMigration(2, "launch on mail: settings per identity and wake runs (schema 10)", _V2),
 )
 
 PG_SCHEMA_VERSION: int = PG_MIGRATIONS[-1].version

@@ -1,0 +1,349 @@
+"""Wake runs (docs/wake.md): an identity with launch on mail on and mail waiting, but no
+session, has its provider resume its conversation headless and supervise the run.
+
+`WakeRuns` is what the broker's providers share: the bound on runs at once, the ports, and the
+runs going (so a person attaching can wait for the run it ended). Each run is a temporary
+child of its implementation's provider (`run_wake`), in this order:
+
+1. wait for a slot (at most `max_runs` at once per broker);
+2. register a session for the identity, which the store refuses while one is attached, when
+   the identity is archived, or over the hourly bound (`Registration.wake`: one commit);
+3. start the harness under `pager.launch.wake_guard` in a process group of its own, in the
+   identity's workspace, its output into `logs/wake-<alias>-<time>.log`;
+4. hold the session's lease while it runs; stop it (SIGTERM to the group, SIGKILL after
+   `kill_after`) at its timeout, when its session ends (a person attached, an archive), or
+   when the broker stops;
+5. end the session, record the run's end (outcome, status, duration, the messages it
+   acknowledged: the `wake.ended` event) and tell the identity, which offers what is left on
+   the redelivery schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from pager.domain import ids
+from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.records import SessionState
+from pager.domain.wake import HOUR, RunOutcome
+from pager.store._registration import WakeStart
+
+if TYPE_CHECKING:
+    from actors._runtime import ActorRef
+    from actors.directory import DirectoryMessage
+    from actors.identities import Identities
+    from actors.identity import IdentityMessage
+    from pager.domain.clock import WallClock
+    from pager.implementations.manifest import Manifest
+    from pager.launch.wrapper import LaunchSpec
+    from pager.store.ports import WakeBook
+
+log = logging.getLogger("pager.wake")
+
+#: Runs at once per broker (`[wake] max_runs`).
+MAX_RUNS = 2
+#: After SIGTERM, how long a run has before SIGKILL (`[wake] kill_after`).
+KILL_AFTER = 10.0
+#: Each run's log is cut at this size; this many logs are kept per identity.
+LOG_MAX_BYTES = 1024 * 1024
+LOGS_KEPT = 20
+#: Why a run's session ends when the run ends.
+RUN_OVER = "the wake run ended"
+
+
+@attrs.frozen
+class RunEnded:
+    """What the identity hears when a run it asked for is over (or never started): how it
+    ended, how many messages it acknowledged, and when another may start at the earliest
+    (`retry_after`, seconds: the hourly bound)."""
+
+    outcome: RunOutcome | None  # None: no run started (refused, or nothing to do)
+    acknowledged: int = 0
+    retry_after: float | None = None
+    detail: str = ""
+
+
+@attrs.define
+class WakeRuns:
+    """The broker's runs: its bound, its ports, and those going (by session id)."""
+
+    clock: WallClock
+    state_dir: Path
+    max_runs: int = MAX_RUNS
+    kill_after: float = KILL_AFTER
+    log_max_bytes: int = LOG_MAX_BYTES
+    #: The broker's own URL (known once its listener is bound).
+    url: Callable[[], str] = lambda: ""
+    #: Set by the messaging subtree when it starts.
+    book: WakeBook | None = None
+    directory: ActorRef[DirectoryMessage] | None = None
+    identities: Identities | None = None
+    environ: dict[str, str] = attrs.Factory(lambda: dict(os.environ))
+    limiter: trio.CapacityLimiter = attrs.field(init=False)
+    going: dict[str, trio.Event] = attrs.Factory(dict)  # session id -> set when it is over
+
+    def __attrs_post_init__(self) -> None:
+        self.limiter = trio.CapacityLimiter(self.max_runs)
+
+    async def wait_over(self, session_id: str) -> None:
+        """Until the run of this session (if one goes) is over: the process group gone."""
+        over = self.going.get(session_id)
+        if over is not None:
+            with trio.move_on_after(self.kill_after + 5.0):
+                await over.wait()
+
+
+async def run_wake(
+    runs: WakeRuns,
+    manifest: Manifest,
+    spec: LaunchSpec,
+    identity: ActorRef[IdentityMessage],
+    agent_id: str,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """One run, start to end; whatever happens, the identity hears `RunEnded` once."""
+    task_status.started()
+    ended = RunEnded(None, detail="not started")
+    try:
+        async with runs.limiter:
+            ended = await _run(runs, manifest, spec, agent_id)
+    finally:
+        with contextlib.suppress(Exception):
+            identity.try_cast(ended)
+
+
+async def _run(runs: WakeRuns, manifest: Manifest, spec: LaunchSpec, agent_id: str) -> RunEnded:
+    from actors.directory import RegisterCommand
+    from pager.launch.wake_command import wake_args, why_not
+
+    assert runs.book is not None
+    assert runs.directory is not None
+    assert runs.identities is not None
+    now = runs.clock.now()
+    target = runs.book.target(agent_id, now=now, since=now - HOUR)
+    if target is None or target.available == 0:
+        return RunEnded(None, detail="nothing to do")
+    settings = target.settings
+    refusal = why_not(manifest, settings.command, target.conversation_key)
+    if refusal is not None:
+        log.warning("wake run for %s cannot start: %s", target.address, refusal)
+        return RunEnded(None, retry_after=HOUR, detail=refusal)
+    args = wake_args(manifest, settings.command)
+    assert args is not None
+    run_id = ids.new_run_id()
+    command = RegisterCommand(
+        workspace=target.workspace,
+        implementation=target.identity.implementation,
+        session_name=None,
+        conversation_key=target.conversation_key,
+        delivery=None,
+        force=False,
+        wake=WakeStart(agent_id, run_id, settings.max_runs_per_hour),
+    )
+    try:
+        registered = await runs.directory.call(command)
+    except PagerError as exc:
+        retry = exc.details.get("retry_after_s") if exc.code is ErrorCode.RATE_LIMITED else None
+        return RunEnded(None, retry_after=float(retry) if retry is not None else None,
+                        detail=exc.message)  # fmt: skip
+    session_id = registered.session.id
+    over = trio.Event()
+    runs.going[session_id] = over
+    outcome, status, detail = RunOutcome.FAILED, None, ""
+    try:
+        session_ended = runs.identities.stream_opened(session_id)  # holds the lease
+        try:
+            outcome, status, detail = await _process(
+                runs, manifest, spec, args, target, registered, run_id, session_ended
+            )
+        finally:
+            runs.identities.stream_closed(session_id)
+    finally:
+        with trio.CancelScope(shield=True):
+            done = await _finish(runs, agent_id, session_id, run_id, outcome, status, detail)
+            over.set()
+            runs.going.pop(session_id, None)
+    return done
+
+
+async def _process(
+    runs: WakeRuns,
+    manifest: Manifest,
+    spec: LaunchSpec,
+    args: tuple[str, ...],
+    target: Any,
+    registered: Any,
+    run_id: str,
+    session_ended: trio.Event,
+) -> tuple[RunOutcome, int | None, str]:
+    """Start the harness under its guard and see it to its end."""
+    from pager.launch.wake_command import wake_command, wake_values
+
+    with tempfile.TemporaryDirectory(prefix="pager-wake-") as directory:
+        token_file = Path(directory) / "session-token"
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(registered.token)
+        values = wake_values(
+            url=runs.url(),
+            token=registered.token,
+            token_file=str(token_file),
+            agent_id=target.identity.id,
+            address=target.address,
+            alias=target.identity.alias,
+            session_id=registered.session.id,
+            state_dir=str(runs.state_dir),
+            conversation_key=target.conversation_key or "",
+            implementation=manifest.id,
+        )
+        environ = {**runs.environ, "PAGER_HOME": str(runs.state_dir)}
+        try:
+            harness = wake_command(spec, manifest, args, values, directory, environ)
+        except Exception as exc:  # a missing program, a template that cannot be filled
+            log.warning("wake run for %s could not start: %s", target.address, exc)
+            return RunOutcome.FAILED, None, str(exc)
+        log_path = _log_path(runs, target.identity.alias or target.identity.id)
+        read_end, write_end = os.pipe()  # the guard's lifeline: closed when the broker dies
+        guard = [
+            sys.executable, "-m", "pager.launch.wake_guard", "--watch", str(read_end),
+            "--log", str(log_path), "--max-bytes", str(runs.log_max_bytes),
+            "--kill-after", str(runs.kill_after), "--", *harness.argv,
+        ]  # fmt: skip
+        try:
+            process = await trio.lowlevel.open_process(
+                guard,
+                env=dict(harness.env),
+                cwd=target.workspace.path,  # gone: the run fails, saying so
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(read_end,),
+            )
+        except OSError as exc:
+            os.close(write_end)
+            return RunOutcome.FAILED, None, f"could not start the guard: {exc}"
+        finally:
+            os.close(read_end)
+        try:
+            assert runs.book is not None
+            await runs.book.started(
+                run_id, pid=process.pid, log=str(log_path), now=runs.clock.now()
+            )
+            outcome, detail = await _supervise(process, target.settings.timeout, session_ended)
+        finally:
+            with trio.CancelScope(shield=True):
+                await _stop_group(process, runs.kill_after)
+            os.close(write_end)
+        return outcome, _status(process.returncode), detail
+
+
+async def _supervise(
+    process: trio.Process, limit: float, session_ended: trio.Event
+) -> tuple[RunOutcome, str]:
+    """Until the run ends by itself, its timeout passes, or its session ends: which first."""
+    first: tuple[RunOutcome, str] | None = None
+
+    async with trio.open_nursery() as nursery:
+
+        def over(outcome: RunOutcome, detail: str) -> None:
+            nonlocal first
+            if first is None:
+                first = (outcome, detail)
+            nursery.cancel_scope.cancel()
+
+        async def exits() -> None:
+            await process.wait()
+            over(RunOutcome.EXITED, "ended by itself")
+
+        async def superseded() -> None:
+            await session_ended.wait()
+            over(RunOutcome.SUPERSEDED, "its session ended (a session attached, or an archive)")
+
+        nursery.start_soon(exits)
+        nursery.start_soon(superseded)
+        await trio.sleep(limit)
+        over(RunOutcome.TIMED_OUT, f"stopped at its timeout ({limit:g} s)")
+    assert first is not None
+    return first
+
+
+async def _stop_group(process: trio.Process, kill_after: float) -> None:
+    """The run's whole process group goes: SIGTERM unless it ended, SIGKILL after `kill_after`
+    if the guard is still there, and SIGKILL to whatever the harness left in the group."""
+    group = process.pid  # the guard leads its own group (start_new_session)
+    if process.returncode is None:
+        _signal_group(group, signal.SIGTERM)
+        with trio.move_on_after(kill_after):
+            await process.wait()
+    if process.returncode is None:
+        _signal_group(group, signal.SIGKILL)
+        await process.wait()
+    _signal_group(group, signal.SIGKILL)  # the harness's own children, if any are left
+
+
+def _signal_group(group: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
+
+
+def _status(returncode: int | None) -> int | None:
+    """An exit status as a shell shows it (128 + N for a signal)."""
+    if returncode is None:
+        return None
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _log_path(runs: WakeRuns, name: str) -> Path:
+    """A new log for a run of `name`; the oldest beyond LOGS_KEPT of that name are deleted."""
+    logs = runs.state_dir / "logs"
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:64] or "agent"
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{time.time_ns() % 10**9:09d}"
+    for old in sorted(logs.glob(f"wake-{safe}-*.log"))[: -(LOGS_KEPT - 1) or None]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+    return logs / f"wake-{safe}-{stamp}.log"
+
+
+async def _finish(
+    runs: WakeRuns,
+    agent_id: str,
+    session_id: str,
+    run_id: str,
+    outcome: RunOutcome,
+    status: int | None,
+    detail: str,
+) -> RunEnded:
+    """The run's session ends (unless something ended it first) and its end is recorded."""
+    from actors.identity import EndSession
+
+    assert runs.identities is not None
+    assert runs.book is not None
+    try:
+        await runs.identities.call(
+            agent_id, EndSession(session_id, SessionState.DETACHED, RUN_OVER)
+        )
+    except Exception as exc:  # the identity is gone, or the store: the lease lapses anyway
+        log.warning("wake run %s: could not end its session: %r", run_id, exc)
+    try:
+        run = await runs.book.end(
+            run_id, outcome=outcome, exit_code=status, detail=detail, now=runs.clock.now()
+        )
+    except Exception as exc:
+        log.warning("wake run %s: could not record its end: %r", run_id, exc)
+        run = None
+    log.info("wake run %s of %s: %s (%s)", run_id, agent_id, outcome.value, detail)
+    return RunEnded(outcome, acknowledged=0 if run is None else run.acknowledged, detail=detail)

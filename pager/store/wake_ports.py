@@ -1,0 +1,88 @@
+"""The store side of launch on mail (`WakeBook`, pager/store/ports.py), on either backend:
+each call is one function of pager/store/_wake.py on the backend's writer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from pager.domain.records import SessionState
+from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
+from pager.store import _wake as wk
+from pager.store import messaging as ms
+from pager.store._conn import Conn
+from pager.store._wake import WakeCandidate, WakeTarget
+
+T = TypeVar("T")
+
+#: Runs listed per identity by `listing`.
+RUNS_LISTED = 5
+#: Why a run's session ended when its broker never saw it end.
+CUT_SHORT = "the broker stopped during the wake run"
+
+
+class _Writer(Protocol):
+    def lookup(self, fn: Callable[[Conn], T]) -> T: ...
+
+    async def write(self, fn: Callable[[Conn], T], *, heavy: bool = False) -> T: ...
+
+
+class StoreWakeBook:
+    def __init__(self, writer: _Writer) -> None:
+        self._writer = writer
+
+    def settings(self, agent_id: str) -> WakeSettings | None:
+        return self._writer.lookup(lambda conn: wk.wake_settings(conn, agent_id))
+
+    def target(self, agent_id: str, *, now: float, since: float) -> WakeTarget | None:
+        return self._writer.lookup(
+            lambda conn: wk.wake_target(conn, agent_id, now=now, since=since)
+        )
+
+    def candidate(self, agent_id: str) -> WakeCandidate | None:
+        return self._writer.lookup(lambda conn: wk.wake_candidate(conn, agent_id))
+
+    def enabled_ids(self) -> list[str]:
+        return [s.agent_id for s in self._writer.lookup(wk.all_wake_settings)]
+
+    def unfinished(self, host: str) -> list[WakeRun]:
+        return self._writer.lookup(lambda conn: wk.unfinished_runs(conn, host))
+
+    async def put(self, settings: WakeSettings, *, now: float) -> None:
+        await self._writer.write(lambda conn: wk.put_wake_settings(conn, settings, now))
+
+    async def delete(self, agent_id: str, *, now: float) -> bool:
+        return await self._writer.write(lambda conn: wk.delete_wake_settings(conn, agent_id, now))
+
+    def listing(self) -> list[tuple[WakeSettings, list[WakeRun]]]:
+        def read(conn: Conn) -> list[tuple[WakeSettings, list[WakeRun]]]:
+            return [
+                (settings, wk.recent_runs(conn, settings.agent_id, RUNS_LISTED))
+                for settings in wk.all_wake_settings(conn)
+            ]
+
+        return self._writer.lookup(read)  # a few rows: those the person turned on
+
+    async def started(self, run_id: str, *, pid: int, log: str, now: float) -> None:
+        await self._writer.write(
+            lambda conn: wk.mark_run_started(conn, run_id, pid=pid, log=log, now=now)
+        )
+
+    async def end(
+        self, run_id: str, *, outcome: RunOutcome, exit_code: int | None, detail: str, now: float
+    ) -> WakeRun | None:
+        return await self._writer.write(
+            lambda conn: wk.end_wake_run(
+                conn, run_id, outcome=outcome, exit_code=exit_code, detail=detail, now=now
+            )
+        )
+
+    async def end_cut_short(self, run: WakeRun, *, now: float) -> None:
+        def op(conn: Conn) -> None:
+            ms.end_session(conn, run.session_id, SessionState.DETACHED, CUT_SHORT, now)
+            ms.touch_identity(conn, run.agent_id, now, attached=False)
+            wk.end_wake_run(
+                conn, run.id, outcome=RunOutcome.STOPPED, exit_code=None, detail=CUT_SHORT, now=now
+            )
+
+        await self._writer.write(op)
