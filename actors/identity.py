@@ -654,6 +654,7 @@ class IdentityActor(Actor[IdentityMessage]):
         if self.binding is binding:
             self.binding = None
         self._end_polls(session.id)
+        await self._launch()  # mail left waiting, nobody attached: a run may take it
 
     async def _persist_lease(self, session_id: str, lease: float) -> None:
         now = self.deps.clock.now()

@@ -157,9 +157,11 @@ async def _run(runs: WakeRuns, manifest: Manifest, spec: LaunchSpec, agent_id: s
     try:
         registered = await runs.directory.call(command)
     except PagerError as exc:
-        retry = exc.details.get("retry_after_s") if exc.code is ErrorCode.RATE_LIMITED else None
-        return RunEnded(None, retry_after=float(retry) if retry is not None else None,
-                        detail=exc.message)  # fmt: skip
+        if exc.code is not ErrorCode.RATE_LIMITED:
+            return RunEnded(None, detail=exc.message)  # attached meanwhile, archived, gone
+        retry = float(exc.details.get("retry_after_s", HOUR))
+        await runs.book.deferred(agent_id, retry_after=retry, why=exc.message, now=runs.clock.now())
+        return RunEnded(None, retry_after=retry, detail=exc.message)
     session_id = registered.session.id
     over = trio.Event()
     runs.going[session_id] = over
@@ -219,7 +221,7 @@ async def _process(
         log_path = _log_path(runs, target.identity.alias or target.identity.id)
         read_end, write_end = os.pipe()  # the guard's lifeline: closed when the broker dies
         guard = [
-            sys.executable, "-m", "pager.launch.wake_guard", "--watch", str(read_end),
+            sys.executable, "-I", "-m", "pager.launch.wake_guard", "--watch", str(read_end),
             "--log", str(log_path), "--max-bytes", str(runs.log_max_bytes),
             "--kill-after", str(runs.kill_after), "--", *harness.argv,
         ]  # fmt: skip

@@ -62,6 +62,16 @@ class HookAckRequest:
     tokens: list[str]
 
 
+@attrs.frozen
+class WakeOnRequest:
+    """The body of `PUT /v1/agents/{id}/wake` (`pager wake on`); bounds are the domain's
+    (`pager.domain.wake.check_settings`)."""
+
+    command: list[str] | None = None
+    max_runs_per_hour: int | None = None
+    timeout_s: float | None = None
+
+
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
 
@@ -92,7 +102,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(int, whole)
     for kind in (str, bool):
         converter.register_structure_hook(kind, strict(kind))
-    for cls in (DeliveryRequest, RegisterRequest, HookClaimRequest, HookAckRequest):
+    for cls in (DeliveryRequest, RegisterRequest, HookClaimRequest, HookAckRequest, WakeOnRequest):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
         )

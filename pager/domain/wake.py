@@ -17,8 +17,8 @@ DEFAULT_TIMEOUT = 600.0
 #: Bounds a person may choose within.
 MAX_RUNS_PER_HOUR = 60
 MIN_TIMEOUT, MAX_TIMEOUT = 1.0, 24 * 3600.0
-#: The longest `--command` (the whole template, in characters) and its parts.
-MAX_COMMAND_CHARS, MAX_COMMAND_PARTS = 4096, 64
+#: The most arguments a `--command` may have, and the longest each may be (characters).
+MAX_COMMAND_PARTS, MAX_COMMAND_CHARS = 64, 4096
 #: The window of the hourly bound.
 HOUR = 3600.0
 
@@ -56,11 +56,11 @@ def check_settings(settings: WakeSettings) -> WakeSettings:
                 ErrorCode.VALIDATION_FAILED,
                 "command must have at least one argument, none of them empty",
             )
-        if len(command) > MAX_COMMAND_PARTS or sum(map(len, command)) > MAX_COMMAND_CHARS:
+        if len(command) > MAX_COMMAND_PARTS or max(map(len, command)) > MAX_COMMAND_CHARS:
             raise PagerError(
                 ErrorCode.VALIDATION_FAILED,
-                f"command is too long (at most {MAX_COMMAND_PARTS} arguments and"
-                f" {MAX_COMMAND_CHARS} characters)",
+                f"command is too long (at most {MAX_COMMAND_PARTS} arguments of at most"
+                f" {MAX_COMMAND_CHARS} characters each)",
             )
         if any("\x00" in part for part in command):
             raise PagerError(ErrorCode.VALIDATION_FAILED, "command must not contain NUL")

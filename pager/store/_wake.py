@@ -238,6 +238,11 @@ def end_wake_run(
     return _run(ended)
 
 
+def record_deferred(conn: Conn, agent_id: str, now: float, *, retry_after: float, why: str) -> None:
+    """A run the hourly bound put off (`wake.deferred`): mail waits until `retry_after`."""
+    _agent_event(conn, now, "wake.deferred", agent_id, retry_after_s=retry_after, reason=why)
+
+
 def unfinished_runs(conn: Conn, host: str) -> list[WakeRun]:
     """Runs this host started that never recorded an end (its broker was killed)."""
     rows = conn.execute(

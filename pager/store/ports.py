@@ -353,6 +353,10 @@ class WakeBook(Protocol):
         """Record the run's end (None when it had ended already)."""
         ...
 
+    async def deferred(self, agent_id: str, *, retry_after: float, why: str, now: float) -> None:
+        """Record that the hourly bound put a run off (`wake.deferred`)."""
+        ...
+
     async def end_cut_short(self, run: WakeRun, *, now: float) -> None:
         """A run its broker never saw end: its session ends and the run is recorded `stopped`."""
         ...

@@ -77,6 +77,11 @@ class StoreWakeBook:
             )
         )
 
+    async def deferred(self, agent_id: str, *, retry_after: float, why: str, now: float) -> None:
+        await self._writer.write(
+            lambda conn: wk.record_deferred(conn, agent_id, now, retry_after=retry_after, why=why)
+        )
+
     async def end_cut_short(self, run: WakeRun, *, now: float) -> None:
         def op(conn: Conn) -> None:
             ms.end_session(conn, run.session_id, SessionState.DETACHED, CUT_SHORT, now)

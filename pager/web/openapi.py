@@ -28,6 +28,14 @@ from pager.domain.pages import (
 from pager.domain.records import MessageState
 from pager.domain.results import MeActing
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
+from pager.domain.wake import (
+    MAX_COMMAND_CHARS,
+    MAX_COMMAND_PARTS,
+    MAX_RUNS_PER_HOUR,
+    MAX_TIMEOUT,
+    MIN_TIMEOUT,
+    RunOutcome,
+)
 from pager.schema import object_schema
 from pager.service import MAX_WAIT_S
 from pager.versions import VERSION
@@ -377,6 +385,57 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "MailboxTokens": _object({"tokens": {"type": "array", "items": _ref("MailboxToken")}}),
+    # Launch on mail (docs/wake.md).
+    "WakeOn": _object(
+        {},
+        {
+            "command": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_COMMAND_CHARS,
+                    "pattern": "^[^\\x00]+$",
+                },
+                "minItems": 1,
+                "maxItems": MAX_COMMAND_PARTS,
+                "description": "the headless arguments instead of the manifest's"
+                " [wake.launch] args (templates: {conversation_key}, {prompt}, …)",
+            },
+            "max_runs_per_hour": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS_PER_HOUR},
+            "timeout_s": {"type": "number", "minimum": MIN_TIMEOUT, "maximum": MAX_TIMEOUT},
+        },
+    ),
+    "WakeRun": _object(
+        {
+            "run_id": STRING,
+            "session_id": STRING,
+            "host": STRING,
+            "started_at": TIME,
+            "ended_at": NULLABLE_TIME,
+            "outcome": {"enum": [*(outcome.value for outcome in RunOutcome), None]},
+            "exit_code": {"type": ["integer", "null"]},
+            "acknowledged": COUNT,
+            "log": NULLABLE_STRING,
+        }
+    ),
+    "WakeAgent": _object(
+        {
+            "agent_id": STRING,
+            "address": STRING,
+            "implementation": STRING,
+            "command": {"type": ["array", "null"], "items": STRING},
+            "launch_args": {"type": ["array", "null"], "items": STRING},
+            "max_runs_per_hour": {"type": "integer", "minimum": 1},
+            "timeout_s": {"type": "number"},
+            "updated_at": TIME,
+            "launchable": BOOLEAN,
+            "why_not": NULLABLE_STRING,
+            "runs": {"type": "array", "items": _ref("WakeRun")},
+        }
+    ),
+    "WakeAgents": _object({"agents": {"type": "array", "items": _ref("WakeAgent")}}),
+    "WakeOff": _object({"agent_id": STRING, "was_on": BOOLEAN}),
     "Prompted": _object({"prompted": {"const": True}, "agent_id": STRING}),
     "HookClaimRequest": _object(
         {"implementation": STRING, "conversation_key": STRING},
@@ -973,6 +1032,37 @@ ROUTES: tuple[Route, ...] = (
                 "schema": {"type": "string", "pattern": MAILBOX_ID},
             },
         ),
+    ),
+    Route(
+        "get",
+        "/v1/wake",
+        "listWake",
+        "The agents with launch on mail on, each with its latest runs (`pager wake list`)",
+        SECRET,
+        (200, "every agent with launch on mail on", _ref("WakeAgents")),
+        errors=(400, 401),
+    ),
+    Route(
+        "put",
+        "/v1/agents/{agent_id}/wake",
+        "wakeOn",
+        "Turn launch on mail on for an agent, or change its settings (`pager wake on`);"
+        " the person only: a session token is refused",
+        SECRET,
+        (200, "its settings now", _ref("WakeAgent")),
+        errors=(400, 401, 404, 409, 413),
+        parameters=(_agent_id(),),
+        body=_ref("WakeOn"),
+    ),
+    Route(
+        "delete",
+        "/v1/agents/{agent_id}/wake",
+        "wakeOff",
+        "Turn launch on mail off for an agent (`pager wake off`)",
+        SECRET,
+        (200, "whether it was on", _ref("WakeOff")),
+        errors=(400, 401, 404),
+        parameters=(_agent_id(),),
     ),
     Route(
         "get",
