@@ -57,6 +57,9 @@ class AgentView:
     #: broker has one host, always alive).
     host: str = ""
     host_alive: bool = True
+    #: Launch on mail (docs/wake.md): the person turned it on; a run of it is going now.
+    wake: bool = False
+    waking: bool = False
 
 
 @attrs.frozen

@@ -359,7 +359,8 @@ class _Validator:
                 self.warnings.append(f"wake.launch.{key} is not a key Pager knows; ignored")
         args = self.strings(launch, "wake.launch", "args")
         if not args:
-            self.fail("wake.launch.args", "expected the headless resume's arguments, got none")
+            if not launch.get("args"):  # else each bad item is reported already
+                self.fail("wake.launch.args", "expected the headless resume's arguments, got none")
             return None
         for index, arg in enumerate(args):
             self.template(f"wake.launch.args[{index}]", arg)

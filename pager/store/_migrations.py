@@ -349,6 +349,7 @@ def _v10_wake(conn: sqlite3.Connection) -> None:
     )
     conn.execute("CREATE INDEX wake_runs_identity ON wake_runs (identity_id, started_at)")
     conn.execute("CREATE INDEX wake_runs_session ON wake_runs (session_id)")
+    conn.execute("CREATE INDEX wake_runs_open ON wake_runs (identity_id) WHERE ended_at IS NULL")
 
 
 # Append only. Released migrations are frozen: fix mistakes with a new migration.

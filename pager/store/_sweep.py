@@ -370,8 +370,9 @@ class Pruned:
 
 
 def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
-    """Forget idempotency keys past `idempotency`, and operator events and purged sessions'
-    tokens past `event_retention` (such a token then answers as unknown)."""
+    """Forget idempotency keys past `idempotency`, and operator events, purged sessions'
+    tokens (such a token then answers as unknown) and ended wake runs past
+    `event_retention`."""
     keys = conn.execute(
         "DELETE FROM idempotency WHERE created_at <= ?", (now - windows.idempotency,)
     ).rowcount
@@ -381,4 +382,9 @@ def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
     tombstones = conn.execute(
         "DELETE FROM purged_sessions WHERE purged_at <= ?", (now - windows.event_retention,)
     ).rowcount
+    # Wake runs are kept as long as their events (the hourly bound needs one hour of them).
+    conn.execute(
+        "DELETE FROM wake_runs WHERE ended_at <= ?",
+        (now - max(windows.event_retention, 3600.0),),
+    )
     return Pruned(keys, events, tombstones)

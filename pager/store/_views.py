@@ -114,6 +114,17 @@ def live_sessions(conn: Conn, ids: Sequence[str] | None) -> dict[str, list[Sessi
     return found
 
 
+def wake_marks(conn: Conn) -> tuple[set[str], set[str]]:
+    """The identities with launch on mail on, and those with a run going (docs/wake.md): a
+    few rows, those the person turned on."""
+    on = {str(row[0]) for row in conn.execute("SELECT identity_id FROM wake_settings")}
+    going = {
+        str(row[0])
+        for row in conn.execute("SELECT identity_id FROM wake_runs WHERE ended_at IS NULL")
+    }
+    return on, going
+
+
 def _iso(seconds: float) -> str:
     text = iso(float(seconds))
     assert text is not None
@@ -130,6 +141,7 @@ def _agents(
     ids = None if everyone else [str(row[0]) for row in rows]
     counts = inbox_counts(conn, ids)
     sessions = live_sessions(conn, ids)
+    wake_on, waking = wake_marks(conn)
     empty = InboxCounts()
     views = []
     for (
@@ -162,6 +174,8 @@ def _agents(
                     created_at=_iso(created),
                     archived_at=iso(archived_at),
                     host=str(host),
+                    wake=agent_id in wake_on,
+                    waking=agent_id in waking,
                 ),
                 str(path),
             )

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -29,7 +29,7 @@ from pager.tui.install_menu import InstallMenu, Runner
 from pager.tui.keyhelp import KeyHelp
 from pager.tui.live import Backoff, RefreshGate
 from pager.tui.messages import MessagesScreen
-from pager.tui.model import Agent, Snapshot
+from pager.tui.model import Agent, Snapshot, wake_notice
 from pager.tui.rows import AUTO_WIDTH, COLUMNS, Row, cursor_key, table_rows
 from pager.tui.source import OperatorSource
 
@@ -179,6 +179,8 @@ class PagerApp(App[None]):
                     received += 1
                     self.events_seen += 1
                     self._changed()
+                    if event.event.startswith("wake."):
+                        self._tell_wake(event.event, event.json())
                 else:
                     raise Unreachable("the event stream ended")
                 self.resyncs += 1
@@ -199,6 +201,13 @@ class PagerApp(App[None]):
             self._applied = request
             self._apply(snapshot)
         return snapshot
+
+    def _tell_wake(self, kind: str, payload: Any) -> None:
+        """A wake run started, ended or was put off: told in a notice (docs/wake.md)."""
+        data = payload.get("data") if isinstance(payload, dict) else None
+        text = wake_notice(kind, data)
+        if text is not None:
+            self.notify(text, markup=False)
 
     def _changed(self) -> None:
         self._refresh_after(self.gate.changed(self.clock()))

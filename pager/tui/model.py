@@ -44,6 +44,9 @@ class Agent:
     #: Its workspace's host, and whether that host's broker runs (SPEC §13).
     host: str = ""
     host_alive: bool = True
+    #: Launch on mail is on; a wake run of it is going (docs/wake.md).
+    wake: bool = False
+    waking: bool = False
 
     @property
     def label(self) -> str:
@@ -180,6 +183,8 @@ def _agent(item: dict[str, Any], slug: str) -> Agent:
         archived_at=_opt(item.get("archived_at")),
         host=str(item.get("host") or ""),
         host_alive=item.get("host_alive") is not False,
+        wake=item.get("wake") is True,
+        waking=item.get("waking") is True,
         sessions=tuple(
             Session(
                 session_id=str(s.get("session_id", "")),
@@ -190,6 +195,28 @@ def _agent(item: dict[str, Any], slug: str) -> Agent:
             for s in item.get("sessions") or []
         ),
     )
+
+
+def wake_notice(kind: str, data: Any) -> str | None:
+    """What a wake run's operator event tells the person (docs/wake.md), or None."""
+    if not isinstance(data, dict):
+        return None
+    who = str(data.get("address") or data.get("agent_id") or "?")
+    if kind == "wake.started":
+        return f"{who}: wake run started (pid {data.get('pid')})"
+    if kind == "wake.ended":
+        acked = data.get("acknowledged")
+        count = len(acked) if isinstance(acked, list) else 0
+        status = data.get("exit_code")
+        how = str(data.get("outcome") or "ended").replace("_", " ")
+        return (
+            f"{who}: wake run {how}"
+            + ("" if status is None else f" (status {status})")
+            + f" after {data.get('duration_s')} s, {count} message(s) acknowledged"
+        )
+    if kind == "wake.deferred":
+        return f"{who}: wake run put off {data.get('retry_after_s')} s (hourly bound)"
+    return None
 
 
 def _party(item: Any) -> Party:

@@ -102,7 +102,12 @@ def _agent_row(agent: Agent, now: datetime, marked: bool) -> Row:
     alias = agent.alias or agent.agent_id
     if not agent.durable:
         alias += " (ephemeral)"
-    attached = Text("yes", "green") if agent.attached else Text("no", "dim")
+    if agent.wake:
+        alias += " (wake on)"  # launch on mail: mail may start a run (docs/wake.md)
+    if agent.waking:
+        attached = Text("run", "cyan")  # attached through a wake run
+    else:
+        attached = Text("yes", "green") if agent.attached else Text("no", "dim")
     dead = Text(str(agent.inbox.dead), "red" if agent.inbox.dead else dim)
     cells: tuple[Cell, ...] = (
         Text(MARK, "bold yellow") if marked else "",

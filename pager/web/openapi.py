@@ -271,6 +271,9 @@ SCHEMAS: dict[str, Schema] = {
             # Its workspace's host and whether that host's broker runs (SPEC §13).
             "host": STRING,
             "host_alive": BOOLEAN,
+            # Launch on mail is on; a wake run of it is going (docs/wake.md).
+            "wake": BOOLEAN,
+            "waking": BOOLEAN,
         }
     ),
     "Workspace": _object(

@@ -257,11 +257,13 @@ def test_wake_launches_nothing_without_wake_on_and_wakes_an_attached_agent(
         wrapper.wait(timeout=PROCESS_BOUND)
 
 
-def _attached(broker: Broker, alias: str) -> bool:
+def _agent(broker: Broker, alias: str) -> dict[str, Any]:
     snapshot = broker.read("/v1/snapshot").json()
-    return any(
-        a["alias"] == alias and a["attached"] for ws in snapshot["workspaces"] for a in ws["agents"]
-    )
+    return next(a for ws in snapshot["workspaces"] for a in ws["agents"] if a["alias"] == alias)
+
+
+def _attached(broker: Broker, alias: str) -> bool:
+    return bool(_agent(broker, alias)["attached"])
 
 
 def test_wake_a_person_attaching_ends_the_run_first(wake_env: Callable[..., Broker]) -> None:
@@ -273,6 +275,8 @@ def test_wake_a_person_attaching_ends_the_run_first(wake_env: Callable[..., Brok
     _cli(broker, "send", "bot", "hello")
     (started,) = until(lambda: broker.events_sync("wake.started"), "the run")
     (run,) = until(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
+    bot = _agent(broker, "bot")
+    assert (bot["wake"], bot["waking"], bot["attached"]) == (True, True, True)
     launch_once(broker, "bot")  # no alias_conflict: a run yields
     assert not _alive(run["pid"])
     (ended,) = broker.events_sync("wake.ended")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pager.tui.model import ago, parse_messages, parse_snapshot
+from pager.tui.model import ago, parse_messages, parse_snapshot, wake_notice
 from pager.tui.rows import MARK, table_rows
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -159,3 +159,34 @@ def test_an_agent_row_names_its_host_and_says_when_it_is_down() -> None:
     rows = {row.key: [str(cell) for cell in row.cells] for row in table_rows(snapshot, NOW, set())}
     assert rows["agt_a"][3] == "laptop"
     assert rows["agt_b"][3] == "buildvm (down)"
+
+
+def test_an_agent_row_says_launch_on_mail_and_a_run_going() -> None:
+    """`(wake on)` after the alias of an agent with launch on mail on; `run` in the attached
+    column while a wake run of it goes (docs/wake.md)."""
+    agents = [
+        {"agent_id": "agt_a", "alias": "a", "durable": True, "wake": True},
+        {"agent_id": "agt_b", "alias": "b", "durable": True, "wake": True, "waking": True,
+         "attached": True},
+        {"agent_id": "agt_c", "alias": "c", "durable": True, "attached": True},
+    ]  # fmt: skip
+    snapshot = parse_snapshot({"workspaces": [{"slug": "api-1", "path": "/a", "agents": agents}]})
+    rows = {row.key: [str(cell) for cell in row.cells] for row in table_rows(snapshot, NOW, set())}
+    assert (rows["agt_a"][1], rows["agt_a"][4]) == ("  a (wake on)", "no")
+    assert (rows["agt_b"][1], rows["agt_b"][4]) == ("  b (wake on)", "run")
+    assert (rows["agt_c"][1], rows["agt_c"][4]) == ("  c", "yes")
+
+
+def test_wake_notice_tells_each_wake_event() -> None:
+    base = {"address": "bot@api-1", "agent_id": "agt_b"}
+    assert (
+        wake_notice("wake.started", {**base, "pid": 42}) == "bot@api-1: wake run started (pid 42)"
+    )
+    ended = {**base, "outcome": "timed_out", "exit_code": 137, "duration_s": 600.0,
+             "acknowledged": ["msg_1"]}  # fmt: skip
+    assert wake_notice("wake.ended", ended) == (
+        "bot@api-1: wake run timed out (status 137) after 600.0 s, 1 message(s) acknowledged"
+    )
+    assert "hourly bound" in (wake_notice("wake.deferred", {**base, "retry_after_s": 12}) or "")
+    assert wake_notice("wake.enabled", base) is None
+    assert wake_notice("wake.ended", "not an object") is None

@@ -274,6 +274,7 @@ _V2 = (
     """,
     "CREATE INDEX wake_runs_identity ON wake_runs (identity_id, started_at)",
     "CREATE INDEX wake_runs_session ON wake_runs (session_id)",
+    "CREATE INDEX wake_runs_open ON wake_runs (identity_id) WHERE ended_at IS NULL",
 )
 
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
