@@ -3,9 +3,8 @@
 - Mail to a wake-enabled identity with no session → its harness process started: p50 <= 500 ms.
   Measured from just before `POST /v1/me/send` to the first thing the FAKE `claude` does (it
   writes the clock to a file, then exits), over one send per identity (each identity's first
-  run: no redelivery delay or hourly bound in the way), one after another. Also the send's own
-  answer time and the time to the run's `wake.started` event, beside it, and how long the
-  guard (pager/launch/wake_guard.py, a Python process of its own) takes before the harness.
+  run: no redelivery delay or hourly bound in the way), one after another. The send's own
+  answer time beside it.
 
 The FAKE harness is a shell script, so what is measured is Pager's path: the identity actor's
 decision, the run's registration (a commit), the per-launch files and the two process starts.
