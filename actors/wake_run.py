@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -314,7 +315,9 @@ def _log_path(runs: WakeRuns, name: str) -> Path:
     logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:64] or "agent"
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{time.time_ns() % 10**9:09d}"
-    for old in sorted(logs.glob(f"wake-{safe}-*.log"))[: -(LOGS_KEPT - 1) or None]:
+    mine = re.compile(rf"wake-{re.escape(safe)}-\d{{8}}T\d{{6}}-\d{{9}}\.log")
+    kept = sorted(path for path in logs.iterdir() if mine.fullmatch(path.name))
+    for old in kept[: max(0, len(kept) - (LOGS_KEPT - 1))]:
         with contextlib.suppress(OSError):
             old.unlink()
     return logs / f"wake-{safe}-{stamp}.log"
