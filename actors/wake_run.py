@@ -41,6 +41,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import SessionState
 from pager.domain.wake import HOUR, RunOutcome
 from pager.store._registration import WakeStart
+from pager.store._wake import RUN_OVER
 
 if TYPE_CHECKING:
     from actors._runtime import ActorRef
@@ -61,8 +62,6 @@ KILL_AFTER = 10.0
 #: Each run's log is cut at this size; this many logs are kept per identity.
 LOG_MAX_BYTES = 1024 * 1024
 LOGS_KEPT = 20
-#: Why a run's session ends when the run ends.
-RUN_OVER = "the wake run ended"
 
 
 @attrs.frozen
@@ -166,13 +165,17 @@ async def _run(runs: WakeRuns, manifest: Manifest, spec: LaunchSpec, agent_id: s
     session_id = registered.session.id
     over = trio.Event()
     runs.going[session_id] = over
-    outcome, status, detail = RunOutcome.FAILED, None, ""
+    # Cancelled (the provider or the broker stops): its process group is stopped on the way out.
+    outcome, status, detail = RunOutcome.STOPPED, None, "the broker stopped"
     try:
         session_ended = runs.identities.stream_opened(session_id)  # holds the lease
         try:
             outcome, status, detail = await _process(
                 runs, manifest, spec, args, target, registered, run_id, session_ended
             )
+        except Exception as exc:
+            outcome, detail = RunOutcome.FAILED, f"failed: {exc!r}"
+            raise
         finally:
             runs.identities.stream_closed(session_id)
     finally:
@@ -214,12 +217,15 @@ async def _process(
             implementation=manifest.id,
         )
         environ = {**runs.environ, "PAGER_HOME": str(runs.state_dir)}
-        try:
-            harness = wake_command(spec, manifest, args, values, directory, environ)
+        try:  # the connector writes files: off the event loop
+            harness = await trio.to_thread.run_sync(
+                wake_command, spec, manifest, args, values, directory, environ
+            )
         except Exception as exc:  # a missing program, a template that cannot be filled
             log.warning("wake run for %s could not start: %s", target.address, exc)
             return RunOutcome.FAILED, None, str(exc)
-        log_path = _log_path(runs, target.identity.alias or target.identity.id)
+        name = target.identity.alias or target.identity.id
+        log_path = await trio.to_thread.run_sync(_log_path, runs, name)
         read_end, write_end = os.pipe()  # the guard's lifeline: closed when the broker dies
         guard = [
             sys.executable, "-I", "-m", "pager.launch.wake_guard", "--watch", str(read_end),
@@ -332,7 +338,9 @@ async def _finish(
     status: int | None,
     detail: str,
 ) -> RunEnded:
-    """The run's session ends (unless something ended it first) and its end is recorded."""
+    """The run's session ends through its identity (which tells its streams), unless
+    something ended it first, and the run's end is recorded (ending the session in the store
+    if the identity could not: the broker is stopping)."""
     from actors.identity import EndSession
 
     assert runs.identities is not None

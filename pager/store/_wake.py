@@ -15,12 +15,15 @@ from typing import Any
 import attrs
 
 from pager.domain.names import format_address
-from pager.domain.records import Identity
+from pager.domain.records import Identity, SessionState
 from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
 from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
 from pager.store._events import record_event
-from pager.store._identities import describe_identity, get_identity
+from pager.store._identities import describe_identity, end_session, get_identity, touch_identity
+
+#: Why a run's session ends when the run does.
+RUN_OVER = "the wake run ended"
 
 _SETTINGS = "identity_id, command, max_runs_per_hour, timeout_s, updated_at"
 _RUNS = (
@@ -207,6 +210,9 @@ def end_wake_run(
     if row is None:
         return None
     run = _run(row)
+    # Its session ends with it, if nothing ended it first (the broker stopping, say).
+    end_session(conn, run.session_id, SessionState.DETACHED, RUN_OVER, now)
+    touch_identity(conn, run.agent_id, now, attached=False)
     # What the identity acknowledged while the run held it (its hooks ack with no session).
     acked = [
         str(found[0])

@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from pager.domain.records import SessionState
 from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
 from pager.store import _wake as wk
-from pager.store import messaging as ms
 from pager.store._conn import Conn
 from pager.store._wake import WakeCandidate, WakeTarget
 
@@ -83,11 +81,8 @@ class StoreWakeBook:
         )
 
     async def end_cut_short(self, run: WakeRun, *, now: float) -> None:
-        def op(conn: Conn) -> None:
-            ms.end_session(conn, run.session_id, SessionState.DETACHED, CUT_SHORT, now)
-            ms.touch_identity(conn, run.agent_id, now, attached=False)
-            wk.end_wake_run(
+        await self._writer.write(
+            lambda conn: wk.end_wake_run(
                 conn, run.id, outcome=RunOutcome.STOPPED, exit_code=None, detail=CUT_SHORT, now=now
             )
-
-        await self._writer.write(op)
+        )

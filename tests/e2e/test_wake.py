@@ -360,3 +360,19 @@ def test_wake_only_the_person_turns_it_on(wake_env: Callable[..., Broker]) -> No
     assert "run it from your own terminal" in inside.stderr
     assert pager(broker, "wake", "list", "--json") == {"agents": []}
     assert "already off" in pager(broker, "wake", "off", "bot")
+
+
+def test_wake_a_graceful_stop_ends_the_run_and_its_session(wake_env: Callable[..., Broker]) -> None:
+    """`pager exit` during a run: the run's group is stopped, the run recorded `stopped`, and
+    its session ended in the store (not left to lapse), so the next start may run again."""
+    broker = wake_env(FAKE_WAKE="hang")
+    launch_once(broker, "bot")
+    pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH)
+    _cli(broker, "send", "bot", "hello")
+    (run,) = until(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
+    pager(broker, "exit")
+    until(lambda: not _group_alive(run["pgid"]), "the run's process group to be gone")
+    again = start_broker(broker.home, broker.workspace, FAKE_WAKE="exit:0")
+    (ended, *_) = again.events_sync("wake.ended")
+    assert (ended["data"]["outcome"], ended["data"]["detail"]) == ("stopped", "the broker stopped")
+    until(lambda: len(again.events_sync("wake.ended")) == 2, "a run after the restart")
