@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -40,8 +40,8 @@ from pager.domain import ids
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import SessionState
 from pager.domain.wake import HOUR, RunOutcome
-from pager.store._registration import WakeStart
-from pager.store._wake import RUN_OVER
+from pager.store._registration import Registered, WakeStart
+from pager.store._wake import RUN_OVER, WakeTarget
 
 if TYPE_CHECKING:
     from actors._runtime import ActorRef
@@ -139,8 +139,9 @@ async def _run(runs: WakeRuns, manifest: Manifest, spec: LaunchSpec, agent_id: s
         return RunEnded(None, detail="nothing to do")
     settings = target.settings
     refusal = why_not(manifest, settings.command, target.conversation_key)
-    if refusal is not None:
+    if refusal is not None:  # e.g. its conversation moved to another agent since
         log.warning("wake run for %s cannot start: %s", target.address, refusal)
+        await runs.book.deferred(agent_id, retry_after=HOUR, why=refusal, now=now)
         return RunEnded(None, retry_after=HOUR, detail=refusal)
     args = wake_args(manifest, settings.command)
     assert args is not None
@@ -191,8 +192,8 @@ async def _process(
     manifest: Manifest,
     spec: LaunchSpec,
     args: tuple[str, ...],
-    target: Any,
-    registered: Any,
+    target: WakeTarget,
+    registered: Registered,
     run_id: str,
     session_ended: trio.Event,
 ) -> tuple[RunOutcome, int | None, str]:

@@ -215,7 +215,7 @@ def wake_notice(kind: str, data: Any) -> str | None:
             + f" after {data.get('duration_s')} s, {count} message(s) acknowledged"
         )
     if kind == "wake.deferred":
-        return f"{who}: wake run put off {data.get('retry_after_s')} s (hourly bound)"
+        return f"{who}: wake run put off {data.get('retry_after_s')} s: {data.get('reason')}"
     return None
 
 

@@ -187,6 +187,9 @@ def test_wake_notice_tells_each_wake_event() -> None:
     assert wake_notice("wake.ended", ended) == (
         "bot@api-1: wake run timed out (status 137) after 600.0 s, 1 message(s) acknowledged"
     )
-    assert "hourly bound" in (wake_notice("wake.deferred", {**base, "retry_after_s": 12}) or "")
+    deferred = {**base, "retry_after_s": 12, "reason": "4 wake runs in the last hour"}
+    assert wake_notice("wake.deferred", deferred) == (
+        "bot@api-1: wake run put off 12 s: 4 wake runs in the last hour"
+    )
     assert wake_notice("wake.enabled", base) is None
     assert wake_notice("wake.ended", "not an object") is None
