@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.e2e.conftest import BOTH, FAST_WINDOWS, Broker, start_broker
+from tests.e2e.conftest import BOTH, FAST_WINDOWS, Broker, postgres_env, start_broker
 from tests.launch.conftest import PROCESS_BOUND, PagerHome
 
 ROOT = Path(__file__).parents[2]
@@ -376,3 +376,31 @@ def test_wake_a_graceful_stop_ends_the_run_and_its_session(wake_env: Callable[..
     (ended, *_) = again.events_sync("wake.ended")
     assert (ended["data"]["outcome"], ended["data"]["detail"]) == ("stopped", "the broker stopped")
     until(lambda: len(again.events_sync("wake.ended")) == 2, "a run after the restart")
+
+
+def test_wake_runs_on_the_host_of_the_agents_workspace(tmp_path: Path, pg_dsn: str) -> None:
+    """Two brokers on one PostgreSQL store (SPEC §13): mail sent through `alpha` to an agent
+    of `beta`'s workspace is run by `beta`, in that workspace."""
+    env = {**WAKE_WINDOWS, **postgres_env(pg_dsn, tmp_path)}
+    brokers = []
+    for name in ("alpha", "beta"):
+        home = PagerHome(tmp_path / name)
+        home.root.mkdir(mode=0o700, parents=True)
+        (home.root / "config.toml").write_text(f'[host]\nname = "{name}"\n')
+        fake = {"PATH": f"{_fake_claude(tmp_path)}:{os.environ['PATH']}",
+                "FAKE_HARNESS_LOG": str(tmp_path / f"{name}.log")}  # fmt: skip
+        brokers.append(start_broker(home, tmp_path / f"repo-{name}", **env, **fake))
+    alpha, beta = brokers
+    try:
+        launch_once(beta, "bot")
+        entry = pager(beta, "wake", "on", "bot", "--command", LAUNCH_WITH, "--json")
+        _cli(alpha, "send", entry["address"], "hello from alpha")
+        until(runs_ended(beta, 1), "the run")
+        (listed,) = pager(alpha, "wake", "list", "--json")["agents"]
+        assert [(run["host"], run["outcome"]) for run in listed["runs"]] == [("beta", "exited")]
+        (run,) = [r for r in harness_log(beta) if "wake" in r]
+        assert Path(run["cwd"]).resolve() == beta.workspace.resolve()
+        assert not [r for r in harness_log(alpha) if "wake" in r]
+    finally:
+        for broker in brokers:
+            broker.home.kill_all()
