@@ -58,6 +58,11 @@ class ActionSpec:
     applies: Callable[[Agent], bool]
     not_applicable: str
     warning: str = ""
+    done: str = ""  # what a notice says was done ("archived"); default: the verb + "d"
+
+    @property
+    def past(self) -> str:
+        return self.done or f"{self.verb.lower()}d"
 
 
 ACTIONS = {
@@ -74,6 +79,19 @@ ACTIONS = {
         "",
         "Purging deletes the identity for good: its alias is freed and mail still waiting "
         "for it becomes dead letters. This cannot be undone.",
+    ),
+    # Launch on mail (docs/wake.md): `pager wake on|off` from the TUI.
+    "wake_on": ActionSpec(
+        "Wake on",
+        lambda agent: not agent.wake and not agent.archived and agent.implementation != "human",
+        "already on, archived, or the person",
+        "Mail to it will launch its harness headless when no session of it runs, with its "
+        "own permission settings (at most 4 runs an hour, 10 minutes each; `pager wake on` "
+        "sets other bounds). docs/wake.md says what that risks.",
+        done="launch on mail on",
+    ),
+    "wake_off": ActionSpec(
+        "Wake off", lambda agent: agent.wake, "launch on mail is not on", done="launch on mail off"
     ),
 }
 
@@ -101,6 +119,8 @@ class PagerApp(App[None]):
         Binding("a", "act('archive')", "archive"),
         Binding("u", "act('unarchive')", "unarchive"),
         Binding("p", "act('purge')", "purge"),
+        Binding("w", "act('wake_on')", "wake on"),
+        Binding("W", "act('wake_off')", "wake off", key_display="W"),
         Binding("m", "menu", "install skill/plugin"),
         Binding("r", "refresh", "refresh"),
         Binding("escape", "clear_marks", "clear marks", show=False),
@@ -415,11 +435,11 @@ class PagerApp(App[None]):
                 report.done.append(agent)
         self.last_action = report
         self.marked -= {agent.agent_id for agent in report.done}
-        verb = ACTIONS[action].verb.lower()
+        spec = ACTIONS[action]
         if report.done:
-            self.notify(f"{verb}d: {', '.join(a.label for a in report.done)}", markup=False)
+            self.notify(f"{spec.past}: {', '.join(a.label for a in report.done)}", markup=False)
         for agent, reason in report.failed:
-            self.notify(f"{verb} {agent.label}: {reason}", severity="error", markup=False)
+            self.notify(f"{spec.verb} {agent.label}: {reason}", severity="error", markup=False)
         self._changed()
 
 

@@ -22,7 +22,14 @@ if TYPE_CHECKING:
     from pager.launch.discovery import RunningBroker
     from pager.launch.paths import StatePaths
 
-ACTIONS = ("archive", "unarchive", "purge")
+#: Each operator action the TUI offers: its method and the route under /v1/agents/{id}/.
+ACTIONS = {
+    "archive": ("POST", "archive"),
+    "unarchive": ("POST", "unarchive"),
+    "purge": ("POST", "purge"),
+    "wake_on": ("PUT", "wake"),  # launch on mail with its defaults (docs/wake.md)
+    "wake_off": ("DELETE", "wake"),
+}
 REQUEST_TIMEOUT = 10.0  # a snapshot of thousands of agents on a loaded machine
 
 #: Returns the broker's URL and the local secret; raises `Unreachable` when no broker proves
@@ -46,7 +53,7 @@ class OperatorSource(Protocol):
     ) -> MessagePage: ...
 
     def act(self, agent_id: str, action: str) -> None:
-        """`archive`, `unarchive` or `purge` one agent; `ApiError` when refused."""
+        """One of `ACTIONS` on one agent; `ApiError` when refused."""
 
     def events(self, last_id: int) -> AsyncIterator[SseEvent]: ...
 
@@ -86,7 +93,9 @@ class HttpSource:
     def act(self, agent_id: str, action: str) -> None:
         if action not in ACTIONS:
             raise ValueError(f"unknown operator action {action!r}")
-        self._call("POST", f"/v1/agents/{quote(agent_id, safe='')}/{action}", {})
+        method, route = ACTIONS[action]
+        body: dict[str, Any] | None = None if method == "DELETE" else {}
+        self._call(method, f"/v1/agents/{quote(agent_id, safe='')}/{route}", body)
 
     def events(self, last_id: int) -> AsyncIterator[SseEvent]:
         # No relocate here: this runs on the event loop, and the app relocates (in a thread)

@@ -1,11 +1,11 @@
 """FAKE operator side of the broker's `/v1` API, in memory, for unit-level TUI tests.
 
 Serves `GET /v1/snapshot`, `GET /v1/agents/{id}/messages`, `POST /v1/agents/{id}/archive|
-unarchive|purge` and the `GET /v1/events` SSE stream (resumable with `Last-Event-ID`) on
-127.0.0.1 from a thread, following the contract the real routes implement. It is not the
-broker: no delivery, no identity rules; tests change its state directly (`add_agent`,
-`queue_message`) and every change appends an operator event. `stop()`/`start()` on the same
-port stand in for a broker restart.
+unarchive|purge`, `PUT|DELETE /v1/agents/{id}/wake` and the `GET /v1/events` SSE stream
+(resumable with `Last-Event-ID`) on 127.0.0.1 from a thread, following the contract the real
+routes implement. It is not the broker: no delivery, no identity rules; tests change its state
+directly (`add_agent`, `queue_message`) and every change appends an operator event.
+`stop()`/`start()` on the same port stand in for a broker restart.
 """
 
 from __future__ import annotations
@@ -193,6 +193,17 @@ class FakeOperatorApi:
             self._event(f"agent.{action}d", {"agent_id": agent_id})
             return 200, {"agent_id": agent_id, "archived": want}
 
+    def wake(self, agent_id: str, on: bool) -> tuple[int, dict[str, Any]]:
+        """`PUT`/`DELETE /v1/agents/{id}/wake`: launch on mail on or off (docs/wake.md)."""
+        with self.lock:
+            agent = self.agents.get(agent_id)
+            if agent is None:
+                return 404, _error("not_found", f"no agent {agent_id}")
+            was_on = bool(agent.get("wake"))
+            agent["wake"] = on
+            self._event("wake.enabled" if on else "wake.disabled", {"agent_id": agent_id})
+            return 200, {"agent_id": agent_id, "was_on": was_on}
+
     def page(self, agent_id: str, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
         with self.lock:
             if agent_id not in self.agents:
@@ -257,9 +268,18 @@ def _handler(api: FakeOperatorApi) -> type[BaseHTTPRequestHandler]:
             self._route("GET")
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            self.rfile.read(length)
+            self._skip_body()
             self._route("POST")
+
+        def do_PUT(self) -> None:
+            self._skip_body()
+            self._route("PUT")
+
+        def _skip_body(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def do_DELETE(self) -> None:
+            self._route("DELETE")
 
         def _route(self, method: str) -> None:
             parts = urlsplit(self.path)
@@ -275,6 +295,8 @@ def _handler(api: FakeOperatorApi) -> type[BaseHTTPRequestHandler]:
                 self._sse(int(last) if last is not None else None)
             elif method == "GET" and len(segments) == 4 and segments[3] == "messages":
                 self._json(*api.page(segments[2], parse_qs(parts.query)))
+            elif method in ("PUT", "DELETE") and segments[3:] == ["wake"]:
+                self._json(*api.wake(segments[2], method == "PUT"))
             elif method == "POST" and len(segments) == 4 and segments[1] == "agents":
                 self._json(*api.act(segments[2], segments[3]))
             else:

@@ -414,3 +414,33 @@ def test_help_line_keeps_quit_and_help_at_80_columns() -> None:
     shown = help_text([*PagerApp.BINDINGS, *AgentsTable.BINDINGS]).plain[:80]
     assert " q  quit" in shown
     assert " ?  help" in shown
+
+
+def test_app_wake_on_and_off_with_confirmation() -> None:
+    """`w` turns launch on mail on after a dialog that says what it risks; the row shows
+    `(wake on)`; `W` turns it off."""
+    with running_api() as api:
+        bob = api.add_agent("api-111111", "bob")
+
+        async def scenario() -> None:
+            app = _app(api)
+            async with app.run_test(size=SIZE) as pilot:
+                await until(pilot, lambda: app.snapshot is not None, "the first snapshot")
+                await move_to(pilot, app, bob)
+                await pilot.press("w")
+                await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the dialog")
+                assert isinstance(app.screen, ConfirmScreen)
+                assert "docs/wake.md" in app.screen.warning
+                await pilot.press("y")
+                await until(pilot, lambda: api.agents[bob].get("wake") is True, "wake on")
+                await until(pilot, lambda: _alias_cell(app, bob).endswith("(wake on)"), "the row")
+                await pilot.press("W")
+                await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the dialog")
+                await pilot.press("y")
+                await until(pilot, lambda: api.agents[bob].get("wake") is False, "wake off")
+
+        run(scenario)
+
+
+def _alias_cell(app: PagerApp, key: str) -> str:
+    return str(app.table.get_row(key)[1])
