@@ -323,20 +323,7 @@ class RegisterPlan:
                 forced = True
         if target is None:
             target = self._create(conn)
-        latest = ms.latest_session(conn, target.id)
-        session = Session(
-            id=ids.new_session_id(),
-            identity_id=target.id,
-            epoch=(latest.epoch + 1) if latest is not None else 1,
-            token_hash=ids.hash_token(self.token),
-            resume_hash=ids.hash_token(self.resume_token),
-            state=SessionState.ATTACHED,
-            created_at=self.now,
-            lease_expires_at=self.now + self.lease_ttl,
-            conversation_key=command.conversation_key,
-            delivery=command.delivery,
-            host=ws.host,
-        )
+        session = self._new_session(conn, target)
         ended: list[Session] = []
         started: list[tuple[Session, str]] = []
         previous = ms.attached_session(conn, target.id)
@@ -381,6 +368,24 @@ class RegisterPlan:
         )
         return Outcome(registered, ended, started)
 
+    def _new_session(self, conn: Conn, target: Identity) -> Session:
+        """The registration's session of `target`: the identity's next epoch, attached."""
+        command = self.command
+        latest = ms.latest_session(conn, target.id)
+        return Session(
+            id=ids.new_session_id(),
+            identity_id=target.id,
+            epoch=(latest.epoch + 1) if latest is not None else 1,
+            token_hash=ids.hash_token(self.token),
+            resume_hash=ids.hash_token(self.resume_token),
+            state=SessionState.ATTACHED,
+            created_at=self.now,
+            lease_expires_at=self.now + self.lease_ttl,
+            conversation_key=command.conversation_key,
+            delivery=command.delivery,
+            host=command.workspace.host,
+        )
+
     def _wake_run(self, conn: Conn, wake: WakeStart) -> Outcome:
         """Attach a wake run's session to its identity, or refuse: `not_found` (gone),
         `conflict` (archived, or a session is attached: the ordinary wake applies then),
@@ -401,22 +406,11 @@ class RegisterPlan:
                 f" (at most {wake.max_runs_per_hour})",
                 retry_after_s=round(retry, 3),
             )
-        command, host = self.command, self.command.workspace.host
-        latest = ms.latest_session(conn, target.id)
-        session = Session(
-            id=ids.new_session_id(),
-            identity_id=target.id,
-            epoch=(latest.epoch + 1) if latest is not None else 1,
-            token_hash=ids.hash_token(self.token),
-            resume_hash=ids.hash_token(self.resume_token),
-            state=SessionState.ATTACHED,
-            created_at=self.now,
-            lease_expires_at=self.now + self.lease_ttl,
-            conversation_key=command.conversation_key,
-            host=host,
-        )
+        session = self._new_session(conn, target)
         identity = attach_session(conn, target, session, self.now)
-        wk.insert_wake_run(conn, WakeRun(wake.run_id, target.id, session.id, host, self.now))
+        wk.insert_wake_run(
+            conn, WakeRun(wake.run_id, target.id, session.id, session.host, self.now)
+        )
         registered = Registered(
             identity,
             ms.workspace_slug(conn, identity.workspace_key),

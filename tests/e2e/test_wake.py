@@ -18,6 +18,7 @@ import pytest
 
 from tests.e2e.conftest import BOTH, FAST_WINDOWS, Broker, postgres_env, start_broker
 from tests.launch.conftest import PROCESS_BOUND, PagerHome
+from tests.processes import alive, group_alive
 
 ROOT = Path(__file__).parents[2]
 #: Wake runs stop fast in these tests; mail comes back fast after a run that left it.
@@ -120,16 +121,6 @@ def runs_ended(broker: Broker, count: int) -> Callable[[], list[dict[str, Any]]]
     return check
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purpose (its parent has not reaped it yet).
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.stores(*BOTH)
 def test_wake_mail_to_a_detached_agent_launches_one_run_that_replies(
     wake_env: Callable[..., Broker], store_env: dict[str, str]
@@ -186,7 +177,7 @@ def test_wake_a_hung_run_is_stopped_at_its_timeout_and_its_mail_offered_again(
         assert ended["data"]["acknowledged"] == []
         assert ended["data"]["exit_code"] == 128 + signal.SIGKILL
     runs = [r for r in harness_log(broker) if "wake" in r]
-    assert not [r["pid"] for r in runs if _alive(r["pid"])]
+    assert not [r["pid"] for r in runs if alive(r["pid"])]
     (message,) = [m for m in broker.export_sync() if m.get("body") == "wake up"]
     assert message["state"] == "queued"
 
@@ -278,7 +269,7 @@ def test_wake_a_person_attaching_ends_the_run_first(wake_env: Callable[..., Brok
     bot = _agent(broker, "bot")
     assert (bot["wake"], bot["waking"], bot["attached"]) == (True, True, True)
     launch_once(broker, "bot")  # no alias_conflict: a run yields
-    assert not _alive(run["pid"])
+    assert not alive(run["pid"])
     (ended,) = broker.events_sync("wake.ended")
     assert ended["data"]["outcome"] == "superseded"
     detached = [e for e in broker.events_sync("agent.detached")
@@ -297,26 +288,13 @@ def test_wake_kill_9_of_the_broker_leaves_no_harness_and_loses_no_mail(
     _cli(broker, "send", "bot", "do not lose me")
     (run,) = until(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
     broker.home.kill_all()
-    until(lambda: not _alive(run["pid"]), "the harness to be gone")
-    assert not _group_alive(run["pgid"])
+    until(lambda: not group_alive(run["pgid"]), "the run's whole process group to be gone")
     again = start_broker(broker.home, broker.workspace)
     (stopped,) = until(lambda: again.events_sync("wake.ended"), "the cut-short run")
     assert stopped["data"]["outcome"] == "stopped"
     until(lambda: len(again.events_sync("wake.started")) == 2, "a second run")
     bodies = [m.get("body") for m in again.export_sync()]
     assert bodies.count("do not lose me") == 1
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group lives (zombies waiting for a reaper do not count)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def test_wake_only_the_person_turns_it_on(wake_env: Callable[..., Broker]) -> None:
@@ -371,7 +349,7 @@ def test_wake_a_graceful_stop_ends_the_run_and_its_session(wake_env: Callable[..
     _cli(broker, "send", "bot", "hello")
     (run,) = until(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
     pager(broker, "exit")
-    until(lambda: not _group_alive(run["pgid"]), "the run's process group to be gone")
+    until(lambda: not group_alive(run["pgid"]), "the run's process group to be gone")
     again = start_broker(broker.home, broker.workspace, FAKE_WAKE="exit:0")
     (ended, *_) = again.events_sync("wake.ended")
     assert (ended["data"]["outcome"], ended["data"]["detail"]) == ("stopped", "the broker stopped")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.launch.conftest import PROCESS_BOUND, wait_for
+from tests.processes import alive
 
 
 def _guard(
@@ -51,12 +52,4 @@ def test_wake_guard_ends_the_group_when_the_broker_is_gone(tmp_path: Path) -> No
     harness, child = (int(pid) for pid in pids.read_text().split())
     os.close(lifeline)  # what the kernel does when the broker dies
     guard.wait(timeout=PROCESS_BOUND)
-    wait_for(lambda: not _alive(harness) and not _alive(child), "the group to be gone")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    wait_for(lambda: not alive(harness) and not alive(child), "the group to be gone")
