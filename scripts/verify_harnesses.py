@@ -26,10 +26,19 @@ then typed into the same session (OpenCode's HTTP API, Pi's RPC `prompt`), and t
 `pager.db` (read-only) must show the identity's loop-guard cause set by the delivery and cleared
 by the typed prompt's report (SPEC §8.1).
 
+Wake runs (docs/wake.md), each harness: a first headless run leaves a conversation (Gemini CLI
+keeps none whose only model request failed: the recorder answers that one request, once); the
+identity's session ends and mail is sent to it; then the command the broker would run for it
+(the executable, the `[launch]` args and the manifest's `[wake.launch]` args, the connector
+told it is headless, `{prompt}` the wake prompt) must resume that conversation, put the mail
+into the model request (acknowledged), leave the identity's loop-guard cause set and end by
+itself within WAKE_BOUND. For Codex, the manifest's `[wake] command` (the knock) is also run
+against a thread idle in `codex app-server`, which must take a turn carrying the mail.
+
 With --keep, the run directory (`.cache/harnesses/run-*`) stays: the broker's log, each
 harness's home and workspace, Claude Code's debug logs, the output of Gemini CLI, of
-`opencode serve` and of Pi's RPC mode, and the recorded model requests
-(`workspace-<id>/model-requests.jsonl`).
+`opencode serve` and of Pi's RPC mode, the last wake run's output (`workspace-<id>/wake-run.log`),
+and the recorded model requests (`workspace-<id>/model-requests.jsonl`).
 
 Not part of `./scripts/test`: it needs npm, several hundred MB of packages and a few minutes.
 Exit status: 0 when nothing was rejected, 1 when something was, 2 on a usage error.
@@ -70,10 +79,12 @@ if str(ROOT) not in sys.path:
 from pager.client import BrokerUnreachable, request_json  # noqa: E402
 from pager.implementations import discover as discover_implementations  # noqa: E402
 from pager.implementations.launching import launch_spec  # noqa: E402
+from pager.implementations.templates import render  # noqa: E402
 from pager.launch.discovery import BrokerLocator  # noqa: E402
 from pager.launch.discovery import discover as discover_broker  # noqa: E402
 from pager.launch.paths import StatePaths  # noqa: E402
 from pager.launch.relay import Relay  # noqa: E402
+from pager.launch.wake_command import wake_prompt  # noqa: E402
 from pager.launch.wrapper import (  # noqa: E402
     HarnessCommand,
     LaunchPlan,
@@ -86,6 +97,7 @@ from pager.launch.wrapper import (  # noqa: E402
     register,
     registration,
 )
+from pager.launch.wrapper_args import Conversation, parse_wrapper_args  # noqa: E402
 from pager.session_client import SessionClient  # noqa: E402
 from pager.versions import VERSION as PAGER_VERSION  # noqa: E402
 
@@ -101,18 +113,33 @@ PACKAGES = {
 ACCEPTED, REJECTED, UNCHECKED = "accepted", "rejected", "could not check"
 MAIL_BOUND = 45.0  # seconds for mail to reach `acknowledged` through a harness
 PROMPT_BOUND = 30.0  # seconds for a typed prompt's report to clear the loop-guard cause
+WAKE_BOUND = 60.0  # seconds a wake run may take to end by itself once the model refused
 
 
 # ---------------------------------------------------------------------------------- recorder
 
 
+@dataclass
+class Canned:
+    """A fixed answer the recorder gives once, instead of its refusal, to the first request
+    whose path contains `path` and whose body contains `needle` (see `Recorder.answer_once`)."""
+
+    path: str
+    needle: str
+    content_type: str
+    body: bytes
+
+
 class Recorder:
     """A stand-in model endpoint on a loopback port: it records each request a harness makes
     to its model and refuses it (HTTP 400), so a check can see what would have reached the
-    model (the mail a hook or plugin added) without any model."""
+    model (the mail a hook or plugin added) without any model. A check may have it give one
+    fixed answer instead (`answer_once`): no model either."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str]] = []  # (path, body)
+        self.canned: list[Canned] = []
+        self.lock = threading.Lock()
         recorder = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -120,6 +147,14 @@ class Recorder:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length).decode(errors="replace") if length else ""
                 recorder.requests.append((self.path, body))
+                canned = recorder.take_canned(self.path, body)
+                if canned is not None:
+                    self.send_response(200)
+                    self.send_header("Content-Type", canned.content_type)
+                    self.send_header("Content-Length", str(len(canned.body)))
+                    self.end_headers()
+                    self.wfile.write(canned.body)
+                    return
                 error = {"code": 400, "type": "invalid_request_error"}
                 error |= {"status": "INVALID_ARGUMENT", "message": "pager-verify: no model here"}
                 answer = json.dumps({"error": error}).encode()
@@ -137,6 +172,18 @@ class Recorder:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer_once(self, canned: Canned) -> None:
+        with self.lock:
+            self.canned.append(canned)
+
+    def take_canned(self, path: str, body: str) -> Canned | None:
+        with self.lock:
+            for canned in self.canned:
+                if canned.path in path and canned.needle in body:
+                    self.canned.remove(canned)
+                    return canned
+        return None
 
     def wait_for(self, needle: str, bound: float) -> tuple[str, str]:
         """The first recorded request whose body contains `needle`; Rejected after `bound`."""
@@ -422,12 +469,48 @@ class Context:
                 file.write(json.dumps({"path": path, "body": body}) + "\n")
 
     @contextlib.contextmanager
-    def launch(self, args: Sequence[str], spec: LaunchSpec | None = None) -> Iterator[Launch]:
-        """`pager <id> --session-name … -- ARGS…`: registered, connector run, not started."""
+    def launch(
+        self, args: Sequence[str], spec: LaunchSpec | None = None, *, headless: bool = False
+    ) -> Iterator[Launch]:
+        """`pager <id> --session-name … -- ARGS…`: registered, connector run, not started.
+        `headless`: the connector leaves out what waits for a person, as for a wake run."""
         spec = spec or self.spec
         self._launches += 1
         name = f"verify-{self.id}-{self._launches}"
         plan = plan_launch(spec, ["--session-name", name, "--", *args])
+        with self._launched(spec, plan, headless=headless) as launch:
+            yield launch
+
+    @contextlib.contextmanager
+    def wake_launch(self, conversation_key: str, session_name: str) -> Iterator[Launch]:
+        """A wake run of the identity named `session_name` (docs/wake.md), as the broker starts
+        it: registered with the conversation it resumes, the connector told it is headless, the
+        command the executable, the `[launch]` args and the manifest's `[wake.launch]` args,
+        with `{prompt}` the wake prompt."""
+        wake = self.manifest.wake.launch
+        if wake is None:
+            raise Unchecked(f"{self.manifest.name}'s manifest has no [wake.launch]")
+        executable = self.spec.executable
+        if executable is None:
+            raise Unchecked("the manifest takes its program from the arguments")
+        plan = LaunchPlan(
+            parse_wrapper_args(["--session-name", session_name]),
+            Conversation(conversation_key, (), chosen=False),
+            executable,
+            (),
+        )
+        with self._launched(self.spec, plan, headless=True, templates=wake.args) as launch:
+            yield launch
+
+    @contextlib.contextmanager
+    def _launched(
+        self,
+        spec: LaunchSpec,
+        plan: LaunchPlan,
+        *,
+        headless: bool,
+        templates: Sequence[str] = (),
+    ) -> Iterator[Launch]:
         program = shutil.which(plan.executable, path=self.env["PATH"])
         if program is None:
             raise Unchecked(f"{plan.executable} is not installed in {self.bin_dir}")
@@ -445,7 +528,18 @@ class Context:
                 values = launch_values(
                     relay.url, relay.credential, session, broker.paths, plan, spec, token_file
                 )
-                command = harness_command(spec, program, plan, values, directory, self.env)
+                if templates:  # a wake run: `{prompt}` as the broker fills it
+                    values["prompt"] = wake_prompt(str(session["address"]))
+                command = harness_command(
+                    spec,
+                    program,
+                    plan.args,
+                    values,
+                    directory,
+                    self.env,
+                    headless=headless,
+                    templates=templates,
+                )
                 yield Launch(self.id, plan, session, command, directory, relay)
         finally:
             trio.run(client.detach)
@@ -692,6 +786,134 @@ def progress(text: str) -> None:
 QUIET = False
 
 
+# -------------------------------------------------------------------------------- wake runs
+
+
+@dataclass
+class WakeSetup:
+    """How a harness's wake check makes the conversation its wake run resumes."""
+
+    #: `pager <id> -- ARGS…` of a first run, headless, that leaves a conversation behind
+    #: (`{first}` in an argument is FIRST_PROMPT)
+    args: list[str]
+    #: the conversation that run left, from the launch and its output, and where it is kept;
+    #: Unchecked when there is none
+    find: Callable[[Launch, str], tuple[str, str]]
+    #: how Pager's wiring puts the waiting mail before the model in a wake run (for the report)
+    how: str
+    #: the recorder's one answer for the first run (a harness that keeps no conversation whose
+    #: only model request was refused), or None
+    canned: Canned | None = None
+    #: lines of the wake run's output that show Pager's wiring at work (a regular expression)
+    evidence: str | None = None
+
+
+FIRST_PROMPT = "verify: a conversation to resume"
+
+
+def check_wake(ctx: Context, setup: WakeSetup) -> list[Check]:
+    """A wake run (docs/wake.md) against the real harness: a first headless run leaves a
+    conversation; the identity's session ends; mail is sent to it; then the command the broker
+    would run for it (`[wake.launch]`, the connector told it is headless, `{prompt}` the wake
+    prompt) must resume that conversation, put the mail before the model, not count the wake
+    prompt as typed, and end by itself once the model refused."""
+    if ctx.manifest.wake.launch is None:
+        return [
+            Check(
+                "wake run: headless resume",
+                UNCHECKED,
+                f"{ctx.manifest.name}'s manifest has no [wake.launch] (no headless resume)",
+            )
+        ]
+    checks: list[Check] = []
+    first: dict[str, str] = {}
+    if setup.canned is not None:
+        ctx.model.answer_once(setup.canned)
+    args = [arg.replace("{first}", FIRST_PROMPT) for arg in setup.args]
+    with ctx.launch(args, headless=True) as launch:
+
+        def conversation() -> str:
+            status, out = run(launch, None, ctx.workspace, WAKE_BOUND)
+            key, kept = setup.find(launch, out)
+            session = launch.session
+            first.update(key=key, name=str(session["alias"]), agent=str(session["agent_id"]))
+            answered = "answered once by the recorder" if setup.canned else "refused"
+            return (
+                f"a first headless run (exit {status}, its model request {answered}) left the"
+                f" conversation {key} ({kept})"
+            )
+
+        checks.append(ctx.check("wake run: a conversation to resume", launch, conversation))
+    if not first:
+        return checks
+    with ctx.wake_launch(first["key"], first["name"]) as launch:
+        body = "verify: mail that waits for a wake run"
+        message = ctx.broker.send(ctx.workspace, launch.address, body)
+        before = len(ctx.model.requests)
+        ran: dict[str, Any] = {}
+
+        def resume() -> str:
+            if launch.session["agent_id"] != first["agent"]:
+                raise Unchecked(f"the wake run registered as {launch.session['agent_id']}")
+            start = time.monotonic()
+            status, out = run(launch, None, ctx.workspace, WAKE_BOUND)
+            took = time.monotonic() - start
+            ran.update(status=status, out=out)
+            (ctx.workspace / "wake-run.log").write_text(launch.redact(out))  # for --keep
+            requests = ctx.model.requests[before:]
+            if not requests:
+                raise Rejected(f"exit {status} after {took:.1f} s, no model request:\n{_tail(out)}")
+            prompt = wake_prompt(launch.address)[:40]
+            resumed = [p for p, b in requests if _carries(b, prompt) and _carries(b, FIRST_PROMPT)]
+            if not resumed:
+                raise Rejected(
+                    f"exit {status} after {took:.1f} s; no model request carried both the wake"
+                    f" prompt and the first run's ({len(requests)} requests): not the"
+                    f" conversation {first['key']}?\n{_tail(out)}"
+                )
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", out).strip()
+            last = _one_line(["", *plain.splitlines()][-1], 160) or "no output"
+            return (
+                f"resumed conversation {first['key']} headless and ended by itself after"
+                f" {took:.1f} s (exit {status}, its last line: {last}); its model request (POST"
+                f" {resumed[0]}) carried the wake prompt after the first run's"
+            )
+
+        checks.append(ctx.check("wake run: headless resume ends by itself", launch, resume))
+
+        def mail() -> str:
+            if not ran:
+                raise Unchecked("the wake run did not get that far")
+            state = ctx.broker.wait_state(ctx.workspace, message, 10)
+            carried = [p for p, b in ctx.model.requests[before:] if _carries(b, body)]
+            if not carried:
+                raise Rejected(f"no model request of the run carried the mail (it is {state})")
+            if state != "acknowledged":
+                raise Rejected(f"the model request carried the mail, but it is {state}")
+            hop, cause = ctx.broker.cause(first["agent"])
+            if cause is None:
+                raise Rejected(
+                    "the mail reached the model and was acknowledged, but the identity's"
+                    " loop-guard cause was NULL after the run: the wake prompt was reported as"
+                    " typed by a person (SPEC §8.1)"
+                )
+            shown = _grep(str(ran["out"]), setup.evidence) if setup.evidence else []
+            said = f" (its output: {'; '.join(line.strip() for line in shown)})" if shown else ""
+            return (
+                f"mail sent before the run: {setup.how}{said}; the model request (POST"
+                f" {carried[0]}) carried it; acknowledged; the identity's cause after the run:"
+                f" cause_hop {hop}, cause_id {cause} (the wake prompt did not count as typed)"
+            )
+
+        checks.append(ctx.check("wake run: waiting mail into the model request", launch, mail))
+    return checks
+
+
+def _carries(body: str, text: str) -> bool:
+    """Whether a recorded request body carries `text` (as is, or JSON-escaped)."""
+    return text in body or json.dumps(text)[1:-1] in body
+
+
 # ------------------------------------------------------------------------------------ codex
 
 
@@ -789,7 +1011,114 @@ def check_codex(ctx: Context) -> list[Check]:
         checks.append(
             ctx.check("hooks through `-c {config_content}` (the built-in manifest)", launch, hooks)
         )
+    _codex_wake_ready(ctx)
+
+    def thread(launch: Launch, out: str) -> tuple[str, str]:
+        started = [_json(line) or {} for line in out.splitlines() if "thread.started" in line]
+        key = str(started[0].get("thread_id") or "") if started else ""
+        found = list((ctx.home / ".codex" / "sessions").rglob(f"rollout-*{key}.jsonl"))
+        if not key or not found:
+            raise Unchecked(f"`codex exec` started no thread that was kept:\n{_tail(out)}")
+        kept = found[0].relative_to(ctx.home)
+        return key, f"from `exec --json`'s thread.started, kept as ~/{kept}"
+
+    setup = WakeSetup(
+        ["exec", "--json", "{first}"],
+        thread,
+        "Pager's hooks from `-c {config_content}` (trusted once, as a person does in"
+        " `/hooks`) ran on the resumed thread and put it before the model",
+        evidence=r"^hook: \w+",
+    )
+    checks += check_wake(ctx, setup)
+    checks.append(check_codex_knock(ctx))
     return checks
+
+
+def _codex_wake_ready(ctx: Context) -> None:
+    """What a person has before a wake run of Codex: a workspace that is a git repository
+    (`codex exec` refuses another unless trusted: "Not inside a trusted directory and
+    --skip-git-repo-check was not specified") and Pager's hooks trusted once."""
+    git = shutil.which("git", path=ctx.env["PATH"])
+    if git is not None and not (ctx.workspace / ".git").exists():
+        _quiet([git, "init", "-q", str(ctx.workspace)], timeout=60)
+    config = ctx.home / ".codex" / "config.toml"
+    if "trusted_hash" not in config.read_text():
+        with contextlib.suppress(Unchecked, Rejected), ctx.launch(["app-server"]) as launch:
+            _codex_trust(ctx, _codex_hooks(launch, ctx)[0])
+
+
+KNOCK_TURN = "verify: a turn before the knock"
+
+
+def check_codex_knock(ctx: Context) -> Check:
+    """The manifest's `[wake] command` (a knock) against a running session: Codex's app server
+    on stdio with a thread whose turn has ended, then mail, then the command the provider runs
+    (with the thread as `{conversation_key}`): the idle thread must take a turn whose model
+    request carries the mail (Pager's UserPromptSubmit hook on the knock's `[pager]` text)."""
+    name = "knock: `[wake] command` into a running session"
+    command = ctx.manifest.wake.command
+    if not command:
+        return Check(name, UNCHECKED, f"{ctx.manifest.name}'s manifest has no [wake] command")
+    with ctx.launch(["app-server"]) as launch:
+
+        def knock() -> str:
+            process = Process(launch.argv, launch.env, ctx.workspace)
+            try:
+                rpc = _codex_session(process)
+                thread = rpc.call("thread/start", {"cwd": str(ctx.workspace)})["thread"]["id"]
+                text = [{"type": "text", "text": KNOCK_TURN}]
+                rpc.call("turn/start", {"threadId": thread, "input": text})
+                rpc.wait_note(
+                    lambda n: n.get("method") == "turn/completed", 60, "the first turn's end"
+                )
+                body = "verify: mail behind a knock"
+                message = ctx.broker.send(ctx.workspace, launch.address, body)
+                values = {
+                    "agent_id": str(launch.session["agent_id"]),
+                    "session_id": str(launch.session["session_id"]),
+                    "conversation_key": thread,
+                }
+                argv = [render(template, values) for template in command]
+                program = shutil.which(argv[0], path=ctx.env["PATH"])
+                if program is None:
+                    raise Unchecked(f"{argv[0]} is not on the PATH")
+                start = time.monotonic()
+                done = subprocess.run(
+                    [program, *argv[1:]],
+                    env=ctx.env,  # the broker's environment, not the session's
+                    cwd=ctx.workspace,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=ctx.manifest.wake.timeout,
+                    check=False,
+                )
+                took = time.monotonic() - start
+                if done.returncode != 0:
+                    raise Rejected(f"the knock exited {done.returncode}: {_tail(done.stderr)}")
+                rpc.wait_note(
+                    lambda n: (
+                        n.get("method") == "item/started"
+                        and n["params"]["item"].get("type") == "userMessage"
+                        and "[pager]" in json.dumps(n["params"]["item"].get("content"))
+                    ),
+                    30,
+                    "the knock's message in the thread",
+                )
+                path, _ = ctx.model.wait_for(body, 30)
+                state = ctx.broker.wait_state(ctx.workspace, message)
+            finally:
+                process.stop()
+            if state != "acknowledged":
+                raise Rejected(f"the knock's turn carried the mail but it is {state}")
+            answer = _one_line(done.stdout, 200) or "no output"
+            return (
+                f"the knock answered in {took:.1f} s ({answer}); the idle thread took a turn"
+                f" with its `[pager]` message, whose model request (POST {path}) carried the"
+                " mail that Pager's UserPromptSubmit hook added; acknowledged"
+            )
+
+        return ctx.check(name, launch, knock, argv=list(command))
 
 
 def _codex_session(process: Process) -> JsonRpc:
@@ -950,7 +1279,21 @@ def check_claude(ctx: Context) -> list[Check]:
             )
 
         checks.append(ctx.check("idle wake (asyncRewake)", launch, wake))
-    return checks
+
+    def transcript(launch: Launch, _out: str) -> tuple[str, str]:
+        key = launch.plan.conversation.key or ""  # the wrapper chose it (--session-id)
+        found = list(ctx.home.glob(f".claude/projects/*/{key}.jsonl")) if key else []
+        if not found:
+            raise Unchecked(f"no transcript ~/.claude/projects/*/{key}.jsonl")
+        return key, f"chosen with --session-id, kept as ~/{found[0].relative_to(ctx.home)}"
+
+    setup = WakeSetup(
+        ["-p", "{first}"],
+        transcript,
+        "Pager's hooks from --settings (SessionStart, UserPromptSubmit; no background waiters"
+        " in a headless run) put it before the model",
+    )
+    return checks + check_wake(ctx, setup)
 
 
 def _hook_lines(text: str) -> str:
@@ -1069,7 +1412,48 @@ def check_gemini(ctx: Context) -> list[Check]:
             )
 
         checks.append(ctx.check("the user's ~/.gemini after the launch", launch, state))
-    return checks
+
+    def session(launch: Launch, _out: str) -> tuple[str, str]:
+        key = launch.plan.conversation.key or ""  # the wrapper chose it (--session-id)
+        chats = list((ctx.home / ".gemini" / "tmp").glob(f"*/chats/session-*-{key[:8]}.json*"))
+        if not key or not chats:
+            raise Unchecked(f"Gemini CLI kept no session {key} in ~/.gemini/tmp/*/chats")
+        return key, f"chosen with --session-id, kept as ~/{chats[0].relative_to(ctx.home)}"
+
+    setup = WakeSetup(
+        ["-p", "{first}"],
+        session,
+        "the per-launch extension's BeforeAgent hook (a headless run has no SessionStart hook)"
+        " added it after the prompt",
+        # Gemini CLI drops a turn whose model request failed from the session it keeps, so a
+        # session whose only request was refused cannot be resumed ("No previous sessions
+        # found for this project"): the recorder answers the first run's request once.
+        Canned("streamGenerateContent", FIRST_PROMPT, "text/event-stream", GEMINI_ANSWER),
+    )
+    return checks + check_wake(ctx, setup)
+
+
+#: One streamed Gemini API answer (`alt=sse`): a model turn of one word.
+GEMINI_ANSWER = (
+    "data: "
+    + json.dumps(
+        {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": "Noted."}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 1,
+                "candidatesTokenCount": 1,
+                "totalTokenCount": 2,
+            },
+        }
+    )
+    + "\r\n\r\n"
+).encode()
 
 
 # --------------------------------------------------------------------------------- opencode
@@ -1231,7 +1615,21 @@ def check_opencode(ctx: Context) -> list[Check]:
             process.stop()
             output = launch.redact("".join(process.output))
             (ctx.workspace / "opencode-serve.log").write_text(output)  # for --keep
-    return checks
+
+    def session(_launch: Launch, out: str) -> tuple[str, str]:
+        events = [_json(line) or {} for line in out.splitlines() if line.startswith("{")]
+        keys = [str(event["sessionID"]) for event in events if event.get("sessionID")]
+        if not keys:
+            raise Unchecked(f"`opencode run --format json` named no session:\n{_tail(out)}")
+        return keys[0], "from `run --format json`'s events, kept in OpenCode's database"
+
+    setup = WakeSetup(
+        ["run", "--format", "json", "{first}"],
+        session,
+        "Pager's plugin (its headless copy: no long poll) claimed it in `chat.message` and"
+        " added it to the run's prompt",
+    )
+    return checks + check_wake(ctx, setup)
 
 
 def _opencode_answer(answer: dict[str, Any]) -> str:
@@ -1428,7 +1826,24 @@ def check_pi(ctx: Context) -> list[Check]:
             process.stop()
             output = launch.redact("".join(process.output))
             (ctx.workspace / "pi-rpc.log").write_text(output)  # for --keep
-    return checks
+
+    # `pager pi` learns a conversation only from `--session <id|path>`; Pi creates a session
+    # file at a path that does not exist yet (not for an unknown id).
+    chosen = ctx.workspace / "pager-verify-session.jsonl"
+
+    def session(launch: Launch, out: str) -> tuple[str, str]:
+        header = _json(chosen.read_text().partition("\n")[0]) if chosen.exists() else None
+        if launch.plan.conversation.key != str(chosen) or not header:
+            raise Unchecked(f"Pi kept no session at {chosen}:\n{_tail(out)}")
+        return str(chosen), f"a session file Pi created there, id {header.get('id')}"
+
+    setup = WakeSetup(
+        ["-p", "--session", str(chosen), "--model", "pager-verify/none", "{first}"],
+        session,
+        "Pager's extension (no UI: no long poll) claimed it on `before_agent_start` and Pi"
+        " sent it with the prompt as a custom 'pager' message",
+    )
+    return checks + check_wake(ctx, setup)
 
 
 def tools_offered(ctx: Context) -> Check:

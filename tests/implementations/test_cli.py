@@ -98,7 +98,12 @@ def test_cli_implementations_table_is_aligned(
         bounds = [0, *starts, len(row)]
         values = [row[a:b].strip() for a, b in itertools.pairwise(bounds)]
         cells[values[0]] = values
-    assert cells["codex"] == ["codex", "Codex CLI", "builtin", "mcp-http, hooks, plugin, skill"]
+    assert cells["codex"] == [
+        "codex",
+        "Codex CLI",
+        "builtin",
+        "mcp-http, hooks, knock, plugin, skill",
+    ]
     assert cells["mine"] == [
         "mine",
         "My harness",

@@ -37,15 +37,20 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     }
     # Idle wake: a background hook waits for mail once a turn ends (and from the start);
     # exiting 2 makes Claude Code wake the session with the hook's stderr (`asyncRewake`).
-    for event in ("SessionStart", "Stop"):
-        waiter = {
-            "type": "command",
-            "command": f"{hook} --wait --wait-max {WAIT_MAX} {event}",
-            "async": True,
-            "asyncRewake": True,
-            "timeout": WAIT_MAX + 60,
-        }
-        hooks.setdefault(event, []).append({"hooks": [waiter]})
+    # Not in a headless run (a wake run, `claude -p`): nobody waits for a next turn there, and
+    # Claude Code waits for its background hooks before exiting (Claude Code 2.1.332: 30 s,
+    # then it kills them), so a waiter would only hold the run open and could claim mail that
+    # arrives meanwhile for nothing.
+    if not context.headless:
+        for event in ("SessionStart", "Stop"):
+            waiter = {
+                "type": "command",
+                "command": f"{hook} --wait --wait-max {WAIT_MAX} {event}",
+                "async": True,
+                "asyncRewake": True,
+                "timeout": WAIT_MAX + 60,
+            }
+            hooks.setdefault(event, []).append({"hooks": [waiter]})
     settings: dict[str, Any] = {"hooks": hooks}
     return {
         "mcp_config_file": _write(context.directory, "mcp.json", mcp),

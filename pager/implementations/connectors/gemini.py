@@ -30,6 +30,13 @@ place even before they exist (settings, credentials), and creates the user's `.g
 `.gemini/history` (sessions and checkpoints, which Gemini CLI would create itself) when missing.
 Files Gemini CLI replaces by renaming (`trustedFolders.json`, `projects.json`) are written into
 the launch's directory instead: a folder trusted inside `pager gemini` is asked again next time.
+
+A headless run (a wake run, `gemini --resume ID -p PROMPT`, docs/wake.md) gets no SessionStart
+hook: in non-interactive mode Gemini CLI puts that hook's context *before* the prompt
+(`<hook_context>…</hook_context>` then the prompt), so the BeforeAgent hook would see the mail
+first instead of the wake prompt's `[pager]` and report the prompt as typed by a person
+(SPEC §8.1). The run has one prompt, and BeforeAgent adds the waiting mail to it (after the
+prompt). Found with Gemini CLI 0.61.0 by scripts/verify_harnesses.py.
 """
 
 from __future__ import annotations
@@ -66,11 +73,14 @@ LINKED_FILES = (
 KEPT_DIRS = ("tmp", "history")
 #: Entries of the user's home besides `.gemini` that Gemini CLI reads through its home.
 HOME_ENTRIES = (".agents", ".env")
+#: Hook events a headless run leaves out (see the module's docstring).
+NOT_HEADLESS = ("SessionStart",)
 
 
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     home = Path(context.directory) / "gemini-home"
-    build_home(user_home(context.environ), home, extension(manifest, context.values))
+    files = extension(manifest, context.values, headless=context.headless)
+    build_home(user_home(context.environ), home, files)
     return {"config_dir": str(home)}
 
 
@@ -81,7 +91,9 @@ def user_home(environ: Mapping[str, str]) -> Path:
     return Path(given) if given else Path(os.path.expanduser("~"))
 
 
-def extension(manifest: Manifest, values: Mapping[str, str]) -> dict[str, bytes]:
+def extension(
+    manifest: Manifest, values: Mapping[str, str], *, headless: bool = False
+) -> dict[str, bytes]:
     """The per-launch extension's files, by path relative to its directory."""
     config = {
         "name": EXTENSION,
@@ -97,15 +109,18 @@ def extension(manifest: Manifest, values: Mapping[str, str]) -> dict[str, bytes]
             }
         },
     }
-    hooks = {"hooks": hook_groups(manifest, values)}
+    hooks = {"hooks": hook_groups(manifest, values, headless=headless)}
     return {
         "gemini-extension.json": _json(config),
         os.path.join("hooks", "hooks.json"): _json(hooks),
     }
 
 
-def hook_groups(manifest: Manifest, values: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
-    """One matcher group per event, running `pager hook` in Gemini's JSON output format.
+def hook_groups(
+    manifest: Manifest, values: Mapping[str, str], *, headless: bool = False
+) -> dict[str, list[dict[str, Any]]]:
+    """One matcher group per event, running `pager hook` in Gemini's JSON output format (for a
+    headless run, not on the events of `NOT_HEADLESS`).
 
     `PAGER_HOME` is set on the command itself: Gemini CLI may run hooks with a sanitized
     environment (its opt-in redaction, always on in GitHub Actions), and the hook must still find
@@ -128,6 +143,7 @@ def hook_groups(manifest: Manifest, values: Mapping[str, str]) -> dict[str, list
             }
         ]
         for event in manifest.hooks.events
+        if not (headless and event in NOT_HEADLESS)
     }
 
 

@@ -10,6 +10,11 @@
 
 Written for OpenCode 1.x's configuration and plugin API. A configuration already in the user's
 `OPENCODE_CONFIG_CONTENT` is kept: Pager's entries are added to it.
+
+For a headless run (a wake run, `opencode run --session ID PROMPT`, docs/wake.md) the copy says
+`HEADLESS = true`: the plugin then adds the waiting mail to the run's prompt instead of pushing
+it with its long poll, which would acknowledge mail the run ends before reading (checked with
+OpenCode 1.18.33 by scripts/verify_harnesses.py).
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ from pager.launch.wrapper import LaunchContext
 
 PLUGIN_ASSET = ("assets", "opencode", "pager.js")
 SCHEMA = "https://opencode.ai/config.json"
+#: The plugin's switch, as the asset has it and as a headless run's copy has it.
+INTERACTIVE = b"const HEADLESS = false;"
+HEADLESS = b"const HEADLESS = true;"
 
 
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
-    plugin = _copy_asset(context.directory, "pager-opencode.js")
+    plugin = _copy_asset(context.directory, "pager-opencode.js", headless=context.headless)
     config = _existing_config(context.environ.get("OPENCODE_CONFIG_CONTENT"))
     config.setdefault("$schema", SCHEMA)
     servers = config.get("mcp")
@@ -63,10 +71,21 @@ def _is_pagers(entry: object) -> bool:
     return isinstance(entry, str) and entry.endswith("/pager-opencode.js")
 
 
-def _copy_asset(directory: str, name: str) -> str:
+def plugin_source(*, headless: bool) -> bytes:
+    """The plugin as a launch gets it: the asset, switched to headless for a wake run."""
     source = resources.files("pager.implementations.connectors").joinpath(*PLUGIN_ASSET)
+    content = source.read_bytes()
+    if not headless:
+        return content
+    if content.count(INTERACTIVE) != 1:
+        raise RuntimeError(f"{'/'.join(PLUGIN_ASSET)} has no single {INTERACTIVE.decode()!r}")
+    return content.replace(INTERACTIVE, HEADLESS)
+
+
+def _copy_asset(directory: str, name: str, *, headless: bool) -> str:
     path = os.path.join(directory, name)
+    content = plugin_source(headless=headless)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as file:
-        file.write(source.read_bytes())
+        file.write(content)
     return path

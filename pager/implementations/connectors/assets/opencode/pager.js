@@ -20,8 +20,17 @@
 // (a prompt sent over the TUI's HTTP API is reported; the plugin's own delivery is not), the
 // other cases against the fake host of tests/fakes/fake_harness_generic.py.
 //
+// In a wake run (a headless `opencode run --session ID PROMPT` the broker starts when mail
+// waits, docs/wake.md) the connector writes `HEADLESS = true` below. Nobody is at the terminal
+// and `opencode run` exits when its turn ends, so mail pushed by the long poll would be
+// acknowledged but reach the model only after the run (or never): instead, the plugin claims
+// the waiting mail in `chat.message` and adds it to the run's prompt before OpenCode sends it,
+// acknowledges it, and polls nothing; it reports no prompt as typed (no person typed it).
+// Checked in a real OpenCode (1.18.33) by scripts/verify_harnesses.py.
+//
 // Only one export: OpenCode 1.x calls every exported function of a plugin module.
 
+const HEADLESS = false; // the connector writes `true` for a wake run (see above)
 const POLL_WAIT_S = 25; // the broker's long-poll bound is 60 s
 const RETRY_MAX_MS = 30_000;
 const PROMPT_GRACE_MS = 3_000; // how long a blocking prompt() may take to fail before we ack
@@ -107,7 +116,21 @@ export const PagerPlugin = async ({ client }) => {
     }
   }
 
-  loop();
+  if (!HEADLESS) loop();
+
+  async function addWaitingMail(parts) {
+    // A wake run: the waiting mail goes into the run's own prompt (its last text part), so
+    // the model reads it in the run's first request; then it is acknowledged.
+    const text = (Array.isArray(parts) ? parts : []).findLast(
+      (part) => part?.type === "text" && !part.synthetic && typeof part.text === "string",
+    );
+    if (!text) return;
+    const result = await callTool("fetch", { limit: 10, wait_s: 0 });
+    const claims = result.isError ? [] : (result.structuredContent?.claims ?? []);
+    if (claims.length === 0) return;
+    text.text = `${text.text}\n\n${mailText(result, claims)}`;
+    await callTool("ack", { tokens: claims.map((claim) => claim.token) });
+  }
 
   async function reportPrompt() {
     // The person typed a prompt: the session's next send starts a new chain (SPEC §8.1).
@@ -161,9 +184,11 @@ export const PagerPlugin = async ({ client }) => {
     "chat.message": async (input, output) => {
       try {
         if (!isRoot(input?.sessionID)) return; // a child session's prompt comes from its agent
+        if (HEADLESS) return await addWaitingMail(output?.parts);
         if (typedByPerson(promptText(output?.parts))) await reportPrompt();
       } catch {
-        // Never in the person's way: unreported, the chain just does not start again.
+        // Never in the person's way: unreported, the chain just does not start again (a wake
+        // run's mail stays claimed until its claim expires, then waits again).
       }
     },
   };
@@ -209,7 +234,10 @@ function promptText(parts) {
 }
 
 function typedByPerson(text) {
-  return Boolean(text) && !text.startsWith(DELIVERY_PREFIX) && !text.startsWith(PAGER_PREFIX);
+  // `opencode run` quotes each message argument that holds a space ("[pager] …"): one
+  // leading quote is not the person's.
+  const bare = text.replace(/^"/, "");
+  return Boolean(text) && !bare.startsWith(DELIVERY_PREFIX) && !bare.startsWith(PAGER_PREFIX);
 }
 
 function isFinal(result) {

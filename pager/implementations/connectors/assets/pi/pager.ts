@@ -17,9 +17,17 @@
 //     prompt is reported; the sendMessage delivery is not), the other cases against the fake
 //     host of tests/fakes/fake_harness_generic.py.
 //
+// Without a UI (`pi -p`, `--mode json`: `ctx.hasUI` is false; e.g. a wake run, the headless
+// `pi -p --session ID PROMPT` the broker starts when mail waits, docs/wake.md) Pi exits once
+// its prompt is processed and drops a follow-up that comes later, so mail pushed by the long
+// poll would be acknowledged and lost. There it polls nothing: on `before_agent_start` it claims
+// the waiting mail and returns it as a custom "pager" message, which Pi stores in the session
+// and sends with the prompt, and acknowledges it once the agent starts.
+//
 // Checked in a real Pi (0.73.1) by scripts/verify_harnesses.py: the tools are registered and
-// offered to the model, and mail wakes an idle session; see docs/implementations/pi.md. Written
-// without type annotations or imports, so it is plain JavaScript as well as TypeScript.
+// offered to the model, mail wakes an idle session, and a headless run gets the waiting mail
+// in its first model request; see docs/implementations/pi.md. Written without type annotations
+// or imports, so it is plain JavaScript as well as TypeScript.
 
 const PREFIX = "pager_";
 const POLL_WAIT_S = 25; // the broker's long-poll bound is 60 s
@@ -36,6 +44,7 @@ export default function pagerExtension(pi) {
 
   let requestId = 0;
   let poller = null;
+  let claimed = []; // a headless run's claims, acknowledged once the agent has started
 
   async function rpc(method, params, signal) {
     const response = await fetch(`${base}/mcp`, {
@@ -123,12 +132,44 @@ export default function pagerExtension(pi) {
     // The broker did not answer: the session runs without Pager's tools.
   });
 
-  pi.on("session_start", async () => {
+  pi.on("session_start", async (_event, ctx) => {
     await tools;
-    if (poller) return;
+    if (poller || ctx?.hasUI === false) return; // without a UI: before_agent_start delivers
     const controller = new AbortController();
     poller = controller;
     poll(controller.signal);
+  });
+
+  pi.on("before_agent_start", async (_event, ctx) => {
+    if (ctx?.hasUI !== false) return undefined; // with a UI the long poll delivers
+    try {
+      await tools;
+      const result = await callTool("fetch", { limit: 10, wait_s: 0 });
+      const claims = result.isError ? [] : (result.structuredContent?.claims ?? []);
+      if (claims.length === 0) return undefined;
+      claimed.push(...claims.map((claim) => claim.token));
+      return {
+        message: {
+          customType: "pager",
+          content: mailText(result, claims),
+          display: true,
+          details: { messages: claims.map((claim) => claim.message?.id) },
+        },
+      };
+    } catch {
+      return undefined; // the broker did not answer: the prompt goes on without the mail
+    }
+  });
+
+  pi.on("agent_start", async () => {
+    if (claimed.length === 0) return;
+    const tokens = claimed;
+    claimed = [];
+    try {
+      await callTool("ack", { tokens });
+    } catch {
+      // unacknowledged, the claims expire and the mail is delivered again
+    }
   });
 
   pi.on("input", async (event) => {
