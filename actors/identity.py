@@ -528,10 +528,16 @@ class IdentityActor(Actor[IdentityMessage]):
         if provider is None:
             return
         self.last_wake = now
+        key = binding.session.conversation_key
+        if key is None and self.deps.wake is not None:
+            # A harness that picks its own ids names the conversation at its first hook, after
+            # the binding was made: the store knows it (the knock needs it, e.g. Codex's queue).
+            candidate = self.deps.wake.candidate(self.identity_id)
+            key = None if candidate is None else candidate.conversation_key
         values = {
             "agent_id": self.identity_id,
             "session_id": binding.session.id,
-            "conversation_key": binding.session.conversation_key or "",
+            "conversation_key": key or "",
         }
         with contextlib.suppress(ActorError):
             provider.try_cast(WakeSession(values))

@@ -117,6 +117,11 @@ class DeliveryProvider(Actor[ProviderMessage]):
     async def _run_wake(self, wake: Wake, values: dict[str, str]) -> None:
         """The implementation's wake helper, as a subprocess with a timeout; failures are
         logged, never raised (the mail keeps waiting for the next hook or fetch)."""
+        if not values.get("conversation_key") and any(
+            "{conversation_key}" in part for part in wake.command
+        ):
+            log.info("wake helper %s: the session's conversation is not known yet", wake.command[0])
+            return  # e.g. a harness that names its thread at its first hook: it has not yet
         try:
             command = [part.format_map(values) for part in wake.command]
         except (KeyError, ValueError) as exc:

@@ -489,7 +489,9 @@ class BrokerService:
         if agent_id is None and session_token is not None:
             caller = await self.authenticate(session_token)
             agent_id = caller.agent_id
-            await self.accounts.bind_conversation(implementation, conversation_key, agent_id)
+            await self.accounts.bind_conversation(
+                implementation, conversation_key, agent_id, session_id=caller.session_id
+            )
         if agent_id is None:
             return {"agent_id": None, "text": "", "tokens": []}
         if harness is not None:

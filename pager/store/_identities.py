@@ -259,6 +259,15 @@ def bind_conversation(conn: Conn, implementation: str, key: str, identity_id: st
     )
 
 
+def name_conversation(conn: Conn, session_id: str, key: str) -> None:
+    """The session's conversation, learnt after it registered (a harness that picks its own
+    ids tells its first hook), unless it named one."""
+    conn.execute(
+        "UPDATE sessions SET conversation_key = ? WHERE id = ? AND conversation_key IS NULL",
+        (key, session_id),
+    )
+
+
 # -- sessions --------------------------------------------------------------------------------
 
 

@@ -200,9 +200,15 @@ class Accounts(Protocol):
         ...
 
     async def bind_conversation(
-        self, implementation: str, conversation_key: str, identity_id: str
+        self,
+        implementation: str,
+        conversation_key: str,
+        identity_id: str,
+        *,
+        session_id: str | None = None,
     ) -> None:
-        """Bind a harness conversation to the identity."""
+        """Bind a harness conversation to the identity; it is also the conversation of
+        `session_id` when that session named none (a wake run resumes it: docs/wake.md)."""
         ...
 
     async def create_token(

@@ -149,11 +149,19 @@ class SqliteAccounts:
         await self._writer.write(lambda conn: ms.reset_cause(conn, identity_id))
 
     async def bind_conversation(
-        self, implementation: str, conversation_key: str, identity_id: str
+        self,
+        implementation: str,
+        conversation_key: str,
+        identity_id: str,
+        *,
+        session_id: str | None = None,
     ) -> None:
-        await self._writer.write(
-            lambda conn: ms.bind_conversation(conn, implementation, conversation_key, identity_id)
-        )
+        def op(conn: Conn) -> None:
+            ms.bind_conversation(conn, implementation, conversation_key, identity_id)
+            if session_id is not None:
+                ms.name_conversation(conn, session_id, conversation_key)
+
+        await self._writer.write(op)
 
     async def create_token(
         self,

@@ -106,8 +106,9 @@ def post(broker: Broker, path: str, body: object, token: str) -> tuple[int, Any]
     return answer.status_code, answer.json()
 
 
-def register(broker: Broker, name: str) -> dict[str, Any]:
-    body = {"workspace": str(broker.workspace), "implementation": "claude", "session_name": name}
+def register(broker: Broker, name: str, implementation: str = "claude") -> dict[str, Any]:
+    body = {"workspace": str(broker.workspace), "implementation": implementation,
+            "session_name": name}  # fmt: skip
     status, answer = post(broker, "/v1/register", body, broker.secret)
     assert status == 201, answer
     return dict(answer)
@@ -382,3 +383,22 @@ def test_wake_runs_on_the_host_of_the_agents_workspace(tmp_path: Path, pg_dsn: s
     finally:
         for broker in brokers:
             broker.home.kill_all()
+
+
+def test_wake_a_conversation_named_at_the_first_hook_can_be_resumed(
+    wake_env: Callable[..., Broker],
+) -> None:
+    """A harness that picks its own thread ids (Codex) names the conversation at its first
+    hook: from then on the agent has a conversation a wake run (or a knock) resumes."""
+    broker = wake_env()
+    fresh = register(broker, "fresh", implementation="codex")
+    command = ["--command", "exec resume {conversation_key} {prompt}"]
+    refused = _cli(broker, "wake", "on", "fresh", *command)
+    assert refused.returncode == 1
+    assert "no conversation to resume" in refused.stderr
+    claim = {"implementation": "codex", "conversation_key": "thread-7", "max_chars": 9000,
+             "session_token": fresh["token"]}  # fmt: skip
+    status, answer = post(broker, "/v1/hook/claim", claim, broker.secret)
+    assert status == 200, answer
+    entry = pager(broker, "wake", "on", "fresh", *command, "--json")
+    assert entry["launchable"] is True
