@@ -130,7 +130,7 @@ def test_wake_mail_to_a_detached_agent_launches_one_run_that_replies(
     (acknowledged), its reply reaches the sender, and its start and end are operator events."""
     broker = wake_env(store_env)
     launch_once(broker, "bot")
-    pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH)
+    pager(broker, "wake", "on", "bot")  # the manifest's [wake.launch]
     sent = _cli(broker, "send", "bot", "please review the parser")
     assert "no session is running" in sent.stdout, sent.stdout
     (ended,) = until(runs_ended(broker, 1), "the run to end")
