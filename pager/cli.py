@@ -6,6 +6,7 @@ command imports what it needs (the server stack only in `serve`).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from pager.versions import SCHEMA_VERSION, VERSION
@@ -174,6 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader left (`pager who | head -1`): what it wanted is written. Python would
+        # print a traceback flushing stdout at exit; point it at nothing instead.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def cmd_help(parser: argparse.ArgumentParser, topic: str | None) -> int:

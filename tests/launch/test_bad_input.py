@@ -195,3 +195,21 @@ def test_status_with_foreign_broker_json_says_not_running(
     report = json.loads(result.stdout)
     assert report["running"] is False
     assert "broker.lock is not held" in report["reason"]
+
+
+def test_cli_a_reader_that_left_gets_no_traceback(tmp_path: Path) -> None:
+    """`pager implementations | head -1`: when the reader closes the pipe early, the command
+    ends quietly (no BrokenPipeError traceback on stderr)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write
+    done = subprocess.run(
+        [sys.executable, "-m", "pager", "implementations"],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PAGER_HOME": str(tmp_path / "home")},
+        timeout=60,
+        check=False,
+    )
+    os.close(write_end)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    assert done.returncode == 0
