@@ -402,3 +402,25 @@ def test_wake_a_conversation_named_at_the_first_hook_can_be_resumed(
     assert status == 200, answer
     entry = pager(broker, "wake", "on", "fresh", *command, "--json")
     assert entry["launchable"] is True
+
+
+def test_wake_runs_at_once_stay_within_the_brokers_bound(wake_env: Callable[..., Broker]) -> None:
+    """With `wake_runs = 1`, mail to three agents starts their runs one at a time: in the event
+    stream no run starts before the one going has ended."""
+    broker = wake_env(FAKE_WAKE="hang", PAGER_LIMIT_WAKE_RUNS="1")
+    names = ("a", "b", "c")
+    for name in names:
+        launch_once(broker, name)
+        pager(broker, "wake", "on", name, "--command", LAUNCH_WITH, "--timeout", "1s")
+    for name in names:
+        _cli(broker, "send", name, "hello")
+
+    def all_ran() -> list[dict[str, Any]]:
+        events = broker.events_sync("wake.started", "wake.ended")
+        ended = {e["data"]["alias"] for e in events if e["type"] == "wake.ended"}
+        return events if ended >= set(names) else []
+
+    going = 0
+    for event in until(all_ran, "a run of each agent"):
+        going += 1 if event["type"] == "wake.started" else -1
+        assert going <= 1, event
