@@ -1,4 +1,9 @@
-"""Fixtures shared by the whole suite: a throwaway PostgreSQL cluster (tests/pg_cluster.py)."""
+"""Fixtures shared by the whole suite: a throwaway PostgreSQL cluster (tests/pg_cluster.py).
+
+scripts/test runs the suite in pytest-xdist workers (`--dist loadgroup`), which deal tests out
+one by one: a module whose module-scoped fixture is costly, or makes something of the machine's
+own (network namespaces), marks its tests `pytest.mark.xdist_group(NAME)` so that they share one
+worker and the fixture is made once. A session fixture is made once per worker."""
 
 from __future__ import annotations
 
