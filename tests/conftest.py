@@ -1,4 +1,9 @@
-"""Fixtures shared by the whole suite: a throwaway PostgreSQL cluster (tests/pg_cluster.py)."""
+"""Fixtures shared by the whole suite: a throwaway PostgreSQL cluster (tests/pg_cluster.py).
+
+scripts/test runs the suite in pytest-xdist workers (`--dist loadgroup`), which deal tests out
+one by one: a module whose module-scoped fixture is costly, or makes something of the machine's
+own (network namespaces), marks its tests `pytest.mark.xdist_group(NAME)` so that they share one
+worker and the fixture is made once. A session fixture is made once per worker."""
 
 from __future__ import annotations
 
@@ -10,9 +15,19 @@ import pytest
 from tests.pg_cluster import PgCluster
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers this marker itself; this keeps `-p no:xdist` working with
+    # --strict-markers (the groups then mean nothing).
+    config.addinivalue_line(
+        "markers", "xdist_group(name): tests that pytest-xdist runs on one worker (loadgroup)"
+    )
+
+
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PgCluster]:
-    """One PostgreSQL cluster for the test session, started when a test first asks for it."""
+    """One PostgreSQL cluster for the test session, started when a test first asks for it.
+    Under pytest-xdist, one per worker: tests stop, restart and reconfigure it (test_pg_faults,
+    test_pg_cluster, test_pg_tls), which another worker's tests must not see."""
     with PgCluster() as cluster:
         yield cluster
 

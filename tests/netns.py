@@ -21,6 +21,7 @@ a failure too.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import random
 import re
@@ -29,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -40,6 +42,9 @@ PREFIX = "10.231"
 IP_TIMEOUT = 30.0
 #: How long the processes left in a namespace may take to die after SIGKILL.
 KILL_BOUND = 30.0
+#: Held while a subnet is picked and its address assigned, so that two test processes making
+#: hosts at the same moment (pytest-xdist workers, two checkouts' suites) never pick one N.
+SUBNET_LOCK = Path("/tmp/pager-tests-netns.lock")
 
 
 class NetnsError(RuntimeError):
@@ -89,6 +94,14 @@ def _subnets_in_use() -> set[int]:
     """The N of every 10.231.N.x address on this machine's root namespace."""
     shown = ip("-o", "-4", "addr", "show").stdout
     return {int(n) for n in re.findall(rf"inet {re.escape(PREFIX)}\.(\d+)\.", shown)}
+
+
+@contextlib.contextmanager
+def _subnet_lock() -> Iterator[None]:
+    """SUBNET_LOCK, held (an exclusive flock, let go when the file is closed, a crash too)."""
+    with SUBNET_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _alive(pid: int) -> bool:
@@ -177,25 +190,28 @@ class Network:
     def add(self, label: str) -> Host:
         """A new host named `label` (a short word: it is part of the namespace's name)."""
         index = len(self.hosts)
-        taken = _subnets_in_use() | {int(h.outside_ip.split(".")[2]) for h in self.hosts}
-        free = [n for n in range(1, 255) if n not in taken]
-        if not free:
-            raise NetnsError(f"every subnet of {PREFIX}.0.0/16 is in use on this machine")
-        n = random.choice(free)  # random: another run's leftovers are not where we look first
-        host = Host(
-            label=label,
-            namespace=f"pager-{self.token}-{label}",
-            outside=f"pg{self.token}{index}o",  # an interface name is at most 15 bytes
-            outside_ip=f"{PREFIX}.{n}.1",
-            inside=f"pg{self.token}{index}i",
-            inside_ip=f"{PREFIX}.{n}.2",
-            subnet=f"{PREFIX}.{n}.0/30",
-        )
-        self.hosts.append(host)  # before anything is made: close() removes what was
-        ns = host.namespace
-        ip("netns", "add", ns)
-        ip("link", "add", host.outside, "type", "veth", "peer", "name", host.inside, "netns", ns)
-        ip("addr", "add", f"{host.outside_ip}/30", "dev", host.outside)
+        with _subnet_lock():
+            taken = _subnets_in_use() | {int(h.outside_ip.split(".")[2]) for h in self.hosts}
+            free = [n for n in range(1, 255) if n not in taken]
+            if not free:
+                raise NetnsError(f"every subnet of {PREFIX}.0.0/16 is in use on this machine")
+            n = random.choice(free)  # random: another run's leftovers are not where we look first
+            host = Host(
+                label=label,
+                namespace=f"pager-{self.token}-{label}",
+                outside=f"pg{self.token}{index}o",  # an interface name is at most 15 bytes
+                outside_ip=f"{PREFIX}.{n}.1",
+                inside=f"pg{self.token}{index}i",
+                inside_ip=f"{PREFIX}.{n}.2",
+                subnet=f"{PREFIX}.{n}.0/30",
+            )
+            self.hosts.append(host)  # before anything is made: close() removes what was
+            ns = host.namespace
+            ip("netns", "add", ns)
+            veth = ("type", "veth", "peer", "name", host.inside, "netns", ns)
+            ip("link", "add", host.outside, *veth)
+            # Once this address is on the root namespace, _subnets_in_use() sees N as taken.
+            ip("addr", "add", f"{host.outside_ip}/30", "dev", host.outside)
         ip("link", "set", host.outside, "up")
         ip("-n", ns, "addr", "add", f"{host.inside_ip}/30", "dev", host.inside)
         ip("-n", ns, "link", "set", host.inside, "up")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 import trio
 
 from tests.e2e.conftest import BOTH, Broker, mcp_session, structured, tool_error
 from tests.fakes.delivery_inbox import running_inbox
+from tests.ports import refused_port
 
 
 @pytest.mark.stores(*BOTH)
@@ -138,13 +137,9 @@ async def test_unreachable_delivery_address_keeps_mail_waiting(broker: Broker) -
     """A delivery address nobody listens on: the send answers `queued`, and the mail stays
     claimable (it is retried on the schedule, and a fetch can take it)."""
     alice = await broker.register("alice")
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    closed.close()  # nothing listens on this port now
-    delivery = {"kind": "http", "url": f"http://127.0.0.1:{port}/inbox"}
-    bob = await broker.register("bob", delivery=delivery)
-    with trio.fail_after(60):
+    with refused_port() as port, trio.fail_after(60):  # nothing listens on the port
+        delivery = {"kind": "http", "url": f"http://127.0.0.1:{port}/inbox"}
+        bob = await broker.register("bob", delivery=delivery)
         async with (
             mcp_session(broker.url, alice["token"]) as a,
             mcp_session(broker.url, bob["token"]) as b,

@@ -37,6 +37,10 @@ from tests.launch.conftest import PROCESS_BOUND, PagerHome, wait_for
 from tests.netns import Host, Network, netns_unavailable
 from tests.pg_cluster import PgCluster
 
+#: Under pytest-xdist (`--dist loadgroup`) the module's tests run on one worker: its
+#: namespaces and its cluster (module fixtures) are made once, never by two workers at a time.
+pytestmark = pytest.mark.xdist_group("multi_host_netns")
+
 #: Heartbeats every 200 ms: a host silent for 600 ms is shown as not alive.
 HEARTBEAT = {"PAGER_WINDOW_HOST_HEARTBEAT": "200ms"}
 #: How long a wrapped session's `pager read --wait` waits (one long poll: the most there is).

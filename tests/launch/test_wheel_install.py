@@ -23,6 +23,10 @@ import pytest
 ROOT = Path(__file__).parents[2]
 BOUND = 300.0
 
+#: Under pytest-xdist (`--dist loadgroup`) the module's tests run on one worker, so the wheel
+#: (`installed`, a module fixture) is built once.
+pytestmark = pytest.mark.xdist_group("wheel_install")
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -29,7 +29,7 @@ from pager.store.pg._database import connect, upgrade
 from pager.store.pg._schema import PG_SCHEMA_VERSION
 from tests.e2e.conftest import Broker, mcp_session, postgres_env, start_broker, structured
 from tests.launch.conftest import PagerHome
-from tests.pg_cluster import free_port
+from tests.ports import refused_port
 from tests.store.test_pg_schema import pg_store
 
 HOST = "laptop"
@@ -417,8 +417,9 @@ def test_a_url_with_a_password_is_refused_without_quoting_it(tmp_path: Path) -> 
 def test_an_unreachable_target_is_a_clear_error(tmp_path: Path, pg_dsn: str) -> None:
     home = _seeded_home(tmp_path)
     _, password_file = _password_file(pg_dsn, tmp_path)
-    url = f"postgresql://pager@127.0.0.1:{free_port()}/pager?connect_timeout=5"
-    done = home.run("store", "copy", "--to", url, "--password-file", str(password_file))
+    with refused_port() as port:
+        url = f"postgresql://pager@127.0.0.1:{port}/pager?connect_timeout=5"
+        done = home.run("store", "copy", "--to", url, "--password-file", str(password_file))
     assert done.returncode == 1
     assert "nothing was copied: Pager cannot reach its PostgreSQL store" in done.stderr
     assert "Traceback" not in done.stderr

@@ -4,7 +4,6 @@ close-delimited streams, refusals, drops."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
@@ -13,6 +12,7 @@ from pager.tui.errors import ApiError, Unreachable
 from pager.tui.source import HttpSource
 from pager.tui.sse import SseEvent, stream_events
 from tests.fakes.fake_operator_api import running_api
+from tests.ports import refused_port
 from tests.tui.pilot import run
 
 
@@ -90,18 +90,16 @@ def test_stream_events_wrong_secret_is_an_api_error() -> None:
 
 def test_stream_events_nothing_listening_is_unreachable() -> None:
     """A closed port raises Unreachable (the app retries)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    with refused_port() as port:
 
-    async def scenario() -> None:
-        with pytest.raises(Unreachable):
-            async for _ in stream_events(
-                f"http://127.0.0.1:{port}", "/v1/events", token="x", last_event_id=None
-            ):
-                pass
+        async def scenario() -> None:
+            with pytest.raises(Unreachable):
+                async for _ in stream_events(
+                    f"http://127.0.0.1:{port}", "/v1/events", token="x", last_event_id=None
+                ):
+                    pass
 
-    run(scenario)
+        run(scenario)
 
 
 def test_http_source_maps_refusals_and_missing_broker() -> None:
