@@ -26,7 +26,7 @@ from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.delivery import Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Delivery, Message, SessionState
-from pager.domain.wake import HOUR, WakeSettings
+from pager.domain.wake import WakeSettings
 from pager.store import messaging as ms
 from pager.store._errors import StoreUnavailable
 from pager.store.ports import (
@@ -566,7 +566,7 @@ class IdentityActor(Actor[IdentityMessage]):
             self.launch_not_before = None
         now = self.deps.clock.now()
         session, implementation = self.deps.sessions.attached(self.identity_id)
-        target = wake.target(self.identity_id, now=now, since=now - HOUR)
+        target = wake.target(self.identity_id, now=now)
         if session is not None or target is None or target.available == 0:
             return
         if target.workspace.host != self.deps.host:

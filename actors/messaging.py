@@ -40,9 +40,11 @@ from actors.wake_run import RunEnded, WakeRuns, run_wake
 from pager.config import Config
 from pager.domain.clock import WallClock
 from pager.domain.errors import PagerError
+from pager.domain.wake import RunOutcome
 from pager.implementations.manifest import Manifest
 from pager.store import messaging as ms
 from pager.store.ports import MessagingPorts, WakeBook
+from pager.store.wake_ports import CUT_SHORT
 from supervisors import ChildSpec, DynamicSupervisor, Restart
 
 log = logging.getLogger("pager.messaging")
@@ -160,7 +162,9 @@ async def _end_cut_short_runs(book: WakeBook, host: str, clock: WallClock) -> No
     sessions end now (not a lease later), so mail that waits may start a run again."""
     for run in book.unfinished(host):
         log.warning("wake run %s of %s was cut short by the broker's stop", run.id, run.agent_id)
-        await book.end_cut_short(run, now=clock.now())
+        await book.end(
+            run.id, outcome=RunOutcome.STOPPED, exit_code=None, detail=CUT_SHORT, now=clock.now()
+        )
 
 
 def manifest_of(implementation: str) -> Manifest | None:

@@ -24,12 +24,14 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +42,7 @@ from pager.domain import ids
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import SessionState
 from pager.domain.wake import HOUR, RunOutcome
+from pager.launch.files import write_private_text
 from pager.store._registration import Registered, WakeStart
 from pager.store._wake import RUN_OVER, WakeTarget
 
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
     from actors.identity import IdentityMessage
     from pager.domain.clock import WallClock
     from pager.implementations.manifest import Manifest
-    from pager.launch.wrapper import LaunchSpec
+    from pager.launch.wrapper import HarnessCommand, LaunchSpec
     from pager.store.ports import WakeBook
 
 log = logging.getLogger("pager.wake")
@@ -134,7 +137,7 @@ async def _run(runs: WakeRuns, manifest: Manifest, spec: LaunchSpec, agent_id: s
     assert runs.directory is not None
     assert runs.identities is not None
     now = runs.clock.now()
-    target = runs.book.target(agent_id, now=now, since=now - HOUR)
+    target = runs.book.target(agent_id, now=now)
     if target is None or target.available == 0:
         return RunEnded(None, detail="nothing to do")
     settings = target.settings
@@ -198,35 +201,15 @@ async def _process(
     session_ended: trio.Event,
 ) -> tuple[RunOutcome, int | None, str]:
     """Start the harness under its guard and see it to its end."""
-    from pager.launch.wake_command import wake_command, wake_values
-
-    with tempfile.TemporaryDirectory(prefix="pager-wake-") as directory:
-        token_file = Path(directory) / "session-token"
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as file:
-            file.write(registered.token)
-        values = wake_values(
-            url=runs.url(),
-            token=registered.token,
-            token_file=str(token_file),
-            agent_id=target.identity.id,
-            address=target.address,
-            alias=target.identity.alias,
-            session_id=registered.session.id,
-            state_dir=str(runs.state_dir),
-            conversation_key=target.conversation_key or "",
-            implementation=manifest.id,
-        )
-        environ = {**runs.environ, "PAGER_HOME": str(runs.state_dir)}
-        try:  # the connector writes files: off the event loop
-            harness = await trio.to_thread.run_sync(
-                wake_command, spec, manifest, args, values, directory, environ
+    directory = await trio.to_thread.run_sync(partial(tempfile.mkdtemp, prefix="pager-wake-"))
+    try:
+        try:  # files: the token, the connector's, the log's directory; off the event loop
+            harness, log_path = await trio.to_thread.run_sync(
+                _prepare, runs, manifest, spec, args, target, registered, directory
             )
         except Exception as exc:  # a missing program, a template that cannot be filled
             log.warning("wake run for %s could not start: %s", target.address, exc)
             return RunOutcome.FAILED, None, str(exc)
-        name = target.identity.alias or target.identity.id
-        log_path = await trio.to_thread.run_sync(_log_path, runs, name)
         read_end, write_end = os.pipe()  # the guard's lifeline: closed when the broker dies
         guard = [
             sys.executable, "-I", "-m", "pager.launch.wake_guard", "--watch", str(read_end),
@@ -258,6 +241,41 @@ async def _process(
                 await _stop_group(process, runs.kill_after)
             os.close(write_end)
         return outcome, _status(process.returncode), detail
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(partial(shutil.rmtree, directory, ignore_errors=True))
+
+
+def _prepare(
+    runs: WakeRuns,
+    manifest: Manifest,
+    spec: LaunchSpec,
+    args: tuple[str, ...],
+    target: WakeTarget,
+    registered: Registered,
+    directory: str,
+) -> tuple[HarnessCommand, Path]:
+    """In a worker thread: the session's token file, the harness's command (its connector
+    writes its files into `directory`) and a new log's path."""
+    from pager.launch.wake_command import wake_command, wake_values
+
+    token_file = Path(directory) / "session-token"
+    write_private_text(token_file, registered.token + "\n")
+    values = wake_values(
+        url=runs.url(),
+        token=registered.token,
+        token_file=str(token_file),
+        agent_id=target.identity.id,
+        address=target.address,
+        alias=target.identity.alias,
+        session_id=registered.session.id,
+        state_dir=str(runs.state_dir),
+        conversation_key=target.conversation_key or "",
+        implementation=manifest.id,
+    )
+    environ = {**runs.environ, "PAGER_HOME": str(runs.state_dir)}
+    harness = wake_command(spec, manifest, args, values, directory, environ)
+    return harness, _log_path(runs, target.identity.alias or target.identity.id)
 
 
 async def _supervise(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 
 from pager.cli import EXIT_OK, CommandError
@@ -66,6 +65,8 @@ def cmd_wake(args: argparse.Namespace) -> int:
         return EXIT_OK
     body: dict[str, Any] = {}
     if args.command_line is not None:
+        import shlex  # here: `pager send` and the other fast paths load this module too
+
         try:
             body["command"] = shlex.split(args.command_line)
         except ValueError as exc:
@@ -89,6 +90,8 @@ def _duration(text: str) -> float:
 
 
 def _said_on(entry: dict[str, Any]) -> str:
+    import shlex
+
     args = " ".join(shlex.quote(part) for part in entry.get("launch_args") or [])
     return (
         f"launch on mail is on for {entry['address']}: when mail waits and no session of it"

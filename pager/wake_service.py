@@ -10,19 +10,26 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import trio
 
 from actors.identities import Identities
 from actors.identity import Poke
 from pager.domain.clock import WallClock, iso
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.wake import DEFAULT_RUNS_PER_HOUR, DEFAULT_TIMEOUT, WakeRun, WakeSettings
-from pager.domain.wake import check_settings as checked
+from pager.domain.wake import (
+    DEFAULT_RUNS_PER_HOUR,
+    DEFAULT_TIMEOUT,
+    WakeRun,
+    WakeSettings,
+    check_settings,
+)
 from pager.implementations.manifest import Manifest
 from pager.implementations.templates import TemplateError, placeholders
 from pager.launch.wake_command import wake_args, why_not
 from pager.store._errors import StoreUnavailable
 from pager.store._registration import PERSON
+from pager.store._wake import WakeEntry
 from pager.store.ports import WakeBook, Wakeups
 
 JSON = dict[str, Any]
@@ -47,6 +54,30 @@ def _run_json(run: WakeRun) -> JSON:
         "exit_code": run.exit_code,
         "acknowledged": run.acknowledged,
         "log": run.log,
+    }
+
+
+def _entry(entry: WakeEntry, manifest: Manifest | None) -> JSON:
+    """One agent's settings as the routes answer them, with whether it can be launched now."""
+    settings, candidate = entry.settings, entry.candidate
+    args = None if manifest is None else wake_args(manifest, settings.command)
+    reason = (
+        "no manifest for its implementation"
+        if manifest is None
+        else why_not(manifest, settings.command, candidate.conversation_key)
+    )
+    return {
+        "agent_id": settings.agent_id,
+        "address": candidate.address,
+        "implementation": candidate.identity.implementation,
+        "command": None if settings.command is None else list(settings.command),
+        "launch_args": None if args is None else list(args),
+        "max_runs_per_hour": settings.max_runs_per_hour,
+        "timeout_s": settings.timeout,
+        "updated_at": iso(settings.updated_at),
+        "launchable": reason is None,
+        "why_not": reason,
+        "runs": [_run_json(run) for run in entry.runs],
     }
 
 
@@ -91,7 +122,7 @@ class WakeService:
                 f"{candidate.address} runs {implementation!r}, which has no manifest here;"
                 " `pager implementations` lists those there are",
             )
-        settings = checked(
+        settings = check_settings(
             WakeSettings(
                 agent_id,
                 command=None if command is None else tuple(command),
@@ -111,9 +142,11 @@ class WakeService:
             raise PagerError(
                 ErrorCode.CONFLICT, f"{candidate.address} cannot be woken by a launch: {reason}"
             )
-        await self.book.put(settings, now=self.clock.now())
+        now = self.clock.now()
+        await self.book.put(settings, now=now)
         await self._tell(agent_id)
-        return self._entry(self.book.settings(agent_id) or settings, [], manifest)
+        settings = attrs.evolve(settings, updated_at=now)
+        return _entry(WakeEntry(settings, candidate, ()), manifest)
 
     async def turn_off(self, agent_id: str) -> JSON:
         if self.book.candidate(agent_id) is None:
@@ -123,41 +156,16 @@ class WakeService:
         return {"agent_id": agent_id, "was_on": was_on}
 
     async def listing(self) -> JSON:
+        manifests: dict[str, Manifest | None] = {}  # each read once
         entries = []
-        for settings, runs in self.book.listing():
-            candidate = self.book.candidate(settings.agent_id)
-            if candidate is None:
-                continue
-            manifest = await trio.to_thread.run_sync(
-                self.manifests, candidate.identity.implementation
-            )
-            entries.append(self._entry(settings, runs, manifest))
+        for entry in self.book.listing():
+            implementation = entry.candidate.identity.implementation
+            if implementation not in manifests:
+                manifests[implementation] = await trio.to_thread.run_sync(
+                    self.manifests, implementation
+                )
+            entries.append(_entry(entry, manifests[implementation]))
         return {"agents": entries}
-
-    def _entry(
-        self, settings: WakeSettings, runs: list[WakeRun], manifest: Manifest | None
-    ) -> JSON:
-        candidate = self.book.candidate(settings.agent_id)
-        assert candidate is not None
-        args = None if manifest is None else wake_args(manifest, settings.command)
-        reason = (
-            "no manifest for its implementation"
-            if manifest is None
-            else why_not(manifest, settings.command, candidate.conversation_key)
-        )
-        return {
-            "agent_id": settings.agent_id,
-            "address": candidate.address,
-            "implementation": candidate.identity.implementation,
-            "command": None if settings.command is None else list(settings.command),
-            "launch_args": None if args is None else list(args),
-            "max_runs_per_hour": settings.max_runs_per_hour,
-            "timeout_s": settings.timeout,
-            "updated_at": iso(settings.updated_at),
-            "launchable": reason is None,
-            "why_not": reason,
-            "runs": [_run_json(run) for run in runs],
-        }
 
     async def _tell(self, agent_id: str) -> None:
         """The identity's actor reads its settings again (on every broker of the store)."""

@@ -23,7 +23,6 @@ import attrs
 from pager.implementations.templates import (
     EXECUTABLE_FROM_ARGS,
     TemplateError,
-    placeholders,
     render,
 )
 
@@ -206,11 +205,6 @@ class WakeLaunch:
     when mail arrives (docs/wake.md). `args` follow the executable and `[launch]` args."""
 
     args: tuple[str, ...]
-
-    @property
-    def needs_conversation(self) -> bool:
-        """It resumes a conversation by its key: an identity without one cannot be woken."""
-        return any("conversation_key" in placeholders(arg) for arg in self.args)
 
 
 @attrs.frozen

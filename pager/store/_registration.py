@@ -359,14 +359,11 @@ class RegisterPlan:
         if command.conversation_key is not None:
             ms.bind_conversation(conn, command.implementation, command.conversation_key, target.id)
         started.append((session, identity.implementation))
-        registered = Registered(
-            identity,
-            ms.workspace_slug(conn, identity.workspace_key),
-            session,
-            self.token,
-            self.resume_token,
-        )
-        return Outcome(registered, ended, started)
+        return Outcome(self._registered(conn, identity, session), ended, started)
+
+    def _registered(self, conn: Conn, identity: Identity, session: Session) -> Registered:
+        slug = ms.workspace_slug(conn, identity.workspace_key)
+        return Registered(identity, slug, session, self.token, self.resume_token)
 
     def _new_session(self, conn: Conn, target: Identity) -> Session:
         """The registration's session of `target`: the identity's next epoch, attached."""
@@ -411,13 +408,7 @@ class RegisterPlan:
         wk.insert_wake_run(
             conn, WakeRun(wake.run_id, target.id, session.id, session.host, self.now)
         )
-        registered = Registered(
-            identity,
-            ms.workspace_slug(conn, identity.workspace_key),
-            session,
-            self.token,
-            self.resume_token,
-        )
+        registered = self._registered(conn, identity, session)
         return Outcome(registered, [], [(session, identity.implementation)])
 
     def _by_name(self, conn: Conn, name: str) -> Identity | None:

@@ -20,7 +20,13 @@ from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
 from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
 from pager.store._events import record_event
-from pager.store._identities import describe_identity, end_session, get_identity, touch_identity
+from pager.store._identities import (
+    describe_identity,
+    end_session,
+    get_identity,
+    touch_identity,
+    workspace_slug,
+)
 
 #: Why a run's session ends when the run does.
 RUN_OVER = "the wake run ended"
@@ -116,43 +122,78 @@ def conversation_to_resume(conn: Conn, agent_id: str, implementation: str) -> st
 
 
 @attrs.frozen
-class WakeTarget:
+class WakeCandidate:
+    """An identity as `pager wake on` judges it (may it be woken by a launch?): its address
+    and the conversation a run would resume."""
+
+    identity: Identity
+    address: str
+    conversation_key: str | None
+
+
+def wake_candidate(conn: Conn, agent_id: str) -> WakeCandidate | None:
+    identity = get_identity(conn, agent_id)
+    if identity is None:
+        return None
+    slug = workspace_slug(conn, identity.workspace_key)
+    return WakeCandidate(
+        identity,
+        format_address(identity.alias, slug),
+        conversation_to_resume(conn, agent_id, identity.implementation),
+    )
+
+
+@attrs.frozen
+class WakeTarget(WakeCandidate):
     """What deciding on and starting a wake run reads about an identity, in one go."""
 
     settings: WakeSettings
-    identity: Identity
     workspace: Workspace
-    address: str
-    conversation_key: str | None
     available: int  # messages waiting that may be offered now
-    run_starts: tuple[float, ...]  # of the runs of the last `since`
 
 
-def wake_target(conn: Conn, agent_id: str, *, now: float, since: float) -> WakeTarget | None:
+def wake_target(conn: Conn, agent_id: str, *, now: float) -> WakeTarget | None:
     """The identity as a wake run needs it; None when launch on mail is off for it or it is
     gone."""
     settings = wake_settings(conn, agent_id)
-    identity = get_identity(conn, agent_id)
-    if settings is None or identity is None:
+    candidate = None if settings is None else wake_candidate(conn, agent_id)
+    if settings is None or candidate is None:
         return None
-    row = conn.execute(
-        "SELECT slug, path, host FROM workspaces WHERE key = ?", (identity.workspace_key,)
-    ).fetchone()
-    workspace = Workspace(identity.workspace_key, str(row[0]), str(row[1]), str(row[2]))
+    key = candidate.identity.workspace_key
+    row = conn.execute("SELECT slug, path, host FROM workspaces WHERE key = ?", (key,)).fetchone()
     (available,) = conn.execute(
         "SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND state = 'queued'"
         " AND available_at <= ?",
         (agent_id, now),
     ).fetchone()
     return WakeTarget(
+        identity=candidate.identity,
+        address=candidate.address,
+        conversation_key=candidate.conversation_key,
         settings=settings,
-        identity=identity,
-        workspace=workspace,
-        address=format_address(identity.alias, workspace.slug),
-        conversation_key=conversation_to_resume(conn, agent_id, identity.implementation),
+        workspace=Workspace(key, str(row[0]), str(row[1]), str(row[2])),
         available=int(available),
-        run_starts=tuple(run_starts_since(conn, agent_id, since)),
     )
+
+
+@attrs.frozen
+class WakeEntry:
+    """One agent with launch on mail on, as `pager wake list` shows it."""
+
+    settings: WakeSettings
+    candidate: WakeCandidate
+    runs: tuple[WakeRun, ...]
+
+
+def wake_entries(conn: Conn, runs_each: int) -> list[WakeEntry]:
+    """Every identity with launch on mail on, with its latest `runs_each` runs."""
+    entries = []
+    for settings in all_wake_settings(conn):
+        candidate = wake_candidate(conn, settings.agent_id)
+        if candidate is not None:
+            runs = tuple(recent_runs(conn, settings.agent_id, runs_each))
+            entries.append(WakeEntry(settings, candidate, runs))
+    return entries
 
 
 def run_starts_since(conn: Conn, agent_id: str, since: float) -> list[float]:
@@ -268,26 +309,3 @@ def recent_runs(conn: Conn, agent_id: str, limit: int) -> list[WakeRun]:
 def _agent_event(conn: Conn, now: float, kind: str, agent_id: str, **data: object) -> None:
     fields = describe_identity(conn, agent_id) or {"agent_id": agent_id}
     record_event(conn, now, kind, {**fields, **data})
-
-
-@attrs.frozen
-class WakeCandidate:
-    """An identity as `pager wake on` judges it: may it be woken by a launch?"""
-
-    identity: Identity
-    address: str
-    conversation_key: str | None
-
-
-def wake_candidate(conn: Conn, agent_id: str) -> WakeCandidate | None:
-    identity = get_identity(conn, agent_id)
-    if identity is None:
-        return None
-    row = conn.execute(
-        "SELECT slug FROM workspaces WHERE key = ?", (identity.workspace_key,)
-    ).fetchone()
-    return WakeCandidate(
-        identity,
-        format_address(identity.alias, str(row[0])),
-        conversation_to_resume(conn, agent_id, identity.implementation),
-    )

@@ -28,7 +28,7 @@ from pager.store._guard import SendLimits
 from pager.store._messages import AckResult, ClaimPolicy
 from pager.store._registration import Outcome, Registration, Takeover
 from pager.store._sweep import Action, Applied, Due, Plan, Pruned
-from pager.store._wake import WakeCandidate, WakeTarget
+from pager.store._wake import WakeCandidate, WakeEntry, WakeTarget
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -323,7 +323,7 @@ class WakeBook(Protocol):
 
     def settings(self, agent_id: str) -> WakeSettings | None: ...
 
-    def target(self, agent_id: str, *, now: float, since: float) -> WakeTarget | None:
+    def target(self, agent_id: str, *, now: float) -> WakeTarget | None:
         """What a run of the identity needs, read at once; None when launch on mail is off."""
         ...
 
@@ -341,7 +341,7 @@ class WakeBook(Protocol):
 
     async def delete(self, agent_id: str, *, now: float) -> bool: ...
 
-    def listing(self) -> list[tuple[WakeSettings, list[WakeRun]]]:
+    def listing(self) -> list[WakeEntry]:
         """Every identity with launch on mail on, with its latest runs (newest first)."""
         ...
 
@@ -350,15 +350,12 @@ class WakeBook(Protocol):
     async def end(
         self, run_id: str, *, outcome: RunOutcome, exit_code: int | None, detail: str, now: float
     ) -> WakeRun | None:
-        """Record the run's end (None when it had ended already)."""
+        """Record the run's end, ending its session if nothing did (None when the run had
+        ended already)."""
         ...
 
     async def deferred(self, agent_id: str, *, retry_after: float, why: str, now: float) -> None:
         """Record that the hourly bound put a run off (`wake.deferred`)."""
-        ...
-
-    async def end_cut_short(self, run: WakeRun, *, now: float) -> None:
-        """A run its broker never saw end: its session ends and the run is recorded `stopped`."""
         ...
 
 

@@ -9,7 +9,7 @@ from typing import Protocol, TypeVar
 from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
 from pager.store import _wake as wk
 from pager.store._conn import Conn
-from pager.store._wake import WakeCandidate, WakeTarget
+from pager.store._wake import WakeCandidate, WakeEntry, WakeTarget
 
 T = TypeVar("T")
 
@@ -32,10 +32,8 @@ class StoreWakeBook:
     def settings(self, agent_id: str) -> WakeSettings | None:
         return self._writer.lookup(lambda conn: wk.wake_settings(conn, agent_id))
 
-    def target(self, agent_id: str, *, now: float, since: float) -> WakeTarget | None:
-        return self._writer.lookup(
-            lambda conn: wk.wake_target(conn, agent_id, now=now, since=since)
-        )
+    def target(self, agent_id: str, *, now: float) -> WakeTarget | None:
+        return self._writer.lookup(lambda conn: wk.wake_target(conn, agent_id, now=now))
 
     def candidate(self, agent_id: str) -> WakeCandidate | None:
         return self._writer.lookup(lambda conn: wk.wake_candidate(conn, agent_id))
@@ -52,14 +50,9 @@ class StoreWakeBook:
     async def delete(self, agent_id: str, *, now: float) -> bool:
         return await self._writer.write(lambda conn: wk.delete_wake_settings(conn, agent_id, now))
 
-    def listing(self) -> list[tuple[WakeSettings, list[WakeRun]]]:
-        def read(conn: Conn) -> list[tuple[WakeSettings, list[WakeRun]]]:
-            return [
-                (settings, wk.recent_runs(conn, settings.agent_id, RUNS_LISTED))
-                for settings in wk.all_wake_settings(conn)
-            ]
-
-        return self._writer.lookup(read)  # a few rows: those the person turned on
+    def listing(self) -> list[WakeEntry]:
+        # A few rows: those the person turned on.
+        return self._writer.lookup(lambda conn: wk.wake_entries(conn, RUNS_LISTED))
 
     async def started(self, run_id: str, *, pid: int, log: str, now: float) -> None:
         await self._writer.write(
@@ -78,11 +71,4 @@ class StoreWakeBook:
     async def deferred(self, agent_id: str, *, retry_after: float, why: str, now: float) -> None:
         await self._writer.write(
             lambda conn: wk.record_deferred(conn, agent_id, now, retry_after=retry_after, why=why)
-        )
-
-    async def end_cut_short(self, run: WakeRun, *, now: float) -> None:
-        await self._writer.write(
-            lambda conn: wk.end_wake_run(
-                conn, run.id, outcome=RunOutcome.STOPPED, exit_code=None, detail=CUT_SHORT, now=now
-            )
         )

@@ -96,8 +96,11 @@ class HostBroker:
         return self.host.command(sys.executable, "-m", "pager", *args)
 
     def pager(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self._run(self.argv(*args))
+
+    def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            self.argv(*args),
+            argv,
             env=self.home.env,
             cwd=self.desk,
             stdin=subprocess.DEVNULL,
@@ -135,16 +138,7 @@ class HostBroker:
 
     def send(self, to: str, body: str) -> dict[str, Any]:
         """The person's send (SEND): the broker's answer, success or not."""
-        done = subprocess.run(
-            self.host.command(sys.executable, "-c", SEND, to, body),
-            env=self.home.env,
-            cwd=self.desk,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=PROCESS_BOUND,
-            check=False,
-        )
+        done = self._run(self.host.command(sys.executable, "-c", SEND, to, body))
         assert done.returncode == 0, done.stderr
         answer: dict[str, Any] = json.loads(done.stdout)
         return answer

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import httpx2
 import pytest
 
 from tests.e2e.conftest import BOTH, FAST_WINDOWS, Broker, postgres_env, start_broker
-from tests.launch.conftest import PROCESS_BOUND, PagerHome
+from tests.launch.conftest import PROCESS_BOUND, PagerHome, wait_for
 from tests.processes import alive, group_alive
 
 ROOT = Path(__file__).parents[2]
@@ -87,17 +86,6 @@ def harness_log(broker: Broker) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def until(check: Callable[[], Any], what: str) -> Any:
-    """Polls observable state until `check` answers something true, and returns it; fails
-    after the hang guard (not a timing assertion)."""
-    deadline = time.monotonic() + PROCESS_BOUND
-    while not (found := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return found
-
-
 def post(broker: Broker, path: str, body: object, token: str) -> tuple[int, Any]:
     with httpx2.Client(timeout=10) as http:
         answer = http.post(
@@ -133,7 +121,7 @@ def test_wake_mail_to_a_detached_agent_launches_one_run_that_replies(
     pager(broker, "wake", "on", "bot")  # the manifest's [wake.launch]
     sent = _cli(broker, "send", "bot", "please review the parser")
     assert "no session is running" in sent.stdout, sent.stdout
-    (ended,) = until(runs_ended(broker, 1), "the run to end")
+    (ended,) = wait_for(runs_ended(broker, 1), "the run to end")
     (started,) = broker.events_sync("wake.started")
     assert ended["data"]["outcome"] == "exited"
     assert ended["data"]["exit_code"] == 0
@@ -172,7 +160,7 @@ def test_wake_a_hung_run_is_stopped_at_its_timeout_and_its_mail_offered_again(
     launch_once(broker, "bot")
     pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH, "--timeout", "1s")
     _cli(broker, "send", "bot", "wake up")
-    first, second = until(runs_ended(broker, 2), "two runs to end")
+    first, second = wait_for(runs_ended(broker, 2), "two runs to end")
     for ended in (first, second):
         assert ended["data"]["outcome"] == "timed_out"
         assert ended["data"]["acknowledged"] == []
@@ -190,7 +178,7 @@ def test_wake_the_hourly_bound_holds(wake_env: Callable[..., Broker]) -> None:
     launch_once(broker, "bot")
     pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH, "--max-runs-per-hour", "2")
     _cli(broker, "send", "bot", "are you there")
-    (deferred,) = until(lambda: broker.events_sync("wake.deferred"), "the bound")
+    (deferred,) = wait_for(lambda: broker.events_sync("wake.deferred"), "the bound")
     assert 3590 < deferred["data"]["retry_after_s"] <= 3600
     ended = broker.events_sync("wake.ended")
     assert [e["data"]["exit_code"] for e in ended] == [3, 3]
@@ -211,9 +199,9 @@ def test_wake_two_agents_replying_to_each_other_stop_at_max_hops(
     assert status == 200, sent
     status, _ = post(broker, "/v1/sessions/current/detach", {}, b["token"])
     assert status == 200
-    (refused,) = until(lambda: broker.events_sync("send.refused"), "the loop guard")
+    (refused,) = wait_for(lambda: broker.events_sync("send.refused"), "the loop guard")
     assert refused["data"]["reason"] == "hop_limit"
-    ended = until(runs_ended(broker, 3), "three runs")
+    ended = wait_for(runs_ended(broker, 3), "three runs")
     assert all(e["data"]["outcome"] == "exited" for e in ended)
     hops = sorted(m["hop"] for m in broker.export_sync() if m.get("body") in ("ping", "re: done"))
     assert hops == [1, 2, 3]
@@ -237,11 +225,11 @@ def test_wake_launches_nothing_without_wake_on_and_wakes_an_attached_agent(
         cwd=broker.workspace,
     )
     try:
-        until(lambda: broker.sessions_sync() and _attached(broker, "busy"), "busy attaches")
+        wait_for(lambda: broker.sessions_sync() and _attached(broker, "busy"), "busy attaches")
         assert "no session is running" in _cli(broker, "send", "plain", "hello").stdout
         assert "no session is running" not in _cli(broker, "send", "busy", "hello").stdout
         _cli(broker, "send", "ready", "hello")
-        (ended,) = until(runs_ended(broker, 1), "ready's run")
+        (ended,) = wait_for(runs_ended(broker, 1), "ready's run")
         assert ended["data"]["alias"] == "ready"
         assert [e["data"]["alias"] for e in broker.events_sync("wake.started")] == ["ready"]
     finally:
@@ -265,8 +253,8 @@ def test_wake_a_person_attaching_ends_the_run_first(wake_env: Callable[..., Brok
     launch_once(broker, "bot")
     pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH)
     _cli(broker, "send", "bot", "hello")
-    (started,) = until(lambda: broker.events_sync("wake.started"), "the run")
-    (run,) = until(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
+    (started,) = wait_for(lambda: broker.events_sync("wake.started"), "the run")
+    (run,) = wait_for(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
     bot = _agent(broker, "bot")
     assert (bot["wake"], bot["waking"], bot["attached"]) == (True, True, True)
     launch_once(broker, "bot")  # no alias_conflict: a run yields
@@ -287,13 +275,13 @@ def test_wake_kill_9_of_the_broker_leaves_no_harness_and_loses_no_mail(
     launch_once(broker, "bot")
     pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH)
     _cli(broker, "send", "bot", "do not lose me")
-    (run,) = until(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
+    (run,) = wait_for(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
     broker.home.kill_all()
-    until(lambda: not group_alive(run["pgid"]), "the run's whole process group to be gone")
+    wait_for(lambda: not group_alive(run["pgid"]), "the run's whole process group to be gone")
     again = start_broker(broker.home, broker.workspace)
-    (stopped,) = until(lambda: again.events_sync("wake.ended"), "the cut-short run")
+    (stopped,) = wait_for(lambda: again.events_sync("wake.ended"), "the cut-short run")
     assert stopped["data"]["outcome"] == "stopped"
-    until(lambda: len(again.events_sync("wake.started")) == 2, "a second run")
+    wait_for(lambda: len(again.events_sync("wake.started")) == 2, "a second run")
     bodies = [m.get("body") for m in again.export_sync()]
     assert bodies.count("do not lose me") == 1
 
@@ -348,13 +336,13 @@ def test_wake_a_graceful_stop_ends_the_run_and_its_session(wake_env: Callable[..
     launch_once(broker, "bot")
     pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH)
     _cli(broker, "send", "bot", "hello")
-    (run,) = until(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
+    (run,) = wait_for(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
     pager(broker, "exit")
-    until(lambda: not group_alive(run["pgid"]), "the run's process group to be gone")
+    wait_for(lambda: not group_alive(run["pgid"]), "the run's process group to be gone")
     again = start_broker(broker.home, broker.workspace, FAKE_WAKE="exit:0")
     (ended, *_) = again.events_sync("wake.ended")
     assert (ended["data"]["outcome"], ended["data"]["detail"]) == ("stopped", "the broker stopped")
-    until(lambda: len(again.events_sync("wake.ended")) == 2, "a run after the restart")
+    wait_for(lambda: len(again.events_sync("wake.ended")) == 2, "a run after the restart")
 
 
 def test_wake_runs_on_the_host_of_the_agents_workspace(tmp_path: Path, pg_dsn: str) -> None:
@@ -374,7 +362,7 @@ def test_wake_runs_on_the_host_of_the_agents_workspace(tmp_path: Path, pg_dsn: s
         launch_once(beta, "bot")
         entry = pager(beta, "wake", "on", "bot", "--command", LAUNCH_WITH, "--json")
         _cli(alpha, "send", entry["address"], "hello from alpha")
-        until(runs_ended(beta, 1), "the run")
+        wait_for(runs_ended(beta, 1), "the run")
         (listed,) = pager(alpha, "wake", "list", "--json")["agents"]
         assert [(run["host"], run["outcome"]) for run in listed["runs"]] == [("beta", "exited")]
         (run,) = [r for r in harness_log(beta) if "wake" in r]
@@ -421,6 +409,6 @@ def test_wake_runs_at_once_stay_within_the_brokers_bound(wake_env: Callable[...,
         return events if ended >= set(names) else []
 
     going = 0
-    for event in until(all_ran, "a run of each agent"):
+    for event in wait_for(all_ran, "a run of each agent"):
         going += 1 if event["type"] == "wake.started" else -1
         assert going <= 1, event

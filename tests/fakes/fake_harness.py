@@ -90,7 +90,7 @@ def headless(argv: list[str], settings: dict[str, Any], key: str) -> int:
         if mode == "stubborn":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         while True:
-            time.sleep(3600)
+            signal.pause()  # until killed (a SIGTERM it ignores wakes it: pause again)
     text = ""
     for event, prompt in (("SessionStart", None), ("UserPromptSubmit", argv[-1])):
         for group in settings.get("hooks", {}).get(event, []):

@@ -204,7 +204,6 @@ WAKE_ARGS = {
 def test_builtin_wake_launch_follows_the_launch_args(ident: str, tmp_path: Path) -> None:
     found = manifest(ident)
     assert found.wake.launch is not None
-    assert found.wake.launch.needs_conversation
     spec = launch_spec(found)
     directory = tmp_path / "launch"
     directory.mkdir()

@@ -25,7 +25,6 @@ def test_wake_launch_is_read_with_its_templates() -> None:
     manifest = parse(BASE + RESUME)
     assert manifest.wake.launch is not None
     assert manifest.wake.launch.args == ("-p", "--resume", "{conversation_key}", "{prompt}")
-    assert manifest.wake.launch.needs_conversation
     assert manifest.to_json()["wake"]["launch"] == {"args": list(manifest.wake.launch.args)}
     assert parse(BASE).wake.launch is None
 

@@ -9,12 +9,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from pager.launch.lock import holder_alive
+
+T = TypeVar("T")
 
 #: A hang guard for waits on real processes, not a timing assertion.
 PROCESS_BOUND = 60.0
@@ -80,13 +83,14 @@ class PagerHome:
         wait_for(lambda: not holder_alive(self.root / "broker.lock"), "the broker lock to be freed")
 
 
-def wait_for(predicate: object, what: str, bound: float = PROCESS_BOUND) -> None:
-    """Poll `predicate` until true; fail (never pass) after the hang guard."""
+def wait_for(predicate: Callable[[], T], what: str, bound: float = PROCESS_BOUND) -> T:
+    """Poll `predicate` until it answers something true, and return that; fail (never pass)
+    after the hang guard."""
     deadline = time.monotonic() + bound
     while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.02)
+        if found := predicate():
+            return found
+        time.sleep(0.02)  # paces the polling of observable state
     pytest.fail(f"timed out waiting for {what}")
 
 
