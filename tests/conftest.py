@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.other_user import throwaway_user
 from tests.pg_cluster import PgCluster
 
 
@@ -39,3 +40,11 @@ def pg_dsn(pg_cluster: PgCluster) -> Iterator[str]:
     dsn = pg_cluster.create_database(name)
     yield dsn
     pg_cluster.drop_database(name)
+
+
+@pytest.fixture
+def other_user() -> Iterator[str]:
+    """A throwaway Unix account to play another local user (tests/other_user.py); the test is
+    skipped, saying why, where one cannot be made."""
+    with throwaway_user() as name:
+        yield name

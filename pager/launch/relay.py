@@ -17,6 +17,11 @@ might send it to). For each request the relay
   pager/session_client.py) and sending the request once more: the broker did not act on it.
 
 A request with another `Authorization` (or none) passes unchanged: the broker judges it.
+
+Other local users can connect to the port too. A connection counts against the harness's
+capacity only once its first request's head carried the credential; until then it is a
+stranger, closed when it has not sent a whole head within a few seconds or when newer strangers
+need its place (pager/launch/relay_admission.py).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import NamedTuple
 import trio
 
 from pager.client import parse_head
+from pager.launch.relay_admission import HARNESS_CONNECTIONS, HEAD_TIMEOUT, Strangers
 from pager.session_client import REJOINABLE, SessionHandle, error_code
 from pager.web.guard import allowed_hosts
 
@@ -38,10 +44,9 @@ HEAD_LIMIT = 64 * 1024
 #: Bodies up to this size are held whole, so that a request refused for its token can be sent
 #: again; larger or chunked ones stream through and are not replayed.
 REPLAY_LIMIT = 4 * 1024 * 1024
-#: Seconds a client has to send a whole request head (and a held body) before it is dropped.
-REQUEST_TIMEOUT = 30.0
-#: Connections served at once; more get 503 (only this user's harness should connect at all).
-MAX_CONNECTIONS = 64
+#: Seconds a request with the credential has to send a held body before it is dropped (its
+#: head has `HEAD_TIMEOUT`, pager/launch/relay_admission.py).
+BODY_TIMEOUT = 30.0
 #: Headers the relay sets itself on the way to the broker.
 REWRITTEN = frozenset({b"host", b"connection", b"keep-alive", b"proxy-connection", b"expect"})
 
@@ -71,8 +76,10 @@ class Request(NamedTuple):
     line: bytes  # b"POST /mcp HTTP/1.1"
     headers: list[tuple[bytes, bytes]]  # as received, minus the ones the relay sets itself
     credential: bool  # it carried the relay's credential (replaced by the session token)
-    body: bytes | None  # the whole body when held; None when it streams (see `rest`)
-    rest: bytes  # what arrived after the head and was not yet forwarded (a streamed body)
+    length: int | None  # the body's Content-Length when it is held; None when it streams
+    expect: bool  # the client waits for `100 Continue` before it sends a held body
+    body: bytes | None  # the whole body when held (once read); None when it streams
+    rest: bytes  # what arrived after the head and was not yet forwarded
 
 
 class Relay:
@@ -84,7 +91,8 @@ class Relay:
         self.credential = credential or f"prl_{secrets.token_urlsafe(32)}"
         self.hosts = allowed_hosts("127.0.0.1", self.port)
         self.origins = frozenset(f"http://{host}" for host in self.hosts)
-        self._open = 0
+        self.strangers = Strangers()
+        self.harness_connections = 0
 
     @classmethod
     def bind(cls) -> Relay:
@@ -116,26 +124,44 @@ class Relay:
 
     async def _handle(self, client: trio.SocketStream, session: SessionHandle) -> None:
         async with client:
-            if self._open >= MAX_CONNECTIONS:
-                refusal = Refusal(503, "unavailable", "too many connections to the launch relay")
-                await _send_quietly(client, refusal.answer())
-                return
-            self._open += 1
-            try:
-                request = None
-                with trio.move_on_after(REQUEST_TIMEOUT):
-                    request = await self._read_request(client)
-                if request is not None:
-                    await self._forward(client, request, session)
-            except Refusal as refusal:
-                await _send_quietly(client, refusal.answer())
-            except (trio.BrokenResourceError, trio.ClosedResourceError, EOFError):
-                pass  # the client left
-            finally:
-                self._open -= 1
+            with self.strangers.hold() as stranger:
+                try:
+                    request = None
+                    with trio.move_on_after(HEAD_TIMEOUT):
+                        request = self._parse(*await _read_head(client, client_side=True))
+                    if request is None:
+                        return  # no whole head in time: an idle or trickling connection
+                    if not request.credential:
+                        await self._serve(client, request, session)
+                        return
+                    stranger.leave()
+                    if self.harness_connections >= HARNESS_CONNECTIONS:
+                        message = "too many connections to the launch relay"
+                        raise Refusal(503, "unavailable", message)
+                    self.harness_connections += 1
+                    try:
+                        await self._serve(client, request, session)
+                    finally:
+                        self.harness_connections -= 1
+                except Refusal as refusal:
+                    await _send_quietly(client, refusal.answer())
+                except (trio.BrokenResourceError, trio.ClosedResourceError, EOFError):
+                    pass  # the client left
 
-    async def _read_request(self, client: trio.SocketStream) -> Request:
-        head, rest = await _read_head(client, client_side=True)
+    async def _serve(
+        self, client: trio.SocketStream, request: Request, session: SessionHandle
+    ) -> None:
+        if request.length is not None:
+            held = None
+            with trio.move_on_after(BODY_TIMEOUT):
+                held = await _read_body(client, request)
+            if held is None:
+                return
+            request = held
+        await self._forward(client, request, session)
+
+    def _parse(self, head: bytes, rest: bytes) -> Request:
+        """The request a head announces (its body not read yet). Raises Refusal."""
         lines = head.split(b"\r\n")
         line = lines[0]
         parts = line.split(b" ")
@@ -171,21 +197,14 @@ class Relay:
         if b"transfer-encoding" in named or len(lengths) > 1:
             if lengths:
                 raise Refusal(400, "invalid_argument", "both Content-Length and Transfer-Encoding")
-            return Request(line, kept + _expect(named), credential, None, rest)
+            return Request(line, kept + _expect(named), credential, None, False, None, rest)
         if lengths and not lengths[0].isdigit():
             raise Refusal(400, "invalid_argument", "Content-Length is not a number")
         length = int(lengths[0]) if lengths else 0
         if length > REPLAY_LIMIT:
-            return Request(line, kept + _expect(named), credential, None, rest)
-        if length > len(rest) and named.get(b"expect", [b""])[0].lower() == b"100-continue":
-            await client.send_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-        body = rest
-        while len(body) < length:
-            chunk = await client.receive_some(65536)
-            if not chunk:
-                raise EOFError
-            body += chunk
-        return Request(line, kept, credential, body[:length], b"")
+            return Request(line, kept + _expect(named), credential, None, False, None, rest)
+        expect = named.get(b"expect", [b""])[0].lower() == b"100-continue"
+        return Request(line, kept, credential, length, expect, None, rest)
 
     async def _forward(
         self, client: trio.SocketStream, request: Request, session: SessionHandle
@@ -225,6 +244,20 @@ class Relay:
                 await client.send_all(head + b"\r\n\r\n" + after)
                 await _pipe(client, upstream)
                 return
+
+
+async def _read_body(client: trio.SocketStream, request: Request) -> Request:
+    """`request` with its held body read whole."""
+    length = request.length or 0
+    body = request.rest
+    if length > len(body) and request.expect:
+        await client.send_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+    while len(body) < length:
+        chunk = await client.receive_some(65536)
+        if not chunk:
+            raise EOFError
+        body += chunk
+    return request._replace(body=body[:length], rest=b"")
 
 
 def _expect(named: dict[bytes, list[bytes]]) -> list[tuple[bytes, bytes]]:

@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import trio
 
 from pager.client import request_json
 from pager.launch.squat import port_owner
 from tests.e2e.conftest import FAST_WINDOWS, Broker, start_broker
 from tests.launch.conftest import PROCESS_BOUND, PagerHome, wait_for
+from tests.other_user import SYSTEM_PYTHON
 
 #: The squatter, run as the other user by the system's Python (it cannot read our venv's
 #: private state, and needs nothing of Pager's): answers every request with the replayed
@@ -61,31 +58,6 @@ server = HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
 print("ready", flush=True)
 server.serve_forever()
 """
-
-
-#: An interpreter the other user may run (a venv under /root is not readable by it).
-SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
-
-
-@pytest.fixture
-def other_user() -> Iterator[str]:
-    """A throwaway Unix account, removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("playing another local user needs root (to create one and run as it)")
-    if not (shutil.which("useradd") and shutil.which("userdel")):
-        pytest.skip("useradd/userdel are not installed")
-    if SYSTEM_PYTHON is None:
-        pytest.skip("no python3 in /usr/bin or /bin for the other user to run the squatter with")
-    name = f"pgsq{secrets.token_hex(3)}"
-    subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield name
-    finally:
-        subprocess.run(["userdel", name], check=False, capture_output=True)
 
 
 def start_squatter(user: str, port: int, health: dict[str, object]) -> subprocess.Popen[str]:

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from pager.launch.relay import HEAD_LIMIT, Relay
+from pager.launch.relay_admission import HARNESS_CONNECTIONS, HEAD_TIMEOUT, STRANGERS
 from tests.launch.session_fakes import FakeSession, Handler, json_answer, read_request, serve
+from tests.other_user import SYSTEM_PYTHON
 
 CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}'
 
@@ -287,3 +293,132 @@ async def test_a_chunked_body_streams_through() -> None:
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert seen[0].endswith(b"\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
     assert b"Transfer-Encoding: chunked" in seen[0]
+
+
+#: The outsider (standard library only: another user runs it with the system's Python): opens
+#: IDLE connections to the relay that send nothing and TRICKLING ones that send half a request
+#: head and then a byte every 50 ms, says `ready`, then `closed` each time the relay closes one,
+#: and `all closed` at the end. It never opens one again.
+HOARDER = r"""
+import selectors, socket, sys
+port, idle, trickling = (int(arg) for arg in sys.argv[1:4])
+half = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Slow: " % port
+held = {}
+for kind, count in (("idle", idle), ("trickling", trickling)):
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port))
+        if kind == "trickling":
+            sock.sendall(half)
+        sock.setblocking(False)
+        held[sock] = kind
+print("ready", flush=True)
+selector = selectors.DefaultSelector()
+for sock in held:
+    selector.register(sock, selectors.EVENT_READ)
+while held:
+    for key, _ in selector.select(0.05):
+        try:
+            data = key.fileobj.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            print("closed", held.pop(key.fileobj), flush=True)
+            selector.unregister(key.fileobj)
+            key.fileobj.close()
+    for sock, kind in held.items():
+        if kind == "trickling":
+            try:
+                sock.send(b"a")
+            except OSError:
+                pass
+print("all closed", flush=True)
+"""
+IDLE, TRICKLING = 200, 20
+
+
+class Lines:
+    """The lines a process prints, as they come."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream, self._buffer = stream, b""
+
+    async def next(self) -> str:
+        while b"\n" not in self._buffer:
+            chunk = await self._stream.receive_some(65536)
+            assert chunk, "the outsider ended early"
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode()
+
+
+@pytest.fixture(params=["same user", "another user"])
+def outsider(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """How to run the hoarder: as this user (everywhere), or as a throwaway other Unix user
+    (root only; skipped with the reason elsewhere)."""
+    if request.param == "same user":
+        return {"executable": sys.executable}
+    return {"executable": SYSTEM_PYTHON, "user": request.getfixturevalue("other_user")}
+
+
+async def test_outsiders_holding_sockets_do_not_cut_the_harness_off(
+    outsider: dict[str, Any], mock_clock: trio.testing.MockClock
+) -> None:
+    """A local user holds 200 idle connections to the relay and 20 that trickle half a head
+    (before: 64 of them took every slot, and each of the harness's calls got 503). The
+    harness's requests, with the credential, are all served while the outsider still holds
+    more connections than the harness may use; once the head deadline passes, the relay has
+    closed every one of the outsider's connections, the trickling ones included."""
+    mock_clock.rate = 1  # real time, plus the jump past the head deadline below
+
+    async def broker(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(json_answer(200, b'{"ok": true}'))
+
+    statuses: list[bytes] = []
+
+    async def call(relay: Relay) -> None:
+        try:
+            answer = await exchange(relay, post(relay, bearer(relay)))
+        except trio.BrokenResourceError:  # refused before its body was read
+            statuses.append(b"reset")
+        else:
+            statuses.append(answer.split(b" ")[1])
+
+    with trio.fail_after(60 + HEAD_TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            relay = Relay.bind()
+            await nursery.start(relay.serve, FakeSession(await serve(nursery, broker)))
+            executable, user = outsider["executable"], outsider.get("user")
+            command = [executable, "-c", HOARDER, str(relay.port), str(IDLE), str(TRICKLING)]
+            hoarder = await trio.lowlevel.open_process(
+                command, stdout=subprocess.PIPE, cwd="/", **({"user": user} if user else {})
+            )
+            nursery.start_soon(_killed_when_cancelled, hoarder)
+            assert hoarder.stdout is not None
+            lines = Lines(hoarder.stdout)
+            assert await lines.next() == "ready"
+            # The relay accepted them all (it holds at most STRANGERS: the oldest went first).
+            for _ in range(IDLE + TRICKLING - STRANGERS):
+                assert await lines.next() == "closed idle"
+            for _ in range(2):
+                async with trio.open_nursery() as calls:
+                    for _ in range(10):
+                        calls.start_soon(call, relay)
+            assert statuses == [b"200"] * 20
+            assert len(relay.strangers) > HARNESS_CONNECTIONS  # the outsider still held them
+
+            mock_clock.jump(HEAD_TIMEOUT)
+            closed = []
+            while (line := await lines.next()) != "all closed":
+                closed.append(line)
+            assert "closed trickling" in closed
+            assert len(relay.strangers) == 0
+            assert await hoarder.wait() == 0
+            nursery.cancel_scope.cancel()
+
+
+async def _killed_when_cancelled(process: trio.Process) -> None:
+    try:
+        await trio.sleep_forever()
+    finally:
+        process.kill()
