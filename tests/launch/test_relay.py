@@ -367,12 +367,20 @@ async def test_outsiders_holding_sockets_do_not_cut_the_harness_off(
     (before: 64 of them took every slot, and each of the harness's calls got 503). The
     harness's requests, with the credential, are all served while the outsider still holds
     more connections than the harness may use; once the head deadline passes, the relay has
-    closed every one of the outsider's connections, the trickling ones included."""
+    closed every one of the outsider's connections, the trickling ones included. The harness's
+    event stream, open all along, still delivers."""
     mock_clock.rate = 1  # real time, plus the jump past the head deadline below
 
+    second_event = trio.Event()
+
     async def broker(stream: trio.SocketStream) -> None:
-        await read_request(stream)
-        await stream.send_all(json_answer(200, b'{"ok": true}'))
+        if b"GET /v1/sessions/current/events" not in await read_request(stream):
+            await stream.send_all(json_answer(200, b'{"ok": true}'))
+            return
+        await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+        await stream.send_all(b"event: ready\n\n")
+        await second_event.wait()
+        await stream.send_all(b"event: mail\n\n")
 
     statuses: list[bytes] = []
 
@@ -388,6 +396,13 @@ async def test_outsiders_holding_sockets_do_not_cut_the_harness_off(
         async with trio.open_nursery() as nursery:
             relay = Relay.bind()
             await nursery.start(relay.serve, FakeSession(await serve(nursery, broker)))
+            # The harness's event stream, open before the outsider comes, must outlive it.
+            events = await trio.open_tcp_stream("127.0.0.1", relay.port)
+            await events.send_all(
+                f"GET /v1/sessions/current/events HTTP/1.1\r\nHost: 127.0.0.1:{relay.port}\r\n"
+                f"{bearer(relay)}\r\nAccept: text/event-stream\r\n\r\n".encode()
+            )
+            await receive_until(events, b"event: ready\n\n")
             executable, user = outsider["executable"], outsider.get("user")
             command = [executable, "-c", HOARDER, str(relay.port), str(IDLE), str(TRICKLING)]
             hoarder = await trio.lowlevel.open_process(
@@ -413,8 +428,19 @@ async def test_outsiders_holding_sockets_do_not_cut_the_harness_off(
                 closed.append(line)
             assert "closed trickling" in closed
             assert len(relay.strangers) == 0
+            second_event.set()
+            await receive_until(events, b"event: mail\n\n")
+            await events.aclose()
             assert await hoarder.wait() == 0
             nursery.cancel_scope.cancel()
+
+
+async def receive_until(stream: trio.SocketStream, end: bytes) -> None:
+    got = b""
+    while not got.endswith(end):
+        chunk = await stream.receive_some(65536)
+        assert chunk, f"the stream ended before {end!r}"
+        got += chunk
 
 
 async def _killed_when_cancelled(process: trio.Process) -> None:
