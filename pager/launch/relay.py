@@ -35,7 +35,7 @@ from typing import NamedTuple
 import trio
 
 from pager.client import parse_head
-from pager.launch.relay_admission import HARNESS_CONNECTIONS, HEAD_TIMEOUT, Strangers
+from pager.launch.relay_admission import HARNESS_CONNECTIONS, HEAD_TIMEOUT, Stranger, Strangers
 from pager.session_client import REJOINABLE, SessionHandle, error_code
 from pager.web.guard import allowed_hosts
 
@@ -44,8 +44,8 @@ HEAD_LIMIT = 64 * 1024
 #: Bodies up to this size are held whole, so that a request refused for its token can be sent
 #: again; larger or chunked ones stream through and are not replayed.
 REPLAY_LIMIT = 4 * 1024 * 1024
-#: Seconds a request with the credential has to send a held body before it is dropped (its
-#: head has `HEAD_TIMEOUT`, pager/launch/relay_admission.py).
+#: Seconds a client has to send a held body after its head before it is dropped (the head has
+#: `HEAD_TIMEOUT`, pager/launch/relay_admission.py).
 BODY_TIMEOUT = 30.0
 #: Headers the relay sets itself on the way to the broker.
 REWRITTEN = frozenset({b"host", b"connection", b"keep-alive", b"proxy-connection", b"expect"})
@@ -126,27 +126,33 @@ class Relay:
         async with client:
             with self.strangers.hold() as stranger:
                 try:
-                    request = None
-                    with trio.move_on_after(HEAD_TIMEOUT):
-                        request = self._parse(*await _read_head(client, client_side=True))
-                    if request is None:
-                        return  # no whole head in time: an idle or trickling connection
-                    if not request.credential:
-                        await self._serve(client, request, session)
-                        return
-                    stranger.leave()
-                    if self.harness_connections >= HARNESS_CONNECTIONS:
-                        message = "too many connections to the launch relay"
-                        raise Refusal(503, "unavailable", message)
-                    self.harness_connections += 1
-                    try:
-                        await self._serve(client, request, session)
-                    finally:
-                        self.harness_connections -= 1
+                    await self._admit(client, session, stranger)
                 except Refusal as refusal:
                     await _send_quietly(client, refusal.answer())
                 except (trio.BrokenResourceError, trio.ClosedResourceError, EOFError):
                     pass  # the client left
+
+    async def _admit(
+        self, client: trio.SocketStream, session: SessionHandle, stranger: Stranger
+    ) -> None:
+        """Serves the connection's request: with the credential in the harness's pool, without
+        it as the stranger it came as."""
+        request = None
+        with trio.move_on_after(HEAD_TIMEOUT):
+            request = self._parse(*await _read_head(client, client_side=True))
+        if request is None:
+            return  # no whole head in time: an idle or trickling connection
+        if not request.credential:
+            await self._serve(client, request, session)
+            return
+        stranger.leave()
+        if self.harness_connections >= HARNESS_CONNECTIONS:
+            raise Refusal(503, "unavailable", "too many connections to the launch relay")
+        self.harness_connections += 1
+        try:
+            await self._serve(client, request, session)
+        finally:
+            self.harness_connections -= 1
 
     async def _serve(
         self, client: trio.SocketStream, request: Request, session: SessionHandle
