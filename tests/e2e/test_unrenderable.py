@@ -33,11 +33,11 @@ def plant_fields(broker: Broker, pg_dsn: str | None, message_id: str, fields: st
     update = "UPDATE messages SET fields = {p} WHERE id = {p}"
     if pg_dsn is None:
         db = broker.home.root / "pager.db"
-        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn, conn:
-            assert conn.execute(update.format(p="?"), (fields, message_id)).rowcount == 1
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as lite, lite:
+            assert lite.execute(update.format(p="?"), (fields, message_id)).rowcount == 1
         return
-    with psycopg.connect(pg_dsn, connect_timeout=10) as conn:  # the broker's own database
-        assert conn.execute(update.format(p="%s"), (fields, message_id)).rowcount == 1
+    with psycopg.connect(pg_dsn, connect_timeout=10) as pg:  # the broker's own database
+        assert pg.execute(update.format(p="%s"), (fields, message_id)).rowcount == 1
 
 
 def call(broker: Broker, method: str, path: str, token: str, body: Any = None) -> Any:
@@ -93,7 +93,7 @@ async def test_a_poisoned_page_costs_only_itself_on_read_fetch_and_hook(
         # Before any claim: the inbox lists the poison as a placeholder, the rest as they are.
         reader = inboxes["read"]
         listed = call(broker, "GET", "/v1/me/inbox", reader["token"])["messages"]
-        assert [m["id"] for m in listed][0] == reader["poison"]
+        assert listed[0]["id"] == reader["poison"]
         assert "cannot be shown: unrenderable" in listed[0]["body"]
         assert {m["body"] for m in listed[1:]} == innocent
 
@@ -130,7 +130,8 @@ async def test_a_poisoned_page_costs_only_itself_on_read_fetch_and_hook(
         history = call(broker, "GET", "/v1/me/history?full=true", inbox["token"])["messages"]
         [shown] = [m for m in history if m["id"] == inbox["poison"]]
         assert shown["body"].endswith("cannot be shown: unrenderable")
-        assert shown["from"] == alice["address"] and shown["fields"] is None
+        assert shown["from"] == alice["address"]
+        assert shown["fields"] is None
     sent = call(broker, "GET", "/v1/me/sent?limit=50", alice["token"])["messages"]
     assert len(sent) == 3 * (INNOCENT + 1)
     dead = await broker.events("message.dead")
