@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -55,7 +55,7 @@ def render_each(items: Iterable[T], render: Callable[[T], R]) -> Rendered[T, R]:
 def proved(answer: T, message: MailMessage, display_cap: int) -> T:
     """`answer` (the reader's form of `message`) once it is shown to turn into JSON and
     `message` into its envelope: what an edge does with it next cannot fail on its content."""
-    json.dumps(unstructure(answer))
+    encoded(answer)
     render_message(
         sender_address=message.sender,
         message_id=message.id,
@@ -66,6 +66,13 @@ def proved(answer: T, message: MailMessage, display_cap: int) -> T:
         attempt=message.attempt,
     )
     return answer
+
+
+def encoded(answer: object) -> Any:
+    """`answer` as JSON-ready data, once it is shown to encode as JSON."""
+    data = unstructure(answer)
+    json.dumps(data)
+    return data
 
 
 def cause(exc: Exception) -> str:
