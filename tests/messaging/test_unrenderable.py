@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import trio
-from trio.testing import MockClock
+from trio.testing import MockClock, wait_all_tasks_blocked
 
 from pager.domain.api import Caller
 from pager.domain.pages import Page
@@ -109,8 +109,8 @@ async def test_a_push_leaves_out_what_cannot_be_rendered(
         bad = await poison(harness, alice, "bob")
         good = (await harness.service.send(alice, to="bob", body="innocent"))["message_id"]
         await harness.inbox.pushed(2)
-        while (await harness.message(good)).state != "delivered":
-            await trio.sleep(0.1)
+        await wait_all_tasks_blocked()  # the second push answered and committed
+        assert (await harness.message(good)).state == "delivered"
         assert (await harness.message(bad)).dead_reason == "unrenderable"
         await trio.sleep(600)
         assert len(dead_events(harness, bad)) == 1
