@@ -23,7 +23,7 @@ from actors.timers import TimerService
 from actors.wake_run import RunEnded
 from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
-from pager.domain.delivery import Via, Wake
+from pager.domain.delivery import DeadReason, Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Delivery, Message, SessionState
 from pager.domain.wake import WakeSettings
@@ -80,6 +80,14 @@ class Release(Call[int]):
 
 
 @attrs.frozen
+class Unrenderable(Call[list[str]]):
+    """Claims whose messages cannot be rendered for their reader (`pager.rendering`): those
+    messages die alone (`unrenderable`), once; answers the ids that died."""
+
+    tokens: tuple[str, ...]
+
+
+@attrs.frozen
 class Rebind(Call[None]):
     """The identity's sessions changed in the store (a registration, a takeover, an archive):
     bind the attached one, if any, and end what was bound before."""
@@ -126,10 +134,12 @@ class Poke:
 
 @attrs.frozen
 class Pushed:
-    """The provider's outcome for one push: the claims its delivery address did not take."""
+    """The provider's outcome for one push: the claims its delivery address did not take, and
+    those it could not render (never sent: they die, the rest of the push goes on)."""
 
     push_id: int
     refused: tuple[str, ...]
+    unrenderable: tuple[str, ...] = ()
 
 
 IdentityMessage = (
@@ -137,6 +147,7 @@ IdentityMessage = (
     | Fetch
     | Ack
     | Release
+    | Unrenderable
     | Rebind
     | EndSession
     | LeaseCheck
@@ -303,6 +314,8 @@ class IdentityActor(Actor[IdentityMessage]):
                 _answer(reply, released)
                 await self._serve_polls()
                 await self._push()
+            case Unrenderable(tokens=tokens):
+                _answer(reply, await self._dead_letter(tokens))
             case Rebind():
                 self._rebind()
                 _answer(reply, None)
@@ -351,6 +364,16 @@ class IdentityActor(Actor[IdentityMessage]):
             session_id=session_id,
             limit=limit,
             via=via,
+            now=self.deps.clock.now(),
+            policy=self.policy,
+        )
+        return self._due(changed)
+
+    async def _dead_letter(self, tokens: tuple[str, ...]) -> list[str]:
+        changed = await self.deps.inbox.dead_letter(
+            self.identity_id,
+            tokens,
+            reason=DeadReason.UNRENDERABLE.value,
             now=self.deps.clock.now(),
             policy=self.policy,
         )
@@ -599,6 +622,8 @@ class IdentityActor(Actor[IdentityMessage]):
             return
         self.push_in_flight = False
         self.push_deadline = None
+        if outcome.unrenderable:
+            await self._dead_letter(outcome.unrenderable)
         if outcome.refused:
             refused = await self.deps.inbox.refuse(
                 self.identity_id,

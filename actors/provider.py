@@ -20,7 +20,8 @@ from actors.identity import Deliver, LaunchRun, ProviderMessage, Pushed, WakeSes
 from pager.domain.records import DeliveryKind
 from pager.domain.results import mail_message
 from pager.implementations.manifest import Wake
-from pager.wire import unstructure
+from pager.rendering import cause, encoded, render_each
+from pager.store.ports import ClaimView
 
 if TYPE_CHECKING:
     import httpx2
@@ -31,24 +32,28 @@ log = logging.getLogger("pager.provider")
 DELIVERY_TIMEOUT = 2.0
 
 
-def notification(deliver: Deliver) -> dict[str, Any]:
-    """The body POSTed to a delivery address."""
+def notification(deliver: Deliver) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The body POSTed to a delivery address, and the tokens of the claims left out of it
+    because their messages cannot be rendered (`pager.rendering`: they die, the rest go)."""
+    rendered = render_each(deliver.claims, _pushed_claim)
+    for view, exc in rendered.failed:
+        log.warning(
+            "message %s cannot be rendered (%s); dead-lettered as unrenderable",
+            view.claim.message.id,
+            cause(exc),
+        )
+    body = {"session_id": deliver.session_id, "claims": [claim for _, claim in rendered.shown]}
+    return body, tuple(view.claim.token for view, _ in rendered.failed)
+
+
+def _pushed_claim(view: ClaimView) -> dict[str, Any]:
+    message = mail_message(
+        view.claim.message, sender=view.sender_address, recipient=view.recipient_address
+    )
     return {
-        "session_id": deliver.session_id,
-        "claims": [
-            {
-                "token": view.claim.token,
-                "expires_at": view.claim.expires_at,
-                "message": unstructure(
-                    mail_message(
-                        view.claim.message,
-                        sender=view.sender_address,
-                        recipient=view.recipient_address,
-                    )
-                ),
-            }
-            for view in deliver.claims
-        ],
+        "token": view.claim.token,
+        "expires_at": view.claim.expires_at,
+        "message": encoded(message),
     }
 
 
@@ -150,19 +155,22 @@ class DeliveryProvider(Actor[ProviderMessage]):
             client, url = self._client(delivery.target), "http://pager-inbox/"
         else:
             client, url = self._client(None), delivery.target
+        body, unrenderable = notification(deliver)
+        tokens = [token for token in tokens if token not in unrenderable]
         refused: tuple[str, ...] = tuple(tokens)
         try:
-            with trio.fail_after(self._timeout):
-                response = await client.post(url, json=notification(deliver))
-                raw = await response.aread()
-            refused = refused_tokens(tokens, response.status_code, raw)
+            if tokens:
+                with trio.fail_after(self._timeout):
+                    response = await client.post(url, json=body)
+                    raw = await response.aread()
+                refused = refused_tokens(tokens, response.status_code, raw)
         except (_http_error(), OSError, trio.TooSlowError) as exc:
             log.info("delivery to %s failed: %r; will retry on the schedule", delivery.target, exc)
         if refused:
             log.info("delivery address %s refused %d claim(s)", delivery.target, len(refused))
         # If the identity stopped, its claims lapse and return to the queue after the ack wait.
         with contextlib.suppress(ActorError):
-            deliver.identity.try_cast(Pushed(deliver.push_id, refused))
+            deliver.identity.try_cast(Pushed(deliver.push_id, refused, unrenderable))
 
     async def on_stop(self) -> None:
         clients, self._clients = self._clients, {}

@@ -7,8 +7,9 @@ but its own few writes (`Accounts`) to the actor that owns it.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import trio
@@ -22,6 +23,7 @@ from actors.identity import (
     Enqueue,
     Fetch,
     Release,
+    Unrenderable,
 )
 from pager.config import Config
 from pager.domain.api import JSON, Caller
@@ -42,6 +44,7 @@ from pager.domain.results import (
     HistoryMessage,
     HistoryPage,
     ListedMessage,
+    MailMessage,
     Me,
     MeSession,
     MessageStatus,
@@ -55,9 +58,11 @@ from pager.domain.results import (
     Waiting,
     mail_fields,
     mail_message,
+    placeholder_fields,
 )
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
+from pager.rendering import RENDER_ERRORS, cause, proved, render_each
 from pager.store import messaging as ms
 from pager.store.ports import ClaimView
 from pager.store.service_ports import (
@@ -76,6 +81,9 @@ from pager.wire import RegisterRequest
 
 T = TypeVar("T")
 R = TypeVar("R")
+M = TypeVar("M", bound=MailMessage)
+
+log = logging.getLogger("pager.service")
 
 #: Longest wait a `fetch` may ask for (SPEC §8).
 MAX_WAIT_S = 60.0
@@ -340,8 +348,9 @@ class BrokerService:
     async def fetch(self, caller: Caller, *, limit: int = 10, wait_s: float = 0.0) -> Claims:
         wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
         request = Fetch(caller.session_id, limit, wait_s)
-        claims = await self._call_identity(caller.agent_id, request, timeout=wait_s + 30.0)
-        return Claims(claims=tuple(_claim(view) for view in claims))
+        views = await self._call_identity(caller.agent_id, request, timeout=wait_s + 30.0)
+        claims = await self._render_claims(caller.agent_id, views, self._claim)
+        return Claims(claims=tuple(claim for _, claim in claims))
 
     async def ack(self, caller: Caller, *, tokens: list[str]) -> AckResult:
         return _ack_result(await self._call_identity(caller.agent_id, Ack(tuple(tokens))))
@@ -400,10 +409,13 @@ class BrokerService:
         me = caller.agent_id
         return HistoryPage(
             messages=tuple(
-                HistoryMessage(
-                    **mail_fields(entry.message, sender=entry.sender, recipient=entry.recipient),
-                    direction="sent" if entry.message.sender_id == me else "received",
-                    state=entry.message.state,
+                self._listed(
+                    entry,
+                    _with(
+                        HistoryMessage,
+                        direction="sent" if entry.message.sender_id == me else "received",
+                        state=entry.message.state,
+                    ),
                 )
                 for entry in listed
             )
@@ -431,7 +443,8 @@ class BrokerService:
         """The caller's waiting mail, oldest first, without claiming it (SPEC §4.1)."""
         waiting = await self.listings.waiting(caller.agent_id, limit=limit)
         listed = tuple(
-            ListedMessage(**_fields(entry), state=entry.message.state) for entry in waiting.messages
+            self._listed(entry, _with(ListedMessage, state=entry.message.state))
+            for entry in waiting.messages
         )
         return Waiting(waiting=waiting.count, messages=listed)
 
@@ -440,11 +453,14 @@ class BrokerService:
         listed = await self.listings.sent(caller.agent_id, limit=limit)
         return SentPage(
             messages=tuple(
-                SentMessage(
-                    **_fields(entry),
-                    state=entry.message.state,
-                    dead_reason=entry.message.dead_reason,
-                    settled_at=iso(entry.message.settled_at),
+                self._listed(
+                    entry,
+                    _with(
+                        SentMessage,
+                        state=entry.message.state,
+                        dead_reason=entry.message.dead_reason,
+                        settled_at=iso(entry.message.settled_at),
+                    ),
                 )
                 for entry in listed
             )
@@ -498,24 +514,15 @@ class BrokerService:
             self._bind_harness(harness, agent_id)
         if prompted:  # before the claim: mail handed over with this prompt is the new cause
             await self._start_chain(agent_id)
-        claims = await self._call_identity(
+        views = await self._call_identity(
             agent_id, Fetch(None, HOOK_BATCH, wait_s, via=Via.HOOK), timeout=wait_s + 30.0
         )
+        claims = await self._render_claims(agent_id, views, self._shown)
         if not claims:
             return {"agent_id": agent_id, "text": "", "tokens": []}
-        shown = [
-            ShownMessage(
-                sender_address=view.sender_address,
-                message_id=view.claim.message.id,
-                body=view.claim.message.body,
-                sent_at=iso(view.claim.message.sent_at) or "",
-                thread=view.claim.message.thread,
-                attempt=view.claim.attempt,
-            )
-            for view in claims
-        ]
+        shown = [item for _, item in claims]
         batch = render_batch(shown, display_cap=self.config.limits.display_cap, total_cap=max_chars)
-        tokens = [view.claim.token for view in claims]
+        tokens = [view.claim.token for view, _ in claims]
         if batch.shown < len(tokens):
             await self._call_identity(agent_id, Release(tuple(tokens[batch.shown :])))
         return {"agent_id": agent_id, "text": batch.text, "tokens": tokens[: batch.shown]}
@@ -536,6 +543,59 @@ class BrokerService:
 
     async def hook_ack(self, *, agent_id: str, tokens: list[str]) -> AckResult:
         return _ack_result(await self._call_identity(agent_id, Ack(tuple(tokens))))
+
+    # -- rendering (pager/rendering.py: one message at a time) ------------------------------
+
+    async def _render_claims(
+        self, agent_id: str, views: Sequence[ClaimView], render: Callable[[ClaimView], R]
+    ) -> list[tuple[ClaimView, R]]:
+        """Each claim rendered alone; a message that cannot be rendered dies at once
+        (`unrenderable`, one line in the log) and the rest of the batch goes on."""
+        rendered = render_each(views, render)
+        if rendered.failed:
+            for view, exc in rendered.failed:
+                log.warning(
+                    "message %s to %s cannot be rendered (%s); dead-lettered as unrenderable",
+                    view.claim.message.id,
+                    agent_id,
+                    cause(exc),
+                )
+            tokens = tuple(view.claim.token for view, _ in rendered.failed)
+            await self._call_identity(agent_id, Unrenderable(tokens))
+        return rendered.shown
+
+    def _claim(self, view: ClaimView) -> Claim:
+        """A claim as `fetch` answers it."""
+        message = _mail(view)
+        claim = Claim(
+            token=view.claim.token, expires_at=iso(view.claim.expires_at) or "", message=message
+        )
+        return proved(claim, message, self.config.limits.display_cap)
+
+    def _shown(self, view: ClaimView) -> ShownMessage:
+        """A claim as the hook shows it: by the same rule as `fetch`, so a message the one
+        cannot render, the other does not show either."""
+        message = _mail(view)
+        proved(message, message, self.config.limits.display_cap)
+        return ShownMessage(
+            sender_address=message.sender,
+            message_id=message.id,
+            body=message.body,
+            sent_at=message.sent_at,
+            thread=message.thread,
+            attempt=view.claim.attempt,
+        )
+
+    def _listed(self, entry: Addressed, build: Callable[[dict[str, Any]], M]) -> M:
+        """A listed message as `build` makes it of its reader fields; a placeholder when it
+        cannot be rendered (a listing is read-only: the message stays as it is)."""
+        try:
+            message = build(_fields(entry))
+            return proved(message, message, self.config.limits.display_cap)
+        except RENDER_ERRORS:
+            return build(
+                placeholder_fields(entry.message, sender=entry.sender, recipient=entry.recipient)
+            )
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -571,6 +631,11 @@ HARNESSES = 10_000
 def _fields(entry: Addressed) -> dict[str, Any]:
     """A listed message's reader fields, with both addresses."""
     return mail_fields(entry.message, sender=entry.sender, recipient=entry.recipient)
+
+
+def _with(cls: type[M], **extra: Any) -> Callable[[dict[str, Any]], M]:
+    """Builds a `cls` of a message's reader fields and `extra`."""
+    return lambda fields: cls(**fields, **extra)
 
 
 def _ack_result(result: ms.AckResult) -> AckResult:
@@ -624,12 +689,9 @@ def _roster_key(cursor: str) -> RosterKey:
     return slug, alias
 
 
-def _claim(view: ClaimView) -> Claim:
-    message = view.claim.message
-    return Claim(
-        token=view.claim.token,
-        expires_at=iso(view.claim.expires_at) or "",
-        message=mail_message(message, sender=view.sender_address, recipient=view.recipient_address),
+def _mail(view: ClaimView) -> MailMessage:
+    return mail_message(
+        view.claim.message, sender=view.sender_address, recipient=view.recipient_address
     )
 
 

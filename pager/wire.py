@@ -114,7 +114,10 @@ def _make_converter() -> cattrs.Converter:
     converter.register_unstructure_hook_factory(
         lambda kind: (
             attrs.has(kind)
-            and any("wire" in f.metadata or omits_none(f) for f in attrs.fields(kind))
+            and any(
+                "wire" in f.metadata or "as_is" in f.metadata or omits_none(f)
+                for f in attrs.fields(kind)
+            )
         ),
         lambda kind: _shaped_unstructure(kind, converter),
     )
@@ -123,8 +126,17 @@ def _make_converter() -> cattrs.Converter:
 
 def _shaped_unstructure(cls: type[Any], converter: cattrs.Converter) -> Any:
     fields = attrs.fields(cls)
-    renames = {f.name: override(rename=wire_name(f)) for f in fields if "wire" in f.metadata}
-    base = make_dict_unstructure_fn(cls, converter, **cast(Any, renames))
+    overrides = {
+        f.name: override(
+            rename=wire_name(f) if "wire" in f.metadata else None,
+            # JSON data already (e.g. a page's fields): walking it would only copy it, and
+            # deep data would exhaust the stack.
+            unstruct_hook=_as_is if "as_is" in f.metadata else None,
+        )
+        for f in fields
+        if "wire" in f.metadata or "as_is" in f.metadata
+    }
+    base = make_dict_unstructure_fn(cls, converter, **cast(Any, overrides))
     optional = [wire_name(f) for f in fields if omits_none(f)]
 
     def unstructure(value: Any) -> dict[str, Any]:
@@ -135,6 +147,10 @@ def _shaped_unstructure(cls: type[Any], converter: cattrs.Converter) -> Any:
         return out
 
     return unstructure
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 CONVERTER = _make_converter()

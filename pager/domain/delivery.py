@@ -3,9 +3,10 @@
 A message is `queued` until a claim takes it (`claimed` by a fetch or a hook, `delivered` when
 written to a delivery address), then `acknowledged` by its claim's token, or back to `queued`
 when the claim lapses, is refused or is released, or `dead` (its last attempt lapsed or was
-refused, it expired, its recipient was reaped or purged). A backend reads the rows, asks these
-functions what follows, and writes the answer with a guarded update (`… WHERE state = <the
-state it read>`), so two brokers racing on one message cannot both apply a transition.
+refused, it expired, its recipient was reaped or purged, or its claim found that it cannot be
+rendered). A backend reads the rows, asks these functions what follows, and writes the answer
+with a guarded update (`… WHERE state = <the state it read>`), so two brokers racing on one
+message cannot both apply a transition.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class DeadReason(enum.StrEnum):
     MAX_ATTEMPTS = "max_attempts"
     REAPED = "reaped"
     PURGED = "purged"
+    #: Its stored content cannot be turned into what a reader gets (`pager.rendering`): it
+    #: dies alone, at the claim that met it, so it never costs the rest of its batch.
+    UNRENDERABLE = "unrenderable"
 
 
 @attrs.frozen

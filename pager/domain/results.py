@@ -7,7 +7,9 @@ OpenAPI document lists as components. A field's `metadata` may carry:
 - `schema`: JSON Schema keywords beside those its type gives (a time is a `date-time` string);
 - `wire`: its name on the wire, when that is no Python name (`from`);
 - `omit_if_none`: the key is left out, not `null`, when it has no value (fields only some
-  answers carry, e.g. a takeover's).
+  answers carry, e.g. a takeover's);
+- `as_is`: the value is JSON data already (a page's fields, as stored): sent as it is, never
+  walked by the converter.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ class MailMessage:
     origin: Origin
     hop: int = _count()
     #: A page's fields (SPEC §8.2), also shown in its body; null for other messages.
-    fields: dict[str, Any] | None
+    fields: dict[str, Any] | None = attrs.field(metadata={"as_is": True})
 
 
 @attrs.frozen(kw_only=True)
@@ -282,7 +284,45 @@ __all__ = [
     "Waiting",
     "mail_fields",
     "mail_message",
+    "page_fields",
+    "placeholder_fields",
 ]
+
+#: How deep a page's stored fields may nest to be shown (the fields object is level 1). Far
+#: above what the edge accepts, far below what the encoders on the way out take (the MCP SDK's
+#: serializer stops at ~250 levels in all): past it a message is unrenderable.
+FIELDS_DEPTH = 128
+#: The body a listing shows for a message that cannot be rendered.
+UNRENDERABLE_BODY = "[pager] this message cannot be shown: unrenderable"
+
+
+def page_fields(text: str | None) -> dict[str, Any] | None:
+    """A page's stored fields as JSON data; ValueError (or RecursionError) when they are not a
+    JSON object nested at most FIELDS_DEPTH levels."""
+    if text is None:
+        return None
+    fields = json.loads(text)
+    if not isinstance(fields, dict):
+        raise ValueError(f"page fields are a JSON {type(fields).__name__}, not an object")
+    if (depth := _depth(fields)) > FIELDS_DEPTH:
+        raise ValueError(f"page fields nest {depth} levels; at most {FIELDS_DEPTH} are shown")
+    return fields
+
+
+def _depth(value: object) -> int:
+    """How deep JSON containers nest in `value`, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def mail_fields(message: Message, *, sender: str, recipient: str) -> dict[str, Any]:
@@ -298,7 +338,18 @@ def mail_fields(message: Message, *, sender: str, recipient: str) -> dict[str, A
         "attempt": message.attempts,
         "origin": Origin(message.origin),
         "hop": message.hop,
-        "fields": None if message.fields is None else json.loads(message.fields),
+        "fields": page_fields(message.fields),
+    }
+
+
+def placeholder_fields(message: Message, *, sender: str, recipient: str) -> dict[str, Any]:
+    """`mail_fields` of a message that cannot be rendered: who, when and its id, none of its
+    stored content (a read-only listing shows this instead of failing)."""
+    return {
+        **mail_fields(attrs.evolve(message, fields=None), sender=sender, recipient=recipient),
+        "body": UNRENDERABLE_BODY,
+        "thread": None,
+        "reply_to": None,
     }
 
 

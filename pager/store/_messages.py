@@ -495,6 +495,44 @@ def release_claims(conn: Conn, identity_id: str, token_hashes: Sequence[str], no
     return released
 
 
+def dead_letter_claims(
+    conn: Conn, identity_id: str, token_hashes: Sequence[str], now: float, reason: str
+) -> list[str]:
+    """Messages out on these open claims of `identity_id` die with `reason` (`unrenderable`:
+    a claim met a message its reader cannot be given). Guarded by the claim's own attempt, so
+    a message dies once and its attempts are not counted again. The ids that died."""
+    dead: list[str] = []
+    events = []
+    for token_hash in token_hashes:
+        row = conn.execute(
+            "SELECT message_id, attempt FROM claims WHERE token_hash = ? AND identity_id = ?"
+            " AND state = 'open'",
+            (token_hash, identity_id),
+        ).fetchone()
+        if (
+            row is None
+            or not conn.execute(
+                "UPDATE claims SET state = 'expired' WHERE token_hash = ? AND state = 'open'",
+                (token_hash,),
+            ).rowcount
+        ):
+            continue
+        message_id, attempt = str(row[0]), int(row[1])
+        died = conn.execute(
+            "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ? WHERE id = ?"
+            " AND state IN ('claimed', 'delivered') AND attempts = ? RETURNING sender_id",
+            (reason, now, message_id, attempt),
+        ).fetchone()
+        if died is None:
+            continue
+        dead.append(message_id)
+        fields = _fields(message_id, str(died[0]), identity_id, attempt=attempt, reason=reason)
+        events.append(("message.dead", fields))
+    if events:
+        record_events(conn, now, events)
+    return dead
+
+
 @attrs.frozen
 class AckResult:
     applied: list[str]

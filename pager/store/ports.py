@@ -126,6 +126,19 @@ class Inbox(Protocol):
         """Open claims handed back unshown: their messages wait again, attempt not counted."""
         ...
 
+    async def dead_letter(
+        self,
+        identity_id: str,
+        tokens: Sequence[str],
+        *,
+        reason: str,
+        now: float,
+        policy: ClaimPolicy,
+    ) -> Changed[list[str]]:
+        """Messages out on these open claims die with `reason`, once (attempts not counted
+        again); the ids that died."""
+        ...
+
     async def refuse(
         self,
         identity_id: str,

@@ -168,6 +168,23 @@ class SqliteInbox:
         heavy = len(tokens) > ROWS_ON_LOOP
         return await self._change(identity_id, op, now=now, policy=policy, heavy=heavy)
 
+    async def dead_letter(
+        self,
+        identity_id: str,
+        tokens: Sequence[str],
+        *,
+        reason: str,
+        now: float,
+        policy: ms.ClaimPolicy,
+    ) -> Changed[list[str]]:
+        hashes = [ids.hash_token(token) for token in tokens]
+
+        def op(conn: Conn) -> list[str]:
+            return ms.dead_letter_claims(conn, identity_id, hashes, now, reason)
+
+        heavy = len(tokens) > ROWS_ON_LOOP
+        return await self._change(identity_id, op, now=now, policy=policy, heavy=heavy)
+
     async def refuse(
         self,
         identity_id: str,

@@ -20,6 +20,7 @@ from actors.directory import DirectoryMessage
 from actors.identities import Identities
 from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
 from actors.messaging import run_messaging
+from actors.provider import notification
 from pager.config import Config, Limits, Windows
 from pager.domain import results
 from pager.domain.api import Caller
@@ -75,10 +76,12 @@ class FakeInbox(Actor[ProviderMessage]):
         self.pushes.append(message)
         self._arrived.set()
         self._arrived = trio.Event()
+        # What the real provider leaves out of the notification, it reports as unrenderable.
+        _, unrenderable = notification(message)
         tokens = [view.claim.token for view in message.claims]
-        answered = self.answer(tokens)
+        answered = self.answer([token for token in tokens if token not in unrenderable])
         if answered is not None:
-            message.identity.try_cast(Pushed(message.push_id, tuple(answered[1])))
+            message.identity.try_cast(Pushed(message.push_id, tuple(answered[1]), unrenderable))
 
 
 class AnsweredAsJson:

@@ -303,6 +303,32 @@ async def test_ports_release_does_not_count_an_attempt(backend: Backend) -> None
     assert again.value[0].claim.attempt == 1
 
 
+async def test_ports_dead_letter_kills_only_its_claims_once(backend: Backend) -> None:
+    """A claim whose message cannot be rendered: that message dies (`unrenderable`) with the
+    attempt it had, once; the other claims of its batch stay out, and another identity's
+    tokens change nothing."""
+    alice, bob = await backend.identity("alice"), await backend.identity("bob")
+    bad = await _enqueue(backend, alice, bob, "poison")
+    good = await _enqueue(backend, alice, bob, "innocent", now=NOW + 1)
+    [bad_token, _] = await _claim(backend, bob, NOW + 2)
+    foreign = await backend.inbox.dead_letter(
+        alice, [bad_token], reason="unrenderable", now=NOW + 3, policy=POLICY
+    )
+    assert foreign.value == []
+    died = await backend.inbox.dead_letter(
+        bob, [bad_token], reason="unrenderable", now=NOW + 3, policy=POLICY
+    )
+    assert died.value == [bad]
+    again = await backend.inbox.dead_letter(
+        bob, [bad_token], reason="unrenderable", now=NOW + 4, policy=POLICY
+    )
+    assert again.value == []
+    assert backend.state(bad) == (MessageState.DEAD, "unrenderable")
+    assert backend.state(good) == (MessageState.CLAIMED, None)
+    await backend.inbox.lapse(bob, now=NOW + 500, policy=POLICY)  # past every ack wait
+    assert backend.state(bad) == (MessageState.DEAD, "unrenderable")
+
+
 async def test_ports_expired_mail_dies_at_its_due_time(backend: Backend) -> None:
     """Unsettled mail is due at its expiry, and dies then."""
     alice, bob = await backend.identity("alice"), await backend.identity("bob")
