@@ -155,11 +155,11 @@ class RepeatFilter(logging.Filter):
             first.levelno,
             first.pathname,
             first.lineno,
-            '"%s"%s repeated %d more times within %g s of its first appearance; shown once',
-            (clip(str(first.msg), 200), what, run.repeats, self._window),
+            '"%s"%s repeated %d more times within %g s; shown once',
+            (clip(first.getMessage(), 200), what, run.repeats, self._window),
             None,
         )
-        summary.pager_summary = True
+        summary.pager_summary = True  # let through as it is
         return summary
 
 
