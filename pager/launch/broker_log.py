@@ -22,7 +22,6 @@ Output that does not go through `logging` must not get around the cap either:
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import io
 import logging
@@ -43,7 +42,22 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STD_FDS = (1, 2)
 
 
-class CappedLogFile(RotatingFileHandler):
+class _SummarizeOnClose(logging.Handler):
+    """Writes what its RepeatFilter still holds before it closes (logging closes every
+    handler as the process exits)."""
+
+    def close(self) -> None:
+        for repeats in self.filters:
+            if isinstance(repeats, RepeatFilter):
+                repeats.drain()
+        super().close()
+
+
+class _Stderr(_SummarizeOnClose, logging.StreamHandler):  # type: ignore[type-arg]
+    """A broker in the foreground logs to its stderr."""
+
+
+class CappedLogFile(_SummarizeOnClose, RotatingFileHandler):
     """A size-capped, rotated, private (0600) log file. With `hold_std_fds`, descriptors 1
     and 2 follow the current file across rotations (see the module's docstring)."""
 
@@ -138,7 +152,7 @@ def configure_broker_logging(level: str, log_file: Path | None) -> None:
     (a broker in the foreground); bounded and rate-limited either way."""
     handler: logging.Handler
     if log_file is None:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _Stderr(sys.stderr)
     else:
         handler = CappedLogFile(log_file, hold_std_fds=True)
     install_bounds(handler)
@@ -154,11 +168,8 @@ def configure_broker_logging(level: str, log_file: Path | None) -> None:
 
 
 def install_bounds(handler: logging.Handler) -> RepeatFilter:
-    """Give `handler` the bounded format and the repeat filter (its summaries are written at
-    shutdown too); the filter is returned for tests."""
+    """Give `handler` the bounded format and the repeat filter (returned for tests)."""
     handler.setFormatter(BoundedFormatter(LOG_FORMAT))
     repeats = RepeatFilter(handler.handle)
     handler.addFilter(repeats)
-    # Registered after logging's own shutdown hook, so it runs before it (atexit is LIFO).
-    atexit.register(repeats.drain)
     return repeats

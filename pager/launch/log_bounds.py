@@ -93,7 +93,7 @@ class RepeatFilter(logging.Filter):
     `window` seconds ago; those are counted, and once the window has passed one summary
     record says how many there were ("… repeated N more times within 60 s"). The summary is
     handed to `summarize` (the handler's `handle`) with the next record that arrives after
-    the window, or by `drain()` at shutdown. DEBUG records pass untouched: whoever asked
+    the window, or by `drain()` when the handler closes. DEBUG records pass untouched: whoever asked
     for them asked for everything. `clock` is injectable for tests."""
 
     def __init__(
