@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from pager.launch.broker_log import CappedLogFile, LogStream, install_bounds
 from pager.launch.lifecycle import _log_tail
 from pager.launch.log_bounds import TRACEBACK_CAP, BoundedFormatter, RepeatFilter
+from tests.launch.conftest import PROCESS_BOUND
 
 
 class Collect(logging.Handler):
@@ -211,3 +214,46 @@ def test_the_start_error_is_read_from_a_log_rotated_meanwhile(tmp_path: Path) ->
     log = tmp_path / "broker.log"
     log.write_text("the only line of the new file\n")
     assert _log_tail(log, start=10_000_000) == "the only line of the new file"
+
+
+BROKER_LIKE = """
+import logging, os, sys
+from pathlib import Path
+from pager.launch.broker_log import configure_broker_logging
+
+configure_broker_logging("info", Path(sys.argv[1]))
+logging.getLogger().handlers[0].maxBytes = 4000  # the real set-up, with a smaller cap
+for number in range(100):  # each its own message: none is a repeat
+    logging.getLogger("pager.test").warning(f"record {number:03d} " + "y" * 60)
+print("printed by a library")
+os.write(2, b"written on descriptor 2 by C code\\n")
+raise RuntimeError("a crash at the end")
+"""
+
+
+def test_a_broker_s_prints_and_crash_stay_inside_the_rotated_log(tmp_path: Path) -> None:
+    """In a process set up as `pager serve --log-file` is: what it prints and its final
+    traceback go through the capped handler; descriptor 2 follows the current file across
+    rotations, so nothing lands in a file that was rotated away."""
+    log = tmp_path / "broker.log"
+    done = subprocess.run(
+        [sys.executable, "-c", BROKER_LIKE, str(log)],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_BOUND,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1
+    assert done.stdout == done.stderr == ""
+    files = sorted(path.name for path in tmp_path.iterdir())
+    assert files == ["broker.log", "broker.log.1", "broker.log.2", "broker.log.3"]
+    assert all((tmp_path / name).stat().st_size <= 4000 for name in files[1:])
+    # Oldest first: the write on descriptor 2 sits between the records around it, in a
+    # file still kept (the first file, which descriptor 2 was opened on, is gone by now).
+    text = "".join((tmp_path / name).read_text() for name in reversed(files))
+    printed = text.index("pager.stdout: printed by a library")
+    written = text.index("written on descriptor 2 by C code")
+    crashed = text.index("pager.stderr: RuntimeError: a crash at the end")
+    assert printed < written < crashed
+    assert "pager.stderr: Traceback (most recent call last):" in text
