@@ -28,10 +28,11 @@ import logging
 import os
 import sys
 import threading
+import time
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
-from pager.launch.log_bounds import LINE_CAP, BoundedFormatter, RepeatFilter
+from pager.launch.log_bounds import LINE_CAP, REPEAT_WINDOW, BoundedFormatter, RepeatFilter
 
 #: One log file is at most this many bytes (a record is never split across two files).
 LOG_FILE_CAP = 10 * 1024 * 1024
@@ -70,6 +71,7 @@ class CappedLogFile(_SummarizeOnClose, RotatingFileHandler):
         hold_std_fds: bool = False,
     ) -> None:
         self._hold_std_fds = hold_std_fds
+        self._quiet_until = 0.0  # handleError's own rate limit
         super().__init__(path, maxBytes=cap, backupCount=kept - 1, encoding="utf-8", delay=False)
         self._point_std_fds()
 
@@ -83,8 +85,12 @@ class CappedLogFile(_SummarizeOnClose, RotatingFileHandler):
         self._point_std_fds()
 
     def handleError(self, record: logging.LogRecord) -> None:
-        """One clipped line on descriptor 2, not logging's traceback on `sys.stderr`: that
-        is this handler again, which has just failed (a full disk, say)."""
+        """One clipped line on descriptor 2 a minute at most, not logging's traceback on
+        `sys.stderr`: that is this handler again, which has just failed (a full disk, say)."""
+        now = time.monotonic()
+        if now < self._quiet_until:
+            return
+        self._quiet_until = now + REPEAT_WINDOW
         error = sys.exc_info()[1]
         line = f"pager: could not write a log record ({error!r}): {record.msg!r}"
         with contextlib.suppress(OSError):

@@ -40,9 +40,8 @@ class Clock:
 
 @pytest.fixture
 def logger() -> Iterator[logging.Logger]:
-    log = logging.getLogger(f"pager.test-broker-log.{id(object())}")
-    log.propagate = False
-    log.setLevel(logging.DEBUG)
+    """A logger of its own, outside logging's tree: only the test's handlers see it."""
+    log = logging.Logger("pager.test")
     yield log
     for handler in log.handlers[:]:
         log.removeHandler(handler)
@@ -91,6 +90,19 @@ def test_rotation_makes_an_existing_log_private(tmp_path: Path) -> None:
     path.chmod(0o644)
     CappedLogFile(path).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_record_that_cannot_be_written_is_reported_once_a_minute(
+    logger: logging.Logger, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A log call that fails (here: its arguments do not fit its template) on every request
+    is reported on descriptor 2 once, not once a request: that descriptor is the log file."""
+    handler = CappedLogFile(tmp_path / "broker.log")
+    logger.addHandler(handler)
+    for _ in range(100):
+        logger.error("%d messages", "not a number")
+    [line] = capfd.readouterr().err.splitlines()
+    assert line.startswith("pager: could not write a log record (TypeError(")
 
 
 def test_repeats_are_counted_then_summarized_once(logger: logging.Logger) -> None:
