@@ -114,6 +114,7 @@ class LogStream(io.TextIOBase):
         self._level = level
         self._fd = fd
         self._pending = ""
+        self._pending_lock = threading.Lock()  # threads print too
         self._inside = threading.local()
 
     def writable(self) -> bool:
@@ -126,20 +127,22 @@ class LogStream(io.TextIOBase):
         return False
 
     def write(self, text: str) -> int:
-        lines = (self._pending + text).split("\n")
-        self._pending = lines.pop()
-        if len(self._pending) > LINE_CAP:  # no newline in sight: do not hold it forever
-            lines.append(self._pending)
-            self._pending = ""
+        with self._pending_lock:
+            lines = (self._pending + text).split("\n")
+            self._pending = lines.pop()
+            if len(self._pending) > LINE_CAP:  # no newline in sight: do not hold it forever
+                lines.append(self._pending)
+                self._pending = ""
         for line in lines:
             if line.strip():
                 self._emit(line)
         return len(text)
 
     def flush(self) -> None:
-        if self._pending.strip():
-            self._emit(self._pending)
-        self._pending = ""
+        with self._pending_lock:
+            line, self._pending = self._pending, ""
+        if line.strip():
+            self._emit(line)
 
     def _emit(self, line: str) -> None:
         if getattr(self._inside, "active", False):
