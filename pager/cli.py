@@ -57,6 +57,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default 127.0.0.1; env PAGER_HOST)")
     serve.add_argument("--port", type=int, help="bind port (default: kept from the first start)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-file",
+        help="write the log to this file, size-capped and rotated (a background broker writes"
+        " logs/broker.log in the state directory); default: stderr",
+    )
 
     commands.add_parser(
         "start",
@@ -317,16 +322,14 @@ def _paths() -> Any:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import logging
+    from pathlib import Path
 
     from pager.config import ConfigError, load_config
+    from pager.launch.broker_log import configure_broker_logging
     from pager.launch.serve import serve_main, tune_gc
 
     tune_gc()
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_broker_logging(args.log_level, Path(args.log_file) if args.log_file else None)
     if args.log_level != "debug":
         # The MCP SDK logs every stateless request at INFO ("Terminating session: None").
         logging.getLogger("mcp").setLevel(logging.WARNING)

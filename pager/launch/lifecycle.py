@@ -62,11 +62,13 @@ def _adoptable(broker: RunningBroker) -> bool:
 
 
 def _spawn_and_wait(paths: StatePaths, previous: Discovery, deadline: float) -> RunningBroker:
+    # Its stdout and stderr start on the log itself, for an error before its logging is set
+    # up; from then on it writes the log through its capped handler (pager/launch/broker_log.py).
     log_fd = os.open(paths.broker_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     log_start = os.lseek(log_fd, 0, os.SEEK_END)
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pager", "serve"],
+            [sys.executable, "-m", "pager", "serve", "--log-file", str(paths.broker_log)],
             stdin=subprocess.DEVNULL,
             stdout=log_fd,
             stderr=log_fd,
@@ -94,10 +96,11 @@ def _spawn_and_wait(paths: StatePaths, previous: Discovery, deadline: float) -> 
 
 
 def _log_tail(log: Path, start: int) -> str:
-    """The last non-empty line the failed broker wrote: its error message."""
+    """The last non-empty line the failed broker wrote: its error message. A log rotated
+    meanwhile (it reached its cap) is shorter than `start`: then it is all the broker's."""
     try:
         with log.open("rb") as file:
-            file.seek(start)
+            file.seek(start if start <= os.fstat(file.fileno()).st_size else 0)
             lines = [line.strip() for line in file.read().decode(errors="replace").splitlines()]
     except OSError:
         return "(no log)"

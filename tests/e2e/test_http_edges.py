@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import socket
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -425,3 +426,28 @@ async def test_mcp_send_on_a_full_disk_is_unavailable_naming_the_disk(broker: Br
             assert await broker.messages() == []
             sent = structured(await client.call_tool("send", {"to": "bob", "body": "hello"}))
     assert sent["recipient"]["address"].startswith("bob@")
+
+
+async def test_a_request_failing_200_times_grows_the_log_by_under_10_kb(broker: Broker) -> None:
+    """An operator-secret holder repeats a request that fails inside the broker (JSON nested
+    10,000 deep): the log grows by at most one bounded traceback and a summary, not 200
+    tracebacks (~1.5 KB each; ~130 KB each for a RecursionError deep in the code)."""
+    log_dir = broker.home.root / "logs"
+    [log] = log_dir.iterdir()
+    assert log.name == "broker.log"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    before = log.stat().st_size
+    body = b'{"workspace": "/tmp", "x": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+    headers = {"Authorization": f"Bearer {broker.secret}", "Content-Type": "application/json"}
+    with trio.fail_after(60):
+        async with httpx2.AsyncClient(timeout=10) as http:
+            for _ in range(200):
+                response = await http.post(
+                    f"{broker.url}/v1/register", content=body, headers=headers
+                )
+                # 500 while the edge lets such depth through to the parser, 400 once it does
+                # not; either way nothing is registered, and the log stays small.
+                assert response.status_code in (400, 500)
+    grown = sum(path.stat().st_size for path in log_dir.iterdir()) - before
+    assert grown < 10_000
+    assert (await broker.counts()).identities == 0

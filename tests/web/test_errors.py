@@ -16,6 +16,7 @@ from quart import Blueprint
 
 from actors._runtime import ActorCrashed
 from pager.health import HealthBoard
+from pager.launch.broker_log import CappedLogFile, install_bounds
 from pager.store import StoreUnwritable
 from pager.web.server import bind_listener, run_web_server
 
@@ -57,6 +58,10 @@ async def url(tmp_path: Path, board: HealthBoard) -> AsyncIterator[str]:
     async def full_disk() -> str:
         raise ActorCrashed("directory", full)  # how a failed commit reaches a route
 
+    @bp.get("/v1/deep-bug")
+    async def deep_bug() -> str:
+        return str(_ping(0))  # a RecursionError of a thousand alternating frames, as cattrs's
+
     @bp.post("/v1/unwritable")
     async def unwritable() -> str:
         raise StoreUnwritable(tmp_path / "pager.db", "disk I/O error", fix="free space there")
@@ -80,6 +85,14 @@ async def url(tmp_path: Path, board: HealthBoard) -> AsyncIterator[str]:
         yield await nursery.start(serve)
         stop.set()
     sock.close()
+
+
+def _ping(depth: int) -> int:
+    return _pong(depth + 1) + 1
+
+
+def _pong(depth: int) -> int:
+    return _ping(depth + 1) + 1
 
 
 async def _call(url: str, method: str, path: str) -> httpx2.Response:
@@ -143,3 +156,31 @@ async def test_app_bug_leaves_health_ok(url: str) -> None:
     health = (await _call(url, "GET", "/health")).json()
     assert health["status"] == "ok"
     assert "degraded" not in health
+
+
+async def test_app_repeated_internal_errors_cost_one_bounded_traceback(
+    url: str, tmp_path: Path
+) -> None:
+    """A request that fails the same way 200 times, each with a RecursionError (~130 KB of
+    traceback in full), grows the broker's log file by one bounded traceback, not 200."""
+    log = tmp_path / "logs" / "broker.log"
+    log.parent.mkdir()
+    handler = CappedLogFile(log)
+    install_bounds(handler)
+    web = logging.getLogger("pager.web")
+    web.addHandler(handler)
+    web.propagate = False  # pytest's own capture would format 200 full tracebacks
+    try:
+        with trio.fail_after(60):
+            async with httpx2.AsyncClient(timeout=10) as http:
+                for _ in range(200):
+                    assert (await http.get(url + "/v1/deep-bug")).status_code == 500
+    finally:
+        web.propagate = True
+        web.removeHandler(handler)
+        handler.close()
+    text = log.read_text()
+    assert len(text) < 10_000
+    assert text.count("RecursionError: maximum recursion depth") == 1
+    assert "lines of this traceback left out" in text
+    assert '"GET /v1/deep-bug failed" (RecursionError) repeated 199 more times' in text
