@@ -33,18 +33,17 @@ def _raw_controls(text: str) -> set[str]:
     }
 
 
-async def _hostile_mail(broker: Broker, desk: Path, copies: int) -> None:
-    """`copies` pages from a token and messages from another agent, to the person at `desk`."""
+async def _hostile_mail(broker: Broker, desk: Path) -> None:
+    """A page from a token and a message from another agent, to the person at `desk`."""
     me = answer(pager(broker, desk, "whoami", "--json"))
     token = token_for(broker, desk, me["alias"], "--label", LABEL)
     mallory = await broker.register("mallory")
     page = {"message": HOSTILE, "job_id": FORGED_JOB_ID, "status": "ok\x1b[2J", "note": HOSTILE}
-    for _ in range(copies):
-        status, answered = await raw(broker, "POST", "/v1/notify", token, json.dumps(page).encode())
-        assert status == 202, answered
-        sent = {"to": me["address"], "body": HOSTILE, "thread": f"t\u202e{FORGED_JOB_ID}"}
-        status, answered = await broker.post("/v1/me/send", sent, token=mallory["token"])
-        assert status == 200, answered
+    status, answered = await raw(broker, "POST", "/v1/notify", token, json.dumps(page).encode())
+    assert status == 202, answered
+    sent = {"to": me["address"], "body": HOSTILE, "thread": f"t\u202e{FORGED_JOB_ID}"}
+    status, answered = await broker.post("/v1/me/send", sent, token=mallory["token"])
+    assert status == 200, answered
 
 
 def _assert_escaped(text: str) -> None:
@@ -60,7 +59,7 @@ async def test_hostile_bodies_and_pages_show_escaped_on_every_command(
     C1 or bidi character, and show their escaped forms; the envelope's header keeps the
     forged job id inside its quotes."""
     desk = places["desk"]
-    await _hostile_mail(broker, desk, copies=1)
+    await _hostile_mail(broker, desk)
     for args in (("inbox",), ("history",), ("history", "--full"), ("read", "--no-ack")):
         done = pager(broker, desk, *args)
         assert done.returncode == 0, done.stderr
@@ -68,6 +67,11 @@ async def test_hostile_bodies_and_pages_show_escaped_on_every_command(
     tokens = pager(broker, desk, "token", "list")
     assert not _raw_controls(tokens.stdout)
     assert "nightly ⟨U+202E⟩tpircs⟨U+202C⟩" in tokens.stdout
+    [listed] = answer(pager(broker, desk, "token", "list", "--json"))
+    assert listed["label"] == LABEL
+    revoked = pager(broker, desk, "token", "revoke", listed["id"])
+    assert not _raw_controls(revoked.stdout)
+    assert "(nightly ⟨U+202E⟩tpircs⟨U+202C⟩" in revoked.stdout
     read = pager(broker, desk, "history", "--full")
     assert SHOWN in read.stdout
     headers = [line for line in read.stdout.splitlines() if line.startswith("From ")]
@@ -85,7 +89,7 @@ async def test_json_output_is_the_exact_text_and_safe(
     """`--json` of `inbox`, `history` and `read` loads back to exactly what was sent, and
     shows no raw control or bidi character either (they are `\\uXXXX` escapes)."""
     desk = places["desk"]
-    await _hostile_mail(broker, desk, copies=1)
+    await _hostile_mail(broker, desk)
     for args in (("inbox", "--json"), ("history", "--json")):
         done = pager(broker, desk, *args)
         assert done.returncode == 0, done.stderr
