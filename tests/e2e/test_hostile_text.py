@@ -86,8 +86,8 @@ async def test_hostile_bodies_and_pages_show_escaped_on_every_command(
 async def test_json_output_is_the_exact_text_and_safe(
     broker: Broker, places: dict[str, Path]
 ) -> None:
-    """`--json` of `inbox`, `history` and `read` loads back to exactly what was sent, and
-    shows no raw control or bidi character either (they are `\\uXXXX` escapes)."""
+    """`--json` of `inbox`, `history` and `read`, and `export`, load back to exactly what was
+    sent, and show no raw control or bidi character either (they are `\\uXXXX` escapes)."""
     desk = places["desk"]
     await _hostile_mail(broker, desk)
     for args in (("inbox", "--json"), ("history", "--json")):
@@ -108,3 +108,8 @@ async def test_json_output_is_the_exact_text_and_safe(
     assert page["body"].startswith(HOSTILE + "\n\n")
     assert page["fields"]["note"] == HOSTILE
     assert page["fields"]["status"] == "ok\x1b[2J"
+    export = pager(broker, desk, "export")
+    assert export.returncode == 0, export.stderr
+    assert not _raw_controls(export.stdout)
+    records = [json.loads(line) for line in export.stdout.splitlines()]
+    assert HOSTILE in {record.get("body") for record in records}
