@@ -42,7 +42,8 @@ _FIELD_SPECIALS = re.compile(f"[\\\\{_QUOTE_LOOKALIKES}{_DOT_LOOKALIKES}]")
 
 
 def is_shown_escaped(char: str) -> bool:
-    """Whether `char` is shown as an escape (in a one-line text: LF and TAB too)."""
+    """Whether `char` is shown as an escape (LF and TAB are, unless a multi-line text keeps
+    them: `for_terminal` decides)."""
     return unicodedata.category(char) in _SHOWN_CATEGORIES and char not in KEPT_FORMAT
 
 
