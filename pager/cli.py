@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return cmd_launch(first, arguments[1:])
         except CommandError as exc:
-            print(f"pager: {exc}", file=sys.stderr)
+            _print_error(exc)
             return EXIT_ERROR
     args = parser.parse_args(arguments)
     handlers = {
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_tui()
         return handlers[args.command](args)
     except CommandError as exc:
-        print(f"pager: {exc}", file=sys.stderr)
+        _print_error(exc)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
@@ -579,54 +579,73 @@ def _counts(paths: Any, url: str) -> dict[str, Any]:
 _COUNT_KEYS = ("workspaces", "agents", "attached", "archived", "queued", "claimed", "dead")
 
 
+def _print_error(exc: Exception) -> None:
+    """A command's error on stderr; it may quote what others sent, so shown escaped."""
+    from pager.domain.display import for_terminal
+
+    print(f"pager: {for_terminal(str(exc))}", file=sys.stderr)
+
+
 def _print_status(report: dict[str, Any], *, as_json: bool) -> None:
     import json
 
+    from pager.domain.display import for_terminal
+
     for warning in report.get("warnings", []):  # on stderr in both forms: it must be seen
-        print(f"pager: WARNING: {warning}", file=sys.stderr)
+        print(f"pager: WARNING: {for_terminal(str(warning), one_line=True)}", file=sys.stderr)
     if as_json:
         print(json.dumps(report, indent=2, sort_keys=True))
         return
+    for line in _status_lines(report):  # hosts, messages: the broker's words, shown escaped
+        print(for_terminal(line, one_line=True))
+
+
+def _status_lines(report: dict[str, Any]) -> list[str]:
+    """`pager status` for a person, a line each."""
     if not report["running"]:
-        print(f"No Pager broker is running ({report['reason']}).")
-        print(f"  state      {report['state_dir']}")
-        print("Start one with `pager start`.")
-        return
-    print(f"Pager broker running (pid {report['pid']}, up {_duration(report['uptime_s'])})")
-    print(f"  MCP endpoint  {report['mcp_url']}")
+        return [
+            f"No Pager broker is running ({report['reason']}).",
+            f"  state      {report['state_dir']}",
+            "Start one with `pager start`.",
+        ]
+    lines = [
+        f"Pager broker running (pid {report['pid']}, up {_duration(report['uptime_s'])})",
+        f"  MCP endpoint  {report['mcp_url']}",
+    ]
     store = report.get("store")
     if isinstance(store, dict) and store.get("kind") == "postgresql":
-        print(f"  store         {store.get('where')}")
-        _print_hosts(report.get("hosts"), this=str(store.get("host", "")))
+        lines.append(f"  store         {store.get('where')}")
+        lines += _host_lines(report.get("hosts"), this=str(store.get("host", "")))
     else:
-        print(f"  database      {report['database']} (schema {report['schema_version']})")
-    print(f"  version       broker {report['broker_version']}, installed {VERSION}")
+        lines.append(f"  database      {report['database']} (schema {report['schema_version']})")
+    lines.append(f"  version       broker {report['broker_version']}, installed {VERSION}")
     degraded = report.get("degraded")
     for entry in degraded if isinstance(degraded, list) else []:
         if isinstance(entry, dict):
             kind, message = entry.get("kind", "?"), entry.get("message", "")
-            print(f"  degraded      {kind} (since {entry.get('since', '?')}): {message}")
+            lines.append(f"  degraded      {kind} (since {entry.get('since', '?')}): {message}")
     if "health_error" in report:
-        print(f"  health        unknown ({report['health_error']})")
+        lines.append(f"  health        unknown ({report['health_error']})")
     counts = report.get("counts")
     if counts is not None:
-        print(
+        lines.append(
             f"  agents        {counts['agents']} in {counts['workspaces']} workspaces,"
             f" {counts['attached']} attached, {counts['archived']} archived"
         )
-        print(
+        lines.append(
             f"  mail          {counts['queued']} waiting, {counts['claimed']} claimed,"
             f" {counts['dead']} dead"
         )
     else:
-        print(f"  counts        unavailable ({report.get('counts_error', 'unknown')})")
+        lines.append(f"  counts        unavailable ({report.get('counts_error', 'unknown')})")
+    return lines
 
 
-def _print_hosts(hosts: object, *, this: str) -> None:
+def _host_lines(hosts: object, *, this: str) -> list[str]:
     """This broker's host, then every other broker sharing the store and whether it runs."""
     import time
 
-    print(f"  host          {this}")
+    lines = [f"  host          {this}"]
     others = (
         [h for h in hosts if isinstance(h, dict) and not h.get("this")]
         if isinstance(hosts, list)
@@ -636,9 +655,10 @@ def _print_hosts(hosts: object, *, this: str) -> None:
         beat = float(host.get("heartbeat_at") or 0)
         seen = f"heartbeat {_duration(max(time.time() - beat, 0))} ago" if beat else "stopped"
         state = "alive" if host.get("alive") else "not alive"
-        print(
+        lines.append(
             f"  other host    {host.get('name')} ({state}, {seen}, version {host.get('version')})"
         )
+    return lines
 
 
 def _duration(seconds: float) -> str:

@@ -15,6 +15,7 @@ import sys
 import time
 
 from pager.cli import EXIT_OK, CommandError
+from pager.domain.display import for_terminal, json_for_terminal
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
@@ -166,7 +167,18 @@ def running_broker() -> tuple[Any, Any]:
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(_json_text(data, indent=2) + "\n")
+
+
+def _json_text(data: Any, indent: int | None = None) -> str:
+    """Exact JSON, readable (not ASCII-only), with what would drive a terminal as `\\uXXXX`."""
+    return json_for_terminal(json.dumps(data, indent=indent, ensure_ascii=False))
+
+
+def _one_line(value: object) -> str:
+    """A value from the broker (others chose it) on one line of what we print for a person:
+    control and format characters shown escaped (`pager.domain.display`)."""
+    return for_terminal(str(value), one_line=True)
 
 
 def _ago(stamp: str | None, now: float | None = None) -> str:
@@ -192,7 +204,8 @@ def _first_line(text: str, width: int = 60) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    """Aligned columns; the last one is not padded."""
+    """Aligned columns; the last one is not padded. Cells are shown one line each, escaped."""
+    rows = [[_one_line(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
     lines = []
     for row in [header, *rows]:
@@ -218,7 +231,8 @@ def cmd_send(args: argparse.Namespace) -> int:
         return EXIT_OK
     again = " (a repeat of an earlier send: nothing new was sent)" if sent.get("duplicate") else ""
     wake = WAKES.get(str(sent.get("wake")), str(sent.get("wake")))
-    print(f"sent {sent['message_id']} to {sent['recipient']['address']}{again}; {wake}")
+    address = _one_line(sent["recipient"]["address"])
+    print(f"sent {_one_line(sent['message_id'])} to {address}{again}; {_one_line(wake)}")
     return EXIT_OK
 
 
@@ -331,11 +345,11 @@ def _show(claims: list[dict[str, Any]], args: argparse.Namespace) -> None:
             shown = {"message": claim["message"]}
             if args.no_ack:
                 shown["token"] = claim["token"]
-            sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
+            sys.stdout.write(_json_text(shown) + "\n")
         else:
             if args.no_ack:
                 sys.stdout.write(f"token: {claim['token']}\n")
-            sys.stdout.write(claim["envelope"] + "\n\n")
+            sys.stdout.write(for_terminal(claim["envelope"]) + "\n\n")
     sys.stdout.flush()
 
 
@@ -345,9 +359,9 @@ def cmd_ack(args: argparse.Namespace) -> int:
         _print_json(result)
     else:
         for token in result["applied"]:
-            print(f"acknowledged {token}")
+            print(f"acknowledged {_one_line(token)}")
         for item in result["not_applied"]:
-            print(f"not applied {item['token']}: {item['reason']}")
+            print(f"not applied {_one_line(item['token'])}: {_one_line(item['reason'])}")
     return EXIT_OK if not result["not_applied"] else 1
 
 
@@ -356,7 +370,7 @@ def cmd_alias(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(renamed)
     else:
-        print(f"you are now {renamed['address']} ({renamed['agent_id']})")
+        print(f"you are now {_one_line(renamed['address'])} ({_one_line(renamed['agent_id'])})")
     return EXIT_OK
 
 
@@ -365,7 +379,8 @@ def cmd_claim(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(taken)
     else:
-        print(f"you are now {taken['address']} ({taken['agent_id']}), with its inbox and history")
+        who = f"{_one_line(taken['address'])} ({_one_line(taken['agent_id'])})"
+        print(f"you are now {who}, with its inbox and history")
     return EXIT_OK
 
 
@@ -376,9 +391,10 @@ def cmd_whoami(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(who)
         return EXIT_OK
-    print(f"{who['address']}  ({who['agent_id']}, {who['implementation']})")
-    print(f"acting as {me.why}")
-    print(f"workspace {who['workspace']} on {who['host']}")
+    shown = {key: _one_line(who[key]) for key in ("address", "agent_id", "implementation")}
+    print(f"{shown['address']}  ({shown['agent_id']}, {shown['implementation']})")
+    print(f"acting as {_one_line(me.why)}")
+    print(f"workspace {_one_line(who['workspace'])} on {_one_line(who['host'])}")
     return EXIT_OK
 
 
@@ -433,7 +449,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.full:  # each message whole, oldest first
         for message in reversed(history["messages"]):
-            sys.stdout.write(message["envelope"] + "\n\n")
+            sys.stdout.write(for_terminal(message["envelope"]) + "\n\n")
         return EXIT_OK
     now = time.time()
     rows = [
@@ -457,8 +473,9 @@ def cmd_sent(args: argparse.Namespace) -> int:
             _print_json(status)
         else:
             dead = f" ({status['dead_reason']})" if status.get("dead_reason") else ""
-            print(f"{status['message_id']} to {status['to']}: {status['state']}{dead},"
-                  f" attempts {status['attempts']}, sent {_ago(status['sent_at'])}")  # fmt: skip
+            line = (f"{status['message_id']} to {status['to']}: {status['state']}{dead},"
+                    f" attempts {status['attempts']}, sent {_ago(status['sent_at'])}")  # fmt: skip
+            print(_one_line(line))
         return EXIT_OK
     sent = me.call("GET", f"/sent?limit={args.limit}")
     if args.json:

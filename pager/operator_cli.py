@@ -12,6 +12,7 @@ import json
 import sys
 
 from pager.cli import EXIT_OK, CommandError
+from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def cmd_action(args: argparse.Namespace) -> int:
         done = operator.call("POST", f"/v1/agents/{target['agent_id']}/{action}", {})
         results.append(done)
         if not args.json:
-            print(_said(action, target, done))
+            print(for_terminal(_said(action, target, done), one_line=True))
     if args.json:
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     return EXIT_OK
@@ -81,8 +82,8 @@ def _confirm(targets: list[dict[str, Any]]) -> None:
         raise CommandError("purge deletes for good: add --yes to confirm (not on a terminal)")
     for target in targets:
         waiting = target.get("inbox", {}).get("queued", 0)
-        print(f"purge {target['address']} ({target['agent_id']}): {waiting} waiting message(s)"
-              " will be dead-lettered")  # fmt: skip
+        print(for_terminal(f"purge {target['address']} ({target['agent_id']}): {waiting} waiting"
+                           " message(s) will be dead-lettered", one_line=True))  # fmt: skip
     if input("type yes to purge: ").strip().lower() != "yes":
         raise CommandError("nothing purged")
 

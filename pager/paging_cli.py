@@ -15,6 +15,7 @@ import sys
 import time
 
 from pager.cli import EXIT_OK, CommandError
+from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def cmd_notify(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(sent, indent=2) + "\n")
     else:
-        print(f"paged {address}: {sent['message_id']}")
+        print(for_terminal(f"paged {address}: {sent['message_id']}", one_line=True))
     return EXIT_OK
 
 
@@ -106,9 +107,12 @@ def _create(args: argparse.Namespace) -> int:
     print(made["token"])  # alone on stdout: TOKEN=$(pager token create api)
     expires = f", until {made['expires_at']}" if made["expires_at"] else ""
     print(
-        f"pager: mailbox token {made['id']} ({made['label']}) pages {made['mailbox']} only"
-        f"{expires}. It is shown this once: keep it as a secret (a CI variable);"
-        f" `pager token revoke {made['id']}` ends it.",
+        for_terminal(
+            f"pager: mailbox token {made['id']} ({made['label']}) pages {made['mailbox']} only"
+            f"{expires}. It is shown this once: keep it as a secret (a CI variable);"
+            f" `pager token revoke {made['id']}` ends it.",
+            one_line=True,
+        ),
         file=sys.stderr,
     )
     return EXIT_OK
@@ -154,7 +158,8 @@ def _revoke(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(revoked, indent=2) + "\n")
         return EXIT_OK
     for token in revoked:
-        print(f"revoked {token['id']} ({token['label']}, for {token['mailbox']})")
+        said = f"revoked {token['id']} ({token['label']}, for {token['mailbox']})"
+        print(for_terminal(said, one_line=True))
     return EXIT_OK
 
 

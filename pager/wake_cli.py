@@ -12,6 +12,7 @@ import os
 import sys
 
 from pager.cli import EXIT_OK, CommandError
+from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -111,12 +112,12 @@ def _show_list(listing: dict[str, Any], as_json: bool) -> int:
         return EXIT_OK
     for entry in agents:
         state = "ready" if entry["launchable"] else f"cannot launch: {entry['why_not']}"
-        print(f"{entry['address']} ({entry['implementation']}): {state};"
+        _line(f"{entry['address']} ({entry['implementation']}): {state};"
               f" {entry['max_runs_per_hour']}/h, timeout {entry['timeout_s']:g} s")  # fmt: skip
         for run in entry.get("runs", []):
             outcome = run["outcome"] or "running"
             status = "" if run["exit_code"] is None else f" status {run['exit_code']}"
-            print(f"  {run['started_at']} {outcome}{status}, {run['acknowledged']} acknowledged"
+            _line(f"  {run['started_at']} {outcome}{status}, {run['acknowledged']} acknowledged"
                   f" ({run['log']})")  # fmt: skip
     return EXIT_OK
 
@@ -125,7 +126,12 @@ def _print(as_json: bool, data: dict[str, Any], text: str) -> None:
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        print(text)
+        _line(text)
+
+
+def _line(text: str) -> None:
+    """One line for a person: what the broker said (reasons, paths) shown escaped."""
+    print(for_terminal(text, one_line=True))
 
 
 def add_commands(commands: Any) -> None:

@@ -22,6 +22,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Header, Static
 
+from pager.domain.display import for_terminal
 from pager.tui.confirm import ConfirmScreen
 from pager.tui.errors import ApiError, Unreachable
 from pager.tui.help import HelpScreen
@@ -226,8 +227,8 @@ class PagerApp(App[None]):
         """A wake run started, ended or was put off: told in a notice (docs/wake.md)."""
         data = payload.get("data") if isinstance(payload, dict) else None
         text = wake_notice(kind, data)
-        if text is not None:
-            self.notify(text, markup=False)
+        if text is not None:  # a reason, an address: shown escaped
+            self.notify(for_terminal(text, one_line=True), markup=False)
 
     def _changed(self) -> None:
         self._refresh_after(self.gate.changed(self.clock()))
@@ -439,7 +440,8 @@ class PagerApp(App[None]):
         if report.done:
             self.notify(f"{spec.past}: {', '.join(a.label for a in report.done)}", markup=False)
         for agent, reason in report.failed:
-            self.notify(f"{spec.verb} {agent.label}: {reason}", severity="error", markup=False)
+            said = for_terminal(f"{spec.verb} {agent.label}: {reason}", one_line=True)
+            self.notify(said, severity="error", markup=False)
         self._changed()
 
 

@@ -13,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
+from pager.domain.display import for_terminal
 from pager.tui.errors import ApiError, Unreachable
 from pager.tui.keyhelp import KeyHelp
 from pager.tui.model import Agent, Message, MessagePage, ago, local_time
@@ -152,7 +153,7 @@ class MessagesScreen(Screen[None]):
         )
         if self.error:
             title += f" · error: {self.error}"
-        self.query_one("#title", Static).update(title)
+        self.query_one("#title", Static).update(_line(title))
 
     def _show_detail(self) -> None:
         message = self.selected()
@@ -175,7 +176,9 @@ class MessagesScreen(Screen[None]):
             lines.append(f"thread    {message.thread}")
         if message.reply_to:
             lines.append(f"reply to  {message.reply_to}")
-        detail.update(Text("\n".join(lines) + "\n\n" + message.body))
+        # Others chose these: each line, and the body's characters, shown escaped.
+        shown = "\n".join(_line(line) for line in lines) + "\n\n" + for_terminal(message.body)
+        detail.update(Text(shown))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
@@ -215,6 +218,11 @@ class MessagesScreen(Screen[None]):
         self.reload()
 
 
+def _line(text: str) -> str:
+    """One line of what others sent, control and format characters shown escaped."""
+    return for_terminal(text, one_line=True)
+
+
 def _cells(message: Message, now: datetime) -> tuple[str | Text, ...]:
     first_line = message.body.splitlines()[0] if message.body else ""
     preview = first_line if len(first_line) <= PREVIEW else first_line[: PREVIEW - 1] + "…"
@@ -224,9 +232,9 @@ def _cells(message: Message, now: datetime) -> tuple[str | Text, ...]:
     return (
         ago(message.sent_at, now),
         "← in" if message.direction == "in" else "→ out",
-        Text(message.peer.label),
-        Text(state, STATE_STYLES.get(message.state, "")),
+        Text(_line(message.peer.label)),
+        Text(_line(state), STATE_STYLES.get(message.state, "")),
         str(message.attempts),
-        Text(message.thread or ""),
-        Text(preview),
+        Text(_line(message.thread or "")),
+        Text(_line(preview)),
     )

@@ -13,6 +13,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
+from pager.domain.display import for_terminal
 from pager.tui.model import Agent, Snapshot, Workspace, ago
 
 #: (key, label, width) of each column, in order; None: as wide as its widest cell. Columns
@@ -84,7 +85,7 @@ def _heading(workspace: Workspace) -> Row:
     attached = sum(1 for agent in active if agent.attached)
     cells: tuple[Cell, ...] = (
         "",
-        Text(workspace.slug or "(no workspace)", "bold"),
+        Text(_line(workspace.slug or "(no workspace)"), "bold"),
         Text(f"{len(active)} agent{'' if len(active) == 1 else 's'}", "bold"),
         "",
         Text(f"{attached} on", "bold"),
@@ -92,7 +93,7 @@ def _heading(workspace: Workspace) -> Row:
         Text(str(sum(agent.inbox.claimed for agent in active)), "bold"),
         Text(str(sum(agent.inbox.dead for agent in active)), "bold"),
         "",
-        Text(workspace.path, "dim"),
+        Text(_line(workspace.path), "dim"),
     )
     return Row(f"ws:{workspace.slug}", cells)
 
@@ -111,15 +112,22 @@ def _agent_row(agent: Agent, now: datetime, marked: bool) -> Row:
     dead = Text(str(agent.inbox.dead), "red" if agent.inbox.dead else dim)
     cells: tuple[Cell, ...] = (
         Text(MARK, "bold yellow") if marked else "",
-        Text(f"  {alias}", dim),
-        Text(agent.implementation, dim),
+        Text(_line(f"  {alias}"), dim),
+        Text(_line(agent.implementation), dim),
         # A host whose broker stopped beating (a shared store): its sessions' mail waits.
-        Text(agent.host, dim) if agent.host_alive else Text(f"{agent.host} (down)", "red"),
+        Text(_line(agent.host), dim)
+        if agent.host_alive
+        else Text(_line(f"{agent.host} (down)"), "red"),
         attached,
         Text(str(agent.inbox.queued), "bold" if agent.inbox.queued else dim),
         Text(str(agent.inbox.claimed), dim),
         dead,
         Text(ago(agent.last_seen, now), dim),
-        Text(agent.address, dim),
+        Text(_line(agent.address), dim),
     )
     return Row(agent.agent_id, cells, agent.agent_id)
+
+
+def _line(text: str) -> str:
+    """A cell from the broker, on one line, control and format characters shown escaped."""
+    return for_terminal(text, one_line=True)

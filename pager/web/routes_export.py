@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import trio
 from quart import Blueprint, Response, request
 
+from pager.domain.display import json_for_terminal
 from pager.domain.errors import ErrorCode, PagerError
 from pager.store.operator_ports import Exports
 from pager.web.routes_operator import query
@@ -58,8 +59,9 @@ async def _stream(exports: Exports, since: float | None) -> AsyncIterator[bytes]
     reader = await trio.to_thread.run_sync(lambda: exports.open(since=since))
 
     def next_lines() -> bytes:  # read and encoded in the worker thread, off the event loop
+        # `pager export` may print to a terminal: what could drive one is a `\uXXXX` escape.
         return b"".join(
-            json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            json_for_terminal(json.dumps(record, ensure_ascii=False)).encode() + b"\n"
             for record in reader.batch(BATCH)
         )
 

@@ -149,7 +149,7 @@ def test_people_read_plain_text(broker: Broker, places: dict[str, Path]) -> None
     assert inbox[1].endswith("line one")
     read = pager(broker, desk, "read")
     assert read.returncode == 0, read.stderr
-    assert f"From {me['address']}" in read.stdout
+    assert f'From "{me["address"]}"' in read.stdout
     assert "line one\nline two\n" in read.stdout
     assert "<<<end-pager-message" in read.stdout
     assert "no mail waiting" in pager(broker, desk, "inbox").stdout

@@ -72,8 +72,8 @@ def pager(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def senders(text: str) -> list[str]:
-    """The addresses mail in Pager's envelope came from (`From ADDRESS · sent …`)."""
-    return re.findall(r"^From (\S+) ·", text, flags=re.MULTILINE)
+    """The addresses mail in Pager's envelope came from (`From "ADDRESS" · sent …`)."""
+    return re.findall(r'^From "([^"\\]+)" ·', text, flags=re.MULTILINE)
 
 
 def headless(argv: list[str], settings: dict[str, Any], key: str) -> int:

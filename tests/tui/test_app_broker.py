@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+from textual.widgets import DataTable
+
 from pager.config import default_host_name
 from pager.launch.discovery import discover
 from pager.launch.paths import StatePaths
@@ -184,5 +186,41 @@ def test_broker_tui_survives_a_broker_restart(real_broker: RealBroker) -> None:
             # alice's session (and its token) outlived the broker
             await asyncio.to_thread(real_broker.send, alice, "bob", "after the restart")
             await until(pilot, lambda: _waiting(app, bob["agent_id"]) == "1", "live again")
+
+    run(scenario)
+
+
+#: Sets the window title, clears the screen, hides text, rewrites the line, reverses text.
+HOSTILE = "ok\x1b]0;owned\x07\x1b[2J\x1b[8mhidden\rfake \u202eevil\x9b31m end\nline two"
+
+
+def test_broker_tui_shows_a_hostile_message_escaped(real_broker: RealBroker) -> None:
+    """Another agent's session sends bob terminal escapes, CR and a bidi override: the
+    message view's row and detail show them as `\\x1b`, `\\r`, `⟨U+202E⟩`, never raw."""
+    workspace = real_broker.workspace("api")
+    mallory = real_broker.register(workspace, "mallory")
+    bob = real_broker.register(workspace, "bob")
+    real_broker.send(mallory, "bob", HOSTILE)
+
+    async def scenario() -> None:
+        app = _app(real_broker)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: _waiting(app, bob["agent_id"]) == "1", "one waiting")
+            await move_to(pilot, app, bob["agent_id"])
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, MessagesScreen), "the view")
+            screen = app.screen
+            assert isinstance(screen, MessagesScreen)
+            await until(pilot, lambda: screen.page is not None, "the first page")
+            assert screen.page is not None
+            [message] = screen.page.messages
+            assert message.body == HOSTILE  # the data stays exact; only what is shown escapes
+            table = screen.query_one("#messages", DataTable)
+            preview = str(table.get_row(message.message_id)[-1])
+            detail = str(screen.query_one("#detail").render())
+            for shown in (preview, detail):
+                assert not {"\x1b", "\x07", "\r", "\x9b", "\u202e"} & set(shown), shown
+                assert "ok\\x1b]0;owned\\x07\\x1b[2J" in shown
+            assert "hidden\\rfake ⟨U+202E⟩evil\\x9b31m end\nline two" in detail
 
     run(scenario)
