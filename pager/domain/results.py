@@ -13,13 +13,13 @@ OpenAPI document lists as components. A field's `metadata` may carry:
 from __future__ import annotations
 
 import enum
-import json
 from typing import Any, Literal
 
 import attrs
 
 from pager.domain.clock import iso
 from pager.domain.delivery import NotApplied, Wake
+from pager.domain.json_bounds import loads_stored
 from pager.domain.records import Message, MessageState
 
 TIME: dict[str, Any] = {"format": "date-time"}
@@ -298,7 +298,7 @@ def mail_fields(message: Message, *, sender: str, recipient: str) -> dict[str, A
         "attempt": message.attempts,
         "origin": Origin(message.origin),
         "hop": message.hop,
-        "fields": None if message.fields is None else json.loads(message.fields),
+        "fields": None if message.fields is None else loads_stored(message.fields),
     }
 
 
