@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import attrs
 
 from pager.domain.errors import PagerError
+from pager.domain.json_bounds import STRING_CHARS_MAX
 from pager.domain.names import validate_alias
 
 T = TypeVar("T")
@@ -647,6 +648,11 @@ def load_config(
     config_limits = Limits(**limits)  # type: ignore[arg-type]
     if config_limits.display_cap > config_limits.body_cap:
         raise ConfigError("display_cap must not exceed body_cap; lower display_cap")
+    if config_limits.body_cap > STRING_CHARS_MAX:
+        raise ConfigError(
+            f"body_cap must not exceed {STRING_CHARS_MAX // 1024}KiB, the longest text a JSON"
+            " request may carry; lower body_cap"
+        )
     return Config(
         host=chosen_host,
         port=chosen_port,

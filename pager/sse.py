@@ -175,7 +175,7 @@ HEARTBEAT = b": heartbeat\n\n"
 
 def frame(event: str, data: object, *, id: int | str | None = None) -> bytes:
     """One event as an SSE frame: `data` as JSON, an optional `id`."""
-    return text_frame(event, json.dumps(data), id=id)
+    return text_frame(event, json.dumps(data, allow_nan=False), id=id)
 
 
 def text_frame(event: str, text: str, *, id: int | str | None = None) -> bytes:

@@ -120,6 +120,7 @@ def test_load_config_redelivery_as_toml_list(tmp_path: Path) -> None:
         ("port = 'x'\n", "not a TCP port"),
         ("port = 0\n", "not a TCP port"),
         ("[limits]\ndisplay_cap = '64KiB'\n", "display_cap"),
+        ("[limits]\nbody_cap = '1MiB'\n", "body_cap must not exceed 256KiB"),
         ("this is not toml", "not valid TOML"),
     ],
 )

@@ -22,7 +22,6 @@ as JSON beside the body, for scripts (`--json`, export).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -30,6 +29,7 @@ import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.job_ids import JOB_ID_RULE, is_job_id
+from pager.domain.json_bounds import BoundExceeded, JsonBounds, check_value, dumps
 
 #: Fields with a meaning of their own; every other field is shown as given.
 TEXT_FIELDS = ("message", "body")
@@ -39,6 +39,10 @@ FIELDS_MAX = 32
 KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 STATUS_MAX = 64
 EXIT_CODE_RANGE = (-(2**31), 2**31 - 1)
+#: How deep a field's value may nest (arrays and objects inside one another): every reader of
+#: the page (a fetch, `pager read`, the export) walks it.
+FIELD_DEPTH_MAX = 16
+_FIELD_BOUNDS = JsonBounds(depth=FIELD_DEPTH_MAX)
 _LOG_INDENT = "    "
 
 
@@ -66,7 +70,7 @@ class Page:
         everything = ([("job_id", self.job_id)] if self.job_id is not None else []) + list(
             self.fields
         )
-        return json.dumps(dict(everything), ensure_ascii=False) if everything else None
+        return dumps(dict(everything), ensure_ascii=False) if everything else None
 
 
 def parse_page(data: object) -> Page:
@@ -114,13 +118,18 @@ def _checked(key: str, value: Any) -> Any:
             raise _invalid(f"`status` must be text of 1-{STATUS_MAX} characters, e.g. success")
     elif key in ("logs", "project") and not isinstance(value, str):
         raise _invalid(f"`{key}` must be text")
+    try:
+        check_value(value, _FIELD_BOUNDS)
+    except BoundExceeded as exc:
+        where = str(exc).replace(" at $", f" at `{key}`", 1)  # the path from the page
+        raise _invalid(f"field `{key}` is refused: {where}") from None
     return value
 
 
 def _one_line(value: Any) -> str:
     """A field's value on one line: text as it is, anything else as compact JSON; line breaks
     shown as `⏎` so no value can start another line."""
-    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    shown = value if isinstance(value, str) else dumps(value, ensure_ascii=False)
     lines = shown.splitlines()  # every line break Python knows, U+2028 and the like too
     return shown if lines == [shown] else " ⏎ ".join(lines)
 

@@ -15,13 +15,13 @@ OpenAPI document lists as components. A field's `metadata` may carry:
 from __future__ import annotations
 
 import enum
-import json
 from typing import Any, Literal
 
 import attrs
 
 from pager.domain.clock import iso
 from pager.domain.delivery import NotApplied, Wake
+from pager.domain.json_bounds import loads_stored, nesting_depth
 from pager.domain.records import Message, MessageState
 
 TIME: dict[str, Any] = {"format": "date-time"}
@@ -301,28 +301,12 @@ def page_fields(text: str | None) -> dict[str, Any] | None:
     JSON object nested at most FIELDS_DEPTH levels."""
     if text is None:
         return None
-    fields = json.loads(text)
+    fields = loads_stored(text)
     if not isinstance(fields, dict):
         raise ValueError(f"page fields are a JSON {type(fields).__name__}, not an object")
-    if (depth := _depth(fields)) > FIELDS_DEPTH:
+    if (depth := nesting_depth(fields)) > FIELDS_DEPTH:
         raise ValueError(f"page fields nest {depth} levels; at most {FIELDS_DEPTH} are shown")
     return fields
-
-
-def _depth(value: object) -> int:
-    """How deep JSON containers nest in `value`, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def mail_fields(message: Message, *, sender: str, recipient: str) -> dict[str, Any]:

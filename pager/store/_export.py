@@ -6,11 +6,11 @@ transaction, so a caller can stream any size in constant memory (it pulls a batc
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from pager.domain.clock import iso
+from pager.domain.json_bounds import loads_stored
 from pager.domain.names import format_address
 from pager.store._conn import Conn
 
@@ -73,7 +73,7 @@ def export_records(conn: Conn, *, since: float | None = None) -> Iterator[Any]:
             "origin": row[15],
             "hop": row[16],
             "cause": row[17],  # the message whose delivery led to this send (SPEC §8.1)
-            "fields": None if row[18] is None else json.loads(row[18]),  # a page's (§8.2)
+            "fields": None if row[18] is None else loads_stored(row[18]),  # a page's (§8.2)
         }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -12,6 +11,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.json_bounds import dumps
 from pager.health import HealthBoard
 from pager.launch.proof import CHALLENGE_BYTES, valid_challenge
 from pager.web.guard import ASGIApp, EdgeGuard, allowed_hosts
@@ -37,7 +37,7 @@ _INTERNAL = PagerError(
 
 
 def _error_response(error: PagerError) -> Response:
-    body = json.dumps({"error": error.to_json()})
+    body = dumps({"error": error.to_json()})
     return Response(body, status=error.http_status, mimetype="application/json")
 
 

@@ -10,16 +10,18 @@ ASGI task that received it (`JSONRPCDispatcher._spawn`, the same path its own
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any
 
+import trio
+
 from pager.domain.api import Caller, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.json_bounds import dumps, read_json
 from pager.health import HealthBoard
-from pager.web.guard import ASGIApp, Receive, Scope, Send
+from pager.web.guard import ASGIApp, Message, Receive, Scope, Send
 from pager.web.store_trouble import unavailable_cause
 
 log = logging.getLogger("pager.web.mcp")
@@ -44,6 +46,13 @@ current_hangup: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = (
 #: A 401 must carry a challenge (RFC 9110 §11.6.1); this one names no OAuth resource
 #: metadata, so clients keep using the static header they were configured with (SPEC §6).
 _CHALLENGE = (b"www-authenticate", b'Bearer realm="pager"')
+
+#: Request bodies up to this size are parsed on the event loop (well under a millisecond);
+#: larger ones in a worker thread, so that parsing never holds up other requests.
+READ_INLINE_MAX = 64 * 1024
+
+#: JSON-RPC's code for JSON text the server refuses to parse, as the SDK answers it.
+_PARSE_ERROR = -32700
 
 _HOW_TO_AUTHENTICATE = (
     "send `Authorization: Bearer <session token>`; get a token by registering with "
@@ -97,10 +106,21 @@ class McpDispatcher:
                 extra_headers=[(b"allow", b"POST")],
             )
             return
+        body = await _whole_body(receive)
+        if body is None:
+            return  # the client left, or the guard answers 413
+        try:
+            await read_request_json(body)
+        except PagerError as err:
+            # Bounded before the SDK parses it (pager/domain/json_bounds.py): a JSON-RPC error
+            # shaped as the SDK's own parse errors, with Pager's code beside.
+            error = {"code": _PARSE_ERROR, "message": err.message, "data": {"code": err.code}}
+            await send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
+            return
         reset_caller = current_caller.set(caller)
         reset_hangup = current_hangup.set(partial(_until_hangup, receive))
         try:
-            await self.mcp(scope, receive, send)
+            await self.mcp(scope, _replay(body, receive), send)
         finally:
             current_hangup.reset(reset_hangup)
             current_caller.reset(reset_caller)
@@ -141,6 +161,35 @@ class McpDispatcher:
         return None
 
 
+async def read_request_json(raw: bytes | str) -> object:
+    """A request's JSON body by the bounded reader: every `/v1` route's and `/mcp`'s."""
+    if len(raw) <= READ_INLINE_MAX:
+        return read_json(raw)
+    return await trio.to_thread.run_sync(read_json, raw)
+
+
+async def _whole_body(receive: Receive) -> bytes | None:
+    """The request body (the guard caps its size), or None if the client left first."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` for the SDK: the body already read, then whatever comes next."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed
+
+
 async def _until_hangup(receive: Receive) -> None:
     """Return once the client hangs up; only called after the SDK has read the whole body."""
     while (await receive())["type"] != "http.disconnect":
@@ -154,7 +203,7 @@ async def send_json(
     *,
     extra_headers: Iterable[tuple[bytes, bytes]] = (),
 ) -> None:
-    data = json.dumps(body).encode()
+    data = dumps(body).encode()
     await send(
         {
             "type": "http.response.start",

@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from pager.domain.api import JSON, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.json_bounds import dumps
 from pager.health import HealthBoard
 from pager.versions import VERSION
 from pager.web import _compat
@@ -223,5 +224,5 @@ def _tool_error(error: JSON) -> CallToolResult:
 
 def _text(value: JSON, default: Callable[[Any], Any] | None = None) -> TextContent:
     # Compact and unescaped: this copy is what most models read, and it costs tokens.
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=default)
+    text = dumps(value, ensure_ascii=False, separators=(",", ":"), default=default)
     return TextContent(type="text", text=text)

@@ -5,7 +5,6 @@ batch at a time in a worker thread, so memory stays constant whatever the store 
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -14,6 +13,7 @@ from quart import Blueprint, Response, request
 
 from pager.domain.display import json_for_terminal
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.json_bounds import dumps
 from pager.store.operator_ports import Exports
 from pager.web.routes_operator import query
 from pager.web.routes_v1 import require_secret
@@ -61,7 +61,7 @@ async def _stream(exports: Exports, since: float | None) -> AsyncIterator[bytes]
     def next_lines() -> bytes:  # read and encoded in the worker thread, off the event loop
         # `pager export` may print to a terminal: what could drive one is a `\uXXXX` escape.
         return b"".join(
-            json_for_terminal(json.dumps(record, ensure_ascii=False)).encode() + b"\n"
+            json_for_terminal(dumps(record, ensure_ascii=False)).encode() + b"\n"
             for record in reader.batch(BATCH)
         )
 

@@ -11,7 +11,6 @@ a JSON body for POST, the query string for GET.
 from __future__ import annotations
 
 import hmac
-import json
 from typing import Any
 
 import attrs
@@ -20,6 +19,7 @@ from quart import Blueprint, Response, request
 
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.json_bounds import dumps
 from pager.domain.pages import parse_page
 from pager.domain.results import ActingAs, Claims, HistoryPage, MeActing
 from pager.service import BrokerService
@@ -130,7 +130,7 @@ async def _from_body(spec: type[ToolArgs]) -> ToolArgs:
 
 def _answer(result: object) -> Response:
     """An answer (`pager.domain.results`) as JSON, by the one converter."""
-    return Response(json.dumps(unstructure(result)), mimetype="application/json")
+    return Response(dumps(unstructure(result)), mimetype="application/json")
 
 
 def me_blueprint(service: BrokerService, secret: str) -> Blueprint:

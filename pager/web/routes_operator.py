@@ -8,7 +8,6 @@ answered with 400 `validation_failed` naming the parameter, and nothing is read 
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from quart import Blueprint, Response, request
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.json_bounds import dumps, read_json
 from pager.domain.records import MessageState
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
 from pager.operator import OperatorService
@@ -98,10 +98,10 @@ async def empty_body() -> None:
     if not raw.strip():
         return
     try:
-        body = json.loads(raw)
-    except ValueError:
-        body = None
-    if body != {} or not isinstance(body, dict):
+        body = read_json(raw)
+    except PagerError:
+        body = None  # whatever is wrong with it, the answer is the same
+    if body != {}:
         raise PagerError(
             ErrorCode.VALIDATION_FAILED,
             "this action takes no arguments: send an empty body or {}",
@@ -109,7 +109,7 @@ async def empty_body() -> None:
 
 
 def _json(value: object) -> Response:
-    return Response(json.dumps(unstructure(value)), mimetype="application/json")
+    return Response(dumps(unstructure(value)), mimetype="application/json")
 
 
 def operator_blueprint(operator: OperatorService, secret: str) -> Blueprint:

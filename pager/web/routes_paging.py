@@ -7,13 +7,13 @@ local secret, and the token is neither, so it reads nothing and pages nobody but
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quart import Blueprint, Response, request
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.json_bounds import dumps
 from pager.domain.pages import parse_page
 from pager.service import BrokerService
 from pager.web.mcp_tools import validation_failed
@@ -39,7 +39,7 @@ class CreateToken(BaseModel):
 
 
 def _answer(result: object, status: int = 200) -> tuple[Response, int]:
-    return Response(json.dumps(result), mimetype="application/json"), status
+    return Response(dumps(result), mimetype="application/json"), status
 
 
 def paging_blueprint(service: BrokerService, secret: str) -> Blueprint:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -13,9 +12,10 @@ from quart import Blueprint, Response, request
 
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.json_bounds import dumps
 from pager.service import BrokerService
 from pager.sse import HEARTBEAT, frame
-from pager.web.dispatch import bearer_token
+from pager.web.dispatch import bearer_token, read_request_json
 from pager.wire import HookAckRequest, HookClaimRequest, RegisterRequest, structure, unstructure
 
 #: Comment lines on an idle event stream, so proxies and clients see it is alive.
@@ -50,17 +50,9 @@ async def session_caller(service: BrokerService, headers: Any) -> Caller:
 
 
 async def json_body() -> object:
-    raw = await request.get_data(as_text=False)
-    try:
-        data = json.loads(raw or b"null")
-        # JSON may escape a lone UTF-16 surrogate ("\ud800"), which is no Unicode text: refuse
-        # it here rather than fail when the store encodes it.
-        json.dumps(data, ensure_ascii=False).encode()
-    except ValueError as exc:  # UnicodeEncodeError is a ValueError too
-        raise PagerError(
-            ErrorCode.VALIDATION_FAILED, f"the body is not valid JSON text: {exc}"
-        ) from None
-    return data
+    """The request's JSON body through the one bounded reader (`read_request_json`): past a
+    bound, `400 validation_failed` naming it, before anything is stored."""
+    return await read_request_json(await request.get_data(as_text=False))
 
 
 def v1_blueprint(
@@ -73,7 +65,7 @@ def v1_blueprint(
         require_secret(secret, request.headers)
         body = structure(await json_body(), RegisterRequest)
         result = await service.register(body)
-        return Response(json.dumps(result), mimetype="application/json"), 201
+        return Response(dumps(result), mimetype="application/json"), 201
 
     @bp.post("/hook/claim")
     async def hook_claim() -> Response:
@@ -88,24 +80,24 @@ def v1_blueprint(
             prompted=body.prompted,
             harness=body.harness,
         )
-        return Response(json.dumps(result), mimetype="application/json")
+        return Response(dumps(result), mimetype="application/json")
 
     @bp.post("/hook/ack")
     async def hook_ack() -> Response:
         require_secret(secret, request.headers)
         body = structure(await json_body(), HookAckRequest)
         result = await service.hook_ack(agent_id=body.agent_id, tokens=list(body.tokens))
-        return Response(json.dumps(unstructure(result)), mimetype="application/json")
+        return Response(dumps(unstructure(result)), mimetype="application/json")
 
     @bp.post("/sessions/current/detach")
     async def detach() -> Response:
         caller = await session_caller(service, request.headers)
-        return Response(json.dumps(await service.detach(caller)), mimetype="application/json")
+        return Response(dumps(await service.detach(caller)), mimetype="application/json")
 
     @bp.post("/sessions/current/prompted")
     async def prompted() -> Response:
         caller = await session_caller(service, request.headers)
-        return Response(json.dumps(await service.prompted(caller)), mimetype="application/json")
+        return Response(dumps(await service.prompted(caller)), mimetype="application/json")
 
     @bp.get("/sessions/current/events")
     async def events() -> Response:

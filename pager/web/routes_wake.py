@@ -3,10 +3,9 @@ with the local secret only (a session token is refused: an agent cannot turn it 
 
 from __future__ import annotations
 
-import json
-
 from quart import Blueprint, Response, request
 
+from pager.domain.json_bounds import dumps
 from pager.wake_service import WakeService
 from pager.web.routes_operator import query
 from pager.web.routes_v1 import json_body, require_secret
@@ -14,7 +13,7 @@ from pager.wire import WakeOnRequest, structure
 
 
 def _answer(result: object) -> Response:
-    return Response(json.dumps(result), mimetype="application/json")
+    return Response(dumps(result), mimetype="application/json")
 
 
 def wake_blueprint(wake: WakeService, secret: str) -> Blueprint:

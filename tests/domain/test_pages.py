@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from pager.domain.envelope import render_message
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.pages import FIELDS_MAX, parse_page
+from pager.domain.pages import FIELD_DEPTH_MAX, FIELDS_MAX, parse_page
 
 
 def test_the_fields_read_as_key_value_lines_and_the_logs_as_a_block() -> None:
@@ -84,3 +85,35 @@ def test_bad_pages_are_refused_naming_what_is_wrong(data: object, says: str) -> 
         parse_page(data)
     assert refused.value.code is ErrorCode.VALIDATION_FAILED
     assert says in refused.value.message
+
+
+def _nested(levels: int) -> object:
+    value: object = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (_nested(FIELD_DEPTH_MAX + 1), f"nested {FIELD_DEPTH_MAX + 1} levels deep; the limit is"),
+        (_nested(400), "nested 400 levels deep"),
+        (math.nan, "the number at `x` is NaN"),
+        ({"r": [1, math.inf]}, "the number at `x`.r[1] is Infinity"),
+        (-math.inf, "-Infinity"),
+    ],
+)
+def test_a_field_nested_too_deep_or_not_finite_is_refused(value: object, says: str) -> None:
+    """Every reader walks a page's fields: each is bounded, and only finite numbers are JSON
+    numbers a strict reader takes."""
+    with pytest.raises(PagerError) as refused:
+        parse_page({"message": "hi", "x": value})
+    assert refused.value.code is ErrorCode.VALIDATION_FAILED
+    assert refused.value.message.startswith("field `x` is refused: ")
+    assert says in refused.value.message, refused.value.message
+
+
+def test_a_field_at_the_depth_bound_is_kept() -> None:
+    page = parse_page({"message": "hi", "x": _nested(FIELD_DEPTH_MAX), "ratio": 0.5})
+    assert json.loads(page.fields_json or "")["x"] == _nested(FIELD_DEPTH_MAX)

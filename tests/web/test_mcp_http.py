@@ -151,6 +151,30 @@ async def test_mcp_malformed_body_is_a_json_rpc_4xx(
     assert fake.calls == []
 
 
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ("[" * 10_000 + "]" * 10_000, "nested 10002 levels deep; the limit is 32"),
+        ('{"to": "bob", "body": "x", "ratio": NaN}', "$.params.arguments.ratio is NaN"),
+    ],
+    ids=["10000-levels", "nan"],
+)
+async def test_mcp_unbounded_json_is_a_json_rpc_400_before_the_sdk(
+    fake: FakeMessagingApi, http: httpx2.AsyncClient, arguments: str, says: str
+) -> None:
+    """A session's call nested past the bound, or carrying NaN, is refused by the bounded
+    reader with a JSON-RPC parse error (HTTP 400) naming the bound; no tool runs."""
+    head = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "send", '
+    response = await post_mcp(http, (head + '"arguments": ' + arguments + "}}").encode())
+    assert response.status_code == 400
+    answer = response.json()
+    assert (answer["id"], answer["error"]["code"], answer["error"]["data"]) == (
+        None, -32700, {"code": "validation_failed"}
+    )  # fmt: skip
+    assert says in answer["error"]["message"]
+    assert fake.calls == []
+
+
 async def test_mcp_body_over_cap_is_413(fake: FakeMessagingApi, http: httpx2.AsyncClient) -> None:
     """A body over the request cap is refused with 413 before it is read."""
     response = await post_mcp(http, b"x" * (CAP + 1))
