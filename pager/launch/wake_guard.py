@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from pager.launch.descendants import become_subreaper, end_descendants, kill_descendants
@@ -33,6 +33,9 @@ from pager.launch.descendants import become_subreaper, end_descendants, kill_des
 #: After SIGTERM, how long the harness has before SIGKILL.
 KILL_AFTER = 5.0
 CHUNK = 64 * 1024
+#: Once the run's processes are gone, how long the rest of their output may take to copy
+#: (off Linux a process left in the group may hold the pipe until the broker kills it).
+DRAIN = 1.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,24 +67,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert harness.stdout is not None
         # The output is copied aside: a helper the harness left may hold the pipe open after it
         # exits, and the guard must go on to end it.
-        copier = threading.Thread(
-            target=_copy, args=(harness.stdout, log, args.max_bytes), daemon=True
-        )
-        copier.start()
-        threading.Thread(target=_watch_broker, args=(args.watch, gone), daemon=True).start()
-        threading.Thread(
-            target=_stop_when_asked,
-            args=(stopping, done, args.kill_after, harness, adopts),
-            daemon=True,
-        ).start()
+        copier = _thread(_copy, harness.stdout, log, args.max_bytes)
+        _thread(_watch_broker, args.watch, stopping, gone)
+        _thread(_stop_when_asked, stopping, done, args.kill_after, harness, adopts)
         status = harness.wait()
         done.set()
         if adopts:  # the rest of the run: the group, and whatever left it
             end_descendants()
-        copier.join(args.kill_after)  # its pipe closed with the last process that held it
+        copier.join(DRAIN)  # its pipe closed with the last process of the run that held it
         log.line(f"pager wake run: {command[0]} ended with status {status}")
         if gone.is_set():
-            log.line("pager wake run: the broker is gone; ending what is left of the run")
+            log.line("pager wake run: the broker is gone; the run was stopped with it")
         log.close()
     if gone.is_set() and not adopts:  # nobody else will: what is left of the group, the guard too
         os.killpg(os.getpgrp(), signal.SIGKILL)
@@ -111,6 +107,19 @@ class _Log:
             self._closed = True
 
 
+def _thread(target: Callable[..., None], *args: object) -> threading.Thread:
+    """A daemon thread running `target`, with SIGTERM blocked in it: the kernel hands the
+    signal to the main thread, whose handler marks the run as stopping even while it waits."""
+
+    def run() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        target(*args)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def _copy(source: IO[bytes], log: _Log, limit: int) -> None:
     """The harness's output into the log, at most `limit` bytes; the rest is read and dropped
     (a full pipe would stop the harness)."""
@@ -126,13 +135,14 @@ def _copy(source: IO[bytes], log: _Log, limit: int) -> None:
             log.line(f"\npager wake run: output cut at {limit} bytes")
 
 
-def _watch_broker(fd: int, gone: threading.Event) -> None:
+def _watch_broker(fd: int, stopping: threading.Event, gone: threading.Event) -> None:
     """Blocks until the broker's end of the pipe closes, then stops the run as the broker
-    would have: SIGTERM to the group (the guard's handler starts the grace)."""
+    would have: SIGTERM to the group, and the grace starts."""
     with contextlib.suppress(OSError):
         while os.read(fd, 1):
             pass
     gone.set()
+    stopping.set()
     with contextlib.suppress(ProcessLookupError):
         os.killpg(os.getpgrp(), signal.SIGTERM)
 
