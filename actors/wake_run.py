@@ -62,6 +62,8 @@ log = logging.getLogger("pager.wake")
 MAX_RUNS = 2
 #: After SIGTERM, how long a run has before SIGKILL (`[wake] kill_after`).
 KILL_AFTER = 10.0
+#: How long past `kill_after` the guard has to end the run's processes and exit by itself.
+GUARD_GRACE = 2.0
 #: Each run's log is cut at this size; this many logs are kept per identity.
 LOG_MAX_BYTES = 1024 * 1024
 LOGS_KEPT = 20
@@ -309,17 +311,19 @@ async def _supervise(
 
 
 async def _stop_group(process: trio.Process, kill_after: float) -> None:
-    """The run's whole process group goes: SIGTERM unless it ended, SIGKILL after `kill_after`
-    if the guard is still there, and SIGKILL to whatever the harness left in the group."""
+    """The run ends whole: SIGTERM to its group unless it ended; the guard then gives the
+    harness `kill_after`, kills it and everything it started (pager/launch/wake_guard.py) and
+    exits. Only a guard still there `GUARD_GRACE` later gets SIGKILL with its group; and
+    SIGKILL to whatever is left in the group."""
     group = process.pid  # the guard leads its own group (start_new_session)
     if process.returncode is None:
         _signal_group(group, signal.SIGTERM)
-        with trio.move_on_after(kill_after):
+        with trio.move_on_after(kill_after + GUARD_GRACE):
             await process.wait()
     if process.returncode is None:
         _signal_group(group, signal.SIGKILL)
         await process.wait()
-    _signal_group(group, signal.SIGKILL)  # the harness's own children, if any are left
+    _signal_group(group, signal.SIGKILL)  # off Linux, what the harness left in the group
 
 
 def _signal_group(group: int, signum: signal.Signals) -> None:

@@ -2,12 +2,18 @@
 --log PATH --max-bytes N -- COMMAND…`, started by the broker in a process group of its own.
 
 It runs COMMAND (the harness) in that group with standard input closed, copies its output into
-the log up to N bytes (then notes the cut and drains the rest), and exits with its status. FD
-is the read end of a pipe whose write end only the broker holds: when the broker dies, however
-it dies (SIGKILL included), the kernel closes it, the guard reads end-of-file and stops the
-whole group (SIGTERM, then SIGKILL after a bound), so no harness process outlives its broker.
-The broker stops a run the same way, by signalling the group; the guard itself survives the
-SIGTERM to write the harness's end into the log. Standard library only: it starts per run.
+the log up to N bytes (then notes the cut and drains the rest), and exits with its status once
+every process of the run is gone. On Linux it is a child subreaper (pager/launch/descendants.py):
+whatever the harness started, even in a session of its own or after a double fork, stays its
+descendant, and when the harness ends it kills and reaps them all. Elsewhere the run's group is
+all it can reach.
+
+The run is stopped by SIGTERM to the group: the broker sends it (timeout, a person attaching,
+the broker stopping), and so does the guard itself when its broker is gone. FD is the read end
+of a pipe whose write end only the broker holds: when the broker dies, however it dies (SIGKILL
+included), the kernel closes it and the guard reads end-of-file. The guard survives the SIGTERM
+and gives the harness `--kill-after` seconds, then SIGKILLs it and everything it started, and
+writes the harness's end into the log. Standard library only: it starts per run.
 """
 
 from __future__ import annotations
@@ -19,12 +25,17 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
-#: After SIGTERM, how long the group has before SIGKILL when the broker is gone.
+from pager.launch.descendants import become_subreaper, end_descendants, kill_descendants
+
+#: After SIGTERM, how long the harness has before SIGKILL.
 KILL_AFTER = 5.0
 CHUNK = 64 * 1024
+#: Once the run's processes are gone, how long the rest of their output may take to copy
+#: (off Linux a process left in the group may hold the pipe until the broker kills it).
+DRAIN = 1.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,36 +49,78 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command after --")
+    stopping, done, gone = threading.Event(), threading.Event(), threading.Event()
     # A handler, not SIG_IGN: ignored signals stay ignored across exec, handlers do not.
-    signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
+    adopts = become_subreaper()  # before the harness starts: nothing it starts escapes
     fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with os.fdopen(fd, "ab") as log:
-        _line(log, f"pager wake run: {command[0]} (guard pid {os.getpid()})")
+    with os.fdopen(fd, "ab") as file:
+        log = _Log(file)
+        log.line(f"pager wake run: {command[0]} (guard pid {os.getpid()})")
         try:
             harness = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
             )
         except OSError as exc:
-            _line(log, f"pager wake run: could not start {command[0]}: {exc}")
+            log.line(f"pager wake run: could not start {command[0]}: {exc}")
             return 127
-        done, gone = threading.Event(), threading.Event()
-        watcher = threading.Thread(
-            target=_watch_broker, args=(args.watch, args.kill_after, done, gone), daemon=True
-        )
-        watcher.start()
         assert harness.stdout is not None
-        _copy(harness.stdout, log, args.max_bytes)
+        # The output is copied aside: a helper the harness left may hold the pipe open after it
+        # exits, and the guard must go on to end it.
+        copier = _thread(_copy, harness.stdout, log, args.max_bytes)
+        _thread(_watch_broker, args.watch, stopping, gone)
+        _thread(_stop_when_asked, stopping, done, args.kill_after, harness, adopts)
         status = harness.wait()
         done.set()
-        _line(log, f"pager wake run: {command[0]} ended with status {status}")
+        if adopts:  # the rest of the run: the group, and whatever left it
+            end_descendants()
+        copier.join(DRAIN)  # its pipe closed with the last process of the run that held it
+        log.line(f"pager wake run: {command[0]} ended with status {status}")
         if gone.is_set():
-            _line(log, "pager wake run: the broker is gone; ending what is left of the run")
-    if gone.is_set():  # nobody else will: whatever the harness left behind goes, and the guard
+            log.line("pager wake run: the broker is gone; the run was stopped with it")
+        log.close()
+    if gone.is_set() and not adopts:  # nobody else will: what is left of the group, the guard too
         os.killpg(os.getpgrp(), signal.SIGKILL)
     return 128 - status if status < 0 else status
 
 
-def _copy(source: IO[bytes], log: IO[bytes], limit: int) -> None:
+class _Log:
+    """The run's log, written by the copier and the guard's own lines, one writer at a time;
+    once closed, the copier's late output is dropped."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            if not self._closed:
+                self._file.write(data)
+                self._file.flush()
+
+    def line(self, text: str) -> None:
+        self.write(f"{text}\n".encode())
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+
+def _thread(target: Callable[..., None], *args: object) -> threading.Thread:
+    """A daemon thread running `target`, with SIGTERM blocked in it: the kernel hands the
+    signal to the main thread, whose handler marks the run as stopping even while it waits."""
+
+    def run() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        target(*args)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _copy(source: IO[bytes], log: _Log, limit: int) -> None:
     """The harness's output into the log, at most `limit` bytes; the rest is read and dropped
     (a full pipe would stop the harness)."""
     written = 0
@@ -76,30 +129,42 @@ def _copy(source: IO[bytes], log: IO[bytes], limit: int) -> None:
         if written < limit:
             part = chunk[: limit - written]
             log.write(part)
-            log.flush()
             written += len(part)
         if written >= limit and not cut:
             cut = True
-            _line(log, f"\npager wake run: output cut at {limit} bytes")
+            log.line(f"\npager wake run: output cut at {limit} bytes")
 
 
-def _watch_broker(fd: int, kill_after: float, done: threading.Event, gone: threading.Event) -> None:
-    """Blocks until the broker's end of the pipe closes, then stops the whole group: SIGTERM,
-    and SIGKILL if the harness has not ended `kill_after` seconds later."""
+def _watch_broker(fd: int, stopping: threading.Event, gone: threading.Event) -> None:
+    """Blocks until the broker's end of the pipe closes, then stops the run as the broker
+    would have: SIGTERM to the group, and the grace starts."""
     with contextlib.suppress(OSError):
         while os.read(fd, 1):
             pass
     gone.set()
-    group = os.getpgrp()
+    stopping.set()
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGTERM)
-    if not done.wait(kill_after):
-        os.killpg(group, signal.SIGKILL)  # the guard included
+        os.killpg(os.getpgrp(), signal.SIGTERM)
 
 
-def _line(log: IO[bytes], text: str) -> None:
-    log.write(f"{text}\n".encode())
-    log.flush()
+def _stop_when_asked(
+    stopping: threading.Event,
+    done: threading.Event,
+    kill_after: float,
+    harness: subprocess.Popen[bytes],
+    adopts: bool,
+) -> None:
+    """Once the run is asked to stop (SIGTERM), give the harness `kill_after` seconds, then
+    SIGKILL it and, when the guard adopts, everything it started (the guard waits for the
+    harness and reaps the rest)."""
+    stopping.wait()
+    if done.wait(kill_after):
+        return
+    if adopts:
+        kill_descendants()
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            harness.kill()
 
 
 if __name__ == "__main__":

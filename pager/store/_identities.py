@@ -450,10 +450,13 @@ def end_session(
 
 def retire_credentials(conn: Conn, session_id: str) -> None:
     """Free an ended session's token and resume token (both unique) for the session that
-    carries them on after a forced takeover; the ended row keeps its history."""
+    carries them on after a forced takeover; the ended row keeps its history.
+
+    The retired values name the session, so they stay unique however often one token moves:
+    a session that takes over again and again retires the same hashes each time."""
     conn.execute(
-        "UPDATE sessions SET token_hash = 'replaced:' || token_hash,"
-        " resume_hash = 'replaced:' || resume_hash WHERE id = ?",
+        "UPDATE sessions SET token_hash = 'retired:' || id || ':' || token_hash,"
+        " resume_hash = 'retired:' || id || ':' || resume_hash WHERE id = ?",
         (session_id,),
     )
 

@@ -130,3 +130,87 @@ async def test_allow_force_false_refuses_force_on_both_edges(no_force_broker: Br
             assert structured(await a.call_tool("whoami", {}))["agent_id"] == alice["agent_id"]
         events = await _replayed_events(broker)
     assert not [e for e in events if e["type"] == "agent.taken_over"]
+
+
+async def _whoami(broker: Broker, token: str) -> dict[str, Any]:
+    """`GET /v1/me` with a session token: who that token acts as now."""
+    async with httpx2.AsyncClient(timeout=10) as http:
+        response = await http.get(
+            f"{broker.url}/v1/me", headers={"Authorization": f"Bearer {token}"}
+        )
+    assert response.status_code == 200, response.text
+    me: dict[str, Any] = response.json()
+    return me
+
+
+async def _attached(broker: Broker, *aliases: str) -> list[str]:
+    """Those of `aliases` whose agent has a live session, each once per session (the
+    snapshot's)."""
+    [workspace] = (await broker.snapshot())["workspaces"]
+    return [
+        agent["alias"]
+        for agent in workspace["agents"]
+        if agent["alias"] in aliases
+        for _ in agent["sessions"]
+    ]
+
+
+async def test_repeated_claim_identity_moves_the_session_each_time(broker: Broker) -> None:
+    """A malicious agent claims one detached identity after another and back again over
+    `/v1/me/claim-identity` (alpha, beta, alpha…, with and without force, and back to its
+    own): every claim answers 200 and carries its token, resume token and only session to
+    the identity it names; the identities it left stay detached and whole."""
+    alpha = await broker.register("alpha")
+    beta = await broker.register("beta")
+    for held in (alpha, beta):
+        status, _ = await broker.post("/v1/sessions/current/detach", {}, token=held["token"])
+        assert status == 200
+    mallory = await broker.register("mallory")
+    ids = {"alpha": alpha["agent_id"], "beta": beta["agent_id"], "mallory": mallory["agent_id"]}
+    claims = ["alpha", "beta", "alpha", "beta", "mallory", "alpha", "beta"]
+    with trio.fail_after(60):
+        for round_, name in enumerate(claims):
+            body = {"name": name, "force": round_ % 2 == 1}
+            status, answer = await broker.post(
+                "/v1/me/claim-identity", body, token=mallory["token"]
+            )
+            assert status == 200, (round_, answer)
+            assert answer["agent_id"] == ids[name]
+            me = await _whoami(broker, mallory["token"])
+            assert (me["agent_id"], me["alias"]) == (ids[name], name)
+            assert await _attached(broker, "alpha", "beta", "mallory") == [name]
+        records = {r["alias"]: r["agent_id"] for r in await broker.identities()}
+        assert records == ids
+        resumed = await broker.register(None, resume_token=mallory["resume_token"])
+    assert resumed["agent_id"] == beta["agent_id"]
+
+
+async def test_repeated_forced_alias_takeovers_over_mcp_never_fail(broker: Broker) -> None:
+    """Over MCP, `update_agent_alias {force: true}` again and again between an identity a
+    victim holds and a detached one, then `/v1/me/claim-identity` with the same token: each
+    answer is a takeover, never an internal error, and whoami follows the last one."""
+    victim = await broker.register("alpha")
+    beta = await broker.register("beta")
+    status, _ = await broker.post("/v1/sessions/current/detach", {}, token=beta["token"])
+    assert status == 200
+    mallory = await broker.register("mallory")
+    ids = {"alpha": victim["agent_id"], "beta": beta["agent_id"]}
+    with trio.fail_after(60):
+        async with mcp_session(broker.url, mallory["token"]) as m:
+            for name in ["alpha", "beta", "alpha", "beta", "alpha"]:
+                taken = structured(
+                    await m.call_tool("update_agent_alias", {"alias": name, "force": True})
+                )
+                assert taken["agent_id"] == ids[name]
+                me = structured(await m.call_tool("whoami", {}))
+                assert (me["agent_id"], me["alias"]) == (ids[name], name)
+                assert await _attached(broker, "alpha", "beta", "mallory") == [name]
+            status, answer = await broker.post(
+                "/v1/me/claim-identity", {"name": "beta"}, token=mallory["token"]
+            )
+            assert status == 200, answer
+            me = structured(await m.call_tool("whoami", {}))
+            assert (me["agent_id"], me["alias"]) == (ids["beta"], "beta")
+    fresh = await _whoami(broker, victim["token"])  # the victim's token runs on, elsewhere
+    assert fresh["agent_id"] not in ids.values()
+    assert fresh["durable"] is False

@@ -286,6 +286,53 @@ def test_wake_kill_9_of_the_broker_leaves_no_harness_and_loses_no_mail(
     assert bodies.count("do not lose me") == 1
 
 
+def _helper(path: Path) -> int:
+    """The pid of the helper a run left outside its process group (FAKE_WAKE_DETACH)."""
+    wait_for(path.exists, "the run's detached helper")
+    return int(path.read_text())
+
+
+def test_wake_a_helper_that_left_the_group_ends_at_the_runs_timeout(
+    wake_env: Callable[..., Broker], tmp_path: Path
+) -> None:
+    """A run whose harness started a helper in a session of its own (`setsid`) and hangs is
+    stopped at its timeout: by the time its end is recorded the helper is gone too."""
+    path = tmp_path / "helper"
+    broker = wake_env(FAKE_WAKE="hang", FAKE_WAKE_DETACH=str(path))
+    launch_once(broker, "bot")
+    pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH, "--timeout", "1s")
+    _cli(broker, "send", "bot", "wake up")
+    helper = _helper(path)
+    try:
+        (ended,) = wait_for(runs_ended(broker, 1), "the run to end")
+        assert ended["data"]["outcome"] == "timed_out"
+        assert not alive(helper)
+    finally:
+        if alive(helper):  # failed: leave nothing behind
+            os.kill(helper, signal.SIGKILL)
+
+
+def test_wake_kill_9_of_the_broker_ends_a_helper_that_left_the_group(
+    wake_env: Callable[..., Broker], tmp_path: Path
+) -> None:
+    """SIGKILL to the broker during a run whose harness started a helper with `setsid`: the
+    guard ends the helper as well as the run's group."""
+    path = tmp_path / "helper"
+    broker = wake_env(FAKE_WAKE="hang", FAKE_WAKE_DETACH=str(path))
+    launch_once(broker, "bot")
+    pager(broker, "wake", "on", "bot", "--command", LAUNCH_WITH)
+    _cli(broker, "send", "bot", "wake up")
+    helper = _helper(path)
+    (run,) = wait_for(lambda: [r for r in harness_log(broker) if "wake" in r], "the harness")
+    try:
+        broker.home.kill_all()
+        wait_for(lambda: not alive(helper), "the detached helper to be gone")
+        wait_for(lambda: not group_alive(run["pgid"]), "the run's process group to be gone")
+    finally:
+        if alive(helper):
+            os.kill(helper, signal.SIGKILL)
+
+
 def test_wake_only_the_person_turns_it_on(wake_env: Callable[..., Broker]) -> None:
     """A session token gets 401 from the wake routes and the CLI refuses inside a session;
     bad settings and agents that cannot be woken are refused, naming why, changing nothing."""

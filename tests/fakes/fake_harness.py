@@ -80,10 +80,16 @@ def headless(argv: list[str], settings: dict[str, Any], key: str) -> int:
     """A wake run as FAKE_WAKE says: `reply` (the default) runs the SessionStart and
     UserPromptSubmit hooks with the prompt, reads what is left with `pager read`, and replies
     to each sender with `pager send` (FAKE_WAKE_REPLY: the body; none when empty); `hang`
-    never ends; `stubborn` never ends and ignores SIGTERM; `exit:N` ends with N at once."""
+    never ends; `stubborn` never ends and ignores SIGTERM; `exit:N` ends with N at once.
+    With FAKE_WAKE_DETACH=PATH it first leaves a helper outside its process group (`setsid`,
+    as a harness's tool may) and writes the helper's pid into PATH."""
     mode = os.environ.get("FAKE_WAKE", "reply")
     log({"wake": mode, "pid": os.getpid(), "pgid": os.getpgrp(), "resume": key,
          "cwd": os.getcwd(), "prompt": argv[-1]})  # fmt: skip
+    detach = os.environ.get("FAKE_WAKE_DETACH")
+    if detach:
+        helper = f"sleep 301 & echo $! > {detach}.tmp; mv {detach}.tmp {detach}; wait"
+        subprocess.Popen(["setsid", "sh", "-c", helper], stdout=subprocess.DEVNULL)
     if mode.startswith("exit:"):
         return int(mode.removeprefix("exit:"))
     if mode in ("hang", "stubborn"):
