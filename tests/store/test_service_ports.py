@@ -269,7 +269,7 @@ async def test_start_chain_makes_the_next_send_start_a_chain(backend: Backend) -
     bob = await backend.identity("bob")
     await backend.send(alice, bob, "first")
     await backend.claim(bob)  # bob was handed hop 1: his answer would be hop 2
-    await backend.accounts.start_chain(bob)
+    await backend.accounts.start_chain(bob, now=NOW + 2, limits=ms.SendLimits())
     answer = await backend.send(bob, alice, "answer")
     found = backend.lookups.sent_message(bob, answer)
     assert found is not None
