@@ -119,11 +119,11 @@ async def test_a_forged_prompt_report_cannot_keep_two_agents_looping(limited: Br
             outcomes["sent" if status == 200 else sent["error"]["code"]] += 1
         assert outcomes["hop_limit"] > 0, outcomes
         assert reports[429] > 0, reports
-        sent = [m for m in await limited.messages() if m["origin"] == "agent"]
-        between = Counter((m["from_address"], m["to_address"]) for m in sent)
+        agents_sent = [m for m in await limited.messages() if m["origin"] == "agent"]
+        between = Counter((m["from_address"], m["to_address"]) for m in agents_sent)
         assert max(between.values()) <= PAIR, between
         # A chain starts again only at the first send and at each report within the budget.
-        restarts = Counter(m["from_address"].split("@")[0] for m in sent if m["hop"] == 1)
+        restarts = Counter(m["from_address"].split("@")[0] for m in agents_sent if m["hop"] == 1)
         assert restarts["ann"] <= RESETS + 1, restarts
         assert restarts["ben"] <= RESETS, restarts
         refused = sum(n for outcome, n in outcomes.items() if outcome != "sent")
