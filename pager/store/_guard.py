@@ -17,7 +17,8 @@ HUMAN, AGENT, SCRIPT = "human", "agent", "script"
 #: The implementation of the person's identity (SPEC §4.2).
 PERSON_IMPLEMENTATION = "human"
 HOUR = 3600.0
-#: What an agent identity's sends are: its own (`agent`) and its `pager run` pages (`script`).
+#: The origins each rate counts, as SQL literals: an agent identity's sends are its own
+#: (`agent`) and its `pager run` pages (`script`); a token's and a run's cap count pages alone.
 AGENTS = "'agent', 'script'"
 SCRIPTS = "'script'"
 
@@ -25,6 +26,12 @@ SCRIPTS = "'script'"
 @attrs.frozen
 class SendLimits:
     """SPEC §8.1's limits (0: off)."""
+
+    max_hops: int = 3
+    agent_per_hour: int = 120
+    pair_per_hour: int = 60
+    script_per_hour: int = 600  # pages per mailbox token, or per identity's `pager run`
+    chain_resets_per_hour: int = 20  # typed-prompt reports that start a chain again
 
     @classmethod
     def of(cls, limits: Limits) -> SendLimits:
@@ -36,12 +43,6 @@ class SendLimits:
             script_per_hour=limits.token_sends_per_hour,
             chain_resets_per_hour=limits.chain_resets_per_hour,
         )
-
-    max_hops: int = 3
-    agent_per_hour: int = 120
-    pair_per_hour: int = 60
-    script_per_hour: int = 600  # pages per mailbox token, or per identity's `pager run`
-    chain_resets_per_hour: int = 20  # typed-prompt reports that start a chain again
 
 
 @attrs.frozen
