@@ -382,10 +382,10 @@ class IdentityActor(Actor[IdentityMessage]):
     # -- handlers --------------------------------------------------------------------------
 
     async def _record_refusal(self, request: Enqueue, exc: PagerError, now: float) -> None:
-        """A send the loop guard or a rate refused, for the operator (SPEC §8.1)."""
+        """A send the loop guard or a rate refused, counted for the operator (SPEC §8.1)."""
         data = {"sender_id": request.sender_id, "recipient_id": self.identity_id,
                 "reason": exc.code.value, **exc.details}  # fmt: skip
-        await self.deps.inbox.record(now, "send.refused", data)
+        await self.deps.inbox.count_refusal(now, request.sender_id, exc.code.value, data)
 
     async def _enqueue(self, request: Enqueue, reply: Reply[Any] | None) -> None:
         now = self.deps.clock.now()

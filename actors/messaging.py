@@ -91,12 +91,7 @@ async def run_messaging(
                 providers=providers,
                 index=index,
                 on_passivate=passivated,
-                send_limits=ms.SendLimits(
-                    max_hops=config.limits.max_hops,
-                    agent_per_hour=config.limits.agent_sends_per_hour,
-                    pair_per_hour=config.limits.pair_sends_per_hour,
-                    script_per_hour=config.limits.token_sends_per_hour,
-                ),
+                send_limits=ms.SendLimits.of(config.limits),
                 host=store.host,
                 wakeups=store.wakeups,
             )

@@ -143,13 +143,15 @@ class SweeperActor(Actor[SweeperMessage]):
         self.sweeps += 1
         for one in applied:
             log.info("identity %s: %s (%s)", one.agent_id, one.action.value, one.reason)
-        if applied or pruned.idempotency or pruned.events:
+        if applied or pruned.idempotency or pruned.events or pruned.refusals:
             log.info(
-                "sweep: %d archived, %d reaped, %d idempotency keys and %d events pruned",
+                "sweep: %d archived, %d reaped, %d idempotency keys, %d events and %d refusal"
+                " counts pruned",
                 sum(1 for a in applied if a.action is ms.Action.ARCHIVE),
                 sum(1 for a in applied if a.action is ms.Action.REAP),
                 pruned.idempotency,
                 pruned.events,
+                pruned.refusals,
             )
         if reply is not None:
             reply.send(SweepReport(applied, pruned))

@@ -127,6 +127,8 @@ class Limits:
     agent_sends_per_hour: int = 120
     pair_sends_per_hour: int = 60
     token_sends_per_hour: int = 600
+    #: Typed-prompt reports an hour that start an agent's chain again after mail from agents.
+    chain_resets_per_hour: int = 20
     #: Wake runs at once on this broker (docs/wake.md), and the size each run's log is cut at.
     wake_runs: int = 2
     wake_log_cap: int = 1024 * 1024
@@ -441,7 +443,10 @@ class Config:
 _WINDOW_FIELDS = {field.name: field for field in attrs.fields(Windows)}
 _LIMIT_FIELDS = {field.name: field for field in attrs.fields(Limits)}
 #: Limits that are counts, where 0 turns the limit off (SPEC §8.1).
-_GUARD_COUNTS = {"max_hops", "agent_sends_per_hour", "pair_sends_per_hour", "token_sends_per_hour"}
+_GUARD_COUNTS = {
+    "max_hops", "agent_sends_per_hour", "pair_sends_per_hour", "token_sends_per_hour",
+    "chain_resets_per_hour",
+}  # fmt: skip
 _TOP_KEYS = {
     "host", "port", "allow_force", "allow_remote", "windows", "limits", "cli",
     "store", "store_password_file",

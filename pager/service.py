@@ -174,12 +174,15 @@ class BrokerService:
 
     async def prompted(self, caller: Caller) -> JSON:
         """The person typed a prompt into the caller's harness (a plugin or extension says
-        so; hooks say it in `hook_claim`): its next send starts a new chain (SPEC §8.1)."""
+        so; hooks say it in `hook_claim`): its next send starts a new chain (SPEC §8.1).
+        PagerError `rate_limited` when the identity's resets are spent."""
         await self._start_chain(caller.agent_id)
         return {"prompted": True, "agent_id": caller.agent_id}
 
-    async def _start_chain(self, agent_id: str) -> None:
-        await self.accounts.start_chain(agent_id)
+    async def _start_chain(self, agent_id: str) -> bool:
+        """The one way a typed prompt restarts a chain (`messaging.start_chain`'s budget)."""
+        limits = ms.SendLimits.of(self.config.limits)
+        return await self.accounts.start_chain(agent_id, now=self.clock.now(), limits=limits)
 
     async def detach(self, caller: Caller) -> JSON:
         end = EndSession(_session_of(caller), SessionState.DETACHED, "detached")
@@ -513,7 +516,11 @@ class BrokerService:
         if harness is not None:
             self._bind_harness(harness, agent_id)
         if prompted:  # before the claim: mail handed over with this prompt is the new cause
-            await self._start_chain(agent_id)
+            try:
+                await self._start_chain(agent_id)
+            except PagerError as exc:  # resets spent: the mail is still handed over
+                if exc.code is not ErrorCode.RATE_LIMITED:
+                    raise
         views = await self._call_identity(
             agent_id, Fetch(None, HOOK_BATCH, wait_s, via=Via.HOOK), timeout=wait_s + 30.0
         )

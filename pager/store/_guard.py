@@ -7,6 +7,7 @@ import math
 
 import attrs
 
+from pager.config import Limits
 from pager.domain.errors import ErrorCode, PagerError
 from pager.store._conn import Conn
 from pager.store._identities import addresses
@@ -16,6 +17,10 @@ HUMAN, AGENT, SCRIPT = "human", "agent", "script"
 #: The implementation of the person's identity (SPEC §4.2).
 PERSON_IMPLEMENTATION = "human"
 HOUR = 3600.0
+#: The origins each rate counts, as SQL literals: an agent identity's sends are its own
+#: (`agent`) and its `pager run` pages (`script`); a token's and a run's cap count pages alone.
+AGENTS = "'agent', 'script'"
+SCRIPTS = "'script'"
 
 
 @attrs.frozen
@@ -26,6 +31,18 @@ class SendLimits:
     agent_per_hour: int = 120
     pair_per_hour: int = 60
     script_per_hour: int = 600  # pages per mailbox token, or per identity's `pager run`
+    chain_resets_per_hour: int = 20  # typed-prompt reports that start a chain again
+
+    @classmethod
+    def of(cls, limits: Limits) -> SendLimits:
+        """The loop guard's and send rates' part of the configured limits."""
+        return cls(
+            max_hops=limits.max_hops,
+            agent_per_hour=limits.agent_sends_per_hour,
+            pair_per_hour=limits.pair_sends_per_hour,
+            script_per_hour=limits.token_sends_per_hour,
+            chain_resets_per_hour=limits.chain_resets_per_hour,
+        )
 
 
 @attrs.frozen
@@ -51,7 +68,7 @@ def origin_and_hop(
     (`pager run`), which starts a chain like a person's message."""
     if sender_id.startswith(MAILBOX_PREFIX):
         page_with_token(conn, sender_id, recipient_id, now)
-        _within_rate(conn, limits.script_per_hour, "sender_id = ?", (sender_id,), SCRIPT, now,
+        _within_rate(conn, limits.script_per_hour, "sender_id = ?", (sender_id,), SCRIPTS, now,
                      "this token sent")  # fmt: skip
         return SendOrigin(SCRIPT, 0, None)
     row = conn.execute(
@@ -61,12 +78,27 @@ def origin_and_hop(
         raise PagerError(ErrorCode.ENDED, "the sending identity no longer exists (purged)")
     implementation, cause_hop, cause_id = row
     if script:
-        _within_rate(conn, limits.script_per_hour, "sender_id = ?", (sender_id,), SCRIPT, now,
+        _within_rate(conn, limits.script_per_hour, "sender_id = ?", (sender_id,), SCRIPTS, now,
                      "you paged")  # fmt: skip
-        return SendOrigin(SCRIPT, 0, None)
     if implementation == PERSON_IMPLEMENTATION:
-        return SendOrigin(HUMAN, 0, None)
-    hop = 1 + int(cause_hop or 0)
+        return SendOrigin(SCRIPT, 0, None) if script else SendOrigin(HUMAN, 0, None)
+    if not script:  # a run-page starts a chain: no hop to check
+        _within_hops(conn, sender_id, recipient_id, 1 + int(cause_hop or 0), cause_id, limits)
+    # An agent's sends and its `pager run` pages share its budgets: a run-page starts no
+    # chain, but it is still this agent writing to that recipient.
+    _within_rate(conn, limits.agent_per_hour, "sender_id = ?", (sender_id,), AGENTS, now,
+                 "you sent")  # fmt: skip
+    _within_rate(conn, limits.pair_per_hour, "sender_id = ? AND recipient_id = ?",
+                 (sender_id, recipient_id), AGENTS, now, "you sent this recipient")  # fmt: skip
+    if script:
+        return SendOrigin(SCRIPT, 0, None)
+    return SendOrigin(AGENT, 1 + int(cause_hop or 0), None if cause_id is None else str(cause_id))
+
+
+def _within_hops(
+    conn: Conn, sender_id: str, recipient_id: str, hop: int, cause_id: object, limits: SendLimits
+) -> None:
+    """PagerError `hop_limit` when a send at `hop` would make the chain too deep."""
     if limits.max_hops and hop > limits.max_hops:
         ends = addresses(conn, (sender_id, recipient_id))
         chain = [
@@ -84,11 +116,6 @@ def origin_and_hop(
             max_hops=limits.max_hops,
             chain=chain,
         )
-    _within_rate(conn, limits.agent_per_hour, "sender_id = ?", (sender_id,), AGENT, now,
-                 "you sent")  # fmt: skip
-    _within_rate(conn, limits.pair_per_hour, "sender_id = ? AND recipient_id = ?",
-                 (sender_id, recipient_id), AGENT, now, "you sent this recipient")  # fmt: skip
-    return SendOrigin(AGENT, hop, None if cause_id is None else str(cause_id))
 
 
 def _within_rate(
@@ -96,17 +123,18 @@ def _within_rate(
     limit: int,
     where: str,
     params: tuple[str, ...],
-    origin: str,
+    origins: str,
     now: float,
     who: str,
 ) -> None:
-    """PagerError `rate_limited` when the sends of `origin` that `where` picks reached `limit`
-    in the last hour (0: no limit)."""
+    """PagerError `rate_limited` when the sends of `origins` (SQL literals, constants of this
+    module) that `where` picks reached `limit` in the last hour (0: no limit)."""
     if not limit:
         return
     count, oldest = conn.execute(
-        f"SELECT COUNT(*), MIN(sent_at) FROM messages WHERE {where} AND sent_at > ? AND origin = ?",
-        (*params, now - HOUR, origin),
+        f"SELECT COUNT(*), MIN(sent_at) FROM messages WHERE {where} AND sent_at > ?"
+        f" AND origin IN ({origins})",
+        (*params, now - HOUR),
     ).fetchone()
     if count >= limit:
         retry = max(1, math.ceil(float(oldest) + HOUR - now))
@@ -135,8 +163,38 @@ def _chain(conn: Conn, cause_id: object, longest: int) -> list[str]:
     return [known.get(sender, sender) for sender in reversed(senders)]
 
 
-def reset_cause(conn: Conn, identity_id: str) -> None:
-    """The identity's person typed a prompt: its next send starts a new chain."""
+def start_chain(conn: Conn, identity_id: str, now: float, limits: SendLimits) -> bool:
+    """The identity's person typed a prompt: its next send starts a new chain. True when that
+    changed something: mail from an agent was delivered to it since the last reset (at most one
+    reset per delivered batch). Such resets are budgeted, `chain_resets_per_hour` (0: none),
+    refilled evenly over the hour, because an agent can report a prompt it made up: past the
+    budget, PagerError `rate_limited` and the chain goes on (its loop guard stops it). 0
+    turns the budget off."""
+    row = conn.execute(
+        "SELECT cause_hop, chain_resets, chain_resets_at FROM identities WHERE id = ?",
+        (identity_id,),
+    ).fetchone()
+    if row is None or not row[0]:  # nothing to reset: no chain, or one a person started
+        return False
+    per_hour = limits.chain_resets_per_hour
+    level: float | None = None  # no budget kept while the limit is off
+    if per_hour:
+        level = float(per_hour)
+        if row[1] is not None:
+            level = min(level, float(row[1]) + (now - float(row[2])) * per_hour / HOUR)
+        if level < 1:
+            retry = max(1, math.ceil((1 - level) * HOUR / per_hour))
+            raise PagerError(
+                ErrorCode.RATE_LIMITED,
+                f"the chain was not started again: {per_hour} prompts an hour restart this"
+                f" agent's chain after mail from agents, and it used them (the loop guard"
+                f" counts on from where it is). It can restart in {retry} s.",
+                retry_after_s=retry,
+                limit=per_hour,
+            )
     conn.execute(
-        "UPDATE identities SET cause_hop = NULL, cause_id = NULL WHERE id = ?", (identity_id,)
+        "UPDATE identities SET cause_hop = NULL, cause_id = NULL, chain_resets = ?,"
+        " chain_resets_at = ? WHERE id = ?",
+        (None if level is None else level - 1, now, identity_id),
     )
+    return True

@@ -352,6 +352,35 @@ def _v10_wake(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX wake_runs_open ON wake_runs (identity_id) WHERE ended_at IS NULL")
 
 
+def _v11_refusals_and_resets(conn: sqlite3.Connection) -> None:
+    # Refused sends are counted, not written one by one: one row per (sender, reason, minute)
+    # whatever their number, kept as long as events (the snapshot's `refused_sends` sums them).
+    conn.execute(
+        """
+        CREATE TABLE refusals (
+            sender_id TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            minute INTEGER NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (sender_id, reason, minute)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX refusals_minute ON refusals (minute)")
+    # The refusals the retained events recorded one by one, counted the new way.
+    conn.execute(
+        "INSERT INTO refusals (sender_id, reason, minute, count)"
+        " SELECT json_extract(data, '$.sender_id'), json_extract(data, '$.reason'),"
+        " CAST(strftime('%s', at) AS INTEGER) / 60, COUNT(*) FROM events"
+        " WHERE type = 'send.refused' GROUP BY 1, 2, 3"
+    )
+    conn.execute("DROP INDEX events_send_refused")
+    # The typed-prompt report's budget (a token bucket: its level and when it was last
+    # counted; NULL: full), so a report the agent forges cannot reset its chain without bound.
+    conn.execute("ALTER TABLE identities ADD COLUMN chain_resets REAL")
+    conn.execute("ALTER TABLE identities ADD COLUMN chain_resets_at REAL")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
@@ -364,6 +393,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "each identity's next due time (virtual identity actors)", _v8_next_due),
     Migration(9, "each workspace's and session's host (brokers sharing a store)", _v9_hosts),
     Migration(10, "launch on mail: settings per identity and wake runs", _v10_wake),
+    Migration(11, "refusals counted per minute, chain resets budgeted", _v11_refusals_and_resets),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

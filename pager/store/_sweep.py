@@ -21,6 +21,7 @@ from pager.store._conn import Conn
 from pager.store._events import record_event
 from pager.store._identities import describe_identity
 from pager.store._messages import dead_letter_inbox
+from pager.store._refusals import prune_refusals
 
 
 class Action(enum.StrEnum):
@@ -367,11 +368,12 @@ class Pruned:
     idempotency: int
     events: int
     purged_sessions: int = 0
+    refusals: int = 0  # rows of counted refusals (a minute of one sender for one reason each)
 
 
 def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
-    """Forget idempotency keys past `idempotency`, and operator events, purged sessions'
-    tokens (such a token then answers as unknown) and ended wake runs past
+    """Forget idempotency keys past `idempotency`, and operator events, counted refusals,
+    purged sessions' tokens (such a token then answers as unknown) and ended wake runs past
     `event_retention`."""
     keys = conn.execute(
         "DELETE FROM idempotency WHERE created_at <= ?", (now - windows.idempotency,)
@@ -379,6 +381,7 @@ def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
     # `at` is ISO 8601 UTC with a fixed width, so text order is time order.
     cutoff = iso(now - windows.event_retention)
     events = conn.execute("DELETE FROM events WHERE at <= ?", (cutoff,)).rowcount
+    refusals = prune_refusals(conn, now - windows.event_retention)
     tombstones = conn.execute(
         "DELETE FROM purged_sessions WHERE purged_at <= ?", (now - windows.event_retention,)
     ).rowcount
@@ -387,4 +390,4 @@ def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
         "DELETE FROM wake_runs WHERE ended_at <= ?",
         (now - max(windows.event_retention, 3600.0),),
     )
-    return Pruned(keys, events, tombstones)
+    return Pruned(keys, events, tombstones, refusals)

@@ -32,6 +32,7 @@ from pager.domain.views import (
 )
 from pager.store._conn import Conn
 from pager.store._events import latest_event_seq
+from pager.store._refusals import refused_sends
 
 _AGENT_COLUMNS = (
     "i.id, i.alias, w.slug, i.implementation, i.durable, i.archived_at, i.last_seen,"
@@ -236,13 +237,6 @@ def totals(conn: Conn) -> Totals:
         dead=int(by_state.get("dead", 0)),
         refused_sends=refused_sends(conn),
     )
-
-
-def refused_sends(conn: Conn) -> int:
-    """Sends the loop guard or a send rate refused, over the events still retained (a walk of
-    a partial index: no scan of the event log)."""
-    (count,) = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'send.refused'").fetchone()
-    return int(count)
 
 
 def totals_snapshot(conn: Conn, broker: dict[str, Any]) -> Snapshot:

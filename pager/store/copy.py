@@ -112,6 +112,7 @@ TABLES: tuple[Table, ...] = (
     Table("mailbox_tokens"),
     Table("wake_settings"),
     Table("wake_runs", {"host": _this_host}),
+    Table("refusals"),
 )
 
 

@@ -1,7 +1,7 @@
 """The messaging part of the store, as one namespace: `from pager.store import messaging as ms`."""
 
 from pager.store._events import Event, events_after, latest_event_seq, record_event
-from pager.store._guard import SendLimits, origin_and_hop, reset_cause
+from pager.store._guard import SendLimits, origin_and_hop, start_chain
 from pager.store._identities import (
     addresses,
     alias_reserved_by,
@@ -62,6 +62,7 @@ from pager.store._messages import (
     waiting,
     waiting_count,
 )
+from pager.store._refusals import count_refusal
 from pager.store._sessions_admin import revoke_sessions
 from pager.store._sweep import (
     Action,
@@ -111,6 +112,7 @@ __all__ = [
     "attached_sessions",
     "bind_conversation",
     "claim_waiting",
+    "count_refusal",
     "dead_letter_claims",
     "dead_letter_expired",
     "dead_letter_inbox",
@@ -156,7 +158,6 @@ __all__ = [
     "release_claims",
     "remember_idempotency",
     "reserve_alias",
-    "reset_cause",
     "retire_credentials",
     "revoke_mailbox_token",
     "revoke_sessions",
@@ -166,6 +167,7 @@ __all__ = [
     "set_alias",
     "set_lease",
     "set_next_due",
+    "start_chain",
     "touch_identity",
     "unarchive_identity",
     "waiting",

@@ -156,7 +156,14 @@ class Inbox(Protocol):
         ...
 
     async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
-        """An operator event with no state change beside it (e.g. `send.refused`)."""
+        """An operator event with no state change beside it."""
+        ...
+
+    async def count_refusal(
+        self, now: float, sender_id: str, reason: str, data: dict[str, object]
+    ) -> None:
+        """A send the loop guard or a rate refused: counted per (sender, reason, minute), and
+        the first of each minute is a `send.refused` event with `data`."""
         ...
 
     def due(

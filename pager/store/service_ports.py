@@ -19,6 +19,7 @@ import attrs
 from pager.domain.names import Address
 from pager.domain.records import Identity, Message
 from pager.domain.workspace import Workspace
+from pager.store._guard import SendLimits
 from pager.store._tokens import UNUSABLE, MailboxToken
 from pager.store._views import RosterEntry, RosterKey
 
@@ -195,8 +196,10 @@ class Accounts(Protocol):
         `alias_conflict` when an agent holds `alias` there or it is reserved for another."""
         ...
 
-    async def start_chain(self, identity_id: str) -> None:
-        """The person prompted the identity: its next send starts a new chain (no cause)."""
+    async def start_chain(self, identity_id: str, *, now: float, limits: SendLimits) -> bool:
+        """The person prompted the identity: its next send starts a new chain (no cause).
+        True when a chain was reset; PagerError `rate_limited` past the identity's budget of
+        resets (`messaging.start_chain`)."""
         ...
 
     async def bind_conversation(

@@ -215,6 +215,11 @@ class SqliteInbox:
     async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
         await self._writer.write(lambda conn: ms.record_event(conn, now, kind, data))
 
+    async def count_refusal(
+        self, now: float, sender_id: str, reason: str, data: dict[str, object]
+    ) -> None:
+        await self._writer.write(lambda conn: ms.count_refusal(conn, now, sender_id, reason, data))
+
     def due(
         self, now: float, *, after: tuple[float, str] | None, limit: int
     ) -> list[tuple[float, str]]:

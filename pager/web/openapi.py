@@ -791,11 +791,12 @@ ROUTES: tuple[Route, ...] = (
         "/v1/sessions/current/prompted",
         "prompted",
         "Say that the session's person typed a prompt into its harness: the session's next"
-        " send starts a new chain (SPEC §8.1). For plugins and extensions; never for a prompt"
-        " Pager's own delivery caused",
+        " send starts a new chain (SPEC §8.1), within the agent's budget of restarts"
+        " (`chain_resets_per_hour`; past it 429). For plugins and extensions; never for a"
+        " prompt Pager's own delivery caused",
         SESSION,
         (200, "the chain starts again", _ref("Prompted")),
-        errors=(401, 413),
+        errors=(401, 413, 429),
     ),
     Route(
         "get",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -600,6 +601,35 @@ def test_migrate_to_steps_forward_only(tmp_path: Path) -> None:
             migrate_to(conn, 1)
         with pytest.raises(ValueError, match="unknown schema version"):
             migrate_to(conn, CURRENT_SCHEMA_VERSION + 1)
+    finally:
+        close_database(conn)
+
+
+def test_schema_11_counts_the_refusals_the_events_recorded(tmp_path: Path) -> None:
+    """The upgrade to counted refusals keeps the snapshot's `refused_sends`: each retained
+    `send.refused` event of schema 10 becomes a count of its sender, reason and minute."""
+    conn = open_database(tmp_path / "pager.db", migrations=MIGRATIONS[:10])
+    try:
+        refused = [("2026-01-02T03:04:05.000+00:00", "agt_a", "hop_limit")] * 2 + [
+            ("2026-01-02T03:05:00.000+00:00", "agt_a", "hop_limit"),
+            ("2026-01-02T03:04:06.000+00:00", "mbx_t", "rate_limited"),
+        ]
+        for at, sender, reason in refused:
+            data = json.dumps({"sender_id": sender, "reason": reason})
+            conn.execute(
+                "INSERT INTO events (at, type, data) VALUES (?, 'send.refused', ?)", (at, data)
+            )
+        conn.commit()
+        migrate_to(conn, 11)
+        rows = conn.execute(
+            "SELECT sender_id, reason, minute, count FROM refusals ORDER BY 1, 3"
+        ).fetchall()
+        minute = 1767323045 // 60  # 2026-01-02T03:04:05Z
+        assert rows == [
+            ("agt_a", "hop_limit", minute, 2),
+            ("agt_a", "hop_limit", minute + 1, 1),
+            ("mbx_t", "rate_limited", minute, 1),
+        ]
     finally:
         close_database(conn)
 

@@ -5,6 +5,7 @@ refused without the password in any message."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,24 @@ def test_a_wrong_password_is_unreachable_and_never_shown(pg_dsn: str, tmp_path: 
     assert "password authentication failed" in str(refused.value)
     assert "not-the-password-4b1d" not in str(refused.value)
     assert "not-the-password-4b1d" not in repr(store)
+
+
+def test_version_3_counts_the_refusals_the_events_recorded(pg_dsn: str, tmp_path: Path) -> None:
+    """As SQLite's schema 11: each retained `send.refused` event becomes a count of its
+    sender, reason and minute, so the snapshot's `refused_sends` survives the upgrade."""
+    store = pg_store(pg_dsn, tmp_path)
+    with connect(store) as conn:
+        upgrade(conn, where="test", migrations=PG_MIGRATIONS[:2])
+        for at, sender in [("2026-01-02T03:04:05.000+00:00", "agt_a")] * 2 + [
+            ("2026-01-02T03:05:00.000+00:00", "agt_a")
+        ]:
+            data = json.dumps({"sender_id": sender, "reason": "hop_limit"})
+            conn.execute(
+                "INSERT INTO events (at, type, data) VALUES (%s, 'send.refused', %s)", (at, data)
+            )
+        upgrade(conn, where="test")
+        rows = conn.execute(
+            "SELECT sender_id, reason, minute, count FROM refusals ORDER BY minute"
+        ).fetchall()
+    minute = 1767323045 // 60  # 2026-01-02T03:04:05Z
+    assert rows == [("agt_a", "hop_limit", minute, 2), ("agt_a", "hop_limit", minute + 1, 1)]

@@ -21,12 +21,14 @@ import trio
 from actors._runtime import start_actor
 from pager.config import StoreConfig, Windows
 from pager.domain import ids
+from pager.domain.clock import iso
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key
 from pager.domain.records import Identity, MessageState, Session, SessionState
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
+from pager.store._refusals import refused_sends
 from pager.store._registration import Registration
 from pager.store.events import EventLogReader, open_event_log
 from pager.store.pg._conn import PgConn
@@ -529,3 +531,29 @@ async def test_ports_event_log_reads_changes_in_order(backend: Backend) -> None:
     oldest = backend.events.oldest_seq()
     assert oldest is not None
     assert oldest <= rows[0][0]
+
+
+async def test_ports_refusals_are_counted_per_sender_reason_and_minute(backend: Backend) -> None:
+    """SPEC §12: a refusal adds to its (sender, reason, minute) count; only the first of each
+    is an operator event; the counts are kept as long as events, then pruned."""
+    start = backend.events.latest_seq()
+    refusals = [(NOW + n, "rate_limited") for n in range(5)]
+    refusals += [(NOW + 2, "hop_limit"), (NOW + 61, "rate_limited")]
+    for at, reason in refusals:
+        data: dict[str, object] = {"sender_id": "agt_mallory", "reason": reason}
+        await backend.inbox.count_refusal(at, "agt_mallory", reason, data)
+    rows = backend.events.rows_after(start, 100)
+    assert [(kind, json.loads(data)["reason"]) for _, _, kind, data in rows] == [
+        ("send.refused", "rate_limited"), ("send.refused", "hop_limit"),
+        ("send.refused", "rate_limited"),
+    ]  # fmt: skip
+    assert json.loads(rows[-1][3])["minute"] == iso(NOW + 60)
+
+    def total() -> int:
+        return int(backend.checkpoint.lookup(refused_sends))
+
+    assert total() == 7
+    # The first minute's counts go once event_retention has passed its end; the next stays.
+    pruned = await backend.retention.prune(now=NOW + WINDOWS.event_retention + 60, windows=WINDOWS)
+    assert pruned.refusals == 2
+    assert total() == 1

@@ -174,7 +174,7 @@ def _message(
 
 
 def _rows(path: str) -> dict[str, list[tuple[Any, ...]]]:
-    """A row or two for every table of the SQLite store at schema 10, columns in order."""
+    """A row or two for every table of the SQLite store at schema 11, columns in order."""
     return {
         "meta": [("port", "4711"), ("note", "kept")],
         "broker_runs": [
@@ -183,8 +183,26 @@ def _rows(path: str) -> dict[str, list[tuple[Any, ...]]]:
         ],
         "workspaces": [(path, "repo-abc123", path, 1.5, "")],
         "identities": [
-            ("agt_a", path, "alice", "alice", 1, "shell", 2.0, 3.25, *[None] * 3, 1, *[None] * 3),
-            ("agt_b", path, "bob", "bob", 0, "claude", 2.5, 3.5, 4.0, None, None, 0, 1, "m1", 9.5),
+            ("agt_a", path, "alice", "alice", 1, "shell", 2.0, 3.25, *[None] * 3, 1, *[None] * 5),
+            (
+                "agt_b",
+                path,
+                "bob",
+                "bob",
+                0,
+                "claude",
+                2.5,
+                3.5,
+                4.0,
+                None,
+                None,
+                0,
+                1,
+                "m1",
+                9.5,
+                19.5,
+                6.0,
+            ),
         ],
         "alias_reservations": [(path, "alice", "agt_a"), (path, "bobby", "agt_b")],
         "conversations": [("claude", "conv-b", "agt_b")],
@@ -204,6 +222,10 @@ def _rows(path: str) -> dict[str, list[tuple[Any, ...]]]:
             ("run_1", "agt_b", "ses_1", "", 3.0, 4.0, "exited", 0, 1234, "/logs/w.log", 1)
         ],
         "events": [(seq, f"2026-01-0{seq}T00:00:00", "t", "{}") for seq in range(1, 6)],
+        "refusals": [
+            ("agt_a", "hop_limit", 29_000_000, 3),
+            ("mbx_1", "rate_limited", 29_000_001, 1),
+        ],
     }
 
 
@@ -263,7 +285,8 @@ def test_every_row_is_copied_for_the_host_and_the_sequences_go_past_it(
         ("events", 4, 4),
     ]
     assert {table for table, _, _ in told} == {"events", "identities", "alias_reservations",
-                                               "broker_runs", "messages", "meta"}  # fmt: skip
+                                               "broker_runs", "messages", "meta",
+                                               "refusals"}  # fmt: skip
     assert _digest(paths.database) == digest
 
     with psycopg.connect(pg_dsn) as conn:

@@ -1,7 +1,7 @@
 """The PostgreSQL schema, as an ordered list of migrations (SPEC §13).
 
-The same tables as the SQLite store (pager/store/_migrations.py; version 2 here is SQLite's
-10), so that the store's statements, written in the SQL both engines speak, run on either; plus
+The same tables as the SQLite store (pager/store/_migrations.py; version 3 here is SQLite's
+11), so that the store's statements, written in the SQL both engines speak, run on either; plus
 what several brokers sharing one database need: the hosts and their heartbeats, and the order
 events become visible in. Times are unix seconds (`double precision`, SQLite's REAL) and flags
 are integers 0/1 (SQLite has no booleans), exactly as in the SQLite schema.
@@ -277,10 +277,34 @@ _V2 = (
     "CREATE INDEX wake_runs_open ON wake_runs (identity_id) WHERE ended_at IS NULL",
 )
 
+# Refusals counted per minute and the chain resets' budget, as SQLite's schema 11.
+_V3 = (
+    """
+    CREATE TABLE refusals (
+        sender_id text NOT NULL,
+        reason text NOT NULL,
+        minute bigint NOT NULL,
+        count bigint NOT NULL,
+        PRIMARY KEY (sender_id, reason, minute)
+    )
+    """,
+    "CREATE INDEX refusals_minute ON refusals (minute)",
+    """
+    INSERT INTO refusals (sender_id, reason, minute, count)
+    SELECT data::json->>'sender_id', data::json->>'reason',
+        floor(extract(epoch FROM at::timestamptz) / 60)::bigint, COUNT(*)
+    FROM events WHERE type = 'send.refused' GROUP BY 1, 2, 3
+    """,
+    "DROP INDEX events_send_refused",
+    "ALTER TABLE identities ADD COLUMN chain_resets double precision",
+    "ALTER TABLE identities ADD COLUMN chain_resets_at double precision",
+)
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "the store of schema 9, with the hosts and their heartbeats", _V1),
     PgMigration(2, "launch on mail: settings per identity and wake runs (schema 10)", _V2),
+    PgMigration(3, "refusals counted per minute, chain resets budgeted (schema 11)", _V3),
 )
 
 PG_SCHEMA_VERSION: int = PG_MIGRATIONS[-1].version
