@@ -172,12 +172,12 @@ class Relay:
         line = lines[0]
         parts = line.split(b" ")
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
-            raise Refusal(400, "invalid_argument", "not an HTTP/1.1 request line")
+            raise Refusal(400, "validation_failed", "not an HTTP/1.1 request line")
         headers: list[tuple[bytes, bytes]] = []
         for raw in lines[1:]:
             name, colon, value = raw.partition(b":")
             if not colon or not name or name != name.strip() or raw[:1] in (b" ", b"\t"):
-                raise Refusal(400, "invalid_argument", "a malformed request header line")
+                raise Refusal(400, "validation_failed", "a malformed request header line")
             headers.append((name, value.strip()))
         named: dict[bytes, list[bytes]] = {}
         for name, value in headers:
@@ -202,10 +202,10 @@ class Relay:
         lengths = named.get(b"content-length", [])
         if b"transfer-encoding" in named or len(lengths) > 1:
             if lengths:
-                raise Refusal(400, "invalid_argument", "both Content-Length and Transfer-Encoding")
+                raise Refusal(400, "validation_failed", "both Content-Length and Transfer-Encoding")
             return Request(line, kept + _expect(named), credential, None, False, None, rest)
         if lengths and not lengths[0].isdigit():
-            raise Refusal(400, "invalid_argument", "Content-Length is not a number")
+            raise Refusal(400, "validation_failed", "Content-Length is not a number")
         length = int(lengths[0]) if lengths else 0
         if length > REPLAY_LIMIT:
             return Request(line, kept + _expect(named), credential, None, False, None, rest)

@@ -244,15 +244,19 @@ async def test_expect_100_continue_is_answered_by_the_relay() -> None:
 @pytest.mark.parametrize(
     ("request_bytes", "status", "code"),
     [
-        (b"NONSENSE\r\n\r\n", 400, "invalid_argument"),
-        (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n", 400, "invalid_argument"),
+        (b"NONSENSE\r\n\r\n", 400, "validation_failed"),
+        (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n", 400, "validation_failed"),
         (b"GET / HTTP/1.1\r\nX: " + b"a" * (HEAD_LIMIT + 10), 431, "oversized_content"),
-        (b"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: -1\r\n\r\n", 400, "invalid_argument"),
+        (
+            b"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: -1\r\n\r\n",
+            400,
+            "validation_failed",
+        ),
         (
             b"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n",
             400,
-            "invalid_argument",
+            "validation_failed",
         ),
     ],
 )
