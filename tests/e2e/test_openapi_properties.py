@@ -10,11 +10,13 @@ walks every bound and pattern of the document deterministically, at and just pas
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, cast
 
 import httpx2
 import hypothesis
+import jsonschema  # type: ignore[import-untyped]  # no stubs installed
 import schemathesis
 import trio
 from hypothesis import strategies as st
@@ -22,6 +24,7 @@ from schemathesis.core.result import Ok
 
 from pager.client import request_json
 from pager.domain.views import encode_cursor
+from pager.sse import SseParser
 from tests.e2e.conftest import Broker, mcp_session, structured
 
 #: Examples per operation, generation mode and credential: keeps the whole test within ~40 s.
@@ -264,3 +267,65 @@ async def test_v1_accepts_the_document_bounds_and_refuses_past_them(broker: Brok
         refused = "error" in answer and answer["error"]["code"] == "validation_failed"
         shown = value if not isinstance(value, str) or len(value) < 20 else f"{len(value)} chars"
         assert refused is not admitted, (path, field, shown, answer)
+
+
+async def _stream_events(
+    url: str, headers: dict[str, str], last: str, live: trio.Event | None = None
+) -> list[dict[str, Any]]:
+    """The events of an event stream as a client parses them (`{event, data, id?, retry?}`,
+    what the schema of an OpenAPI 3.1 `text/event-stream` response describes), up to the first
+    `last` one; `live` is set at the first event."""
+    parser = SseParser()
+    found: list[dict[str, Any]] = []
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        http.stream("GET", url, headers=headers) as r,
+    ):
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        async for line in r.aiter_lines():
+            frame = parser.feed_line(line)
+            if frame is None:
+                continue
+            event: dict[str, Any] = {"event": frame.event, "data": frame.data}
+            if parser.last_id:
+                event["id"] = parser.last_id  # an event without one keeps the stream's last
+            if frame.retry is not None:
+                event["retry"] = frame.retry
+            found.append(event)
+            if live is not None:
+                live.set()
+            if frame.event == last:
+                return found
+    raise AssertionError(f"the stream ended before `{last}`: {found}")
+
+
+async def test_event_streams_send_the_events_the_document_describes(broker: Broker) -> None:
+    """The two event streams (left out of the property test: they never end) send events that
+    match their documented schema: the session's `ready` and `ended`, the operator stream's
+    replayed events and its `ready`."""
+    with trio.fail_after(60):
+        async with httpx2.AsyncClient(base_url=broker.url, timeout=30) as http:
+            document = (await http.get("/v1/openapi.json")).json()
+        session = await broker.register("streamer")
+        own = {"Authorization": f"Bearer {session['token']}"}
+        url = f"{broker.url}/v1/sessions/current/events"
+        seen: list[dict[str, Any]] = []
+        live = trio.Event()
+
+        async def read() -> None:
+            seen.extend(await _stream_events(url, own, "ended", live))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await live.wait()
+            await broker.register("streamer", force=True)  # replaces the session: `ended`
+        operator = {"Authorization": f"Bearer {broker.secret}", "Last-Event-ID": "0"}
+        replayed = await _stream_events(f"{broker.url}/v1/events", operator, "ready")
+    for path, events in {"/v1/sessions/current/events": seen, "/v1/events": replayed}.items():
+        described = document["paths"][path]["get"]["responses"]["200"]["content"]
+        validator = jsonschema.Draft202012Validator(described["text/event-stream"]["schema"])
+        assert len(events) >= 2, (path, events)
+        for event in events:
+            validator.validate(event)
+            json.loads(event["data"])  # every event's data is JSON text
