@@ -201,8 +201,13 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _edges(schema: dict[str, Any]) -> list[tuple[object, bool]]:
-    """Values at the edges of `schema`'s bounds, each with whether the schema admits it."""
+def _edges(schema: dict[str, Any], start: str = "") -> list[tuple[object, bool]]:
+    """Values at the edges of `schema`'s bounds, each with whether the schema admits it;
+    strings begin with `start` (what the field's pattern needs first) and go on with `a`."""
+
+    def text(length: int) -> str:
+        return start + "a" * (length - len(start))
+
     kinds = schema.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
     found: list[tuple[object, bool]] = []
@@ -215,11 +220,11 @@ def _edges(schema: dict[str, Any]) -> list[tuple[object, bool]]:
     if "string" in kinds:
         if "minLength" in schema:
             shortest = schema["minLength"]
-            found.append(("a" * shortest, True))
+            found.append((text(shortest), True))
             if shortest:
-                found.append(("a" * (shortest - 1), False))
+                found.append((text(shortest - 1), False))
         if "maxLength" in schema:
-            found += [("a" * schema["maxLength"], True), ("a" * (schema["maxLength"] + 1), False)]
+            found += [(text(schema["maxLength"]), True), (text(schema["maxLength"] + 1), False)]
     return found
 
 
@@ -229,12 +234,15 @@ OUTSIDE_PATTERNS: dict[str, list[str]] = {
     "implementation": ["", "--", "é", "a b"],
     "session_name": ["", "-x", "agt_x", "AGT_x", "a b"],
     "cursor": ["0", "AAAA", "eyJ2IjoiYWdlbnRz"],
+    "harness": ["", "4242", "x:1", "1:", "1: a"],
 }
+#: How a field's strings must begin for its pattern (the rest of its edges is `a`s).
+STARTS = {"harness": "1:"}
 
 
 def _cases(field: str, schema: dict[str, Any]) -> list[tuple[object, bool]]:
     """`_edges`, and the values outside the field's pattern, if it has one."""
-    found = _edges(schema)
+    found = _edges(schema, STARTS.get(field, ""))
     if "pattern" in schema:
         outside = OUTSIDE_PATTERNS[field]
         assert not any(re.search(schema["pattern"], value) for value in outside), field
