@@ -31,6 +31,7 @@ from pager.domain.clock import WallClock, iso
 from pager.domain.delivery import NotApplied, Via
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.harness_process import check_harness
 from pager.domain.hosts import HostBoard
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
 from pager.domain.names import alias_of_login, format_address, parse_address
@@ -504,6 +505,8 @@ class BrokerService:
             raise PagerError(ErrorCode.VALIDATION_FAILED, "max_chars must be 200-1000000")
         if not 0 <= wait_s <= MAX_WAIT_S:
             raise PagerError(ErrorCode.VALIDATION_FAILED, f"wait_s must be 0-{MAX_WAIT_S:g}")
+        if harness is not None:
+            check_harness(harness)
         agent_id = self.lookups.conversation(implementation, conversation_key)
         if agent_id is None and session_token is not None:
             caller = await self.authenticate(session_token)

@@ -111,8 +111,10 @@ def _checked(key: str, value: Any) -> Any:
         )
     if key == "exit_code":
         low, high = EXIT_CODE_RANGE
+        if type(value) is float and value.is_integer():
+            value = int(value)  # JSON has one number type: 7.0 is the integer 7
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise _invalid("`exit_code` must be an integer, e.g. 0 or 7")
+            raise _invalid(f"`exit_code` must be an integer from {low} to {high}, e.g. 0 or 7")
     elif key == "status":
         if not isinstance(value, str) or not 0 < len(value) <= STATUS_MAX:
             raise _invalid(f"`status` must be text of 1-{STATUS_MAX} characters, e.g. success")

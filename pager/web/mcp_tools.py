@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import CoreSchema, core_schema
 
@@ -34,6 +34,18 @@ Name = Annotated[str, Field(min_length=1, max_length=200)]
 #: The default body cap (SPEC §9), in the schema as characters (the broker counts UTF-8 bytes).
 BODY_CAP = Limits().body_cap
 OptionalName = Annotated[str | None, Field(max_length=200)]
+
+
+def _whole_number(value: object) -> object:
+    """JSON has one number type: `5.0` is the integer 5, as JSON Schema (the tools' input
+    schemas, the OpenAPI document) and `pager.wire` say too; strict mode alone refuses it."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+#: On an `int` argument: a JSON number with no fraction is that integer.
+WHOLE = BeforeValidator(_whole_number)
 
 
 class ToolArgs(BaseModel):
@@ -172,7 +184,7 @@ class Fetch(ToolArgs):
         "ack each token after handling it, or it is offered again."
     )
 
-    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    limit: Annotated[int, Field(ge=1, le=100), WHOLE] = 10
     wait_s: float = Field(
         0.0, ge=0, le=60, allow_inf_nan=False, description="seconds to wait if none is waiting"
     )
@@ -235,7 +247,7 @@ class Roster(ToolArgs):
     read_only = True
 
     scope: Literal["workspace", "all"] = "workspace"
-    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    limit: Annotated[int, Field(ge=1, le=500), WHOLE] = 100
     cursor: RosterCursor | None = None
 
     async def call(self, api: MessagingApi, caller: Caller) -> Any:
@@ -256,7 +268,7 @@ class History(ToolArgs):
         description="address or id of the other agent",
     )
     thread: OptionalName = None
-    limit: Annotated[int, Field(ge=1, le=200)] = 50
+    limit: Annotated[int, Field(ge=1, le=200), WHOLE] = 50
     full: bool = Field(False, description="show each body whole (not cut); use a small limit")
 
     async def call(self, api: MessagingApi, caller: Caller) -> Any:

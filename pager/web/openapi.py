@@ -17,6 +17,7 @@ from quart import Blueprint, Response
 
 from pager.domain import results
 from pager.domain.errors import ErrorCode
+from pager.domain.harness_process import HARNESS_MAX, HARNESS_PATTERN
 from pager.domain.job_ids import JOB_ID_MAX, JOB_ID_PATTERN
 from pager.domain.names import ALIAS_MAX
 from pager.domain.pages import (
@@ -58,8 +59,13 @@ Schema = dict[str, Any]
 
 SECRET = "localSecret"
 SESSION = "sessionToken"
-#: `/v1/me/…`: a session token, or the local secret with `workspace` (the person, SPEC §4.2).
+#: `/v1/me/…`: a session token, or the local secret together with `?workspace=` (the person in
+#: that workspace) or `?harness=` (the session a harness's hook bound), SPEC §4.2. The two query
+#: parameters are declared as API-key schemes so that the document can say they are required
+#: with the secret and not with a session token (a security requirement ANDs its schemes).
 SESSION_OR_SECRET = "sessionToken or localSecret"
+PERSON_WORKSPACE = "personWorkspace"
+HARNESS_PROCESS = "harnessProcess"
 MAILBOX = "mailboxToken"
 #: A mailbox token's id (`ids.Kind.MAILBOX`).
 MAILBOX_ID = "^mbx_[0-9a-hjkmnp-tv-z]{16}$"
@@ -134,6 +140,25 @@ ADDRESS: Schema = {
     "pattern": "^(agt_[0-9a-hjkmnp-tv-z]{16}|(?![Aa][Gg][Tt]_)[A-Za-z0-9][A-Za-z0-9._-]"
     f"{{0,{ALIAS_MAX - 1}}}(@[A-Za-z0-9._-]{{1,40}}-[0-9A-Fa-f]{{6}})?)$",
     "description": "an alias, alias@workspace-slug, or an agent id",
+}
+#: `harness_process.check_harness`: how a harness process is named (`pid:start time`).
+HARNESS: Schema = {
+    "type": "string",
+    "maxLength": HARNESS_MAX,
+    "pattern": HARNESS_PATTERN,
+    "description": "a harness process as `pager hook` names it: `pid:start time`",
+}
+#: A Server-Sent Event as a client parses it (OpenAPI 3.1: the schema of a `text/event-stream`
+#: response describes each event). `data` is JSON text except on heartbeats.
+SSE_EVENT: Schema = {
+    "type": "object",
+    "properties": {
+        "event": STRING,
+        "data": STRING,
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "retry": {"type": "integer", "minimum": 0},
+    },
+    "required": ["event", "data"],
 }
 #: `service._optional_text`.
 CONVERSATION_KEY: Schema = {"type": "string", "minLength": 1, "maxLength": 256}
@@ -393,7 +418,7 @@ SCHEMAS: dict[str, Schema] = {
         {},
         {
             "command": {
-                "type": "array",
+                "type": ["array", "null"],
                 "items": {
                     "type": "string",
                     "minLength": 1,
@@ -403,10 +428,19 @@ SCHEMAS: dict[str, Schema] = {
                 "minItems": 1,
                 "maxItems": MAX_COMMAND_PARTS,
                 "description": "the headless arguments instead of the manifest's"
-                " [wake.launch] args (templates: {conversation_key}, {prompt}, …)",
+                " [wake.launch] args (templates: {conversation_key}, {prompt}, …); null or"
+                " absent: the manifest's (each field: null is the same as absent, the default)",
             },
-            "max_runs_per_hour": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS_PER_HOUR},
-            "timeout_s": {"type": "number", "minimum": MIN_TIMEOUT, "maximum": MAX_TIMEOUT},
+            "max_runs_per_hour": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": MAX_RUNS_PER_HOUR,
+            },
+            "timeout_s": {
+                "type": ["number", "null"],
+                "minimum": MIN_TIMEOUT,
+                "maximum": MAX_TIMEOUT,
+            },
         },
     ),
     "WakeRun": _object(
@@ -447,6 +481,7 @@ SCHEMAS: dict[str, Schema] = {
             "wait_s": WAIT_S,
             "session_token": NULLABLE_STRING,
             "prompted": BOOLEAN,
+            "harness": _nullable(HARNESS),
         },
     ),
     "HookClaimed": _object(
@@ -498,11 +533,14 @@ SCHEMAS.update({name: object_schema(cls, _answer_ref) for name, cls in ANSWERS.i
 
 #: Why each error status is answered (the `code` in the body is one of `ErrorCode`).
 ERRORS: dict[int, str] = {
-    400: "invalid input (`validation_failed`), naming what is wrong; nothing changed",
+    400: "invalid input (`validation_failed`), naming what is wrong; nothing changed. On"
+    " `/v1/me/…` with the local secret also: neither `workspace` nor `harness` given, a"
+    " `workspace` that is not an existing directory, a malformed `harness`",
     401: "missing or wrong credential (`unauthenticated`); a session token may also answer"
     " `expired` or `ended`",
     403: "a cross-origin request (an `Origin` that is not the broker's)",
-    404: "no such agent (`not_found`)",
+    404: "not found (`not_found`): no such agent, message or token; on `/v1/me/…`, no"
+    " session is known for the `harness` given, or no identity holds the name asked for",
     409: "the request conflicts with the current state (`conflict`, `alias_conflict`)",
     413: "the body is over the request cap (`oversized_content`)",
     421: "the `Host` is not the broker's loopback address",
@@ -580,35 +618,15 @@ def _action(name: str, summary: str, result: str, *, conflict: bool) -> Route:
     )
 
 
-#: `?workspace=`: where the person acts when the credential is the local secret.
-ME_WORKSPACE: Schema = {
-    "name": "workspace",
-    "in": "query",
-    "required": False,
-    "description": "with the local secret: the directory whose workspace the person acts in"
-    " (required then); unused with a session token",
-    "schema": WORKSPACE_PATH,
-}
-
-
-#: `?harness=`: act as the identity the hook of that harness process bound (SPEC §4.2, rule 2).
-ME_HARNESS: Schema = {
-    "name": "harness",
-    "in": "query",
-    "required": False,
-    "description": "with the local secret: `pid:start time` of a harness process whose hook"
-    " bound a session; the request acts as that identity (404 when none is known)",
-    "schema": {"type": "string", "pattern": "^[0-9]+:[0-9A-Za-z:-]+$"},
-}
-
-
-def _query_of(tool: type[ToolArgs]) -> tuple[Schema, ...]:
-    """A tool's arguments as query parameters (the route reads them from the query string)."""
+def _query_of(tool: type[ToolArgs], fields: dict[str, Schema] | None = None) -> tuple[Schema, ...]:
+    """A tool's arguments as query parameters (the route reads them from the query string);
+    `fields`: what the operation enforces beyond the tool's schema, by argument."""
     schema = tool.input_schema()
     required = set(schema.get("required", []))
+    properties = {**schema["properties"], **(fields or {})}
     return tuple(
         {"name": name, "in": "query", "required": name in required, "schema": field}
-        for name, field in schema["properties"].items()
+        for name, field in properties.items()
     )
 
 
@@ -631,7 +649,7 @@ def _me(
     body: type[ToolArgs] | None = None,
     body_fields: dict[str, Schema] | None = None,
     query: tuple[Schema, ...] = (),
-    errors: tuple[int, ...] = (400, 401, 413),
+    errors: tuple[int, ...] = (400, 401, 404, 413),
 ) -> Route:
     schema = None if body is None else body.input_schema()
     if schema is not None and body_fields:
@@ -644,7 +662,7 @@ def _me(
         SESSION_OR_SECRET,
         (200, summary, _ref(result)),
         errors=errors,
-        parameters=(ME_WORKSPACE, ME_HARNESS, *query),
+        parameters=query,
         body=schema,
     )
 
@@ -692,7 +710,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "meHistory",
         "Past messages, read-only (the `history` tool)",
         "MeHistory",
-        query=_query_of(History),
+        query=_query_of(History, {"with": ADDRESS}),  # what `parse_address` takes
         errors=(400, 401, 404, 413),
     ),
     _me(
@@ -711,11 +729,7 @@ ME_ROUTES: tuple[Route, ...] = (
         SESSION_OR_SECRET,
         (200, "its delivery state", _ref("MessageStatus")),
         errors=(400, 401, 404, 413),
-        parameters=(
-            ME_WORKSPACE,
-            ME_HARNESS,
-            {"name": "message_id", "in": "path", "required": True, "schema": STRING},
-        ),
+        parameters=({"name": "message_id", "in": "path", "required": True, "schema": STRING},),
     ),
     Route(
         "post",
@@ -726,7 +740,6 @@ ME_ROUTES: tuple[Route, ...] = (
         SESSION_OR_SECRET,
         (200, "the identity now held", _ref("AliasResult")),
         errors=(400, 401, 404, 409, 413),
-        parameters=(ME_WORKSPACE, ME_HARNESS),
         body=_object({"name": ALIAS}, {"force": BOOLEAN}),
     ),
     Route(
@@ -738,7 +751,6 @@ ME_ROUTES: tuple[Route, ...] = (
         SESSION_OR_SECRET,
         (200, "the page was sent", _ref("SendResult")),
         errors=(400, 401, 404, 409, 413, 429),
-        parameters=(ME_WORKSPACE, ME_HARNESS),
         body=_object(
             {"page": _ref("Page")},
             {
@@ -761,7 +773,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "AliasResult",
         body=UpdateAgentAlias,
         body_fields={"alias": ALIAS},  # what the rename enforces (SPEC §7)
-        errors=(400, 401, 409, 413),
+        errors=(400, 401, 404, 409, 413),
     ),
 )
 
@@ -1106,7 +1118,11 @@ def _security(credential: str | None) -> list[Schema]:
     if credential == MAILBOX:
         return [{MAILBOX: []}]
     if credential == SESSION_OR_SECRET:
-        return [{SESSION: []}, {SECRET: []}]
+        return [
+            {SESSION: []},
+            {SECRET: [], PERSON_WORKSPACE: []},
+            {SECRET: [], HARNESS_PROCESS: []},
+        ]
     return [{credential: []}]
 
 
@@ -1114,7 +1130,7 @@ def _operation(route: Route) -> Schema:
     status, description, schema = route.ok
     content: Schema = {route.media: {"schema": schema} if schema is not None else {}}
     if route.media == "text/event-stream":
-        content = {route.media: {"schema": {"type": "string"}}}
+        content = {route.media: {"schema": SSE_EVENT}}
     responses: dict[str, Schema] = {str(status): {"description": description, "content": content}}
     store = STORE if route.credential is not None else ()
     for code in sorted({*route.errors, *EDGE, *store}):
@@ -1165,6 +1181,22 @@ def build_document() -> Schema:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "a session token from POST /v1/register",
+                },
+                PERSON_WORKSPACE: {
+                    "type": "apiKey",
+                    "in": "query",
+                    "name": "workspace",
+                    "description": "with the local secret on `/v1/me/…`: act as the person at"
+                    " the terminal in this workspace (an existing directory, as an absolute"
+                    " path); unused with a session token",
+                },
+                HARNESS_PROCESS: {
+                    "type": "apiKey",
+                    "in": "query",
+                    "name": "harness",
+                    "description": "with the local secret on `/v1/me/…`: act as the session"
+                    " the hook of this harness process bound, `pid:start time` (404 when none"
+                    f" is known; at most {HARNESS_MAX} characters matching `{HARNESS_PATTERN}`)",
                 },
                 MAILBOX: {
                     "type": "http",

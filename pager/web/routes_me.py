@@ -19,6 +19,7 @@ from quart import Blueprint, Response, request
 
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.harness_process import check_harness
 from pager.domain.json_bounds import dumps
 from pager.domain.pages import parse_page
 from pager.domain.results import ActingAs, Claims, HistoryPage, MeActing
@@ -82,7 +83,7 @@ async def me_caller(service: BrokerService, secret: str) -> tuple[Caller, str]:
     if hmac.compare_digest(credential.encode(), secret.encode()):
         harness = request.args.get("harness")
         if harness is not None:
-            found = service.harness_caller(harness)
+            found = service.harness_caller(check_harness(harness))
             if found is None:
                 raise PagerError(
                     ErrorCode.NOT_FOUND,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
 
+import attrs
 import jsonschema  # type: ignore[import-untyped]  # no stubs installed
 import pytest
 import schemathesis
@@ -22,6 +23,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 import pager.web
+from pager import wire
 from pager.domain import ids
 from pager.domain.records import Identity, MessageState
 from pager.domain.views import AgentPage, Archived, MessagePage, Purged, Unarchived, encode_cursor
@@ -196,3 +198,51 @@ def test_the_roster_cursor_is_a_query_parameter_with_the_pattern_of_its_view() -
     roster = document["components"]["schemas"]["Roster"]
     assert roster["properties"]["next_cursor"] == {"type": ["string", "null"]}
     assert "next_cursor" in roster["required"]
+
+
+#: The request bodies decoded by the cattrs converter (pager/wire.py), by their schema's name
+#: or route: the class and the document write each shape down; they must say the same.
+WIRE_BODIES: dict[str, type] = {
+    "RegisterRequest": wire.RegisterRequest,
+    "HookClaimRequest": wire.HookClaimRequest,
+    "HookAckRequest": wire.HookAckRequest,
+    "WakeOn": wire.WakeOnRequest,
+    "HttpDelivery": wire.DeliveryRequest,
+    "UnixDelivery": wire.DeliveryRequest,
+}
+
+
+@pytest.mark.parametrize("name", list(WIRE_BODIES))
+def test_openapi_request_schemas_match_the_wire_classes(name: str) -> None:
+    """Each request schema has the fields of its cattrs class, requires exactly those without
+    a default, and admits null where the class takes None (a delivery kind: its own fields)."""
+    cls = WIRE_BODIES[name]
+    schema = build_document()["components"]["schemas"][name]
+    fields = {field.name: field for field in attrs.fields(cls)}
+    assert set(schema["properties"]) == set(fields)
+    required = {n for n, field in fields.items() if field.default is attrs.NOTHING}
+    if name.endswith("Delivery"):  # the union's branches each require their own address
+        assert set(schema["required"]) >= required
+    else:
+        assert set(schema["required"]) == required
+    validator = _validator(name)
+    for field_name, field in fields.items():
+        takes_none = field.default is None or "None" in str(field.type)
+        if takes_none and field_name not in schema["required"]:
+            admitted = not list(validator.iter_errors({**_minimal(name), field_name: None}))
+            assert admitted, (name, field_name)
+
+
+def _minimal(name: str) -> dict[str, Any]:
+    """A body of schema `name` that the schema admits, to vary one field of."""
+    bodies: dict[str, dict[str, Any]] = {
+        "RegisterRequest": {"workspace": "/", "implementation": "shell"},
+        "HookClaimRequest": {"implementation": "shell", "conversation_key": "c"},
+        "HookAckRequest": {"agent_id": "a", "tokens": []},
+        "WakeOn": {},
+        "HttpDelivery": {"kind": "http", "url": "http://127.0.0.1:1/"},
+        "UnixDelivery": {"kind": "unix", "path": "/s"},
+    }
+    body = bodies[name]
+    _validator(name).validate(body)
+    return body
