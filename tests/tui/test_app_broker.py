@@ -205,6 +205,7 @@ def test_broker_tui_shows_a_hostile_message_escaped(real_broker: RealBroker) -> 
     async def scenario() -> None:
         app = _app(real_broker)
         async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.connection == "live", "the event stream")
             await until(pilot, lambda: _waiting(app, bob["agent_id"]) == "1", "one waiting")
             await move_to(pilot, app, bob["agent_id"])
             await pilot.press("enter")
