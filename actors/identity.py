@@ -441,10 +441,13 @@ class IdentityActor(Actor[IdentityMessage]):
                 )
             )
         except PagerError as exc:
-            if reply is not None:
-                reply.fail(exc)  # before the count, which a store fault may miss
             if exc.code in (ErrorCode.HOP_LIMIT, ErrorCode.RATE_LIMITED):
-                await self._record_refusal(request, exc, now)
+                try:
+                    await self._record_refusal(request, exc, now)
+                except StoreFault as fault:  # the refusal stands; only its count is lost
+                    log.warning("refusal for %s not counted: %s", self.identity_id, fault)
+            if reply is not None:
+                reply.fail(exc)
             return
         message = enqueued.message
         if enqueued.duplicate:
