@@ -3,7 +3,9 @@
 An actor is one trio task (``run_actor``) that owns its state and handles the messages in its
 mailbox one at a time. Callers hold an ``ActorRef``. Every ``Reply`` that a caller may still be
 waiting on is tracked by the runtime, so a crash or stop settles them all at once: a caller
-never hangs on a dead actor, and a caller that left never crashes the actor.
+never hangs on a dead actor, and a caller that left never crashes the actor. Errors by kind: a
+handler's error of a kind the actor declares it survives (``Actor.survives``) is answered to
+its caller and the actor goes on; any other crashes it.
 """
 
 from __future__ import annotations
@@ -258,6 +260,11 @@ class Actor(abc.ABC, Generic[M]):
 
     mailbox_size: int = 64
     on_stop_timeout: float = 2.0  # bound on on_stop(), which runs shielded
+    #: Errors of kinds that leave the actor's own state whole (an infrastructure failure whose
+    #: write was rolled back, raised before the actor changed anything): a handler that raises
+    #: one answers its caller with it (``call()`` raises it) and ``on_fault`` is told; the
+    #: actor goes on. Anything else is a broken invariant and crashes it.
+    survives: tuple[type[Exception], ...] = ()
 
     @property
     def ref(self) -> ActorRef[M]:
@@ -276,6 +283,10 @@ class Actor(abc.ABC, Generic[M]):
 
     async def on_stop(self) -> None:
         """Runs shielded and bounded on a graceful stop, a cancellation and a crash."""
+
+    def on_fault(self, message: M, error: Exception) -> None:
+        """A handler raised one of ``survives`` (its caller, if any, already has it): e.g. log
+        one line and arrange to try its background work again later."""
 
     def unhandled(self, message: object) -> NoReturn:
         """An unknown message is an internal error (crashes the actor), never ignored."""
@@ -333,7 +344,12 @@ async def run_actor(
             if envelope is None:  # stop() cancelled the idle wait
                 break
             message, reply = envelope
-            await actor.handle(message, reply)
+            try:
+                await actor.handle(message, reply)
+            except actor.survives as fault:  # `except ()` catches nothing
+                if reply is not None and not reply.done:
+                    reply.fail(fault)
+                actor.on_fault(message, fault)
     except Exception as exc:
         crash = exc
         raise

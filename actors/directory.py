@@ -33,7 +33,7 @@ from pager.domain.results import AliasResult
 from pager.domain.session_errors import takeovers_off
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
-from pager.store._errors import StoreUnavailable
+from pager.store._errors import StoreFault
 from pager.store._registration import Registered, Registration
 from pager.store.ports import Directory, NoWakeups, Wakeups
 
@@ -176,7 +176,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         for agent_id in dict.fromkeys(agent_ids):
             try:
                 await self.deps.identities.call(agent_id, Rebind())
-            except (PagerError, ActorError) as exc:
+            except (PagerError, ActorError, StoreFault) as exc:
                 # It rebinds from the store when it starts again; the commit stands.
                 log.warning("identity %s did not rebind: %r", agent_id, exc)
 
@@ -218,7 +218,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
         for agent_id in dict.fromkeys(agent_ids):
             try:
                 await wakeups.notify(agent_id)
-            except StoreUnavailable as exc:  # a hint: the other broker's timers catch up
+            except StoreFault as exc:  # a hint: the other broker's timers catch up
                 log.warning("could not tell other brokers of %s: %r", agent_id, exc)
 
     # -- renames and moves -----------------------------------------------------------------
@@ -265,11 +265,16 @@ class DirectoryActor(Actor[DirectoryMessage]):
 
 
 async def _answering(work: Callable[[], Awaitable[object]], reply: Reply[Any] | None) -> None:
-    """Run one request's work and answer it: a domain error goes to the caller; anything else
-    too (as `internal` at the edge), logged, without taking the directory down."""
+    """Run one request's work and answer it: a domain error or a store fault goes to the
+    caller (`unavailable` at the edge for the fault: nothing was committed); anything else too
+    (as `internal` at the edge), logged, without taking the directory down."""
     try:
         result = await work()
     except PagerError as exc:
+        if reply is not None:
+            reply.fail(exc)
+    except StoreFault as exc:
+        log.warning("directory request not done: %s", exc)
         if reply is not None:
             reply.fail(exc)
     except Exception as exc:

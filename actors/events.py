@@ -28,8 +28,8 @@ import trio
 
 from actors._runtime import off_loop
 from pager.sse import text_frame
+from pager.store._errors import StoreFault
 from pager.store.ports import EventLog
-from pager.store.trouble import store_trouble
 
 log = logging.getLogger("pager.events")
 T = TypeVar("T")
@@ -196,13 +196,10 @@ class EventFeed:
             seen = self._commits.count
             try:
                 handed = await self._sync()
-            except Exception as exc:
-                trouble = store_trouble(exc)
-                if trouble is None:
-                    raise  # a bug: crash to the supervisor
+            except StoreFault as exc:  # anything else is a bug: crash to the supervisor
                 # The store's trouble (busy, a failing disk): the streams wait, the broker
                 # goes on, and the read is tried again.
-                log.warning("the event feed could not read the store: %s", trouble)
+                log.warning("the event feed could not read the store: %s", exc)
                 await trio.sleep(RETRY_AFTER)
                 continue
             if handed and self._pace > 0:

@@ -26,6 +26,7 @@ from pager.domain.clock import WallClock
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import SessionState
 from pager.domain.session_errors import not_attached, unknown_token
+from pager.store._errors import StoreFault
 from pager.store.ports import Sessions
 from supervisors import ChildSpec, ChildStartFailed, DynamicSupervisor, Restart
 
@@ -76,7 +77,8 @@ class Identities:
 
     async def activate(self, agent_id: str) -> ActorRef[IdentityMessage]:
         """The identity's actor, started if it is not running; `not_found` if the identity
-        does not exist (purged, or never was)."""
+        does not exist (purged, or never was); the `StoreFault` that failed its load (nothing
+        is left of the attempt: the next call starts it again)."""
         while True:
             ref = self.get(agent_id)
             if ref is not None:
@@ -94,6 +96,8 @@ class Identities:
                 await self._supervisor.terminate_child(agent_id)
             started = await self._supervisor.start_child(spec)
         except ChildStartFailed as exc:
+            if isinstance(exc.error, StoreFault):
+                raise exc.error from None
             raise PagerError(
                 ErrorCode.INTERNAL, f"identity {agent_id} could not start: {exc.error!r}"
             ) from exc
@@ -125,9 +129,9 @@ class Identities:
 
     async def call(self, agent_id: str, message: Call[R], *, timeout: float = 30.0) -> R:  # noqa: ASYNC109
         """Call the identity's actor, starting it if need be; one retry if it passivated
-        between the lookup and the call. A crash answers `ActorCrashed` (the edge says
-        `internal`, or `unavailable` when its cause is the disk) while its supervisor starts
-        the actor again."""
+        between the lookup and the call. A store fault answers its `StoreFault` (the edge says
+        `unavailable`) and the actor goes on; a crash (a broken invariant) answers
+        `ActorCrashed` (`internal`) while its supervisor starts the actor again."""
         for attempt in range(2):
             ref = await self.activate(agent_id)
             try:
@@ -160,7 +164,7 @@ class Identities:
         try:
             ref = await self.activate(agent_id)
             ref.try_cast(message)
-        except (PagerError, ActorError) as exc:
+        except (PagerError, ActorError, StoreFault) as exc:
             log.warning("identity %s did not take %r: %s", agent_id, message, exc)
 
     # -- the lookups of every request ------------------------------------------------------
@@ -215,7 +219,7 @@ class Identities:
     async def _activate_quietly(self, agent_id: str) -> None:
         try:
             await self.activate(agent_id)
-        except PagerError as exc:
+        except (PagerError, StoreFault) as exc:
             log.warning("identity %s did not start: %s", agent_id, exc)
 
     def stream_opened(self, session_id: str) -> trio.Event:

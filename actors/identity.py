@@ -5,6 +5,11 @@ Virtual: activated on demand (`actors/identities.py`), it passivates when idle w
 attached, whatever mail waits: its next due time is kept in the store, where the scheduler
 finds it. The store is the truth: every change is committed before it is announced, and the
 actor rebuilds its binding and timers from the store when it starts (or starts again).
+
+Errors by kind: a `StoreFault` (a full disk, a busy or lost store) answers the caller that met
+it, and the actor goes on unchanged (its state changes only after a commit); its background
+work (the timers' lapses, pushes, lease ends) is tried again after a backoff. Only a broken
+invariant of its own state crashes it.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Delivery, Message, SessionState
 from pager.domain.wake import WakeSettings
 from pager.store import messaging as ms
-from pager.store._errors import StoreUnavailable
+from pager.store._errors import StoreFault
 from pager.store.ports import (
     Changed,
     ClaimFor,
@@ -52,6 +57,10 @@ PUSH_TIMEOUT = 10.0
 WAKE_EVERY = 2.0
 #: An identity with nothing pending stops after this long without messages.
 IDLE_AFTER = 300.0
+#: After a store fault the timers' work is tried again this long later, doubling up to
+#: RETRY_MAX while the store keeps failing (sends, being requests, are answered at once).
+RETRY_FIRST = 0.5
+RETRY_MAX = 5.0
 
 
 @attrs.frozen
@@ -242,6 +251,7 @@ def _poll_via(poll: _Poll) -> Via:
 
 class IdentityActor(Actor[IdentityMessage]):
     mailbox_size = 256
+    survives = (StoreFault,)
 
     def __init__(self, identity_id: str, deps: IdentityDeps) -> None:
         self.identity_id = identity_id
@@ -267,6 +277,9 @@ class IdentityActor(Actor[IdentityMessage]):
         self.launch_pending = False
         self.launch_not_before: float | None = None
         self.fruitless_runs = 0
+        # Store faults in a row, and the trio time before which the timers do not try again.
+        self.faults = 0
+        self.retry_at: float | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -280,7 +293,10 @@ class IdentityActor(Actor[IdentityMessage]):
         self.next_deadline = self.deps.inbox.next_due(self.identity_id)
         self._load_wake()
         self._rebind()
-        await self._tick()
+        try:
+            await self._tick()
+        except StoreFault as exc:  # loaded: its catch-up waits for the store, not its start
+            self._retry_later(exc)
         # `handle` arms timers after each message, but an identity activated with no message
         # to follow (at start, detached, a claim open) would otherwise never run its deadline.
         self._arm_timers()
@@ -349,7 +365,21 @@ class IdentityActor(Actor[IdentityMessage]):
                     return
             case _:
                 self.unhandled(message)
+        self.faults, self.retry_at = 0, None
         self._arm_timers()
+
+    def on_fault(self, message: IdentityMessage, error: Exception) -> None:
+        self._retry_later(error, type(message).__name__)
+        self._arm_timers()
+
+    def _retry_later(self, error: Exception, what: str = "start") -> None:
+        """The store failed under `what`: its caller has the fault; the timers try the work
+        again after a backoff (one log line per run of faults)."""
+        delay = min(RETRY_FIRST * 2**self.faults, RETRY_MAX)
+        self.faults += 1
+        self.retry_at = trio.current_time() + delay
+        if self.faults == 1:
+            log.warning("identity %s: %s met a store fault: %s", self.identity_id, what, error)
 
     # -- the store (each change committed before it is announced) -------------------------
 
@@ -412,7 +442,10 @@ class IdentityActor(Actor[IdentityMessage]):
             )
         except PagerError as exc:
             if exc.code in (ErrorCode.HOP_LIMIT, ErrorCode.RATE_LIMITED):
-                await self._record_refusal(request, exc, now)
+                try:
+                    await self._record_refusal(request, exc, now)
+                except StoreFault as fault:  # the refusal stands; only its count is lost
+                    log.warning("refusal for %s not counted: %s", self.identity_id, fault)
             if reply is not None:
                 reply.fail(exc)
             return
@@ -457,7 +490,7 @@ class IdentityActor(Actor[IdentityMessage]):
         try:
             await self.deps.wakeups.notify(self.identity_id)
             session, _ = self.deps.sessions.attached(self.identity_id)
-        except StoreUnavailable as exc:  # the send is committed: a lost hint only delays
+        except StoreFault as exc:  # the send is committed: a lost hint only delays
             log.warning("could not tell other brokers of mail for %s: %s", self.identity_id, exc)
             return False
         return session is not None and session.host != self.deps.host
@@ -489,15 +522,16 @@ class IdentityActor(Actor[IdentityMessage]):
         return served
 
     async def _tick(self) -> None:
-        now = self.deps.clock.now()
-        self._due(await self.deps.inbox.lapse(self.identity_id, now=now, policy=self.policy))
         current = trio.current_time()
-        if self.push_in_flight and self.push_deadline is not None and self.push_deadline <= current:
-            log.warning("push %d for %s unanswered; requeued", self.push_id, self.identity_id)
-            await self._pushed(Pushed(self.push_id, self.push_tokens))
+        # Long polls that ran out are answered first: they need nothing of the store.
         for poll in [p for p in self.polls if p.deadline <= current or p.reply.caller_gone]:
             self.polls.remove(poll)
             _answer(poll.reply, [])
+        now = self.deps.clock.now()
+        self._due(await self.deps.inbox.lapse(self.identity_id, now=now, policy=self.policy))
+        if self.push_in_flight and self.push_deadline is not None and self.push_deadline <= current:
+            log.warning("push %d for %s unanswered; requeued", self.push_id, self.identity_id)
+            await self._pushed(Pushed(self.push_id, self.push_tokens))
         await self._serve_polls()
         await self._push()
         await self._launch()
@@ -701,13 +735,17 @@ class IdentityActor(Actor[IdentityMessage]):
 
     def _arm_timers(self) -> None:
         timers, key = self.deps.timers, (self.identity_id, "inbox")
-        deadlines = [p.deadline for p in self.polls]
+        deadlines = []  # of work in the store
         if self.push_deadline is not None:
             deadlines.append(self.push_deadline)
         if self.launch_not_before is not None:
             deadlines.append(self.launch_not_before)
         if self.next_deadline is not None:
             deadlines.append(trio_deadline(self.deps.clock, self.next_deadline))
+        retry_at = self.retry_at
+        if retry_at is not None:  # after a store fault: the work that failed, not before then
+            deadlines = [max(deadline, retry_at) for deadline in deadlines] + [retry_at]
+        deadlines += [p.deadline for p in self.polls]
         if deadlines:
             timers.schedule(key, min(deadlines), self.ref, Tick())
         else:
@@ -716,6 +754,8 @@ class IdentityActor(Actor[IdentityMessage]):
         if binding is not None and binding.streams == 0:
             # Renewals only move the lease later: a timer that fires early re-arms itself.
             deadline = trio_deadline(self.deps.clock, binding.lease_deadline)
+            if retry_at is not None:
+                deadline = max(deadline, retry_at)
             timers.schedule(lease_key, deadline, self.ref, LeaseCheck())
         else:
             timers.cancel(lease_key)  # an open stream holds it; its close re-arms this

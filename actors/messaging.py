@@ -43,6 +43,7 @@ from pager.domain.errors import PagerError
 from pager.domain.wake import RunOutcome
 from pager.implementations.manifest import Manifest
 from pager.store import messaging as ms
+from pager.store._errors import StoreFault
 from pager.store.ports import MessagingPorts, WakeBook
 from pager.store.wake_ports import CUT_SHORT
 from supervisors import ChildSpec, DynamicSupervisor, Restart
@@ -114,7 +115,7 @@ async def run_messaging(
             for agent_id in sessions.attached_ids():
                 try:
                     await identities.activate(agent_id)
-                except PagerError as exc:
+                except (PagerError, StoreFault) as exc:  # the scheduler or a request retries
                     log.error("identity %s did not start: %s", agent_id, exc)
             scheduler.append(await nursery.start(DueScheduler(inbox, identities, clock).run))
             directory_deps = DirectoryDeps(

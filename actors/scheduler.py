@@ -17,8 +17,8 @@ import trio
 from actors.identities import Identities
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.errors import PagerError
+from pager.store._errors import StoreFault
 from pager.store.ports import Inbox
-from pager.store.trouble import store_trouble
 
 log = logging.getLogger("pager.scheduler")
 
@@ -55,11 +55,8 @@ class DueScheduler:
                 failed = await self._activate_due()
                 now = self._clock.now()
                 later = self._inbox.earliest_due_after(now)
-            except Exception as exc:
-                trouble = store_trouble(exc)
-                if trouble is None:
-                    raise  # a bug: crash to the supervisor
-                log.warning("the scheduler could not read the store: %s", trouble)
+            except StoreFault as exc:  # anything else is a bug: crash to the supervisor
+                log.warning("the scheduler could not read the store: %s", exc)
                 failed, now, later = True, self._clock.now(), None
             if failed:
                 later = min(later or math.inf, now + RETRY_AFTER)
@@ -79,7 +76,7 @@ class DueScheduler:
                     continue  # running: its own timer handles it
                 try:
                     await self._identities.activate(agent_id)
-                except PagerError as exc:
+                except (PagerError, StoreFault) as exc:
                     log.warning("identity %s fell due but did not start: %s", agent_id, exc)
                     failed = True
             if len(page) < PAGE:

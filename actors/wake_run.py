@@ -43,6 +43,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import SessionState
 from pager.domain.wake import HOUR, RunOutcome
 from pager.launch.files import write_private_text
+from pager.store._errors import StoreFault
 from pager.store._registration import Registered, WakeStart
 from pager.store._wake import RUN_OVER, WakeTarget
 
@@ -67,6 +68,8 @@ GUARD_GRACE = 2.0
 #: Each run's log is cut at this size; this many logs are kept per identity.
 LOG_MAX_BYTES = 1024 * 1024
 LOGS_KEPT = 20
+#: A run the store's fault kept from starting is asked for again this long later.
+FAULT_RETRY = 5.0
 
 
 @attrs.frozen
@@ -126,6 +129,9 @@ async def run_wake(
     try:
         async with runs.limiter:
             ended = await _run(runs, manifest, spec, agent_id)
+    except StoreFault as exc:  # before the run started (its end is recorded in `_finish`)
+        log.warning("wake run for %s not started: %s", agent_id, exc)
+        ended = RunEnded(None, retry_after=FAULT_RETRY, detail=str(exc))
     finally:
         with contextlib.suppress(Exception):
             identity.try_cast(ended)

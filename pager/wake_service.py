@@ -27,7 +27,7 @@ from pager.domain.wake import (
 from pager.implementations.manifest import Manifest
 from pager.implementations.templates import TemplateError, placeholders
 from pager.launch.wake_command import wake_args, why_not
-from pager.store._errors import StoreUnavailable
+from pager.store._errors import StoreFault
 from pager.store._registration import PERSON
 from pager.store._wake import WakeEntry
 from pager.store.ports import WakeBook, Wakeups
@@ -172,5 +172,5 @@ class WakeService:
         self.identities.tell(agent_id, Poke())
         if self.wakeups.shared:
             # Lost, the other broker reads the settings when the identity next starts there.
-            with contextlib.suppress(StoreUnavailable):
+            with contextlib.suppress(StoreFault):
                 await self.wakeups.notify(agent_id)

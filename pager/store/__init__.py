@@ -14,9 +14,17 @@ from pager.store._database import (
 )
 from pager.store._errors import (
     MigrationFailed,
+    StoreBusy,
+    StoreConflict,
     StoreCorrupt,
+    StoreDamaged,
+    StoreDenied,
     StoreError,
+    StoreFault,
+    StoreFull,
+    StoreIOError,
     StoreTooNew,
+    StoreUnavailable,
     StoreUnreadable,
     StoreUnwritable,
 )
@@ -36,7 +44,7 @@ from pager.store._runs import (
     record_broker_start,
     record_broker_stop,
 )
-from pager.store._transactions import immediate_transaction, rollback
+from pager.store._transactions import as_fault, faults_typed, immediate_transaction, rollback
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
@@ -46,15 +54,25 @@ __all__ = [
     "CheckpointResult",
     "Migration",
     "MigrationFailed",
+    "StoreBusy",
+    "StoreConflict",
     "StoreCorrupt",
+    "StoreDamaged",
+    "StoreDenied",
     "StoreError",
+    "StoreFault",
+    "StoreFull",
+    "StoreIOError",
     "StoreTooNew",
+    "StoreUnavailable",
     "StoreUnreadable",
     "StoreUnwritable",
+    "as_fault",
     "backup_copy",
     "checkpoint",
     "clear_database",
     "close_database",
+    "faults_typed",
     "get_meta",
     "immediate_transaction",
     "last_unclean_run",

@@ -1,4 +1,5 @@
-"""Errors of the SQLite store.
+"""Errors of the store: faults of the moment on a request path (`StoreFault` and its kinds,
+for every backend), and what is wrong with a SQLite file when it is opened (`StoreError`).
 
 Each error says what is wrong with which file in one sentence, then what the operator can do.
 None of them is ever answered by recreating the database: Pager only does that on an explicit
@@ -8,12 +9,53 @@ None of them is ever answered by recreating the database: Pager only does that o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 
-class StoreUnavailable(Exception):
+class StoreFault(Exception):
+    """The store cannot do this right now, for a reason outside the broker's own state: its
+    disk, its lock, its server (ARCHITECTURE.md, "Errors by kind"). Raised by each backend
+    where it runs the statement (never recognised afterwards); the transaction was rolled back,
+    so nothing changed. Its caller is answered `unavailable` with this message (what is wrong,
+    then what to do), the store is marked degraded on /health until a write succeeds again, and
+    no actor crashes for it: only a broken invariant of an actor's own state does."""
+
+    #: Whether it marks the store degraded on /health (a lost race is no trouble of the store).
+    degrades: ClassVar[bool] = True
+
+
+class StoreFull(StoreFault):
+    """The disk (or the database server's) has no room for the write."""
+
+
+class StoreIOError(StoreFault):
+    """The system refused a read or write of the database (a failing, full or vanished disk)."""
+
+
+class StoreBusy(StoreFault):
+    """The database stayed locked by another writer (another process) past the busy timeout."""
+
+
+class StoreDenied(StoreFault):
+    """The database may not be written (permissions, a read-only disk)."""
+
+
+class StoreDamaged(StoreFault):
+    """The database file turned out damaged while in use."""
+
+
+class StoreConflict(StoreFault):
+    """The database kept rolling the transaction back for concurrent ones (deadlock,
+    serialization) after every retry: nothing is wrong with the store, retry shortly."""
+
+    degrades: ClassVar[bool] = False
+
+
+class StoreUnavailable(StoreFault):
     """The store cannot be reached right now (its database server is down, restarting or cut
-    off): callers are answered `unavailable` and the broker reconnects by itself. The message
-    names the store without a password and says what to check."""
+    off, or the broker's writer did not answer in time): callers are answered `unavailable`
+    and the broker reconnects by itself. The message names the store without a password and
+    says what to check."""
 
 
 class StoreError(Exception):

@@ -1,4 +1,6 @@
-"""Short explicit transactions and the mapping of SQLite failures to store errors.
+"""Short explicit transactions and the mapping of SQLite failures to store errors: those of a
+file being opened (`StoreError`, by `store_errors`) and those of the moment on a request path
+(`StoreFault`, by `faults_typed`, which the writer and the readers run every statement under).
 
 Connections run with `isolation_level=None` (autocommit): the sqlite3 module never opens a
 transaction behind our back, so every write says where it begins and ends.
@@ -11,7 +13,17 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from pager.store._errors import StoreCorrupt, StoreError, StoreUnwritable
+from pager.store._errors import (
+    StoreBusy,
+    StoreCorrupt,
+    StoreDamaged,
+    StoreDenied,
+    StoreError,
+    StoreFault,
+    StoreFull,
+    StoreIOError,
+    StoreUnwritable,
+)
 
 # Primary result codes (the low byte of an extended code) that mean "this user or this disk
 # cannot write here" or "the file is damaged". Anything else (busy, constraint, misuse) is
@@ -46,6 +58,75 @@ def translate_error(exc: sqlite3.Error, path: Path) -> StoreError | None:
     if primary in _CORRUPT_CODES:
         return StoreCorrupt(path, str(exc))
     return None
+
+
+_DENIED = (
+    "the broker may not write its database (permissions, or a read-only disk): make the state"
+    " directory and its files writable by the broker's user, then retry"
+)
+#: SQLite's primary result codes for a database the broker cannot use right now: the fault
+#: each is, and what to tell the caller. SQLITE_FULL is a full disk; SQLITE_IOERR a read or
+#: write the system refused (a full disk, a file-size limit or a failing disk); SQLITE_BUSY a
+#: lock another process held past the busy timeout.
+_FAULTS: dict[int, tuple[type[StoreFault], str]] = {
+    sqlite3.SQLITE_FULL: (
+        StoreFull,
+        "the disk holding Pager's state directory is full: free space on it, then retry",
+    ),
+    sqlite3.SQLITE_IOERR: (
+        StoreIOError,
+        "the disk holding Pager's state directory failed a read or write (it may be full or"
+        " failing): free space on it or check it, then retry",
+    ),
+    sqlite3.SQLITE_BUSY: (
+        StoreBusy,
+        "another process holds the database's lock (a backup, a copy, another program): retry"
+        " shortly, and if it lasts, stop whatever holds pager.db open",
+    ),
+    sqlite3.SQLITE_LOCKED: (StoreBusy, "the database is busy: retry shortly"),
+    sqlite3.SQLITE_READONLY: (StoreDenied, _DENIED),
+    sqlite3.SQLITE_PERM: (StoreDenied, _DENIED),
+    sqlite3.SQLITE_CANTOPEN: (StoreDenied, _DENIED),
+    sqlite3.SQLITE_CORRUPT: (
+        StoreDamaged,
+        "the database file is damaged: stop the broker (`pager exit`), then move pager.db"
+        " aside or put a backup (pager.db.bak-N beside it) in its place",
+    ),
+}
+
+
+def sqlite_fault(exc: sqlite3.Error, *, read_only: bool = False) -> StoreFault | None:
+    """The fault `exc` is, by its SQLite result code; None for anything else (a constraint,
+    a misuse: a bug or a domain rule, never the store's trouble). On a `read_only` connection
+    a refused write is such a bug, not the disk's permissions."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    found = None if code is None else _FAULTS.get(code & 0xFF)
+    if found is None or (read_only and code is not None and code & 0xFF == sqlite3.SQLITE_READONLY):
+        return None
+    kind, hint = found
+    return kind(f"the broker cannot use its database ({exc}); {hint}")
+
+
+def as_fault(exc: BaseException) -> BaseException:
+    """`exc` as the fault it is, if it is a SQLite failure of the store; else `exc` itself."""
+    if isinstance(exc, sqlite3.Error):
+        fault = sqlite_fault(exc)
+        if fault is not None:
+            fault.__cause__ = exc
+            return fault
+    return exc
+
+
+@contextlib.contextmanager
+def faults_typed(*, read_only: bool = False) -> Iterator[None]:
+    """Re-raise a SQLite failure of the moment (full, I/O, busy, …) as its `StoreFault`."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        fault = sqlite_fault(exc, read_only=read_only)
+        if fault is None:
+            raise
+        raise fault from exc
 
 
 @contextlib.contextmanager

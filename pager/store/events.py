@@ -17,23 +17,28 @@ from pager.store._events import (
     record_event,
     record_events,
 )
+from pager.store._transactions import faults_typed
 
 
 class EventLogReader:
     """The event log read through a read-only connection of its own (the feed's, or one
-    replay's); one user at a time, its calls blocking (the feed runs them off the loop)."""
+    replay's); one user at a time, its calls blocking (the feed runs them off the loop). A
+    SQLite failure of the moment is raised as its `StoreFault`."""
 
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
 
     def latest_seq(self) -> int:
-        return latest_event_seq(self._conn)
+        with faults_typed(read_only=True):
+            return latest_event_seq(self._conn)
 
     def oldest_seq(self) -> int | None:
-        return oldest_event_seq(self._conn)
+        with faults_typed(read_only=True):
+            return oldest_event_seq(self._conn)
 
     def rows_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
-        return event_rows_after(self._conn, seq, limit)
+        with faults_typed(read_only=True):
+            return event_rows_after(self._conn, seq, limit)
 
     def close(self) -> None:
         self._conn.close()

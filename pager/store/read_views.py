@@ -13,6 +13,7 @@ from typing import TypeVar
 import trio
 
 from pager.store._database import open_read_only
+from pager.store._transactions import faults_typed
 
 T = TypeVar("T")
 
@@ -38,14 +39,15 @@ class ReadViews:
             return await trio.to_thread.run_sync(run)
 
     def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._conn is None:
-            self._conn = open_read_only(self._database)
-        conn = self._conn
-        conn.execute("BEGIN")
-        try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")  # a read transaction: nothing to commit, the snapshot ends
+        with faults_typed(read_only=True):  # a failing disk is a `StoreFault`, as for the writer
+            if self._conn is None:
+                self._conn = open_read_only(self._database)
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")  # a read transaction: the snapshot ends
 
     async def aclose(self) -> None:
         async with self._lock:

@@ -10,6 +10,11 @@ Writes that may touch many rows (retention sweeps, purges, requeuing lapsed clai
 `heavy`: their batch runs whole in the thread. Reads through the actor always run in the
 thread; short lookups go through `QuickReads`. The connection never has two users at once.
 Functions passed in get the connection and must not touch any actor's state.
+
+A SQLite failure of the moment (a full disk, an I/O error, the lock held past the busy timeout)
+is raised to the caller as its `StoreFault` here, where the statement ran, and marks the store
+degraded on /health; the next committed batch clears it. A writer that does not answer in time
+(a wedged disk) or is not running is `StoreUnavailable` to its caller.
 """
 
 from __future__ import annotations
@@ -22,10 +27,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from actors._runtime import Actor, ActorRef, Reply, off_loop
+from actors._runtime import Actor, ActorError, ActorRef, CallTimeout, Reply, off_loop
 from pager import store
 from pager.health import STORE, HealthBoard
-from pager.store.trouble import store_trouble
+from pager.store import StoreFault, StoreUnavailable, as_fault, faults_typed
 
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
@@ -80,11 +85,12 @@ class QuickReads:
             conn = self._conn = store.open_read_only(self._database)
             conn.execute(f"PRAGMA busy_timeout = {self.BUSY_TIMEOUT_MS}")
         # One read transaction, so a lookup of several queries sees one committed state.
-        conn.execute("BEGIN")
-        try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")
+        with faults_typed(read_only=True):
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -106,16 +112,30 @@ class Checkpoint:
         return self.quick.run(fn)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        result: T = await self.ref.call(Read(fn), timeout=CALL_TIMEOUT)
+        result: T = await self._call(Read(fn))
         return result
 
     async def write(self, fn: Callable[[sqlite3.Connection], T], *, heavy: bool = False) -> T:
         """Run `fn` inside a committed transaction; returns once the commit is durable.
 
         `fn` runs on the event loop unless `heavy`: say so for writes that may touch many rows.
-        """
-        result: T = await self.ref.call(Write(fn, heavy), timeout=CALL_TIMEOUT)
+        Raises the `StoreFault` the store met (nothing of `fn` was committed then)."""
+        result: T = await self._call(Write(fn, heavy))
         return result
+
+    async def _call(self, message: CheckpointMessage) -> Any:
+        try:
+            return await self.ref.call(message, timeout=CALL_TIMEOUT)
+        except CallTimeout:
+            raise StoreUnavailable(
+                f"the broker's database did not answer within {CALL_TIMEOUT:g}s (its disk may be"
+                " slow or stuck); retry shortly, and check the disk holding Pager's state"
+                " directory if it lasts"
+            ) from None
+        except ActorError as exc:  # the writer is restarting: its supervisor brings it back
+            raise StoreUnavailable(
+                f"the broker's database writer is restarting ({exc}); retry shortly"
+            ) from exc
 
 
 class CheckpointActor(Actor[CheckpointMessage]):
@@ -193,7 +213,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
             value = await self._in_thread(lambda: fn(conn))
         except Exception as exc:
             if reply is not None:
-                reply.fail(exc)
+                reply.fail(as_fault(exc))
             return
         if reply is not None:
             reply.send(value)
@@ -216,7 +236,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
                             # I/O error): the batch is lost, and `exc` is what to report.
                             raise
                         conn.execute("ROLLBACK TO op")
-                        outcomes.append((False, exc))
+                        outcomes.append((False, as_fault(exc)))
                     conn.execute("RELEASE op")
             except BaseException:
                 store.rollback(conn)
@@ -246,16 +266,18 @@ class CheckpointActor(Actor[CheckpointMessage]):
                     store.rollback(conn)  # cancelled before the thread took the commit
                     raise
         except Exception as exc:  # the batch or its commit failed: nothing in it happened
-            log.error("commit of %d writes failed: %r", len(writes), exc)
-            trouble = store_trouble(exc)
-            if trouble is not None and self._board is not None:
-                self._board.degrade(STORE, trouble)
+            failure = as_fault(exc)
+            if isinstance(failure, StoreFault):
+                log.warning("commit of %d writes failed: %s", len(writes), failure)
+            else:
+                log.error("commit of %d writes failed: %r", len(writes), exc)
+            self._mark(failure)
             for reply in replies:
                 if reply is not None:
-                    reply.fail(exc)
+                    reply.fail(failure)
             return
-        if self._board is not None:
-            self._board.recover(STORE)  # a lock and a dict lookup when nothing is marked
+        faults = [value for ok, value in outcomes if not ok and isinstance(value, StoreFault)]
+        self._mark(faults[0] if faults else None)
         if self._on_commit is not None and any(ok for ok, _ in outcomes):
             self._on_commit()
         for reply, (ok, value) in zip(replies, outcomes, strict=True):
@@ -265,6 +287,17 @@ class CheckpointActor(Actor[CheckpointMessage]):
                 reply.send(value)
             else:
                 reply.fail(value)
+
+    def _mark(self, failure: BaseException | None) -> None:
+        """Keep /health's store mark in step: a fault marks it, a committed batch clears it
+        (a lock and a dict lookup when nothing is marked)."""
+        if self._board is None:
+            return
+        if isinstance(failure, StoreFault):
+            if failure.degrades:
+                self._board.degrade(STORE, str(failure))
+        elif failure is None:
+            self._board.recover(STORE)
 
     async def on_stop(self) -> None:
         if self._conn is None:

@@ -506,18 +506,18 @@ async def test_feed_rides_out_a_busy_store_and_reads_on(
 ) -> None:
     """A read the store refuses (busy past its timeout) is tried again after a pause: the feed
     does not crash, and the subscriber gets every event, in order."""
-    rows_after = ev.EventLogReader.rows_after
+    rows_after = ev.event_rows_after
     refusals = [2]
 
-    def busy_twice(self: ev.EventLogReader, seq: int, limit: int) -> Any:
+    def busy_twice(conn: Any, seq: int, limit: int) -> Any:
         if refusals[0]:
             refusals[0] -= 1
             busy = sqlite3.OperationalError("database is locked")
             busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
-            raise busy
-        return rows_after(self, seq, limit)
+            raise busy  # the reader raises it as `StoreBusy`
+        return rows_after(conn, seq, limit)
 
-    monkeypatch.setattr(ev.EventLogReader, "rows_after", busy_twice)
+    monkeypatch.setattr(ev, "event_rows_after", busy_twice)
     async with running_feed(database) as (feed, log):
         sub = await feed.subscribe()
         log.commit(3)

@@ -27,6 +27,7 @@ from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
 from pager.domain.views import AgentView, MessageView
 from pager.domain.workspace import Workspace, resolve_workspace
+from pager.health import HealthBoard
 from pager.service import BrokerService
 from pager.store import events as ev
 from pager.store.operator_ports import OperatorViews
@@ -115,6 +116,8 @@ class Harness:
     checkpoint: Checkpoint
     views: OperatorViews
     event_log: EventLog
+    #: The SQLite writer itself (a fault can be injected under it: tests/fakes/failing_store.py).
+    writer: CheckpointActor | None = None
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
         """Every operator event retained, as (type, data), in seq order."""
@@ -202,13 +205,17 @@ async def open_harness(
     *,
     allow_force: bool = True,
     limits: Limits | None = None,
+    board: HealthBoard | None = None,
 ) -> AsyncIterator[Harness]:
-    """The subtree over `tmp_path/pager.db`; pass the same `clock` to reopen it later."""
+    """The subtree over `tmp_path/pager.db`; pass the same `clock` to reopen it later, and a
+    `board` to see the writer mark the store degraded."""
     workspace = tmp_path / "repo"
     workspace.mkdir(exist_ok=True)
     reads = ReadViews(tmp_path / "pager.db", inline=True)
     async with reads_closed(reads), trio.open_nursery() as nursery:
-        store = CheckpointActor(tmp_path / "pager.db", None, lambda: "now", inline=True)
+        store = CheckpointActor(
+            tmp_path / "pager.db", None, lambda: "now", inline=True, board=board
+        )
         store_ref = await start_actor(nursery, store, name="store")
         inbox = FakeInbox()
         inbox_ref: ActorRef[ProviderMessage] = await start_actor(nursery, inbox, name="fake-inbox")
@@ -238,6 +245,7 @@ async def open_harness(
                 checkpoint,
                 SqliteOperatorViews(reads),
                 log,
+                store,
             )
         finally:
             log.close()

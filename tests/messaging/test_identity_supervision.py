@@ -1,6 +1,7 @@
-"""Identity actors own their binding and run under a dynamic supervisor: one that crashes comes
-back bound to its session and delivering, its caller's call fails (`internal` at the edges),
-others never notice."""
+"""Identity actors own their binding and run under a dynamic supervisor. A store fault in one's
+write answers its caller `unavailable` and the actor goes on; one that crashes (a broken
+invariant) comes back bound to its session and delivering, its caller's call fails (`internal`
+at the edges); others never notice either."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
 
 from actors._runtime import ActorCrashed
+from pager.domain.errors import ErrorCode
+from pager.store import StoreIOError
 from pager.store import messaging as ms
+from pager.web.store_trouble import unavailable_cause
 from tests.messaging.conftest import Harness, http_delivery
 
 
@@ -25,12 +29,13 @@ def _pushed_bodies(harness: Harness, session_id: str) -> list[str]:
     ]
 
 
-async def test_identity_store_failure_restarts_it_bound_and_delivering(
+async def test_identity_store_fault_answers_unavailable_and_the_actor_lives_on(
     harness: Harness, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A store failure inside one identity's write crashes that actor: the send that hit it
-    fails (ActorCrashed: `internal` at the edges), the supervisor starts it again bound to its
-    session (pushes resume), and another identity's mail flows throughout."""
+    """A disk I/O error inside one identity's write is the store's fault, not the actor's: the
+    send that hit it is answered `unavailable` naming the disk, the same actor goes on bound to
+    its session (no restart), its next write succeeds and is pushed, and another identity's
+    mail flows throughout."""
     with trio.fail_after(600):
         _, alice = await harness.register("alice")
         _, bob = await harness.register("bob", delivery=http_delivery())
@@ -44,13 +49,61 @@ async def test_identity_store_failure_restarts_it_bound_and_delivering(
 
         def failing_for_bob(conn: sqlite3.Connection, **kwargs: Any) -> Any:
             if kwargs["recipient_id"] == bob.agent_id:
-                raise sqlite3.OperationalError("disk I/O error")  # what a failing disk says
+                error = sqlite3.OperationalError("disk I/O error")  # what a failing disk says
+                error.sqlite_errorcode = sqlite3.SQLITE_IOERR
+                raise error
+            return insert(conn, **kwargs)
+
+        monkeypatch.setattr(ms, "insert_message", failing_for_bob)
+        with pytest.raises(StoreIOError) as caught:
+            await harness.service.send(alice, to="bob", body="lost to the fault")
+        answer = unavailable_cause(caught.value)  # what every edge answers
+        assert answer is not None
+        assert answer.code is ErrorCode.UNAVAILABLE
+        assert "disk" in answer.message
+        sent = await harness.service.send(alice, to="carol", body="meanwhile")
+        assert sent["wake"] == "delivered"  # the neighbour never noticed
+        monkeypatch.setattr(ms, "insert_message", insert)
+
+        await wait_all_tasks_blocked()
+        assert identities.get(bob.agent_id) is first_ref  # the same incarnation, running
+        assert bob.agent_id in identities.index.attached_ids()
+        after = await harness.service.send(alice, to="bob", body="after")
+        assert after["wake"] == "delivered"
+        await harness.inbox.pushed(3)
+        assert _pushed_bodies(harness, bob.session_id or "") == ["before", "after"]
+        assert _pushed_bodies(harness, carol.session_id or "") == ["meanwhile"]
+        whoami = await harness.service.whoami(bob)
+        assert whoami["agent_id"] == bob.agent_id
+
+
+async def test_identity_crash_restarts_it_bound_and_delivering(
+    harness: Harness, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug inside one identity's handling (a broken invariant, not the store's fault)
+    crashes that actor: the send that hit it fails (ActorCrashed: `internal` at the edges), the
+    supervisor starts it again bound to its session (pushes resume), and another identity's
+    mail flows throughout."""
+    with trio.fail_after(600):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob", delivery=http_delivery())
+        _, carol = await harness.register("carol", delivery=http_delivery())
+        await harness.service.send(alice, to="bob", body="before")
+        identities = harness.service.identities
+        first_ref = identities.get(bob.agent_id)
+        assert first_ref is not None
+
+        insert = ms.insert_message
+
+        def failing_for_bob(conn: sqlite3.Connection, **kwargs: Any) -> Any:
+            if kwargs["recipient_id"] == bob.agent_id:
+                raise RuntimeError("a broken invariant")
             return insert(conn, **kwargs)
 
         monkeypatch.setattr(ms, "insert_message", failing_for_bob)
         with pytest.raises(ActorCrashed) as caught:  # the edges answer `internal`
             await harness.service.send(alice, to="bob", body="lost to the fault")
-        assert isinstance(caught.value.reason, sqlite3.OperationalError)
+        assert isinstance(caught.value.reason, RuntimeError)
         sent = await harness.service.send(alice, to="carol", body="meanwhile")
         assert sent["wake"] == "delivered"  # the neighbour never noticed
         monkeypatch.setattr(ms, "insert_message", insert)
@@ -82,7 +135,7 @@ async def test_identity_crash_keeps_its_session_stream_open(
         insert = ms.insert_message
 
         def failing(conn: sqlite3.Connection, **kwargs: Any) -> Any:
-            raise sqlite3.OperationalError("disk I/O error")
+            raise RuntimeError("a broken invariant")  # a bug crashes it; a store fault would not
 
         monkeypatch.setattr(ms, "insert_message", failing)
         with pytest.raises(ActorCrashed):
@@ -94,3 +147,30 @@ async def test_identity_crash_keeps_its_session_stream_open(
         assert caller.session_id == bob.session_id
         await harness.service.detach(bob)
         assert ended.is_set()
+
+
+async def test_identity_whose_load_meets_a_store_fault_answers_unavailable_then_starts(
+    harness: Harness, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An identity whose actor cannot load (the disk fails its read) answers `unavailable`,
+    not `internal`, and nothing is left of the attempt: the next request starts it."""
+    with trio.fail_after(600):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        identities = harness.service.identities
+        await identities.stop(bob.agent_id)  # not running: the next request activates it
+        next_due = ms.next_due_of
+
+        def failing(conn: sqlite3.Connection, identity_id: str) -> Any:
+            error = sqlite3.OperationalError("disk I/O error")
+            error.sqlite_errorcode = sqlite3.SQLITE_IOERR_READ
+            raise error
+
+        monkeypatch.setattr(ms, "next_due_of", failing)
+        with pytest.raises(StoreIOError):
+            await harness.service.send(alice, to="bob", body="not yet")
+        assert identities.get(bob.agent_id) is None
+        monkeypatch.setattr(ms, "next_due_of", next_due)
+        sent = await harness.service.send(alice, to="bob", body="now")
+        assert sent["message_id"]
+        assert identities.get(bob.agent_id) is not None

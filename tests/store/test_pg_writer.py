@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pager.health import HealthBoard
+from pager.store import StoreBusy
 from pager.store._conn import Conn
 from pager.store.pg._database import connect, upgrade
 from pager.store.pg._writer import PgWriter
@@ -59,4 +61,34 @@ async def test_a_read_sees_one_snapshot(pg_dsn: str, tmp_path: Path) -> None:
         assert "elsewhere" in writer.lookup(_meta)  # a later read sees it
     finally:
         other.close()
+        writer.close()
+
+
+async def test_a_lock_held_past_its_timeout_is_store_busy_and_marks_health(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """Another connection holding the row a write needs, past the write's lock timeout: the
+    writer raises `StoreBusy` where it ran the statement (its connection kept), the store is
+    marked degraded, and the next write clears it."""
+    store = pg_store(pg_dsn, tmp_path)
+    with connect(store) as conn:
+        upgrade(conn, where="test")
+        conn.execute("INSERT INTO meta VALUES ('held', '0')")
+    board = HealthBoard()
+    writer = PgWriter(store, inline=True, board=board)
+
+    def update(c: Conn) -> None:
+        c.execute("SET LOCAL lock_timeout = '100ms'")
+        c.execute("UPDATE meta SET value = '1' WHERE key = 'held'")
+
+    try:
+        with connect(store) as holder, holder.transaction():
+            holder.execute("SELECT value FROM meta WHERE key = 'held' FOR UPDATE")
+            with pytest.raises(StoreBusy, match="lock"):
+                await writer.write(update)
+            assert board.snapshot()["status"] == "degraded"
+        await writer.write(update)
+        assert board.snapshot() == {"status": "ok"}
+        assert writer.lookup(_meta)["held"] == "1"
+    finally:
         writer.close()

@@ -14,10 +14,9 @@ import pytest
 import trio
 from quart import Blueprint
 
-from actors._runtime import ActorCrashed
 from pager.health import HealthBoard
 from pager.launch.broker_log import CappedLogFile, install_bounds
-from pager.store import StoreUnwritable
+from pager.store import StoreUnwritable, as_fault
 from pager.web.server import bind_listener, run_web_server
 
 HEALTH = {"instance_id": "i1", "pid": 1, "version": "0", "schema_version": 2, "started_at": "t"}
@@ -56,7 +55,7 @@ async def url(tmp_path: Path, board: HealthBoard) -> AsyncIterator[str]:
 
     @bp.post("/v1/full")
     async def full_disk() -> str:
-        raise ActorCrashed("directory", full)  # how a failed commit reaches a route
+        raise as_fault(full)  # what the writer raises where the COMMIT failed
 
     @bp.get("/v1/deep-bug")
     async def deep_bug() -> str:
@@ -116,7 +115,8 @@ async def test_app_unexpected_error_is_json_internal_and_logged(
 
 
 async def test_app_full_disk_is_unavailable_naming_the_disk(url: str) -> None:
-    """SQLite's `database or disk is full`, however wrapped, is 503 `unavailable` naming it."""
+    """SQLite's `database or disk is full`, raised by the store as `StoreFull`, is 503
+    `unavailable` naming the disk."""
     response = await _call(url, "POST", "/v1/full")
     assert response.status_code == 503
     error = response.json()["error"]

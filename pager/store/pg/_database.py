@@ -14,7 +14,16 @@ from typing import Any
 import psycopg
 
 from pager.config import StoreConfig
-from pager.store._errors import StoreUnavailable
+from pager.store._errors import (
+    StoreBusy,
+    StoreConflict,
+    StoreDamaged,
+    StoreDenied,
+    StoreFault,
+    StoreFull,
+    StoreIOError,
+    StoreUnavailable,
+)
 from pager.store.pg._schema import PG_MIGRATIONS, PgMigration
 
 #: The advisory lock held while a broker reads or upgrades the schema ("pager" in ASCII).
@@ -64,6 +73,35 @@ class PgUnreachable(PgStoreError, StoreUnavailable):
             " runs and that the URL, password file and sslmode in config.toml are right",
             where=where,
         )
+
+
+def pg_fault(exc: psycopg.Error, where: str) -> StoreFault | None:
+    """The fault an error the server answered with is (its connection still usable), by its
+    SQLSTATE; None for anything else (a broken connection is `PgUnreachable`, a constraint or
+    a bad statement is no fault of the store's)."""
+    errors, detail = psycopg.errors, first_line(exc)
+    said = f"the PostgreSQL store {where} refused the write ({detail})"
+    match exc:
+        case errors.DiskFull():
+            return StoreFull(f"{said}: its server's disk is full; free space on it, then retry")
+        case errors.IoError():
+            return StoreIOError(f"{said}: its server failed a read or write; check its disk")
+        case errors.LockNotAvailable() | errors.QueryCanceled():
+            return StoreBusy(f"{said}: a lock stayed held too long; retry shortly")
+        case errors.ReadOnlySqlTransaction():
+            return StoreDenied(
+                f"{said}: the server accepts no writes (a standby, or read-only); point the URL"
+                " in config.toml at the primary"
+            )
+        case errors.DataCorrupted() | errors.IndexCorrupted():
+            return StoreDamaged(f"{said}: its data is damaged; restore it from a backup")
+        case errors.InsufficientResources():
+            return StoreUnavailable(f"{said}: its server ran out of resources; retry shortly")
+        case errors.TransactionRollback():
+            return StoreConflict(
+                f"{said}: it kept rolling the write back for concurrent ones; retry shortly"
+            )
+    return None
 
 
 class PgStoreTooNew(PgStoreError):

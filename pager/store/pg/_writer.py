@@ -15,8 +15,10 @@ own, on a connection of its kind, so a read never waits behind a write's transac
 
 A connection that broke (the server restarted, the link was cut) is dropped, and the next call
 opens a new one: the broker reconnects by itself. A call that fails for want of a connection
-raises `PgUnreachable` (a `StoreUnavailable`): its caller is answered `unavailable`, and the
-store is marked degraded on /health until a call succeeds again.
+raises `PgUnreachable` (a `StoreUnavailable`); an error the server answers with for its own
+trouble (a full disk, a lock held too long, a standby) raises its `StoreFault` (pg_fault), the
+connection kept. Either way its caller is answered `unavailable`, and the store is marked
+degraded on /health until a call succeeds again.
 """
 
 from __future__ import annotations
@@ -35,8 +37,15 @@ import trio
 from pager.config import StoreConfig
 from pager.health import STORE, HealthBoard
 from pager.store._conn import Conn
+from pager.store._errors import StoreFault
 from pager.store.pg._conn import PgConn
-from pager.store.pg._database import CONNECT_TIMEOUT, PgUnreachable, connect, first_line
+from pager.store.pg._database import (
+    CONNECT_TIMEOUT,
+    PgUnreachable,
+    connect,
+    first_line,
+    pg_fault,
+)
 
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
@@ -92,11 +101,16 @@ class _Connection:
                     with raw.transaction():
                         began = True
                         return fn(PgConn(raw))
-                except psycopg.errors.TransactionRollback:
+                except psycopg.errors.TransactionRollback as exc:
                     rolled_back += 1
                     if rolled_back == ATTEMPTS:
-                        raise
-                except psycopg.OperationalError as exc:
+                        raise (pg_fault(exc, self._store.url or "") or exc) from exc
+                except psycopg.Error as exc:
+                    fault = pg_fault(exc, self._store.url or "")
+                    if fault is not None:  # the server said why; the connection stays
+                        raise fault from exc
+                    if not isinstance(exc, psycopg.OperationalError):
+                        raise  # a bug or a domain rule, not the store's trouble
                     self._drop()
                     if not began and not fresh:
                         # It died while idle (a server restart since the last call): its
@@ -244,10 +258,10 @@ class PgWriter:
         began = time.monotonic()
         try:
             value = run()
-        except PgUnreachable as exc:
-            if time.monotonic() - began > SLOW_FAILURE:
+        except StoreFault as exc:
+            if isinstance(exc, PgUnreachable) and time.monotonic() - began > SLOW_FAILURE:
                 self._unresponsive = True
-            if self._board is not None:
+            if self._board is not None and exc.degrades:
                 self._board.degrade(STORE, str(exc))
             raise
         self._unresponsive = False

@@ -26,12 +26,12 @@ from pager.domain.clock import WallClock
 from pager.domain.hosts import HostBoard, HostView
 from pager.health import HealthBoard
 from pager.store._conn import Conn
-from pager.store._errors import StoreUnavailable
+from pager.store._errors import StoreFault
 from pager.store.backend import StoreAccess
 from pager.store.events import EventLogReader
 from pager.store.operator_ports import Exports
 from pager.store.pg._conn import PgConn
-from pager.store.pg._database import PgUnreachable, connect, first_line, upgrade
+from pager.store.pg._database import PgUnreachable, connect, first_line, pg_fault, upgrade
 from pager.store.pg._export import PgExports
 from pager.store.pg._listen import listen_forever
 from pager.store.pg._schema import EVENTS_CHANNEL, SWEEP_LOCK, WAKE_CHANNEL
@@ -218,7 +218,12 @@ class PgEventLog:
             )
         try:
             return read(self._reader)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:
+            fault = pg_fault(exc, self._store.url or "")
+            if fault is not None:
+                raise fault from exc
+            if not isinstance(exc, psycopg.OperationalError):
+                raise
             self.close()
             raise PgUnreachable(self._store.url or "", first_line(exc)) from None
 
@@ -301,7 +306,7 @@ class PgBackend:
                 stopped_at = self._utc_now()
                 try:
                     await writer.write(lambda conn: _release_host(conn, self._host, stopped_at))
-                except StoreUnavailable as exc:
+                except StoreFault as exc:
                     log.warning("could not record this broker's stop: %s", exc)
                 writer.close()
 
@@ -321,7 +326,7 @@ class PgBackend:
                 await writer.read(self._clock.measure)
                 ours = await writer.write(partial(_beat, host=self._host, now=self.clock.now()))
                 await self._see_hosts(writer)
-            except StoreUnavailable as exc:
+            except StoreFault as exc:
                 # The writer marked the board; the next beat tries again (it is what finds
                 # the store back when nothing else asks).
                 log.warning("heartbeat failed: %s", exc)
