@@ -5,7 +5,8 @@ The load is what an operator would try: senders on `POST /v1/me/send` one reques
 another, receivers long-polling `POST /v1/me/claim` (`wait_s`) and acking what they get, and
 `GET /health` probed every 50 ms, all over real HTTP with the sessions' own tokens. The faults
 are real too: a full disk (a file grown until ENOSPC on a tmpfs under the state directory) and
-`database is locked` (another process holding `BEGIN IMMEDIATE` on `pager.db`).
+`database is locked` (another process holding `BEGIN IMMEDIATE` on `pager.db`) on SQLite, and
+the PostgreSQL server stopped.
 
 A run records what each caller was answered and when, so that a test asserts the promise (the
 broker process stays, `/health` answers and says `degraded`, every send is answered 2xx or
@@ -27,6 +28,8 @@ from typing import Any, Protocol
 import attrs
 import httpx2
 import trio
+
+from tests.pg_cluster import PgCluster
 
 #: How often `/health` is probed (an operator's watchdog, tighter than any).
 PROBE_INTERVAL_S = 0.05
@@ -162,6 +165,25 @@ class DatabaseLocked:
         except subprocess.TimeoutExpired:
             holder.kill()
             holder.wait()
+
+
+class StoppedDatabase:
+    """The PostgreSQL server of the store stopped (`pg_ctl stop`), then started again on the
+    same port with its data."""
+
+    name = "database stopped"
+
+    def __init__(self, cluster: PgCluster) -> None:
+        self.cluster = cluster
+
+    def begin(self) -> None:
+        self.cluster.stop()
+
+    def keep(self) -> None:
+        pass
+
+    def end(self) -> None:
+        self.cluster.start()
 
 
 @attrs.frozen

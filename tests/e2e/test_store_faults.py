@@ -1,6 +1,7 @@
-"""A real broker on SQLite while its store fails under load: a full disk and `database is
-locked` (tests/fault_load.py makes both, and the load: 4 senders on `/v1/me/send`, 4
-receivers long-polling `/v1/me/claim`, `/health` probed every 50 ms).
+"""A real broker while its store fails under load: on SQLite a full disk and `database is
+locked`, on PostgreSQL the server stopped with two brokers on it (tests/fault_load.py makes
+the faults, and the load: 4 senders on `/v1/me/send`, 4 receivers long-polling
+`/v1/me/claim`, `/health` probed every 50 ms).
 
 The promise, for either fault: the broker process is the same throughout; `/health` answers
 every probe (and says `degraded` while the store cannot write); every send is answered 2xx or
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e.conftest import NO_SEND_LIMITS, start_broker
+from tests.e2e.conftest import NO_SEND_LIMITS, postgres_env, start_broker
 from tests.fault_load import (
     PROMISED,
     DatabaseLocked,
@@ -30,10 +31,12 @@ from tests.fault_load import (
     FullDisk,
     Hold,
     Record,
+    StoppedDatabase,
     Unavailable,
     tmpfs,
 )
 from tests.launch.conftest import PagerHome
+from tests.pg_cluster import PgCluster
 
 #: Heavy (8 busy clients and a broker on a 2-core machine): one worker runs them one by one.
 pytestmark = pytest.mark.xdist_group("store_faults")
@@ -106,3 +109,31 @@ async def test_a_locked_database_answers_unavailable_and_the_broker_carries_on(
     fault = DatabaseLocked(home.root / "pager.db")
     record = await run_under(home, tmp_path / "repo", fault, Hold(1.0, 12.0, refusals=1))
     assert_promises_kept(record)
+
+
+async def test_a_stopped_postgresql_answers_unavailable_and_both_brokers_carry_on(
+    tmp_path: Path, pg_dsn: str, pg_cluster: PgCluster
+) -> None:
+    """Two brokers (two hosts) on one PostgreSQL database; the server stopped while 4 agents
+    send and 4 long-poll on the first (until 20 sends were refused, at most 12 s), then
+    started again: the first keeps the promises, and the second stays up and serves again by
+    itself."""
+    env = {**NO_SEND_LIMITS, **postgres_env(pg_dsn, tmp_path)}
+    brokers = []
+    for name in ("alpha", "beta"):
+        home = PagerHome(tmp_path / name)
+        home.root.mkdir(mode=0o700)
+        (home.root / "config.toml").write_text(f'[host]\nname = "{name}"\n')
+        brokers.append(start_broker(home, tmp_path / f"repo-{name}", **env))
+    alpha, beta = brokers
+    try:
+        beta_pid = beta.home.broker_pids()
+        run = FaultRun(alpha.url, alpha.secret, alpha.workspace, recovery_bound_s=RECOVERY_BOUND_S)
+        with trio.fail_after(RUN_BOUND_S):
+            record = await run.run(StoppedDatabase(pg_cluster), Hold(2.0, 12.0, refusals=20))
+            assert_promises_kept(record)
+            assert beta.home.broker_pids() == beta_pid
+            await beta.register("after")  # the other broker recovered by itself too
+    finally:
+        for broker in brokers:
+            broker.home.kill_all()
