@@ -3,9 +3,10 @@
 Writes that queue up while a commit is in flight are committed together (group commit), each
 inside its own savepoint so that one failing write fails only its own caller. A batch's
 statements run on the event loop, and only its `COMMIT` (the fsync, 0.3-5 ms under load) in a
-worker thread (`trio.to_thread`), so the loop never waits on the disk. Run in the thread too,
-the statements were slowed by the thread's scheduling (p50 ~1 ms and p90 ~5 ms per batch with 8
-busy clients on 2 cores, against ~0.3 and ~0.6 ms on the loop), and every write waited on that.
+worker thread (`trio.to_thread`), so the loop never waits on the disk; so does waiting for the
+write lock while another process holds it. Run in the thread too, the statements were slowed by
+the thread's scheduling (p50 ~1 ms and p90 ~5 ms per batch with 8 busy clients on 2 cores,
+against ~0.3 and ~0.6 ms on the loop), and every write waited on that.
 Writes that may touch many rows (retention sweeps, purges, requeuing lapsed claims) say
 `heavy`: their batch runs whole in the thread. Reads through the actor always run in the
 thread; short lookups go through `QuickReads`. The connection never has two users at once.
@@ -78,6 +79,7 @@ class QuickReads:
     def __init__(self, database: Path) -> None:
         self._database = database
         self._conn: sqlite3.Connection | None = None
+        self._busy_timeout_ms = 0  # the connection's, read once it is open
 
     def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._conn
@@ -174,6 +176,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
 
     async def on_start(self) -> None:
         self._conn = await self._in_thread(lambda: store.open_database(self._database))
+        self._busy_timeout_ms = int(self.conn.execute("PRAGMA busy_timeout").fetchone()[0])
         run = self._run
         if run is not None:
             try:
@@ -221,10 +224,25 @@ class CheckpointActor(Actor[CheckpointMessage]):
     async def _commit(self, writes: list[Write], replies: list[Reply[Any] | None]) -> None:
         conn = self.conn
 
-        def apply() -> list[tuple[bool, Any]]:
-            """Every write in its own savepoint of one open transaction."""
-            outcomes: list[tuple[bool, Any]] = []
+        def begin() -> None:
             conn.execute("BEGIN IMMEDIATE")
+
+        def begin_at_once() -> bool:
+            """Takes the write lock if it is free now (the usual case), never waiting for it."""
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                    raise
+                return False
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            return True
+
+        def apply() -> list[tuple[bool, Any]]:
+            """Every write in its own savepoint of the transaction `begin` opened."""
+            outcomes: list[tuple[bool, Any]] = []
             try:
                 for write in writes:
                     conn.execute("SAVEPOINT op")
@@ -251,6 +269,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
                 raise
 
         def apply_and_commit() -> list[tuple[bool, Any]]:
+            begin()
             outcomes = apply()
             commit()
             return outcomes
@@ -259,6 +278,11 @@ class CheckpointActor(Actor[CheckpointMessage]):
             if self._inline or any(write.heavy for write in writes):
                 outcomes = await self._in_thread(apply_and_commit)
             else:
+                # Another process may hold the write lock (a backup, a person's `sqlite3`
+                # shell): waiting for it, up to busy_timeout, happens in the thread, so the
+                # event loop, and /health with it, never waits. Once held, statements do not.
+                if not begin_at_once():
+                    await self._in_thread(begin)
                 outcomes = apply()
                 try:
                     await self._in_thread(commit)

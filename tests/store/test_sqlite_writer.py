@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from actors._runtime import start_actor
 from pager.store import (
@@ -78,6 +79,28 @@ async def test_write_statements_run_on_the_loop_unless_heavy(tmp_path: Path) -> 
         assert checkpoint.lookup(partial(get_meta, key="light")) == "yes"
         assert checkpoint.lookup(partial(get_meta, key="heavy")) == "yes"
     assert ran_on_loop == {"light": True, "heavy": False}
+
+
+async def test_waiting_for_another_process_s_write_lock_never_holds_the_loop(
+    tmp_path: Path,
+) -> None:
+    """Another connection (a backup, a person's `sqlite3` shell) holds the write lock: a write
+    waits for it off the event loop, so the loop runs on (here: the task that lets the lock
+    go) and the write commits once it is free. Waiting on the loop would block every request,
+    `/health` included, for the busy timeout, and then fail the write."""
+    database = tmp_path / "pager.db"
+    async with running_checkpoint(database) as checkpoint:
+        await checkpoint.write(partial(set_meta, key="greeting", value="hi"))
+        other = sqlite3.connect(database, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(checkpoint.write, partial(set_meta, key="greeting", value="yo"))
+                await trio.testing.wait_all_tasks_blocked()  # the write waits for the lock
+                other.execute("ROLLBACK")  # runs only while the loop is free
+        finally:
+            other.close()
+        assert checkpoint.lookup(partial(get_meta, key="greeting")) == "yo"
 
 
 async def test_a_batch_cancelled_before_its_commit_is_rolled_back(tmp_path: Path) -> None:
