@@ -20,7 +20,7 @@ import trio
 
 from actors._runtime import Actor, ActorError, Call, Reply
 from actors.identities import Identities
-from actors.identity import Rebind
+from actors.identity_protocol import Rebind
 from actors.wake_run import WakeRuns
 from pager.config import Windows
 from pager.domain import ids

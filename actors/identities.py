@@ -17,7 +17,8 @@ import attrs
 import trio
 
 from actors._runtime import ActorError, ActorRef, ActorStopped, Call, run_actor
-from actors.identity import IdentityActor, IdentityMessage, LeaseCheck, PersistLease, Poke
+from actors.identity import IdentityActor
+from actors.identity_protocol import IdentityMessage, LeaseCheck, PersistLease, Poke
 from actors.sessions import SessionIndex
 from pager.config import Windows
 from pager.domain import ids

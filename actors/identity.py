@@ -1,6 +1,10 @@
 """One identity: its inbox, open claims, session binding and lease timer, ack-wait and
 redelivery timers, long polls and pushes (ARCHITECTURE.md, Ownership).
 
+This module holds the actor's state and its own work (the inbox and claims, long polls, the
+binding, the timers); its protocol is `actors/identity_protocol.py`, its pushes and wakes
+through its provider `actors/identity_delivery.py`, launch on mail `actors/identity_launch.py`.
+
 Virtual: activated on demand (`actors/identities.py`), it passivates when idle with no session
 attached, whatever mail waits: its next due time is kept in the store, where the scheduler
 finds it. The store is the truth: every change is committed before it is announced, and the
@@ -14,7 +18,6 @@ invariant of its own state crashes it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -22,7 +25,26 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from actors._runtime import Actor, ActorError, ActorRef, Call, Reply
+from actors._runtime import ActorRef, Reply
+from actors.identity_delivery import PUSH_BATCH, WAKE_EVERY, ProviderMessage, Pushes
+from actors.identity_launch import LaunchOnMail
+from actors.identity_protocol import (
+    Ack,
+    EndSession,
+    Enqueue,
+    Fetch,
+    IdentityMessage,
+    Idle,
+    LeaseCheck,
+    PersistLease,
+    Poke,
+    Pushed,
+    Rebind,
+    Release,
+    Sent,
+    Tick,
+    Unrenderable,
+)
 from actors.sessions import Binding, SessionIndex
 from actors.timers import TimerService
 from actors.wake_run import RunEnded
@@ -30,7 +52,7 @@ from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.delivery import DeadReason, Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
-from pager.domain.records import Delivery, Message, SessionState
+from pager.domain.records import SessionState
 from pager.domain.wake import WakeSettings
 from pager.store import messaging as ms
 from pager.store._errors import StoreFault
@@ -39,7 +61,6 @@ from pager.store.ports import (
     ClaimFor,
     ClaimView,
     Inbox,
-    NewMessage,
     NoWakeups,
     Sessions,
     WakeBook,
@@ -49,163 +70,12 @@ from pager.store.ports import (
 log = logging.getLogger("pager.identity")
 T = TypeVar("T")
 
-#: Claims written to a delivery address in one notification.
-PUSH_BATCH = 20
-#: A push not answered by its provider within this long is treated as refused.
-PUSH_TIMEOUT = 10.0
-#: Wake helpers run at most this often per identity (a burst of mail is one wake).
-WAKE_EVERY = 2.0
 #: An identity with nothing pending stops after this long without messages.
 IDLE_AFTER = 300.0
 #: After a store fault the timers' work is tried again this long later, doubling up to
 #: RETRY_MAX while the store keeps failing (sends, being requests, are answered at once).
 RETRY_FIRST = 0.5
 RETRY_MAX = 5.0
-
-
-@attrs.frozen
-class Enqueue(NewMessage, Call["Sent"]):
-    """Queue a message for this identity (the send as the inbox takes it); answers `Sent`."""
-
-
-@attrs.frozen
-class Fetch(Call[list[ClaimView]]):
-    session_id: str | None
-    limit: int
-    wait_s: float
-    via: Via = Via.FETCH
-
-
-@attrs.frozen
-class Ack(Call[ms.AckResult]):
-    tokens: tuple[str, ...]
-
-
-@attrs.frozen
-class Release(Call[int]):
-    """Claims handed back unshown; their messages wait again without an attempt counted."""
-
-    tokens: tuple[str, ...]
-
-
-@attrs.frozen
-class Unrenderable(Call[list[str]]):
-    """Claims whose messages cannot be rendered for their reader (`pager.rendering`): those
-    messages die alone (`unrenderable`), once; answers the ids that died."""
-
-    tokens: tuple[str, ...]
-
-
-@attrs.frozen
-class Rebind(Call[None]):
-    """The identity's sessions changed in the store (a registration, a takeover, an archive):
-    bind the attached one, if any, and end what was bound before."""
-
-
-@attrs.frozen
-class EndSession(Call[None]):
-    """End the session (a detach, or its identity's lease lapsed): committed, then its streams
-    and long polls are told."""
-
-    session_id: str
-    state: SessionState
-    reason: str
-
-
-@attrs.frozen
-class LeaseCheck:
-    """End the session if its lease lapsed; else arm the lease timer again."""
-
-
-@attrs.frozen
-class PersistLease:
-    """Record the session's lease (and the identity's last_seen) in the store."""
-
-    session_id: str
-    lease: float
-
-
-@attrs.frozen
-class Tick:
-    """A timer fired: apply ack waits, retries and expiry; answer long polls that ran out."""
-
-
-@attrs.frozen
-class Idle:
-    """The idle timer fired: stop if still nothing is pending."""
-
-
-@attrs.frozen
-class Poke:
-    """Another broker sharing the store changed this identity (SPEC §13): bind what the
-    store now says, then serve what waits, as a timer would."""
-
-
-@attrs.frozen
-class Pushed:
-    """The provider's outcome for one push: the claims its delivery address did not take, and
-    those it could not render (never sent: they die, the rest of the push goes on)."""
-
-    push_id: int
-    refused: tuple[str, ...]
-    unrenderable: tuple[str, ...] = ()
-
-
-IdentityMessage = (
-    Enqueue
-    | Fetch
-    | Ack
-    | Release
-    | Unrenderable
-    | Rebind
-    | EndSession
-    | LeaseCheck
-    | PersistLease
-    | Tick
-    | Idle
-    | Poke
-    | Pushed
-    | RunEnded
-)
-
-
-@attrs.frozen
-class Sent:
-    """The reply to Enqueue."""
-
-    message: Message
-    duplicate: bool
-    wake: Wake
-
-
-@attrs.frozen
-class Deliver:
-    """Asks a provider to write claims to a delivery address, then cast `Pushed` back."""
-
-    identity: ActorRef[IdentityMessage]
-    push_id: int
-    session_id: str
-    delivery: Delivery
-    claims: tuple[ClaimView, ...]
-
-
-@attrs.frozen
-class WakeSession:
-    """Asks a provider to run its implementation's wake helper for an attached session."""
-
-    values: dict[str, str]  # placeholders: agent_id, session_id, conversation_key
-
-
-@attrs.frozen
-class LaunchRun:
-    """Asks a provider to start a wake run for the identity (docs/wake.md); the identity
-    hears `RunEnded` when it is over or did not start."""
-
-    identity: ActorRef[IdentityMessage]
-    agent_id: str
-
-
-ProviderMessage = Deliver | WakeSession | LaunchRun
 
 
 @attrs.define
@@ -238,18 +108,11 @@ class _Poll:
     deadline: float  # trio time
 
 
-@attrs.frozen
-class _PushTarget:
-    provider: ActorRef[ProviderMessage]
-    session_id: str
-    delivery: Delivery
-
-
 def _poll_via(poll: _Poll) -> Via:
     return Via.FETCH if poll.session_id is not None else Via.HOOK
 
 
-class IdentityActor(Actor[IdentityMessage]):
+class IdentityActor(Pushes, LaunchOnMail):
     mailbox_size = 256
     survives = (StoreFault,)
 
@@ -535,140 +398,6 @@ class IdentityActor(Actor[IdentityMessage]):
         await self._serve_polls()
         await self._push()
         await self._launch()
-
-    async def _push(self) -> None:
-        """Write waiting claims to the attached session's delivery address (one push at a time,
-        so first deliveries keep send order)."""
-        target = await self._push_target()
-        if target is None:
-            return
-        claims = await self._claim(PUSH_BATCH, target.session_id, Via.DELIVERY)
-        if not claims:
-            return
-        await self._start_push(target, claims)
-
-    async def _push_target(self) -> _PushTarget | None:
-        """Where a push would go now: none while one is in flight, without a delivery address,
-        or when the implementation's provider is disabled or not running (mail then waits
-        for a fetch)."""
-        binding = self.binding
-        if self.push_in_flight or binding is None or binding.session.delivery is None:
-            return None
-        provider = await self.deps.providers(binding.implementation)
-        if provider is None:
-            return None
-        return _PushTarget(provider, binding.session.id, binding.session.delivery)
-
-    async def _start_push(self, target: _PushTarget, claims: list[ClaimView]) -> None:
-        self.push_id += 1
-        self.push_in_flight = True
-        self.push_tokens = tuple(c.claim.token for c in claims)
-        # A provider that dies with the push in hand never answers: give up on it in time.
-        self.push_deadline = trio.current_time() + PUSH_TIMEOUT
-        deliver = Deliver(self.ref, self.push_id, target.session_id, target.delivery, tuple(claims))
-        try:
-            target.provider.try_cast(deliver)
-        except ActorError as exc:
-            log.warning("provider unavailable for %s: %s", self.identity_id, exc)
-            await self._pushed(Pushed(self.push_id, self.push_tokens))
-
-    async def _wake(self) -> None:
-        """A session without a delivery address may still be told that mail waits, by its
-        implementation's wake helper (if it has one); at most once every WAKE_EVERY."""
-        binding = self.binding
-        if binding is None or binding.session.delivery is not None:
-            return
-        now = trio.current_time()
-        if now - self.last_wake < WAKE_EVERY:
-            return
-        provider = await self.deps.providers(binding.implementation)
-        if provider is None:
-            return
-        self.last_wake = now
-        key = binding.session.conversation_key
-        if key is None and self.deps.wake is not None:
-            # A harness that picks its own ids names the conversation at its first hook, after
-            # the binding was made: the store knows it (the knock needs it, e.g. Codex's queue).
-            candidate = self.deps.wake.candidate(self.identity_id)
-            key = None if candidate is None else candidate.conversation_key
-        values = {
-            "agent_id": self.identity_id,
-            "session_id": binding.session.id,
-            "conversation_key": key or "",
-        }
-        with contextlib.suppress(ActorError):
-            provider.try_cast(WakeSession(values))
-
-    # -- launch on mail (docs/wake.md) -----------------------------------------------------
-
-    def _load_wake(self) -> None:
-        wake = self.deps.wake
-        self.wake_settings = None if wake is None else wake.settings(self.identity_id)
-        if self.wake_settings is None:
-            self.launch_not_before = None
-
-    async def _launch(self) -> None:
-        """Ask the provider for a wake run when the person turned launch on mail on, mail may
-        be offered now, no session is attached anywhere, the identity's workspace is this
-        broker's, and no run is going or must be waited for. The store decides the rest with
-        the run's registration (the hourly bound, a session attached meanwhile)."""
-        wake = self.deps.wake
-        if wake is None or self.wake_settings is None or self.launch_pending:
-            return
-        if self.binding is not None:
-            return  # attached: the ordinary wake applies
-        if self.launch_not_before is not None:
-            if trio.current_time() < self.launch_not_before:
-                return
-            self.launch_not_before = None
-        now = self.deps.clock.now()
-        session, implementation = self.deps.sessions.attached(self.identity_id)
-        target = wake.target(self.identity_id, now=now)
-        if session is not None or target is None or target.available == 0:
-            return
-        if target.workspace.host != self.deps.host:
-            return  # its own broker launches it
-        provider = await self.deps.providers(implementation)
-        if provider is None:
-            return
-        self.launch_pending = True
-        try:
-            provider.try_cast(LaunchRun(self.ref, self.identity_id))
-        except ActorError as exc:
-            log.warning("provider unavailable for a wake run of %s: %s", self.identity_id, exc)
-            self.launch_pending = False
-
-    async def _run_ended(self, ended: RunEnded) -> None:
-        """A run is over (or did not start): the next waits for the redelivery schedule (runs
-        in a row that acknowledged nothing count as attempts) or the hourly bound."""
-        self.launch_pending = False
-        now = trio.current_time()
-        if ended.outcome is None:
-            if ended.retry_after is not None:
-                self.launch_not_before = now + ended.retry_after
-            return
-        self.fruitless_runs = 0 if ended.acknowledged else self.fruitless_runs + 1
-        delay = self.deps.windows.redelivery_delay(max(1, self.fruitless_runs))
-        self.launch_not_before = now + delay
-
-    async def _pushed(self, outcome: Pushed) -> None:
-        if outcome.push_id != self.push_id or not self.push_in_flight:
-            return
-        self.push_in_flight = False
-        self.push_deadline = None
-        if outcome.unrenderable:
-            await self._dead_letter(outcome.unrenderable)
-        if outcome.refused:
-            refused = await self.deps.inbox.refuse(
-                self.identity_id,
-                outcome.refused,
-                now=self.deps.clock.now(),
-                policy=self.policy,
-                delay=self.deps.windows.redelivery_delay,
-            )
-            self._due(refused)
-        self.push_tokens = ()
-        await self._push()
 
     def _idle(self) -> bool:
         """Nothing to keep the actor for: its due mail is the scheduler's business (a wake

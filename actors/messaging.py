@@ -23,14 +23,10 @@ import trio
 from actors._runtime import ActorError, ActorRef, start_actor
 from actors.directory import DirectoryActor, DirectoryDeps, DirectoryMessage
 from actors.identities import MAX_RESTARTS, PERIOD, Identities
-from actors.identity import (
-    IdentityActor,
-    IdentityDeps,
-    IdentityMessage,
-    LaunchRun,
-    Poke,
-    ProviderMessage,
-)
+from actors.identity import IdentityActor, IdentityDeps
+from actors.identity_delivery import ProviderMessage
+from actors.identity_launch import LaunchRun
+from actors.identity_protocol import IdentityMessage, Poke
 from actors.provider import DeliveryProvider
 from actors.scheduler import DueScheduler
 from actors.sessions import SessionIndex

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors._runtime import Actor, ActorError, Reply
-from actors.identity import Deliver, LaunchRun, ProviderMessage, Pushed, WakeSession
+from actors.identity_delivery import Deliver, ProviderMessage, WakeSession
+from actors.identity_launch import LaunchRun
+from actors.identity_protocol import Pushed
 from pager.domain.records import DeliveryKind
 from pager.domain.results import mail_message
 from pager.implementations.manifest import Wake

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from actors._runtime import ActorRef
-from actors.identity import ProviderMessage
+from actors.identity_delivery import ProviderMessage
 from supervisors import ChildSpec, Restart, Strategy, Supervisor, SupervisorGaveUp
 
 log = logging.getLogger("pager.providers")

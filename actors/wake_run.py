@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from actors._runtime import ActorRef
     from actors.directory import DirectoryMessage
     from actors.identities import Identities
-    from actors.identity import IdentityMessage
+    from actors.identity_protocol import IdentityMessage
     from pager.domain.clock import WallClock
     from pager.implementations.manifest import Manifest
     from pager.launch.wrapper import HarnessCommand, LaunchSpec
@@ -370,7 +370,7 @@ async def _finish(
     """The run's session ends through its identity (which tells its streams), unless
     something ended it first, and the run's end is recorded (ending the session in the store
     if the identity could not: the broker is stopping)."""
-    from actors.identity import EndSession
+    from actors.identity_protocol import EndSession
 
     assert runs.identities is not None
     assert runs.book is not None

@@ -17,7 +17,7 @@ import trio
 from actors._runtime import ActorRef, Call
 from actors.directory import DirectoryMessage, Move, RegisterCommand, Rename
 from actors.identities import Identities
-from actors.identity import (
+from actors.identity_protocol import (
     Ack,
     EndSession,
     Enqueue,

@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from actors.identities import Identities
-from actors.identity import Poke
+from actors.identity_protocol import Poke
 from pager.domain.clock import WallClock, iso
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.wake import (

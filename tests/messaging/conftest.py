@@ -18,7 +18,8 @@ import trio
 from actors._runtime import Actor, ActorRef, Reply, start_actor
 from actors.directory import DirectoryMessage
 from actors.identities import Identities
-from actors.identity import Deliver, ProviderMessage, Pushed, WakeSession
+from actors.identity_delivery import Deliver, ProviderMessage, WakeSession
+from actors.identity_protocol import Pushed
 from actors.messaging import run_messaging
 from actors.provider import notification
 from pager.config import Config, Limits, Windows

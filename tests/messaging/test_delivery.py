@@ -8,7 +8,7 @@ import pytest
 import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
 
-from actors.identity import PUSH_TIMEOUT
+from actors.identity_delivery import PUSH_TIMEOUT
 from pager.domain.errors import ErrorCode, PagerError
 from tests.messaging.conftest import Harness, http_delivery
 

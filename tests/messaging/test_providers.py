@@ -13,7 +13,7 @@ import trio
 from trio.testing import MockClock
 
 from actors._runtime import Actor, Reply, run_actor, start_actor
-from actors.identity import ProviderMessage
+from actors.identity_delivery import ProviderMessage
 from actors.messaging import run_messaging
 from actors.providers import ProviderHub
 from pager.config import Config

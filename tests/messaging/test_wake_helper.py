@@ -11,7 +11,7 @@ import trio.testing
 from trio.testing import MockClock
 
 from actors._runtime import start_actor
-from actors.identity import WakeSession
+from actors.identity_delivery import WakeSession
 from actors.provider import DeliveryProvider
 from pager.implementations.manifest import Wake
 

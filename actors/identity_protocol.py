@@ -1,0 +1,133 @@
+"""The identity actor's protocol: the requests it answers (each `Call[R]` declares its reply
+type) and the casts it takes from its timers, its provider and other brokers.
+
+The provider's side of delivery (`Deliver`, `WakeSession`) is in `actors/identity_delivery.py`,
+launch on mail (`LaunchRun`) in `actors/identity_launch.py`; a wake run's end (`RunEnded`) is
+`actors/wake_run.py`'s.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from actors._runtime import Call
+from actors.wake_run import RunEnded
+from pager.domain.delivery import Via, Wake
+from pager.domain.records import Message, SessionState
+from pager.store import messaging as ms
+from pager.store.ports import ClaimView, NewMessage
+
+
+@attrs.frozen
+class Enqueue(NewMessage, Call["Sent"]):
+    """Queue a message for this identity (the send as the inbox takes it); answers `Sent`."""
+
+
+@attrs.frozen
+class Fetch(Call[list[ClaimView]]):
+    session_id: str | None
+    limit: int
+    wait_s: float
+    via: Via = Via.FETCH
+
+
+@attrs.frozen
+class Ack(Call[ms.AckResult]):
+    tokens: tuple[str, ...]
+
+
+@attrs.frozen
+class Release(Call[int]):
+    """Claims handed back unshown; their messages wait again without an attempt counted."""
+
+    tokens: tuple[str, ...]
+
+
+@attrs.frozen
+class Unrenderable(Call[list[str]]):
+    """Claims whose messages cannot be rendered for their reader (`pager.rendering`): those
+    messages die alone (`unrenderable`), once; answers the ids that died."""
+
+    tokens: tuple[str, ...]
+
+
+@attrs.frozen
+class Rebind(Call[None]):
+    """The identity's sessions changed in the store (a registration, a takeover, an archive):
+    bind the attached one, if any, and end what was bound before."""
+
+
+@attrs.frozen
+class EndSession(Call[None]):
+    """End the session (a detach, or its identity's lease lapsed): committed, then its streams
+    and long polls are told."""
+
+    session_id: str
+    state: SessionState
+    reason: str
+
+
+@attrs.frozen
+class LeaseCheck:
+    """End the session if its lease lapsed; else arm the lease timer again."""
+
+
+@attrs.frozen
+class PersistLease:
+    """Record the session's lease (and the identity's last_seen) in the store."""
+
+    session_id: str
+    lease: float
+
+
+@attrs.frozen
+class Tick:
+    """A timer fired: apply ack waits, retries and expiry; answer long polls that ran out."""
+
+
+@attrs.frozen
+class Idle:
+    """The idle timer fired: stop if still nothing is pending."""
+
+
+@attrs.frozen
+class Poke:
+    """Another broker sharing the store changed this identity (SPEC §13): bind what the
+    store now says, then serve what waits, as a timer would."""
+
+
+@attrs.frozen
+class Pushed:
+    """The provider's outcome for one push: the claims its delivery address did not take, and
+    those it could not render (never sent: they die, the rest of the push goes on)."""
+
+    push_id: int
+    refused: tuple[str, ...]
+    unrenderable: tuple[str, ...] = ()
+
+
+IdentityMessage = (
+    Enqueue
+    | Fetch
+    | Ack
+    | Release
+    | Unrenderable
+    | Rebind
+    | EndSession
+    | LeaseCheck
+    | PersistLease
+    | Tick
+    | Idle
+    | Poke
+    | Pushed
+    | RunEnded
+)
+
+
+@attrs.frozen
+class Sent:
+    """The reply to Enqueue."""
+
+    message: Message
+    duplicate: bool
+    wake: Wake
