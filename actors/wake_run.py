@@ -84,9 +84,25 @@ class RunEnded:
     detail: str = ""
 
 
+@attrs.frozen
+class RunPorts:
+    """What a run needs of the messaging subtree: the wake book (its target, start and end),
+    the directory (its session registers there) and the identities (its lease and end)."""
+
+    book: WakeBook
+    directory: ActorRef[DirectoryMessage]
+    identities: Identities
+
+
 @attrs.define
 class WakeRuns:
-    """The broker's runs: its bound, its ports, and those going (by session id)."""
+    """The broker's runs: its bound, its ports, and those going (by session id).
+
+    Built by the broker's tree before anything starts and shared by the providers, whose
+    runs outlive a restart of the messaging subtree they work through. So that side is a
+    small lookup, not a field set once: each incarnation of the subtree registers its
+    `RunPorts` (`serve`) before any of its identities starts, and a run reaches the latest
+    (as a process is found by its registered name)."""
 
     clock: WallClock
     state_dir: Path
@@ -95,16 +111,34 @@ class WakeRuns:
     log_max_bytes: int = LOG_MAX_BYTES
     #: The broker's own URL (known once its listener is bound).
     url: Callable[[], str] = lambda: ""
-    #: Set by the messaging subtree when it starts.
-    book: WakeBook | None = None
-    directory: ActorRef[DirectoryMessage] | None = None
-    identities: Identities | None = None
     environ: dict[str, str] = attrs.Factory(lambda: dict(os.environ))
     limiter: trio.CapacityLimiter = attrs.field(init=False)
     going: dict[str, trio.Event] = attrs.Factory(dict)  # session id -> set when it is over
+    _ports: RunPorts | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.limiter = trio.CapacityLimiter(self.max_runs)
+
+    def serve(self, ports: RunPorts) -> None:
+        """The messaging subtree that is starting: runs work through it from now on."""
+        self._ports = ports
+
+    def _served(self) -> RunPorts:
+        if self._ports is None:
+            raise RuntimeError("no messaging subtree serves the wake runs yet")
+        return self._ports
+
+    @property
+    def book(self) -> WakeBook:
+        return self._served().book
+
+    @property
+    def directory(self) -> ActorRef[DirectoryMessage]:
+        return self._served().directory
+
+    @property
+    def identities(self) -> Identities:
+        return self._served().identities
 
     async def wait_over(self, session_id: str) -> None:
         """Until the run of this session (if one goes) is over: the process group gone."""
@@ -141,9 +175,6 @@ async def _run(runs: WakeRuns, manifest: Manifest, spec: LaunchSpec, agent_id: s
     from actors.directory import RegisterCommand
     from pager.launch.wake_command import wake_args, why_not
 
-    assert runs.book is not None
-    assert runs.directory is not None
-    assert runs.identities is not None
     now = runs.clock.now()
     target = runs.book.target(agent_id, now=now)
     if target is None or target.available == 0:
@@ -239,7 +270,6 @@ async def _process(
         finally:
             os.close(read_end)
         try:
-            assert runs.book is not None
             await runs.book.started(
                 run_id, pid=process.pid, log=str(log_path), now=runs.clock.now()
             )
@@ -372,8 +402,6 @@ async def _finish(
     if the identity could not: the broker is stopping)."""
     from actors.identity_protocol import EndSession
 
-    assert runs.identities is not None
-    assert runs.book is not None
     try:
         await runs.identities.call(
             agent_id, EndSession(session_id, SessionState.DETACHED, RUN_OVER)

@@ -22,9 +22,10 @@ from actors._runtime import ActorRef
 from actors.directory import DirectoryMessage
 from actors.events import CommitSignal, EventFeed
 from actors.identities import Identities
-from actors.messaging import delivery_provider, manifest_of, run_messaging
 from actors.providers import ProviderHub, disabled_event
 from actors.wake_run import WakeRuns
+from pager.broker.messaging import run_messaging
+from pager.broker.providers import delivery_provider, manifest_of
 from pager.config import Config, is_loopback, remote_warning
 from pager.domain.clock import SystemClock, WallClock
 from pager.health import HealthBoard

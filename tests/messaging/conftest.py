@@ -20,8 +20,8 @@ from actors.directory import DirectoryMessage
 from actors.identities import Identities
 from actors.identity_delivery import Deliver, ProviderMessage, WakeSession
 from actors.identity_protocol import Pushed
-from actors.messaging import run_messaging
 from actors.provider import notification
+from pager.broker.messaging import run_messaging
 from pager.config import Config, Limits, Windows
 from pager.domain import results
 from pager.domain.api import Caller

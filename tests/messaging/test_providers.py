@@ -14,8 +14,8 @@ from trio.testing import MockClock
 
 from actors._runtime import Actor, Reply, run_actor, start_actor
 from actors.identity_delivery import ProviderMessage
-from actors.messaging import run_messaging
 from actors.providers import ProviderHub
+from pager.broker.messaging import run_messaging
 from pager.config import Config
 from pager.domain.clock import TrioWallClock
 from pager.service import BrokerService
