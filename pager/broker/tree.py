@@ -37,6 +37,7 @@ from pager.store.events import record_event
 from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import BrokerRunInfo
+from pager.versions import SCHEMA_VERSION, VERSION
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
 
 log = logging.getLogger("pager.broker")
@@ -109,6 +110,36 @@ class BrokerContext:
             lambda ctx: open_backend(ctx.config, ctx.paths, ctx.run, ctx.utc_now, ctx.clock),
             takes_self=True,
         )
+    )
+
+
+def broker_context(
+    paths: StatePaths,
+    config: Config,
+    run: BrokerRunInfo,
+    *,
+    secret: str,
+    utc_now: Callable[[], str],
+) -> BrokerContext:
+    """What the children of the broker process `run` share: its health, and the store the
+    configuration names (nothing opened yet), whose clock is the broker's."""
+    health: dict[str, Any] = {
+        "instance_id": run.instance_id,
+        "pid": run.pid,
+        "version": VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "started_at": run.started_at,
+    }
+    backend = open_backend(config, paths, run, utc_now, SystemClock())
+    return BrokerContext(
+        paths=paths,
+        config=config,
+        run=run,
+        health=health,
+        utc_now=utc_now,
+        secret=secret,
+        clock=backend.clock,
+        backend=backend,
     )
 
 

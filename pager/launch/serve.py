@@ -18,13 +18,11 @@ from datetime import UTC, datetime
 
 import trio
 
-from pager.broker import BrokerContext, build_broker_tree
+from pager.broker import BrokerContext, broker_context, build_broker_tree
 from pager.config import Config
-from pager.domain.clock import SystemClock
 from pager.launch.files import ensure_secret, read_json, write_private_json
 from pager.launch.lock import BrokerLock, LockHeld, read_lock_identity
 from pager.launch.paths import StateDirError, StatePaths, ensure_state_dir
-from pager.store.backend import open_backend
 from pager.store.sqlite_writer import BrokerRunInfo
 from pager.versions import SCHEMA_VERSION, VERSION
 from supervisors import ChildSpec, ChildStartFailed, SupervisorGaveUp
@@ -79,24 +77,7 @@ def serve_main(
         lock.write_identity(
             {"instance_id": run.instance_id, "pid": run.pid, "schema_version": SCHEMA_VERSION}
         )
-        health = {
-            "instance_id": run.instance_id,
-            "pid": run.pid,
-            "version": VERSION,
-            "schema_version": SCHEMA_VERSION,
-            "started_at": run.started_at,
-        }
-        backend = open_backend(config, paths, run, utc_now, SystemClock())
-        ctx = BrokerContext(
-            paths=paths,
-            config=config,
-            run=run,
-            health=health,
-            utc_now=utc_now,
-            secret=secret,
-            clock=backend.clock,
-            backend=backend,
-        )
+        ctx = broker_context(paths, config, run, secret=secret, utc_now=utc_now)
         return _run(ctx, extra_children)
     finally:
         _remove_broker_json(paths, lock_identity=read_lock_identity(paths.lock))
