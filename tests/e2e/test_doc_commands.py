@@ -26,7 +26,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -45,13 +44,15 @@ COMMAND_LANGUAGES = {"sh", "bash", "shell", "console", "sql"}
 #: The languages of blocks shown, not typed (configuration, answers, listings).
 SHOWN_LANGUAGES = {"text", "json", "toml", "python"}
 FENCE = re.compile(r"^```(?P<lang>\S*)\n(?P<body>.*?)^```$", re.S | re.M)
-NOT_RUN = re.compile(r"<!-- not run(?: `(?P<command>[^`]+)`)?: (?P<reason>[^>]+?) -->")
-TESTED = re.compile(r"<!-- tested: (?P<path>\S+) (?P<how>[^>]+?) -->")
+NOT_RUN = re.compile(r"<!-- not run(?: `(?P<command>[^`]+)`)?: (?P<reason>.+?) -->")
+TESTED = re.compile(r"<!-- tested: (?P<path>\S+) (?P<how>.+?) -->")
 #: The directories of the test's machine the docs' example slugs stand for (`shop-3f9a1c`).
 PLACES = ("shop", "api", "web")
 SLUG = re.compile(r"\b(?P<name>" + "|".join(PLACES) + r")-[0-9a-f]{6}\b")
 #: Ids a command prints; an example id in a page's output stands for the real one.
-PRINTED_ID = re.compile(r"\b(?:(?:msg|agt|mbx|ses)_[0-9a-z]{8,}|pmt_[0-9A-Za-z]{20,}|run-[0-9a-z]{4})\b")
+PRINTED_ID = re.compile(
+    r"\b(?:(?:msg|agt|mbx|ses)_[0-9a-z]{8,}|pmt_[0-9A-Za-z]{20,}|run-[0-9a-z]{4})\b"
+)
 #: Example agent ids the pages use without showing where they came from: the test's `web`.
 EXAMPLE_AGENTS = ("agt_7wpcnzfzt6hzahj7", "agt_1bks00j6yqcc29ne")
 #: The agents of the test's `shop` workspace that the pages write to.
@@ -142,19 +143,32 @@ def test_every_block_is_labelled_and_every_command_is_run_or_excused() -> None:
     for page in PAGES:
         for block in blocks(page):
             if block.language not in COMMAND_LANGUAGES | SHOWN_LANGUAGES:
-                problems.append(f"{block.where}: a fence without a known language ({block.language!r})")
+                problems.append(
+                    f"{block.where}: a fence without a known language: {block.language!r}"
+                )
                 continue
             if block.tested is not None:
                 named = ROOT / block.tested
                 if not named.is_file() or page.name not in named.read_text():
-                    problems.append(f"{block.where}: `tested:` names {block.tested}, which does not run it")
+                    problems.append(f"{block.where}: {block.tested} does not run it")
             if block.language == "sql" and block.excuse is None:
-                problems.append(f"{block.where}: an `sql` block is for psql: excuse it, or show it as a psql command")
+                problems.append(f"{block.where}: an `sql` block (for psql) needs an excuse")
             texts = [command.text for command in block.commands()]
             for part in block.skipped:
                 if not any(part in text for text in texts):
-                    problems.append(f"{block.where}: excuses `{part}`, which is not among its commands")
+                    problems.append(f"{block.where}: excuses `{part}`, not one of its commands")
     assert not problems, "\n".join(problems)
+
+
+def test_the_readme_lists_every_doc() -> None:
+    """A reader finds every page from the README's list."""
+    readme = (ROOT / "README.md").read_text()
+    pages = [
+        page for page in PAGES if page.parent != ROOT and page.parent.name != "implementations"
+    ]
+    missing = [page.name for page in pages if f"(docs/{page.name})" not in readme]
+    assert "(docs/implementations/README.md)" in readme
+    assert not missing, f"README.md does not list {missing}"
 
 
 @attrs.define
@@ -184,6 +198,7 @@ class Machine:
     def learn(self, shown: str, printed: str) -> None:
         """The ids the page shows a command printed stand for those it printed here, in the
         order each kind first appears."""
+
         def by_kind(text: str) -> dict[str, list[str]]:
             kinds: dict[str, list[str]] = {}
             for found in dict.fromkeys(PRINTED_ID.findall(text)):
@@ -206,7 +221,7 @@ def cli(env: dict[str, str], cwd: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def machine(broker: Broker, tmp_path: Path) -> Iterator[Machine]:
+def machine(broker: Broker, tmp_path: Path) -> Machine:
     home = tmp_path / "me"
     state = home / ".local" / "state"
     state.mkdir(parents=True)
@@ -235,7 +250,8 @@ def machine(broker: Broker, tmp_path: Path) -> Iterator[Machine]:
         found.slugs[name] = me["address"].split("@")[1]
     with httpx2.Client(timeout=10) as http:
         for alias in CAST:
-            body = {"workspace": str(places["shop"]), "implementation": "shell", "session_name": alias}
+            body = {"workspace": str(places["shop"]), "implementation": "shell"}
+            body["session_name"] = alias
             answer = http.post(
                 broker.url + "/v1/register", json=body,
                 headers={"Authorization": f"Bearer {broker.secret}"},
@@ -244,7 +260,7 @@ def machine(broker: Broker, tmp_path: Path) -> Iterator[Machine]:
                 found.examples.update(dict.fromkeys(EXAMPLE_AGENTS, answer["agent_id"]))
     token = cli(env, places["shop"], "token", "create", "api").split()[0]
     env["PAGER_NOTIFY_TOKEN"] = token
-    yield found
+    return found
 
 
 @pytest.mark.parametrize(
