@@ -563,7 +563,7 @@ def add_commands(commands: Any) -> None:
     whoami = commands.add_parser(
         "whoami",
         help="which identity commands here act as, and why",
-        description="The identity this command acts as (SPEC §4.2), its address and workspace.",
+        description="The identity this command acts as (docs/cli.md), its address and workspace.",
     )
     _json(whoami)
     who = commands.add_parser(

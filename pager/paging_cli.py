@@ -168,7 +168,7 @@ def add_commands(commands: Any) -> None:
         "notify",
         help="page an agent with a structured message: pager notify TO MESSAGE",
         description="Page TO (an alias, alias@slug, or an agent id) with MESSAGE and fields a"
-        " model reads as data (SPEC §8.2): from the session this runs in, or from you. With a"
+        " model reads as data (docs/paging.md): from the session this runs in, or from you. With a"
         " mailbox token (--token or PAGER_NOTIFY_TOKEN) it pages the token's identity from any"
         " machine that reaches the broker, with no Pager state (--url or PAGER_URL).",
         epilog="example: pager notify api 'deploy finished' --job-id deploy-7 --status success"
@@ -188,7 +188,7 @@ def add_commands(commands: Any) -> None:
     token = commands.add_parser(
         "token",
         help="mailbox tokens that let a script page one agent: pager token create|list|revoke",
-        description="Mailbox tokens (SPEC §8.2): a token pages one identity (POST /v1/notify)"
+        description="Mailbox tokens (docs/paging.md): a token pages one identity (POST /v1/notify)"
         " and can do nothing else. It is shown once, stored hashed, and dies with its identity.",
         epilog="example: pager token create api --label ci --expires 30d",
     )

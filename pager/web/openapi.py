@@ -184,7 +184,7 @@ IDENTITY_FIELDS: dict[str, Schema] = {
 PAGE_TEXT: Schema = {"type": "string", "pattern": "\\S", "maxLength": BODY_CAP}
 PAGE: Schema = {
     "type": "object",
-    "description": "a page (SPEC §8.2): `message` (or `body`) and any fields, shown to the"
+    "description": "a page (docs/paging.md): `message` (or `body`) and any fields, shown to the"
     " reader as `key: value` lines and `logs` as a block",
     "properties": {
         "message": PAGE_TEXT,
@@ -544,7 +544,7 @@ ERRORS: dict[int, str] = {
     409: "the request conflicts with the current state (`conflict`, `alias_conflict`)",
     413: "the body is over the request cap (`oversized_content`)",
     421: "the `Host` is not the broker's loopback address",
-    429: "over a send rate (`rate_limited`, with `retry_after_s`; SPEC §8.1)",
+    429: "over a send rate (`rate_limited`, with `retry_after_s`; see docs/messaging.md)",
     503: "the broker cannot use its database right now (`unavailable`): its disk is full or"
     " failing, or the database is busy; the message says what to do",
 }
@@ -747,7 +747,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "/v1/me/notify",
         "meNotify",
         "Page someone, or yourself, with a structured message (`pager notify`, `pager run`;"
-        " SPEC §8.2)",
+        " docs/paging.md)",
         SESSION_OR_SECRET,
         (200, "the page was sent", _ref("SendResult")),
         errors=(400, 401, 404, 409, 413, 429),
@@ -783,7 +783,7 @@ ROUTES: tuple[Route, ...] = (
         "post",
         "/v1/register",
         "register",
-        "Create or rejoin an identity and open a session (SPEC §7 decides which)",
+        "Create or rejoin an identity and open a session (the identity rules decide which)",
         SECRET,
         (201, "a session of the identity", _ref("Registered")),
         errors=(400, 401, 409, 413),
@@ -803,7 +803,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/sessions/current/prompted",
         "prompted",
         "Say that the session's person typed a prompt into its harness: the session's next"
-        " send starts a new chain (SPEC §8.1), within the agent's budget of restarts"
+        " send starts a new chain (the loop guard), within the agent's budget of restarts"
         " (`chain_resets_per_hour`; past it 429). For plugins and extensions; never for a"
         " prompt Pager's own delivery caused",
         SESSION,
@@ -979,7 +979,7 @@ ROUTES: tuple[Route, ...] = (
         "post",
         "/v1/notify",
         "notify",
-        "Page the mailbox token's identity (SPEC §8.2); answers 202 once the page is stored",
+        "Page the mailbox token's identity (docs/paging.md); answers 202 once the page is stored",
         MAILBOX,
         (202, "stored; delivered like any message", _ref("PageAccepted")),
         errors=(400, 401, 404, 413, 429),
