@@ -246,14 +246,14 @@ class DirectoryActor(Actor[DirectoryMessage]):
             force=command.force,
             claim=command.claim,
             mine=None if mine is None else mine.session,
-            lease=0.0 if mine is None else mine.lease_deadline,
+            lease=0.0 if mine is None else now + lease_ttl,  # the caller's request renewed it
             now=now,
             lease_ttl=lease_ttl,
         )
         if done is not None and mine is not None:
-            # The caller's token runs on as `done.session` of the identity taken over, at once
-            # (before any identity rebinds): its open stream carries on, not told `ended`.
-            index.carry_on(mine, done.session)
+            # The caller's token runs on as `done.session` of the identity taken over: that
+            # identity's actor, rebinding first, carries its attachment on (its open stream
+            # not told `ended`), then the caller's former identity hands it its streams.
             handed = [] if done.handed is None else [done.handed.identity_id]
             await self._rebind(done.identity.id, mine.session.identity_id, *handed)
         return result

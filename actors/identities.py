@@ -2,23 +2,30 @@
 children: one that crashes comes back, rebuilt from the store, bound to its session), found by
 id without a mailbox hop, and the lookups every request makes before it reaches one.
 
-Authentication is here, not in the directory: a token is looked up in the session index and
-its lease moved later in place; the identity actor owning that binding alone ends it.
+Authentication is here, not in the directory: a token is looked up in the session index (an
+immutable snapshot its identity actor replaces whole) without a mailbox hop; the renewal of the
+lease, and the opening and closing of streams, are casts to that actor, which owns the lease and
+alone decides whether the session is still current.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any, TypeVar
 
-import attrs
 import trio
 
 from actors._runtime import ActorError, ActorRef, ActorStopped, Call, run_actor
 from actors.identity import IdentityActor
-from actors.identity_protocol import IdentityMessage, LeaseCheck, PersistLease, Poke
+from actors.identity_protocol import (
+    IdentityMessage,
+    Poke,
+    Renew,
+    StreamClosed,
+    StreamOpened,
+)
 from actors.sessions import SessionIndex
 from pager.config import Windows
 from pager.domain import ids
@@ -171,26 +178,17 @@ class Identities:
     # -- the lookups of every request ------------------------------------------------------
 
     def authenticate(self, token: str) -> Caller:
-        """The caller a session token stands for, its lease moved later; no mailbox hop."""
+        """The caller a session token stands for: a lookup, no mailbox hop; the renewal of
+        its lease is cast to its identity actor."""
         if not ids.looks_like(ids.Kind.SESSION_TOKEN, token):
             raise unknown_token()
         token_hash = ids.hash_token(token)
-        binding = self.index.by_token(token_hash)
-        now = self._clock.now()
-        if binding is None:
+        attachment = self.index.by_token(token_hash)
+        if attachment is None:
             return self._from_store(token_hash)
-        session = binding.session
-        if binding.lapsed(now):
-            self.tell(session.identity_id, LeaseCheck())  # its owner ends it
-            raise not_attached(attrs.evolve(session, state=SessionState.EXPIRED))
-        ttl = self._windows.lease_ttl
-        # A renewal never shortens a lease (a stream's grace may reach past now + ttl).
-        binding.lease_deadline = max(binding.lease_deadline, now + ttl)
-        if binding.lease_deadline - binding.persisted_lease > ttl / 2:
-            # Persisted now and then, not on every request (after a crash the broker grants a
-            # fresh lease anyway); the identity's `last_seen` goes with it.
-            binding.persisted_lease = binding.lease_deadline
-            self.tell(session.identity_id, PersistLease(session.id, binding.lease_deadline))
+        session = attachment.session
+        until = self._clock.now() + self._windows.lease_ttl
+        self.tell(session.identity_id, Renew(session.id, until))
         return Caller(session.id, session.identity_id, session.epoch)
 
     def _from_store(self, token_hash: str) -> Caller:
@@ -223,24 +221,44 @@ class Identities:
         except (PagerError, StoreFault) as exc:
             log.warning("identity %s did not start: %s", agent_id, exc)
 
-    def stream_opened(self, session_id: str) -> trio.Event:
-        """Holds the lease while the stream is open; the event is set when the session ends."""
-        binding = self.index.by_session(session_id)
-        if binding is None:
+    def stream_opened(self, session_id: str, stream: Hashable) -> trio.Event:
+        """`stream` holds the session's lease while open (said again now and then: see
+        `StreamOpened`); the event is set when the session ends."""
+        attachment = self.index.by_session(session_id)
+        if attachment is None:
             ended = trio.Event()
             ended.set()
             return ended
-        binding.streams += 1
-        return binding.ended
+        self.tell(attachment.identity_id, StreamOpened(session_id, stream))
+        return attachment.ended
 
-    def stream_closed(self, session_id: str) -> None:
-        binding = self.index.by_session(session_id)
-        if binding is None:
-            return
-        binding.streams -= 1
-        grace = self._clock.now() + self._windows.stream_grace
-        binding.lease_deadline = max(binding.lease_deadline, grace)
-        self.tell(binding.identity_id, LeaseCheck())  # its owner re-arms the lease timer
+    def stream_closed(self, session_id: str, stream: Hashable) -> None:
+        attachment = self.index.by_session(session_id)
+        if attachment is not None:
+            self.tell(attachment.identity_id, StreamClosed(session_id, stream))
+
+    @contextlib.asynccontextmanager
+    async def holding_lease(self, session_id: str) -> AsyncIterator[trio.Event]:
+        """Hold the session's lease while in the block (said again every third of a lease,
+        so an identity actor started again meanwhile learns of it); yields the event set when
+        the session ends."""
+        stream = object()
+        ended = self.stream_opened(session_id, stream)
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def again() -> None:
+                    while True:
+                        await trio.sleep(self._windows.lease_ttl / 3)
+                        self.stream_opened(session_id, stream)
+
+                nursery.start_soon(again)
+                try:
+                    yield ended
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            self.stream_closed(session_id, stream)
 
 
 class _Registering(trio.TaskStatus[ActorRef[IdentityMessage]]):

@@ -22,7 +22,7 @@ from actors.wake_run import RunEnded
 
 if TYPE_CHECKING:
     from actors.identity import IdentityDeps
-    from actors.sessions import Binding
+    from actors.sessions import Attachment
     from pager.domain.wake import WakeSettings
 
 log = logging.getLogger("pager.identity")
@@ -42,7 +42,7 @@ class LaunchOnMail(Actor[IdentityMessage]):
 
     identity_id: str
     deps: IdentityDeps
-    binding: Binding | None
+    binding: Attachment | None
     wake_settings: WakeSettings | None
     launch_pending: bool
     launch_not_before: float | None

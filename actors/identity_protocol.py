@@ -8,6 +8,8 @@ launch on mail (`LaunchRun`) in `actors/identity_launch.py`; a wake run's end (`
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import attrs
 
 from actors._runtime import Call
@@ -73,11 +75,39 @@ class LeaseCheck:
 
 
 @attrs.frozen
-class PersistLease:
-    """Record the session's lease (and the identity's last_seen) in the store."""
+class Renew:
+    """A request of the session was authenticated: its lease runs at least `until` (wall
+    clock). The actor decides whether the session is still current (a lease that lapsed
+    meanwhile ends it) and records the lease in the store now and then."""
 
     session_id: str
-    lease: float
+    until: float
+
+
+@attrs.frozen
+class StreamOpened:
+    """An event stream (or a wake run) of the session holds its lease while open; said again
+    now and then, so an actor started again after a crash learns of the streams still open."""
+
+    session_id: str
+    stream: Hashable
+
+
+@attrs.frozen
+class StreamClosed:
+    """The stream closed: the lease runs on for the stream grace."""
+
+    session_id: str
+    stream: Hashable
+
+
+@attrs.frozen
+class StreamsCarried:
+    """The session's attachment was carried on to this identity (a takeover by alias): the
+    streams its former identity held go on holding the lease here."""
+
+    session_id: str
+    streams: frozenset[Hashable]
 
 
 @attrs.frozen
@@ -115,7 +145,10 @@ IdentityMessage = (
     | Rebind
     | EndSession
     | LeaseCheck
-    | PersistLease
+    | Renew
+    | StreamOpened
+    | StreamClosed
+    | StreamsCarried
     | Tick
     | Idle
     | Poke

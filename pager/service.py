@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
 import trio
@@ -166,12 +166,13 @@ class BrokerService:
     async def authenticate(self, token: str) -> Caller:
         return self.identities.authenticate(token)
 
-    async def stream_opened(self, caller: Caller) -> trio.Event:
-        """Holds the lease while the stream is open; the event is set when the session ends."""
-        return self.identities.stream_opened(_session_of(caller))
+    async def stream_opened(self, caller: Caller, stream: Hashable = None) -> trio.Event:
+        """`stream` (the caller's, if it has one) holds the lease while open: said again
+        now and then; the event is set when the session ends."""
+        return self.identities.stream_opened(_session_of(caller), stream)
 
-    async def stream_closed(self, caller: Caller) -> None:
-        self.identities.stream_closed(_session_of(caller))
+    async def stream_closed(self, caller: Caller, stream: Hashable = None) -> None:
+        self.identities.stream_closed(_session_of(caller), stream)
 
     async def prompted(self, caller: Caller) -> JSON:
         """The person typed a prompt into the caller's harness (a plugin or extension says
