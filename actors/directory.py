@@ -157,16 +157,19 @@ class DirectoryActor(Actor[DirectoryMessage]):
         """Archive, unarchive, reap or purge one identity now, attached or not; its live
         session ends first. `not_found` for an unknown identity, `conflict` for archiving an
         archived one or unarchiving one that is not."""
-        now = self.deps.clock.now()
-
+        now, identities = self.deps.clock.now(), self.deps.identities
+        if action in (ms.Action.REAP, ms.Action.PURGE):
+            # Its inbox is dead-lettered with its actor stopped first (long polls answered):
+            # no actor works on an inbox the store is emptying.
+            async with identities.retiring([agent_id]):
+                done = await self.deps.directory.retire(agent_id, action, reason, now=now)
+            await self._tell_others(agent_id)
+            return done
         done = await self.deps.directory.retire(agent_id, action, reason, now=now)
         await self._tell_others(agent_id)
-        identities = self.deps.identities
-        if action is not ms.Action.UNARCHIVE and identities.index.of_identity(agent_id):
+        if action is ms.Action.ARCHIVE and identities.index.of_identity(agent_id):
             # The commit ended its session: its actor tells the streams and long polls.
             await self._rebind(agent_id)
-        if action in (ms.Action.REAP, ms.Action.PURGE):
-            await identities.stop(agent_id)  # callers holding its ref find it gone
         return done
 
     # -- sessions --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 import trio
@@ -23,6 +23,7 @@ from actors.identity_protocol import (
     IdentityMessage,
     Poke,
     Renew,
+    Retire,
     StreamClosed,
     StreamOpened,
 )
@@ -72,6 +73,7 @@ class Identities:
         self._nursery = nursery  # background activations (`tell`)
         self._refs: dict[str, ActorRef[IdentityMessage]] = {}
         self._starting: dict[str, trio.Event] = {}
+        self._retiring: dict[str, trio.Event] = {}  # set when the store has acted
 
     # -- finding and starting --------------------------------------------------------------
 
@@ -88,6 +90,10 @@ class Identities:
         does not exist (purged, or never was); the `StoreFault` that failed its load (nothing
         is left of the attempt: the next call starts it again)."""
         while True:
+            retiring = self._retiring.get(agent_id)
+            if retiring is not None:
+                await retiring.wait()  # reaped or purged meanwhile, or not: look again
+                continue
             ref = self.get(agent_id)
             if ref is not None:
                 return ref
@@ -131,9 +137,48 @@ class Identities:
             del self._refs[agent_id]
 
     async def stop(self, agent_id: str) -> None:
-        """Stop the identity's actor for good (its identity was reaped or purged)."""
+        """Stop the identity's actor (not restarted; the next request starts it again)."""
         self._refs.pop(agent_id, None)
         await self._supervisor.terminate_child(agent_id)
+
+    @contextlib.asynccontextmanager
+    async def retiring(self, agent_ids: Iterable[str]) -> AsyncIterator[None]:
+        """Reap or purge these identities in the block, their actors stopped first (each
+        answers its long polls and stops: `Retire`) and none started again until the block
+        is over; requests meanwhile wait, then find the identity gone (or, if the store did
+        not act, started again). A retired identity's attachment is released after the block
+        (its streams told the session ended); one the store kept is carried on by its next
+        actor, as after a crash."""
+        retired = []
+        try:
+            for agent_id in dict.fromkeys(agent_ids):
+                while (other := self._retiring.get(agent_id)) is not None:
+                    await other.wait()
+                self._retiring[agent_id] = trio.Event()
+                retired.append(agent_id)
+                while (starting := self._starting.get(agent_id)) is not None:
+                    await starting.wait()
+                ref = self.get(agent_id)
+                if ref is not None:
+                    with contextlib.suppress(ActorError):
+                        await ref.call(Retire())
+                await self.stop(agent_id)
+            yield
+        finally:
+            for agent_id in retired:
+                self._released_if_gone(agent_id)
+                self._retiring.pop(agent_id).set()
+
+    def _released_if_gone(self, agent_id: str) -> None:
+        attachment = self.index.of_identity(agent_id)
+        if attachment is None:
+            return
+        try:
+            gone = not self._sessions.exists(agent_id)
+        except StoreFault:  # it stays; its next actor rebinds from the store
+            return
+        if gone:
+            self.index.release(attachment)
 
     async def call(self, agent_id: str, message: Call[R], *, timeout: float = 30.0) -> R:  # noqa: ASYNC109
         """Call the identity's actor, starting it if need be; one retry if it passivated

@@ -41,6 +41,7 @@ from actors.identity_protocol import (
     Rebind,
     Release,
     Renew,
+    Retire,
     Sent,
     StreamClosed,
     StreamOpened,
@@ -215,6 +216,13 @@ class IdentityActor(Pushes, LaunchOnMail):
                 if self.binding is not None and self.binding.session.id == session_id:
                     await self._end_session(self.binding, state, reason)
                 _answer(reply, None)
+            case Retire():
+                for poll in list(self.polls):
+                    _answer(poll.reply, [])
+                self.polls.clear()
+                _answer(reply, None)
+                self.ref.stop()  # its timers go in on_stop; the store does the rest
+                return
             case LeaseCheck():
                 await self._end_if_lapsed()
             case Renew(session_id=session_id, until=until):

@@ -70,6 +70,13 @@ class EndSession(Call[None]):
 
 
 @attrs.frozen
+class Retire(Call[None]):
+    """The identity is about to be reaped or purged: answer the long polls (nothing), drop
+    the push in flight and stop, before the store dead-letters its inbox. Its attachment stays
+    in the index until the store says the identity is gone (`Identities.retiring`)."""
+
+
+@attrs.frozen
 class LeaseCheck:
     """End the session if its lease lapsed; else arm the lease timer again."""
 
@@ -144,6 +151,7 @@ IdentityMessage = (
     | Unrenderable
     | Rebind
     | EndSession
+    | Retire
     | LeaseCheck
     | Renew
     | StreamOpened

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 from trio.testing import MockClock, wait_all_tasks_blocked
 
 from actors._runtime import ActorCrashed
+from actors.directory import PurgeIdentity
 from pager.domain.errors import ErrorCode, PagerError
 from pager.store import messaging as ms
 from tests.messaging.conftest import WINDOWS, Harness, http_delivery
@@ -176,3 +178,35 @@ async def test_restarted_identity_takes_renewals_and_its_open_stream_again(
         with pytest.raises(PagerError) as caught:
             await harness.service.authenticate(bob_info["token"])
         assert caught.value.code is ErrorCode.EXPIRED
+
+
+async def test_sends_racing_a_purge_are_dead_lettered_or_refused(harness: Harness) -> None:
+    """Retention acts on an inbox through its actor: sends to bob racing the operator's purge
+    of bob (waiting in his actor's mailbox when it begins) are each answered either sent, and
+    then dead-lettered `purged` with the rest of his inbox, or `unknown_recipient` (he is
+    gone); none is left queued for an identity that no longer exists, none is `internal`."""
+    with trio.fail_after(30):
+        _, alice = await harness.register("alice")
+        bob_info, _ = await harness.register("bob")
+        sent: list[str] = []
+        refused: list[ErrorCode] = []
+
+        async def send(n: int) -> None:
+            try:
+                answer = await harness.service.send(alice, to="bob", body=f"m{n}")
+            except PagerError as exc:
+                refused.append(exc.code)
+            else:
+                sent.append(answer["message_id"])
+
+        async with trio.open_nursery() as nursery:
+            for n in range(40):
+                nursery.start_soon(send, n)
+            for _ in range(3):
+                await trio.lowlevel.checkpoint()  # the sends wait in bob's mailbox
+            await harness.service.directory.call(PurgeIdentity(bob_info["agent_id"], "operator"))
+        assert set(refused) <= {ErrorCode.UNKNOWN_RECIPIENT}
+        assert len(sent) + len(refused) == 40
+        for message_id in sent:
+            status = await harness.service.message_status(alice, message_id=message_id)
+            assert (status["state"], status["dead_reason"]) == ("dead", "purged"), status
