@@ -130,6 +130,7 @@ class IdentityActor(Pushes, LaunchOnMail):
             ack_wait=deps.windows.ack_wait,
             max_attempts=deps.windows.max_attempts,
             message_expiry=deps.windows.message_expiry,
+            redelivery=deps.windows.redelivery_schedule,
         )
         # The attached session: its snapshot (published in the index for authentication,
         # replaced whole) and its lease (this actor's alone).

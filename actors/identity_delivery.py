@@ -166,7 +166,6 @@ class Pushes(Actor[IdentityMessage]):
                 outcome.refused,
                 now=self.deps.clock.now(),
                 policy=self.policy,
-                delay=self.deps.windows.redelivery_delay,
             )
             self._due(refused)
         self.push_tokens = ()

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from actors.identity import IdentityDeps
     from actors.sessions import Attachment
     from pager.domain.wake import WakeSettings
+    from pager.store import messaging as ms
 
 log = logging.getLogger("pager.identity")
 
@@ -42,6 +43,7 @@ class LaunchOnMail(Actor[IdentityMessage]):
 
     identity_id: str
     deps: IdentityDeps
+    policy: ms.ClaimPolicy
     binding: Attachment | None
     wake_settings: WakeSettings | None
     launch_pending: bool
@@ -95,5 +97,5 @@ class LaunchOnMail(Actor[IdentityMessage]):
                 self.launch_not_before = now + ended.retry_after
             return
         self.fruitless_runs = 0 if ended.acknowledged else self.fruitless_runs + 1
-        delay = self.deps.windows.redelivery_delay(max(1, self.fruitless_runs))
+        delay = self.policy.redelivery.delay(max(1, self.fruitless_runs))
         self.launch_not_before = now + delay

@@ -146,9 +146,8 @@ class Inbox(Protocol):
         *,
         now: float,
         policy: ClaimPolicy,
-        delay: Callable[[int], float],
     ) -> Changed[int]:
-        """Claims the delivery address refused: retried on the schedule `delay`."""
+        """Claims the delivery address refused: retried on `policy.redelivery`."""
         ...
 
     async def lapse(self, identity_id: str, *, now: float, policy: ClaimPolicy) -> Changed[int]:

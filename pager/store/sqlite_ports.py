@@ -192,13 +192,16 @@ class SqliteInbox:
         *,
         now: float,
         policy: ms.ClaimPolicy,
-        delay: Callable[[int], float],
     ) -> Changed[int]:
         hashes = [ids.hash_token(token) for token in tokens]
 
         def op(conn: Conn) -> int:
             return ms.refuse_claims(
-                conn, hashes, now=now, retry_delay=delay, max_attempts=policy.max_attempts
+                conn,
+                hashes,
+                now=now,
+                schedule=policy.redelivery,
+                max_attempts=policy.max_attempts,
             )
 
         heavy = len(tokens) > ROWS_ON_LOOP
