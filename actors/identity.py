@@ -43,6 +43,7 @@ from actors.identity_protocol import (
     Renew,
     Retire,
     Sent,
+    StartChain,
     StreamClosed,
     StreamOpened,
     StreamsCarried,
@@ -209,6 +210,8 @@ class IdentityActor(Pushes, LaunchOnMail):
                 await self._push()
             case Unrenderable(tokens=tokens):
                 _answer(reply, await self._dead_letter(tokens))
+            case StartChain():
+                await self._start_chain(reply)
             case Rebind():
                 self._rebind()
                 _answer(reply, None)
@@ -384,6 +387,16 @@ class IdentityActor(Pushes, LaunchOnMail):
             log.warning("could not tell other brokers of mail for %s: %s", self.identity_id, exc)
             return False
         return session is not None and session.host != self.deps.host
+
+    async def _start_chain(self, reply: Reply[Any] | None) -> None:
+        now, limits = self.deps.clock.now(), self.deps.send_limits
+        try:
+            reset = await self.deps.inbox.start_chain(self.identity_id, now=now, limits=limits)
+        except PagerError as exc:  # resets spent: the chain goes on
+            if reply is not None:
+                reply.fail(exc)
+            return
+        _answer(reply, reset)
 
     async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
         claims = await self._claim(request.limit, request.session_id, request.via)

@@ -54,6 +54,13 @@ class Unrenderable(Call[list[str]]):
 
 
 @attrs.frozen
+class StartChain(Call[bool]):
+    """The person typed a prompt to this identity: its next send starts a new chain (its
+    loop-guard cause cleared, within its budget of resets); answers whether one was reset,
+    or fails `rate_limited`."""
+
+
+@attrs.frozen
 class Rebind(Call[None]):
     """The identity's sessions changed in the store (a registration, a takeover, an archive):
     bind the attached one, if any, and end what was bound before."""
@@ -149,6 +156,7 @@ IdentityMessage = (
     | Ack
     | Release
     | Unrenderable
+    | StartChain
     | Rebind
     | EndSession
     | Retire

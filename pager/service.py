@@ -23,6 +23,7 @@ from actors.identity_protocol import (
     Enqueue,
     Fetch,
     Release,
+    StartChain,
     Unrenderable,
 )
 from pager.config import Config
@@ -182,9 +183,9 @@ class BrokerService:
         return {"prompted": True, "agent_id": caller.agent_id}
 
     async def _start_chain(self, agent_id: str) -> bool:
-        """The one way a typed prompt restarts a chain (`messaging.start_chain`'s budget)."""
-        limits = ms.SendLimits.of(self.config.limits)
-        return await self.accounts.start_chain(agent_id, now=self.clock.now(), limits=limits)
+        """The one way a typed prompt restarts a chain: through the identity's actor, which
+        owns its loop-guard cause (`messaging.start_chain`'s budget)."""
+        return await self._call_identity(agent_id, StartChain())
 
     async def detach(self, caller: Caller) -> JSON:
         end = EndSession(_session_of(caller), SessionState.DETACHED, "detached")

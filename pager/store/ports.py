@@ -158,6 +158,13 @@ class Inbox(Protocol):
         """An operator event with no state change beside it."""
         ...
 
+    async def start_chain(self, identity_id: str, *, now: float, limits: SendLimits) -> bool:
+        """The person prompted the identity: its next send starts a new chain (no cause).
+        True when a chain was reset; PagerError `rate_limited` past the identity's budget of
+        resets (`messaging.start_chain`). Its identity actor's to call: the loop guard's cause
+        is its state, like the claims that set it."""
+        ...
+
     async def count_refusal(
         self, now: float, sender_id: str, reason: str, data: dict[str, object]
     ) -> None:

@@ -218,6 +218,9 @@ class SqliteInbox:
     async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
         await self._writer.write(lambda conn: ms.record_event(conn, now, kind, data))
 
+    async def start_chain(self, identity_id: str, *, now: float, limits: ms.SendLimits) -> bool:
+        return await self._writer.write(lambda conn: ms.start_chain(conn, identity_id, now, limits))
+
     async def count_refusal(
         self, now: float, sender_id: str, reason: str, data: dict[str, object]
     ) -> None:
