@@ -232,8 +232,14 @@ class Identities:
         if attachment is None:
             return self._from_store(token_hash)
         session = attachment.session
-        until = self._clock.now() + self._windows.lease_ttl
-        self.tell(session.identity_id, Renew(session.id, until))
+        renew = Renew(session.id, self._clock.now() + self._windows.lease_ttl)
+        ref = self.get(session.identity_id)
+        if ref is None:
+            self.tell(session.identity_id, renew)  # starting again (after a crash)
+        else:
+            # A full mailbox drops it: the next request renews, well within the lease.
+            with contextlib.suppress(ActorError):
+                ref.try_cast(renew)
         return Caller(session.id, session.identity_id, session.epoch)
 
     def _from_store(self, token_hash: str) -> Caller:
