@@ -3,7 +3,7 @@
 session id (current or former) and identity.
 
 Each identity actor owns its session binding (ARCHITECTURE.md, Ownership): the lease, its
-timer and the open streams are the actor's own state (`actors/identity_lease.py`); only that
+timer and the open streams are the actor's own state (`pager/domain/lease.py`); only that
 actor publishes, replaces and releases its attachment here, always whole. Authentication is
 a lookup in this index, not a mailbox hop, and writes nothing: it casts the renewal to the
 actor, which alone decides whether the session is still current. The index outlives one
