@@ -300,7 +300,7 @@ class Identities:
 
                 async def again() -> None:
                     while True:
-                        await trio.sleep(self._windows.lease_ttl / 3)
+                        await trio.sleep(max(self._windows.lease_ttl / 3, 1.0))
                         self.stream_opened(session_id, stream)
 
                 nursery.start_soon(again)
