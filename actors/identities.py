@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
@@ -27,7 +28,7 @@ from actors.identity_protocol import (
     StreamClosed,
     StreamOpened,
 )
-from actors.sessions import SessionIndex
+from actors.sessions import Attachment, SessionIndex
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.api import Caller
@@ -46,6 +47,9 @@ R = TypeVar("R")
 #: period fail the messaging subtree (its supervisor then restarts it from the store).
 MAX_RESTARTS = 20
 PERIOD = 10.0
+#: A session's requests renew its lease at most this often (seconds): a busy session costs
+#: its identity actor one renewal a second, not one message per request.
+RENEW_EVERY = 1.0
 
 
 class Identities:
@@ -74,6 +78,9 @@ class Identities:
         self._refs: dict[str, ActorRef[IdentityMessage]] = {}
         self._starting: dict[str, trio.Event] = {}
         self._retiring: dict[str, trio.Event] = {}  # set when the store has acted
+        # When each attachment's renewal was last cast (trio time); the entry goes with the
+        # attachment, replaced or released by its actor.
+        self._renewed: weakref.WeakKeyDictionary[Attachment, float] = weakref.WeakKeyDictionary()
 
     # -- finding and starting --------------------------------------------------------------
 
@@ -232,6 +239,10 @@ class Identities:
         if attachment is None:
             return self._from_store(token_hash)
         session = attachment.session
+        current = trio.current_time()
+        if current - self._renewed.get(attachment, -RENEW_EVERY) < RENEW_EVERY:
+            return Caller(session.id, session.identity_id, session.epoch)
+        self._renewed[attachment] = current
         renew = Renew(session.id, self._clock.now() + self._windows.lease_ttl)
         ref = self.get(session.identity_id)
         if ref is None:
