@@ -157,16 +157,19 @@ class DirectoryActor(Actor[DirectoryMessage]):
         """Archive, unarchive, reap or purge one identity now, attached or not; its live
         session ends first. `not_found` for an unknown identity, `conflict` for archiving an
         archived one or unarchiving one that is not."""
-        now = self.deps.clock.now()
-
+        now, identities = self.deps.clock.now(), self.deps.identities
+        if action in (ms.Action.REAP, ms.Action.PURGE):
+            # Its inbox is dead-lettered with its actor stopped first (long polls answered):
+            # no actor works on an inbox the store is emptying.
+            async with identities.retiring([agent_id]):
+                done = await self.deps.directory.retire(agent_id, action, reason, now=now)
+            await self._tell_others(agent_id)
+            return done
         done = await self.deps.directory.retire(agent_id, action, reason, now=now)
         await self._tell_others(agent_id)
-        identities = self.deps.identities
-        if action is not ms.Action.UNARCHIVE and identities.index.of_identity(agent_id):
+        if action is ms.Action.ARCHIVE and identities.index.of_identity(agent_id):
             # The commit ended its session: its actor tells the streams and long polls.
             await self._rebind(agent_id)
-        if action in (ms.Action.REAP, ms.Action.PURGE):
-            await identities.stop(agent_id)  # callers holding its ref find it gone
         return done
 
     # -- sessions --------------------------------------------------------------------------
@@ -246,14 +249,14 @@ class DirectoryActor(Actor[DirectoryMessage]):
             force=command.force,
             claim=command.claim,
             mine=None if mine is None else mine.session,
-            lease=0.0 if mine is None else mine.lease_deadline,
+            lease=0.0 if mine is None else now + lease_ttl,  # the caller's request renewed it
             now=now,
             lease_ttl=lease_ttl,
         )
         if done is not None and mine is not None:
-            # The caller's token runs on as `done.session` of the identity taken over, at once
-            # (before any identity rebinds): its open stream carries on, not told `ended`.
-            index.carry_on(mine, done.session)
+            # The caller's token runs on as `done.session` of the identity taken over: that
+            # identity's actor, rebinding first, carries its attachment on (its open stream
+            # not told `ended`), then the caller's former identity hands it its streams.
             handed = [] if done.handed is None else [done.handed.identity_id]
             await self._rebind(done.identity.id, mine.session.identity_id, *handed)
         return result

@@ -2,24 +2,33 @@
 children: one that crashes comes back, rebuilt from the store, bound to its session), found by
 id without a mailbox hop, and the lookups every request makes before it reaches one.
 
-Authentication is here, not in the directory: a token is looked up in the session index and
-its lease moved later in place; the identity actor owning that binding alone ends it.
+Authentication is here, not in the directory: a token is looked up in the session index (an
+immutable snapshot its identity actor replaces whole) without a mailbox hop; the renewal of the
+lease, and the opening and closing of streams, are casts to that actor, which owns the lease and
+alone decides whether the session is still current.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-import attrs
 import trio
 
 from actors._runtime import ActorError, ActorRef, ActorStopped, Call, run_actor
 from actors.identity import IdentityActor
-from actors.identity_protocol import IdentityMessage, LeaseCheck, PersistLease, Poke
-from actors.sessions import SessionIndex
+from actors.identity_protocol import (
+    IdentityMessage,
+    Poke,
+    Renew,
+    Retire,
+    StreamClosed,
+    StreamOpened,
+)
+from actors.sessions import Attachment, SessionIndex
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.api import Caller
@@ -38,6 +47,9 @@ R = TypeVar("R")
 #: period fail the messaging subtree (its supervisor then restarts it from the store).
 MAX_RESTARTS = 20
 PERIOD = 10.0
+#: A session's requests renew its lease at most this often (seconds): a busy session costs
+#: its identity actor one renewal a second, not one message per request.
+RENEW_EVERY = 1.0
 
 
 class Identities:
@@ -65,6 +77,10 @@ class Identities:
         self._nursery = nursery  # background activations (`tell`)
         self._refs: dict[str, ActorRef[IdentityMessage]] = {}
         self._starting: dict[str, trio.Event] = {}
+        self._retiring: dict[str, trio.Event] = {}  # set when the store has acted
+        # When each attachment's renewal was last cast (trio time); the entry goes with the
+        # attachment, replaced or released by its actor.
+        self._renewed: weakref.WeakKeyDictionary[Attachment, float] = weakref.WeakKeyDictionary()
 
     # -- finding and starting --------------------------------------------------------------
 
@@ -81,6 +97,10 @@ class Identities:
         does not exist (purged, or never was); the `StoreFault` that failed its load (nothing
         is left of the attempt: the next call starts it again)."""
         while True:
+            retiring = self._retiring.get(agent_id)
+            if retiring is not None:
+                await retiring.wait()  # reaped or purged meanwhile, or not: look again
+                continue
             ref = self.get(agent_id)
             if ref is not None:
                 return ref
@@ -124,9 +144,48 @@ class Identities:
             del self._refs[agent_id]
 
     async def stop(self, agent_id: str) -> None:
-        """Stop the identity's actor for good (its identity was reaped or purged)."""
+        """Stop the identity's actor (not restarted; the next request starts it again)."""
         self._refs.pop(agent_id, None)
         await self._supervisor.terminate_child(agent_id)
+
+    @contextlib.asynccontextmanager
+    async def retiring(self, agent_ids: Iterable[str]) -> AsyncIterator[None]:
+        """Reap or purge these identities in the block, their actors stopped first (each
+        answers its long polls and stops: `Retire`) and none started again until the block
+        is over; requests meanwhile wait, then find the identity gone (or, if the store did
+        not act, started again). A retired identity's attachment is released after the block
+        (its streams told the session ended); one the store kept is carried on by its next
+        actor, as after a crash."""
+        retired = []
+        try:
+            for agent_id in dict.fromkeys(agent_ids):
+                while (other := self._retiring.get(agent_id)) is not None:
+                    await other.wait()
+                self._retiring[agent_id] = trio.Event()
+                retired.append(agent_id)
+                while (starting := self._starting.get(agent_id)) is not None:
+                    await starting.wait()
+                ref = self.get(agent_id)
+                if ref is not None:
+                    with contextlib.suppress(ActorError):
+                        await ref.call(Retire())
+                await self.stop(agent_id)
+            yield
+        finally:
+            for agent_id in retired:
+                self._released_if_gone(agent_id)
+                self._retiring.pop(agent_id).set()
+
+    def _released_if_gone(self, agent_id: str) -> None:
+        attachment = self.index.of_identity(agent_id)
+        if attachment is None:
+            return
+        try:
+            gone = not self._sessions.exists(agent_id)
+        except StoreFault:  # it stays; its next actor rebinds from the store
+            return
+        if gone:
+            self.index.release(attachment)
 
     async def call(self, agent_id: str, message: Call[R], *, timeout: float = 30.0) -> R:  # noqa: ASYNC109
         """Call the identity's actor, starting it if need be; one retry if it passivated
@@ -171,26 +230,27 @@ class Identities:
     # -- the lookups of every request ------------------------------------------------------
 
     def authenticate(self, token: str) -> Caller:
-        """The caller a session token stands for, its lease moved later; no mailbox hop."""
+        """The caller a session token stands for: a lookup, no mailbox hop; the renewal of
+        its lease is cast to its identity actor."""
         if not ids.looks_like(ids.Kind.SESSION_TOKEN, token):
             raise unknown_token()
         token_hash = ids.hash_token(token)
-        binding = self.index.by_token(token_hash)
-        now = self._clock.now()
-        if binding is None:
+        attachment = self.index.by_token(token_hash)
+        if attachment is None:
             return self._from_store(token_hash)
-        session = binding.session
-        if binding.lapsed(now):
-            self.tell(session.identity_id, LeaseCheck())  # its owner ends it
-            raise not_attached(attrs.evolve(session, state=SessionState.EXPIRED))
-        ttl = self._windows.lease_ttl
-        # A renewal never shortens a lease (a stream's grace may reach past now + ttl).
-        binding.lease_deadline = max(binding.lease_deadline, now + ttl)
-        if binding.lease_deadline - binding.persisted_lease > ttl / 2:
-            # Persisted now and then, not on every request (after a crash the broker grants a
-            # fresh lease anyway); the identity's `last_seen` goes with it.
-            binding.persisted_lease = binding.lease_deadline
-            self.tell(session.identity_id, PersistLease(session.id, binding.lease_deadline))
+        session = attachment.session
+        current = trio.current_time()
+        if current - self._renewed.get(attachment, -RENEW_EVERY) < RENEW_EVERY:
+            return Caller(session.id, session.identity_id, session.epoch)
+        self._renewed[attachment] = current
+        renew = Renew(session.id, self._clock.now() + self._windows.lease_ttl)
+        ref = self.get(session.identity_id)
+        if ref is None:
+            self.tell(session.identity_id, renew)  # starting again (after a crash)
+        else:
+            # A full mailbox drops it: the next request renews, well within the lease.
+            with contextlib.suppress(ActorError):
+                ref.try_cast(renew)
         return Caller(session.id, session.identity_id, session.epoch)
 
     def _from_store(self, token_hash: str) -> Caller:
@@ -223,24 +283,44 @@ class Identities:
         except (PagerError, StoreFault) as exc:
             log.warning("identity %s did not start: %s", agent_id, exc)
 
-    def stream_opened(self, session_id: str) -> trio.Event:
-        """Holds the lease while the stream is open; the event is set when the session ends."""
-        binding = self.index.by_session(session_id)
-        if binding is None:
+    def stream_opened(self, session_id: str, stream: Hashable) -> trio.Event:
+        """`stream` holds the session's lease while open (said again now and then: see
+        `StreamOpened`); the event is set when the session ends."""
+        attachment = self.index.by_session(session_id)
+        if attachment is None:
             ended = trio.Event()
             ended.set()
             return ended
-        binding.streams += 1
-        return binding.ended
+        self.tell(attachment.identity_id, StreamOpened(session_id, stream))
+        return attachment.ended
 
-    def stream_closed(self, session_id: str) -> None:
-        binding = self.index.by_session(session_id)
-        if binding is None:
-            return
-        binding.streams -= 1
-        grace = self._clock.now() + self._windows.stream_grace
-        binding.lease_deadline = max(binding.lease_deadline, grace)
-        self.tell(binding.identity_id, LeaseCheck())  # its owner re-arms the lease timer
+    def stream_closed(self, session_id: str, stream: Hashable) -> None:
+        attachment = self.index.by_session(session_id)
+        if attachment is not None:
+            self.tell(attachment.identity_id, StreamClosed(session_id, stream))
+
+    @contextlib.asynccontextmanager
+    async def holding_lease(self, session_id: str) -> AsyncIterator[trio.Event]:
+        """Hold the session's lease while in the block (said again every third of a lease,
+        so an identity actor started again meanwhile learns of it); yields the event set when
+        the session ends."""
+        stream = object()
+        ended = self.stream_opened(session_id, stream)
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def again() -> None:
+                    while True:
+                        await trio.sleep(max(self._windows.lease_ttl / 3, 1.0))
+                        self.stream_opened(session_id, stream)
+
+                nursery.start_soon(again)
+                try:
+                    yield ended
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            self.stream_closed(session_id, stream)
 
 
 class _Registering(trio.TaskStatus[ActorRef[IdentityMessage]]):

@@ -36,22 +36,28 @@ from actors.identity_protocol import (
     IdentityMessage,
     Idle,
     LeaseCheck,
-    PersistLease,
     Poke,
     Pushed,
     Rebind,
     Release,
+    Renew,
+    Retire,
     Sent,
+    StartChain,
+    StreamClosed,
+    StreamOpened,
+    StreamsCarried,
     Tick,
     Unrenderable,
 )
-from actors.sessions import Binding, SessionIndex
+from actors.sessions import Attachment, SessionIndex
 from actors.timers import TimerService
 from actors.wake_run import RunEnded
 from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.delivery import DeadReason, Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.lease import Lease
 from pager.domain.records import SessionState
 from pager.domain.wake import WakeSettings
 from pager.store import messaging as ms
@@ -91,6 +97,8 @@ class IdentityDeps:
     index: SessionIndex
     #: Told when the actor stops idle: (identity, its ref, its next due time for the scheduler).
     on_passivate: Callable[[str, ActorRef[IdentityMessage], float | None], None]
+    #: Cast to another identity's actor (started if need be): streams carried on to it.
+    tell: Callable[[str, IdentityMessage], None]
     send_limits: ms.SendLimits = attrs.Factory(ms.SendLimits)
     #: This broker's host as sessions record it ('' when it has the store alone): a session
     #: attached through another host is that broker's to bind, lease, poll and push.
@@ -123,8 +131,12 @@ class IdentityActor(Pushes, LaunchOnMail):
             ack_wait=deps.windows.ack_wait,
             max_attempts=deps.windows.max_attempts,
             message_expiry=deps.windows.message_expiry,
+            redelivery=deps.windows.redelivery_schedule,
         )
-        self.binding: Binding | None = None  # the attached session, shared with the index
+        # The attached session: its snapshot (published in the index for authentication,
+        # replaced whole) and its lease (this actor's alone).
+        self.binding: Attachment | None = None
+        self.lease: Lease | None = None
         self.last_wake = -WAKE_EVERY  # trio time of the last wake helper request
         self.push_deadline: float | None = None  # trio time: an unanswered push counts as refused
         self.polls: list[_Poll] = []
@@ -165,11 +177,14 @@ class IdentityActor(Pushes, LaunchOnMail):
         self._arm_timers()
 
     async def on_stop(self) -> None:
-        # A binding stays in the index: a crashed actor's next incarnation takes it up again.
+        # An attachment stays in the index: a crashed actor's next incarnation carries it on
+        # (its streams not told it ended) with a fresh lease.
         for purpose in ("inbox", "idle", "lease"):
             self.deps.timers.cancel((self.identity_id, purpose))
 
     async def handle(self, message: IdentityMessage, reply: Reply[Any] | None) -> None:
+        if isinstance(message, Renew) and self._renewed(message):
+            return  # the hot path: the lease moved, its timer re-arms itself when it fires
         if not isinstance(message, Idle | Tick | LeaseCheck):
             self.last_activity = trio.current_time()
         match message:
@@ -195,6 +210,8 @@ class IdentityActor(Pushes, LaunchOnMail):
                 await self._push()
             case Unrenderable(tokens=tokens):
                 _answer(reply, await self._dead_letter(tokens))
+            case StartChain():
+                await self._start_chain(reply)
             case Rebind():
                 self._rebind()
                 _answer(reply, None)
@@ -203,14 +220,27 @@ class IdentityActor(Pushes, LaunchOnMail):
                 if self.binding is not None and self.binding.session.id == session_id:
                     await self._end_session(self.binding, state, reason)
                 _answer(reply, None)
+            case Retire():
+                for poll in list(self.polls):
+                    _answer(poll.reply, [])
+                self.polls.clear()
+                _answer(reply, None)
+                self.ref.stop()  # its timers go in on_stop; the store does the rest
+                return
             case LeaseCheck():
-                binding = self.binding
-                if binding is not None and binding.lapsed(self.deps.clock.now()):
-                    log.info("session %s of %s: lease lapsed", binding.session.id, self.identity_id)
-                    await self._end_session(binding, SessionState.EXPIRED, "lease lapsed")
-            case PersistLease(session_id=session_id, lease=lease):
-                if self.session_id == session_id:
-                    await self._persist_lease(session_id, lease)
+                await self._end_if_lapsed()
+            case Renew(session_id=session_id, until=until):
+                await self._renew(session_id, until)
+            case StreamOpened(session_id=session_id, stream=stream):
+                if self.lease is not None and self._holds(session_id):
+                    self.lease.stream_opened(stream)
+            case StreamClosed(session_id=session_id, stream=stream):
+                if self.lease is not None and self._holds(session_id):
+                    grace = self.deps.windows.stream_grace
+                    self.lease.stream_closed(stream, self.deps.clock.now(), grace)
+            case StreamsCarried(session_id=session_id, streams=streams):
+                if self.lease is not None and self._holds(session_id):
+                    self.lease.streams |= streams
             case Tick():
                 await self._tick()
             case Poke():
@@ -358,6 +388,16 @@ class IdentityActor(Pushes, LaunchOnMail):
             return False
         return session is not None and session.host != self.deps.host
 
+    async def _start_chain(self, reply: Reply[Any] | None) -> None:
+        now, limits = self.deps.clock.now(), self.deps.send_limits
+        try:
+            reset = await self.deps.inbox.start_chain(self.identity_id, now=now, limits=limits)
+        except PagerError as exc:  # resets spent: the chain goes on
+            if reply is not None:
+                reply.fail(exc)
+            return
+        _answer(reply, reset)
+
     async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
         claims = await self._claim(request.limit, request.session_id, request.via)
         if claims or request.wait_s <= 0 or reply is None:
@@ -413,40 +453,103 @@ class IdentityActor(Pushes, LaunchOnMail):
     # -- the session binding ---------------------------------------------------------------
 
     def _rebind(self) -> None:
-        """Bind the session the store has attached to this identity, if any; a binding it
-        replaced ends (its streams and long polls are told), unless a takeover by alias
-        carried it on to another identity (`SessionIndex.carry_on`)."""
+        """Bind the session the store has attached to this identity, if any, and publish its
+        snapshot for authentication; a binding it replaced ends (its streams and long polls
+        are told), unless a takeover by alias carried it on to another identity, which then
+        holds its streams."""
         identity_id, index = self.identity_id, self.deps.index
         session, implementation = self.deps.sessions.attached(identity_id)
         if session is not None and session.host != self.deps.host:
             session = None  # attached through another broker: bound, leased and served there
         current = self.binding or index.of_identity(identity_id)
         if current is not None and (session is None or current.session.id != session.id):
-            old = current.session.id
-            if current.identity_id == identity_id:  # else carried on to another identity
-                index.release(current)
-            self.binding = None
-            self._end_polls(old)
+            self._unbind(current)
         if session is None:
-            self.binding = None
             return
-        binding = index.by_session(session.id) or index.by_token(session.token_hash)
-        if binding is None:
-            # Nobody could renew while it was unbound (a broker start): a fresh lease.
-            lease = self.deps.clock.now() + self.deps.windows.lease_ttl
-            binding = Binding(session, implementation, lease, session.lease_expires_at)
-            index.bind(binding)
-        elif binding.session.id != session.id:
-            index.carry_on(binding, session)  # a takeover by alias: its streams carry on
-        binding.implementation = implementation
-        self.binding = binding
+        found = index.by_session(session.id) or index.by_token(session.token_hash)
+        if found is None:
+            attachment = Attachment(session, implementation, trio.Event())
+            index.publish(attachment)
+        elif found.session != session or found.implementation != implementation:
+            # Changed in the store (a conversation bound), or carried on from another identity
+            # (a takeover by alias: the same token, its streams not told it ended).
+            former = found.former
+            if found.session.id != session.id:
+                former = (*former, found.session.id)
+            attachment = Attachment(session, implementation, found.ended, former)
+            index.publish(attachment, replacing=found)
+        else:
+            attachment = found  # a crashed incarnation's, carried on
+        if self.lease is None or self.binding is None or self.binding.session.id != session.id:
+            # Nobody could renew while it was unbound (a broker start, a restart): fresh.
+            now, ttl = self.deps.clock.now(), self.deps.windows.lease_ttl
+            self.lease = Lease.fresh(now, ttl, session.lease_expires_at)
+        self.binding = attachment
 
-    async def _end_session(self, binding: Binding, state: SessionState, reason: str) -> None:
+    def _unbind(self, current: Attachment) -> None:
+        """`current` is no longer this identity's session: it ended (its streams are told),
+        or it was carried on to another identity (which is handed its streams)."""
+        index = self.deps.index
+        if index.current(current) and current.identity_id == self.identity_id:
+            index.release(current)
+        else:
+            carried = index.by_token(current.session.token_hash)
+            streams = frozenset(() if self.lease is None else self.lease.streams)
+            if carried is not None and streams and carried.identity_id != self.identity_id:
+                self.deps.tell(carried.identity_id, StreamsCarried(carried.session.id, streams))
+        self.binding, self.lease = None, None
+        self._end_polls(current.session.id)
+
+    def _holds(self, session_id: str) -> bool:
+        """Whether `session_id` is the bound session, or one it carried on from."""
+        binding = self.binding
+        return binding is not None and session_id in (binding.session.id, *binding.former)
+
+    def _renewed(self, message: Renew) -> bool:
+        """A renewal that needs nothing more than the lease moved (no store write, nothing
+        lapsed): done here, without the handler's bookkeeping."""
+        lease, now = self.lease, self.deps.clock.now()
+        if lease is None or not self._holds(message.session_id) or lease.lapsed(now):
+            return False
+        if lease.deadline >= message.until:
+            return True
+        ttl = self.deps.windows.lease_ttl
+        if message.until - lease.persisted > ttl / 2:
+            return False  # the store records it: the handler's work
+        lease.renew(message.until, ttl)
+        return True
+
+    async def _renew(self, session_id: str, until: float) -> None:
+        """A renewal that records the lease, or that came after it lapsed (the session ends:
+        the request that carried it finds its session gone)."""
+        lease = self.lease
+        if lease is None or not self._holds(session_id):
+            return
+        if lease.lapsed(self.deps.clock.now()):
+            await self._end_if_lapsed()
+            return
+        recorded = lease.persisted
+        persist = lease.renew(until, self.deps.windows.lease_ttl)
+        if persist is not None:
+            assert self.binding is not None
+            try:
+                await self._persist_lease(self.binding.session.id, persist)
+            except StoreFault:
+                lease.persisted = recorded  # the next renewal tries again
+                raise
+
+    async def _end_if_lapsed(self) -> None:
+        binding, lease = self.binding, self.lease
+        if binding is not None and lease is not None and lease.lapsed(self.deps.clock.now()):
+            log.info("session %s of %s: lease lapsed", binding.session.id, self.identity_id)
+            await self._end_session(binding, SessionState.EXPIRED, "lease lapsed")
+
+    async def _end_session(self, binding: Attachment, state: SessionState, reason: str) -> None:
         session = binding.session
         await self.deps.sessions.end(session, state, reason, now=self.deps.clock.now())
         self.deps.index.release(binding)
         if self.binding is binding:
-            self.binding = None
+            self.binding, self.lease = None, None
         self._end_polls(session.id)
         await self._launch()  # mail left waiting, nobody attached: a run may take it
 
@@ -479,10 +582,10 @@ class IdentityActor(Pushes, LaunchOnMail):
             timers.schedule(key, min(deadlines), self.ref, Tick())
         else:
             timers.cancel(key)
-        lease_key, binding = (self.identity_id, "lease"), self.binding
-        if binding is not None and binding.streams == 0:
+        lease_key, lease = (self.identity_id, "lease"), self.lease
+        if lease is not None and not lease.streams:
             # Renewals only move the lease later: a timer that fires early re-arms itself.
-            deadline = trio_deadline(self.deps.clock, binding.lease_deadline)
+            deadline = trio_deadline(self.deps.clock, lease.deadline)
             if retry_at is not None:
                 deadline = max(deadline, retry_at)
             timers.schedule(lease_key, deadline, self.ref, LeaseCheck())

@@ -26,7 +26,7 @@ from pager.store.ports import Changed, ClaimView
 
 if TYPE_CHECKING:
     from actors.identity import IdentityDeps
-    from actors.sessions import Binding
+    from actors.sessions import Attachment
     from pager.store import messaging as ms
 
 log = logging.getLogger("pager.identity")
@@ -74,7 +74,7 @@ class Pushes(Actor[IdentityMessage]):
     identity_id: str
     deps: IdentityDeps
     policy: ms.ClaimPolicy
-    binding: Binding | None
+    binding: Attachment | None
     last_wake: float
     push_deadline: float | None
     push_id: int
@@ -166,7 +166,6 @@ class Pushes(Actor[IdentityMessage]):
                 outcome.refused,
                 now=self.deps.clock.now(),
                 policy=self.policy,
-                delay=self.deps.windows.redelivery_delay,
             )
             self._due(refused)
         self.push_tokens = ()

@@ -22,8 +22,9 @@ from actors.wake_run import RunEnded
 
 if TYPE_CHECKING:
     from actors.identity import IdentityDeps
-    from actors.sessions import Binding
+    from actors.sessions import Attachment
     from pager.domain.wake import WakeSettings
+    from pager.store import messaging as ms
 
 log = logging.getLogger("pager.identity")
 
@@ -42,7 +43,8 @@ class LaunchOnMail(Actor[IdentityMessage]):
 
     identity_id: str
     deps: IdentityDeps
-    binding: Binding | None
+    policy: ms.ClaimPolicy
+    binding: Attachment | None
     wake_settings: WakeSettings | None
     launch_pending: bool
     launch_not_before: float | None
@@ -95,5 +97,5 @@ class LaunchOnMail(Actor[IdentityMessage]):
                 self.launch_not_before = now + ended.retry_after
             return
         self.fruitless_runs = 0 if ended.acknowledged else self.fruitless_runs + 1
-        delay = self.deps.windows.redelivery_delay(max(1, self.fruitless_runs))
+        delay = self.policy.redelivery.delay(max(1, self.fruitless_runs))
         self.launch_not_before = now + delay

@@ -8,6 +8,8 @@ launch on mail (`LaunchRun`) in `actors/identity_launch.py`; a wake run's end (`
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import attrs
 
 from actors._runtime import Call
@@ -52,6 +54,13 @@ class Unrenderable(Call[list[str]]):
 
 
 @attrs.frozen
+class StartChain(Call[bool]):
+    """The person typed a prompt to this identity: its next send starts a new chain (its
+    loop-guard cause cleared, within its budget of resets); answers whether one was reset,
+    or fails `rate_limited`."""
+
+
+@attrs.frozen
 class Rebind(Call[None]):
     """The identity's sessions changed in the store (a registration, a takeover, an archive):
     bind the attached one, if any, and end what was bound before."""
@@ -68,16 +77,51 @@ class EndSession(Call[None]):
 
 
 @attrs.frozen
+class Retire(Call[None]):
+    """The identity is about to be reaped or purged: answer the long polls (nothing), drop
+    the push in flight and stop, before the store dead-letters its inbox. Its attachment stays
+    in the index until the store says the identity is gone (`Identities.retiring`)."""
+
+
+@attrs.frozen
 class LeaseCheck:
     """End the session if its lease lapsed; else arm the lease timer again."""
 
 
 @attrs.frozen
-class PersistLease:
-    """Record the session's lease (and the identity's last_seen) in the store."""
+class Renew:
+    """A request of the session was authenticated: its lease runs at least `until` (wall
+    clock). The actor decides whether the session is still current (a lease that lapsed
+    meanwhile ends it) and records the lease in the store now and then."""
 
     session_id: str
-    lease: float
+    until: float
+
+
+@attrs.frozen
+class StreamOpened:
+    """An event stream (or a wake run) of the session holds its lease while open; said again
+    now and then, so an actor started again after a crash learns of the streams still open."""
+
+    session_id: str
+    stream: Hashable
+
+
+@attrs.frozen
+class StreamClosed:
+    """The stream closed: the lease runs on for the stream grace."""
+
+    session_id: str
+    stream: Hashable
+
+
+@attrs.frozen
+class StreamsCarried:
+    """The session's attachment was carried on to this identity (a takeover by alias): the
+    streams its former identity held go on holding the lease here."""
+
+    session_id: str
+    streams: frozenset[Hashable]
 
 
 @attrs.frozen
@@ -112,10 +156,15 @@ IdentityMessage = (
     | Ack
     | Release
     | Unrenderable
+    | StartChain
     | Rebind
     | EndSession
+    | Retire
     | LeaseCheck
-    | PersistLease
+    | Renew
+    | StreamOpened
+    | StreamClosed
+    | StreamsCarried
     | Tick
     | Idle
     | Poke

@@ -2,7 +2,8 @@
 
 Each sweep is planned on a read snapshot (no write waits for its scan of every identity) and
 applied in steps of `APPLY_STEP` identities, each step checked again in its own transaction (an
-identity that attached since the plan is left alone); the actors of reaped identities stop.
+identity that attached since the plan is left alone); the actors of identities to reap stop
+first (`Identities.retiring`), so no actor works on an inbox the store is emptying.
 Then idempotency keys and operator events are pruned. It sweeps right after it starts, so the
 first sweep after an upgrade or a restart applies every window that passed while the broker
 was down, then when the next known window ends, or after `period` at the latest (detaches
@@ -124,10 +125,11 @@ class SweeperActor(Actor[SweeperMessage]):
             plan = await retention.plan(now=now, windows=windows, limit=BATCH)
             for step in _by_identity(plan.due, APPLY_STEP):
                 began = trio.current_time()
-                done = await retention.apply(step, now=now, windows=windows)
+                reaping = [due.agent_id for due in step if due.action is ms.Action.REAP]
+                # Their actors stop first: no actor works on an inbox the store is emptying.
+                async with self.deps.identities.retiring(reaping):
+                    done = await retention.apply(step, now=now, windows=windows)
                 applied.extend(done)
-                for reaped in (a.agent_id for a in done if a.action is ms.Action.REAP):
-                    await self.deps.identities.stop(reaped)
                 # Three times as long to everything else: a sweep of thousands takes at most a
                 # quarter of the broker's time while it lasts (requests go first).
                 await trio.sleep(SWEEP_YIELDS * (trio.current_time() - began))

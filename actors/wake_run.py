@@ -211,16 +211,14 @@ async def _run(runs: WakeRuns, manifest: Manifest, spec: LaunchSpec, agent_id: s
     # Cancelled (the provider or the broker stops): its process group is stopped on the way out.
     outcome, status, detail = RunOutcome.STOPPED, None, "the broker stopped"
     try:
-        session_ended = runs.identities.stream_opened(session_id)  # holds the lease
-        try:
-            outcome, status, detail = await _process(
-                runs, manifest, spec, args, target, registered, run_id, session_ended
-            )
-        except Exception as exc:
-            outcome, detail = RunOutcome.FAILED, f"failed: {exc!r}"
-            raise
-        finally:
-            runs.identities.stream_closed(session_id)
+        async with runs.identities.holding_lease(session_id) as session_ended:
+            try:
+                outcome, status, detail = await _process(
+                    runs, manifest, spec, args, target, registered, run_id, session_ended
+                )
+            except Exception as exc:
+                outcome, detail = RunOutcome.FAILED, f"failed: {exc!r}"
+                raise
     finally:
         with trio.CancelScope(shield=True):
             done = await _finish(runs, agent_id, session_id, run_id, outcome, status, detail)

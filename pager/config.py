@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 
+from pager.domain.delivery import DEFAULT_REDELIVERY, RedeliverySchedule
 from pager.domain.errors import PagerError
 from pager.domain.json_bounds import STRING_CHARS_MAX
 from pager.domain.names import validate_alias
@@ -93,7 +94,7 @@ class Windows:
     lease_ttl: float = 90.0
     stream_grace: float = 15.0
     ack_wait: float = 60.0
-    redelivery: tuple[float, ...] = (2.0, 10.0, 30.0, 120.0, 600.0, 1800.0)
+    redelivery: tuple[float, ...] = DEFAULT_REDELIVERY
     max_attempts: int = 50
     message_expiry: float = 7 * 86400.0
     unused: float = 3600.0
@@ -109,9 +110,9 @@ class Windows:
     #: A wake run told to stop (SIGTERM) is killed (SIGKILL) this long after (docs/wake.md).
     wake_kill_after: float = 10.0
 
-    def redelivery_delay(self, attempt: int) -> float:
-        """Delay before attempt `attempt + 1`, given that `attempt` (≥ 1) attempts were made."""
-        return self.redelivery[min(max(attempt, 1), len(self.redelivery)) - 1]
+    @property
+    def redelivery_schedule(self) -> RedeliverySchedule:
+        return RedeliverySchedule(self.redelivery)
 
 
 @attrs.frozen

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
 import trio
@@ -23,6 +23,7 @@ from actors.identity_protocol import (
     Enqueue,
     Fetch,
     Release,
+    StartChain,
     Unrenderable,
 )
 from pager.config import Config
@@ -166,12 +167,13 @@ class BrokerService:
     async def authenticate(self, token: str) -> Caller:
         return self.identities.authenticate(token)
 
-    async def stream_opened(self, caller: Caller) -> trio.Event:
-        """Holds the lease while the stream is open; the event is set when the session ends."""
-        return self.identities.stream_opened(_session_of(caller))
+    async def stream_opened(self, caller: Caller, stream: Hashable = None) -> trio.Event:
+        """`stream` (the caller's, if it has one) holds the lease while open: said again
+        now and then; the event is set when the session ends."""
+        return self.identities.stream_opened(_session_of(caller), stream)
 
-    async def stream_closed(self, caller: Caller) -> None:
-        self.identities.stream_closed(_session_of(caller))
+    async def stream_closed(self, caller: Caller, stream: Hashable = None) -> None:
+        self.identities.stream_closed(_session_of(caller), stream)
 
     async def prompted(self, caller: Caller) -> JSON:
         """The person typed a prompt into the caller's harness (a plugin or extension says
@@ -181,9 +183,9 @@ class BrokerService:
         return {"prompted": True, "agent_id": caller.agent_id}
 
     async def _start_chain(self, agent_id: str) -> bool:
-        """The one way a typed prompt restarts a chain (`messaging.start_chain`'s budget)."""
-        limits = ms.SendLimits.of(self.config.limits)
-        return await self.accounts.start_chain(agent_id, now=self.clock.now(), limits=limits)
+        """The one way a typed prompt restarts a chain: through the identity's actor, which
+        owns its loop-guard cause (`messaging.start_chain`'s budget)."""
+        return await self._call_identity(agent_id, StartChain())
 
     async def detach(self, caller: Caller) -> JSON:
         end = EndSession(_session_of(caller), SessionState.DETACHED, "detached")

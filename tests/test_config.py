@@ -52,7 +52,7 @@ def test_parse_duration_rejects_malformed(text: str) -> None:
 def test_parse_schedule_last_delay_repeats() -> None:
     """A schedule's last delay repeats for every later attempt."""
     windows = Windows(redelivery=parse_schedule("1s, 2s", source="x"))
-    assert [windows.redelivery_delay(n) for n in (1, 2, 3, 10)] == [1.0, 2.0, 2.0, 2.0]
+    assert [windows.redelivery_schedule.delay(n) for n in (1, 2, 3, 10)] == [1.0, 2.0, 2.0, 2.0]
     assert parse_schedule("300ms", source="x") == (0.3,)
 
 

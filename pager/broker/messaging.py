@@ -96,6 +96,7 @@ def build_messaging(
         providers=providers,
         index=index,
         on_passivate=passivated,
+        tell=lambda agent_id, message: identities.tell(agent_id, message),
         send_limits=ms.SendLimits.of(config.limits),
         host=store.host,
         wakeups=store.wakeups,

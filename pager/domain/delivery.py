@@ -12,7 +12,6 @@ message cannot both apply a transition.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 
 import attrs
 
@@ -95,11 +94,34 @@ def returned(attempts: int, max_attempts: int, available_at: float) -> Requeued 
     return Requeued(available_at)
 
 
+#: The default redelivery schedule, in seconds (`[windows] redelivery`).
+DEFAULT_REDELIVERY = (2.0, 10.0, 30.0, 120.0, 600.0, 1800.0)
+
+
+@attrs.frozen
+class RedeliverySchedule:
+    """How long a message waits after its delivery address refused the claim of attempt `n`
+    (n ≥ 1): the n-th delay, the last one repeating. The identity actor holds it (in its
+    claim policy) and hands it to each refusal it commits: the retry time lands on the
+    message (`available_at`) and on the identity's next due time, its checkpoint in the
+    store, from which a restarted actor or the scheduler carries on."""
+
+    delays: tuple[float, ...] = DEFAULT_REDELIVERY
+
+    def __attrs_post_init__(self) -> None:
+        if not self.delays:
+            raise ValueError("a redelivery schedule needs at least one delay")
+
+    def delay(self, attempt: int) -> float:
+        """Delay before attempt `attempt + 1`, given that `attempt` attempts were made."""
+        return self.delays[min(max(attempt, 1), len(self.delays)) - 1]
+
+
 def refused(
-    attempt: int, attempts: int, max_attempts: int, now: float, delay: Callable[[int], float]
+    attempt: int, attempts: int, max_attempts: int, now: float, schedule: RedeliverySchedule
 ) -> Requeued | Dead:
     """The delivery address refused the claim of attempt `attempt`: retry on the schedule."""
-    return returned(attempts, max_attempts, now + delay(attempt))
+    return returned(attempts, max_attempts, now + schedule.delay(attempt))
 
 
 def released(attempts: int) -> int:

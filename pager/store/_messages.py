@@ -182,6 +182,7 @@ class ClaimPolicy:
     ack_wait: float
     max_attempts: int
     message_expiry: float
+    redelivery: delivery.RedeliverySchedule = attrs.Factory(delivery.RedeliverySchedule)
 
 
 def claim_waiting(
@@ -419,7 +420,7 @@ def refuse_claims(
     token_hashes: Sequence[str],
     *,
     now: float,
-    retry_delay: Callable[[int], float],
+    schedule: delivery.RedeliverySchedule,
     max_attempts: int,
 ) -> int:
     """Claims the delivery address refused (or could not take): retry on the schedule."""
@@ -438,7 +439,7 @@ def refuse_claims(
             ).rowcount
         ):
             continue
-        retry_at = now + retry_delay(int(row[1]))
+        retry_at = now + schedule.delay(int(row[1]))
         event = _return_to_queue(
             conn,
             str(row[0]),

@@ -146,9 +146,8 @@ class Inbox(Protocol):
         *,
         now: float,
         policy: ClaimPolicy,
-        delay: Callable[[int], float],
     ) -> Changed[int]:
-        """Claims the delivery address refused: retried on the schedule `delay`."""
+        """Claims the delivery address refused: retried on `policy.redelivery`."""
         ...
 
     async def lapse(self, identity_id: str, *, now: float, policy: ClaimPolicy) -> Changed[int]:
@@ -157,6 +156,13 @@ class Inbox(Protocol):
 
     async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
         """An operator event with no state change beside it."""
+        ...
+
+    async def start_chain(self, identity_id: str, *, now: float, limits: SendLimits) -> bool:
+        """The person prompted the identity: its next send starts a new chain (no cause).
+        True when a chain was reset; PagerError `rate_limited` past the identity's budget of
+        resets (`messaging.start_chain`). Its identity actor's to call: the loop guard's cause
+        is its state, like the claims that set it."""
         ...
 
     async def count_refusal(

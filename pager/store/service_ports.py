@@ -19,7 +19,6 @@ import attrs
 from pager.domain.names import Address
 from pager.domain.records import Identity, Message
 from pager.domain.workspace import Workspace
-from pager.store._guard import SendLimits
 from pager.store._tokens import UNUSABLE, MailboxToken
 from pager.store._views import RosterEntry, RosterKey
 
@@ -194,12 +193,6 @@ class Accounts(Protocol):
         """The person's durable identity in `workspace`, made on first use with `alias`; its
         use counts as activity and shows it again if it was archived. PagerError
         `alias_conflict` when an agent holds `alias` there or it is reserved for another."""
-        ...
-
-    async def start_chain(self, identity_id: str, *, now: float, limits: SendLimits) -> bool:
-        """The person prompted the identity: its next send starts a new chain (no cause).
-        True when a chain was reset; PagerError `rate_limited` past the identity's budget of
-        resets (`messaging.start_chain`)."""
         ...
 
     async def bind_conversation(

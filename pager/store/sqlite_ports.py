@@ -192,13 +192,16 @@ class SqliteInbox:
         *,
         now: float,
         policy: ms.ClaimPolicy,
-        delay: Callable[[int], float],
     ) -> Changed[int]:
         hashes = [ids.hash_token(token) for token in tokens]
 
         def op(conn: Conn) -> int:
             return ms.refuse_claims(
-                conn, hashes, now=now, retry_delay=delay, max_attempts=policy.max_attempts
+                conn,
+                hashes,
+                now=now,
+                schedule=policy.redelivery,
+                max_attempts=policy.max_attempts,
             )
 
         heavy = len(tokens) > ROWS_ON_LOOP
@@ -214,6 +217,9 @@ class SqliteInbox:
 
     async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
         await self._writer.write(lambda conn: ms.record_event(conn, now, kind, data))
+
+    async def start_chain(self, identity_id: str, *, now: float, limits: ms.SendLimits) -> bool:
+        return await self._writer.write(lambda conn: ms.start_chain(conn, identity_id, now, limits))
 
     async def count_refusal(
         self, now: float, sender_id: str, reason: str, data: dict[str, object]

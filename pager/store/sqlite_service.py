@@ -145,9 +145,6 @@ class SqliteAccounts:
     async def person(self, workspace: Workspace, alias: str, *, now: float) -> Identity:
         return await self._writer.write(lambda conn: person_identity(conn, workspace, alias, now))
 
-    async def start_chain(self, identity_id: str, *, now: float, limits: ms.SendLimits) -> bool:
-        return await self._writer.write(lambda conn: ms.start_chain(conn, identity_id, now, limits))
-
     async def bind_conversation(
         self,
         implementation: str,

@@ -123,8 +123,10 @@ async def _session_stream(
     headers: Any,
     shutdown: Callable[[], Awaitable[None]],
 ) -> AsyncIterator[bytes]:
-    """Holds the lease while open; tells the connector when its session ends."""
-    ended = await service.stream_opened(caller)
+    """Holds the lease while open (said again at each heartbeat, so an identity actor started
+    again meanwhile learns of it); tells the connector when its session ends."""
+    stream = object()
+    ended = await service.stream_opened(caller, stream)
     try:
         yield frame("ready", {"session_id": caller.session_id, "epoch": caller.epoch})
         while True:
@@ -143,9 +145,10 @@ async def _session_stream(
                                      "reason": TAKEN_OVER})  # fmt: skip
                 return
             yield HEARTBEAT
+            await service.stream_opened(caller, stream)
     finally:
         with trio.CancelScope(shield=True):
-            await service.stream_closed(caller)
+            await service.stream_closed(caller, stream)
 
 
 async def _next_event(ended: trio.Event, shutdown: Callable[[], Awaitable[None]]) -> str:

@@ -31,9 +31,10 @@ def test_returned_requeues_until_the_last_attempt() -> None:
 
 def test_refused_waits_on_the_redelivery_schedule() -> None:
     """A refusal retries after the delay of the attempt that was refused."""
-    schedule = {1: 2.0, 2: 10.0}
-    outcome = delivery.refused(2, 2, 5, now=100.0, delay=schedule.__getitem__)
+    schedule = delivery.RedeliverySchedule((2.0, 10.0))
+    outcome = delivery.refused(2, 2, 5, now=100.0, schedule=schedule)
     assert outcome == Requeued(110.0)
+    assert [schedule.delay(n) for n in (1, 2, 3, 10)] == [2.0, 10.0, 10.0, 10.0]
 
 
 def test_released_does_not_count_the_attempt() -> None:

@@ -16,7 +16,7 @@ from pager.config import Windows
 from pager.domain.clock import TrioWallClock
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.views import AgentView
-from pager.store.sqlite_ports import SqliteInbox
+from pager.store.sqlite_ports import SqliteInbox, SqliteRetention
 from tests.messaging.conftest import Harness, open_harness
 
 # Seconds. The sweep period is lease_ttl / 2 = 5 s, so each effect shows within 5 s of its window.
@@ -291,3 +291,34 @@ async def test_operator_archive_and_reap_end_attached_sessions(
             with pytest.raises(PagerError) as caught:
                 await directory.call(ReapIdentity(api["agent_id"], "operator"))
             assert caught.value.code is ErrorCode.NOT_FOUND
+
+
+async def test_reap_stops_the_identity_actor_before_its_inbox_is_emptied(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention acts on an inbox only with its identity's actor stopped: when the sweeper
+    dead-letters the mail of an ephemeral whose lease lapsed, no actor of it runs (one still
+    running, idle but not yet passivated, was stopped first), and none starts again after."""
+    running_while_applied: list[bool] = []
+    apply = SqliteRetention.apply
+
+    async def watched(self: SqliteRetention, due: Any, **kwargs: Any) -> Any:
+        running_while_applied.extend(h.service.identities.get(d.agent_id) is not None for d in due)
+        return await apply(self, due, **kwargs)
+
+    monkeypatch.setattr(SqliteRetention, "apply", watched)
+    with trio.fail_after(600):
+        async with open_harness(tmp_path, windows=SHORT) as h, trio.open_nursery() as nursery:
+            sender, alice = await h.register("alice")
+            await nursery.start(_keep_alive, h, sender["token"])
+            eph, _ = await h.register()
+            sent = await h.service.send(alice, to=eph["address"], body="for the ephemeral")
+            assert h.service.identities.get(eph["agent_id"]) is not None
+            await trio.sleep(SHORT.lease_ttl + SLACK)
+            assert await _identity(h, eph["agent_id"]) is None  # reaped
+            assert running_while_applied == [False]
+            status = await h.service.message_status(alice, message_id=sent["message_id"])
+            assert (status["state"], status["dead_reason"]) == ("dead", "reaped")
+            await wait_all_tasks_blocked()
+            assert h.service.identities.get(eph["agent_id"]) is None
+            nursery.cancel_scope.cancel()

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import pytest
 
 from pager.domain import ids
-from pager.domain.delivery import Via
+from pager.domain.delivery import RedeliverySchedule, Via
 from pager.domain.errors import PagerError
 from pager.domain.names import alias_key
 from pager.domain.records import Claim, Session, SessionState
@@ -527,7 +527,7 @@ def test_refused_delivery_records_refused_with_retry_time(
                 c,
                 [ids.hash_token(claim.token)],
                 now=NOW,
-                retry_delay=lambda attempt: 2.0,
+                schedule=RedeliverySchedule((2.0,)),
                 max_attempts=POLICY.max_attempts,
             )
         )

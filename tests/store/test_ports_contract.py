@@ -22,7 +22,7 @@ from actors._runtime import start_actor
 from pager.config import StoreConfig, Windows
 from pager.domain import ids
 from pager.domain.clock import iso
-from pager.domain.delivery import Via
+from pager.domain.delivery import RedeliverySchedule, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key
 from pager.domain.records import Identity, MessageState, Session, SessionState
@@ -283,7 +283,10 @@ async def test_ports_refusal_waits_on_the_schedule(backend: Backend) -> None:
     )
     [token] = [v.claim.token for v in pushed.value]
     refused = await backend.inbox.refuse(
-        bob, [token], now=NOW + 1, policy=POLICY, delay=lambda attempt: 30.0
+        bob,
+        [token],
+        now=NOW + 1,
+        policy=attrs.evolve(POLICY, redelivery=RedeliverySchedule((30.0,))),
     )
     assert refused.value == 1
     assert refused.next_due == NOW + 31

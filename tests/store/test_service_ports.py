@@ -269,7 +269,7 @@ async def test_start_chain_makes_the_next_send_start_a_chain(backend: Backend) -
     bob = await backend.identity("bob")
     await backend.send(alice, bob, "first")
     await backend.claim(bob)  # bob was handed hop 1: his answer would be hop 2
-    await backend.accounts.start_chain(bob, now=NOW + 2, limits=ms.SendLimits())
+    await backend.inbox.start_chain(bob, now=NOW + 2, limits=ms.SendLimits())
     answer = await backend.send(bob, alice, "answer")
     found = backend.lookups.sent_message(bob, answer)
     assert found is not None
@@ -284,23 +284,23 @@ async def test_start_chain_restarts_once_per_delivered_batch_within_its_budget(
     with `retry_after_s`, and the chain stays as it is."""
     limits = ms.SendLimits(chain_resets_per_hour=2)
     alice, bob = await backend.identity("alice"), await backend.identity("bob")
-    assert not await backend.accounts.start_chain(bob, now=NOW, limits=limits)  # no chain
+    assert not await backend.inbox.start_chain(bob, now=NOW, limits=limits)  # no chain
     for _ in range(2):
         await backend.send(alice, bob, "again")
         await backend.claim(bob)
-        assert await backend.accounts.start_chain(bob, now=NOW + 2, limits=limits)
-        assert not await backend.accounts.start_chain(bob, now=NOW + 2, limits=limits)
+        assert await backend.inbox.start_chain(bob, now=NOW + 2, limits=limits)
+        assert not await backend.inbox.start_chain(bob, now=NOW + 2, limits=limits)
     await backend.send(alice, bob, "once more")
     await backend.claim(bob)
     with pytest.raises(PagerError) as spent:
-        await backend.accounts.start_chain(bob, now=NOW + 2, limits=limits)
+        await backend.inbox.start_chain(bob, now=NOW + 2, limits=limits)
     assert _code(spent) is ErrorCode.RATE_LIMITED
     assert spent.value.details["retry_after_s"] == 1800  # one restart refills in half an hour
     answer = await backend.send(bob, alice, "on the same chain")
     found = backend.lookups.sent_message(bob, answer)
     assert found is not None
     assert found.message.hop == 2
-    assert await backend.accounts.start_chain(bob, now=NOW + 2 + 1800, limits=limits)
+    assert await backend.inbox.start_chain(bob, now=NOW + 2 + 1800, limits=limits)
 
 
 # -- Accounts and Listings: mailbox tokens ---------------------------------------------------
