@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from pager.cli import EXIT_OK, CommandError
+from pager.cli import EXIT_NO_MAIL, EXIT_OK, CommandError
 from pager.domain.display import for_terminal, json_for_terminal
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
@@ -333,9 +333,11 @@ def _read(me: Me, args: argparse.Namespace) -> int:
         if not args.no_ack and claims:
             me.call("POST", "/ack", {"tokens": [c["token"] for c in claims]})
         if not args.follow:
-            if not claims and not args.json:
+            if claims:
+                return EXIT_OK
+            if not args.json:
                 print("no mail waiting", file=sys.stderr)
-            return EXIT_OK
+            return EXIT_NO_MAIL  # a script tells "nothing came" from mail by the status
 
 
 def _show(claims: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -521,11 +523,12 @@ def add_commands(commands: Any) -> None:
         "read",
         help="read waiting mail (claim, print whole, acknowledge)",
         description="Claim up to N waiting messages (default 10), print each whole inside"
-        " Pager's envelope, and acknowledge them once written.",
+        " Pager's envelope, and acknowledge them once written. Exit status 0 when it read"
+        f" mail, {EXIT_NO_MAIL} when none came (none waited, or none within --wait).",
         epilog="example: pager read --wait 30",
     )
-    read.add_argument("count", metavar="N", nargs="?", type=int, default=10)
-    read.add_argument("--wait", type=float, default=0.0, metavar="S",
+    read.add_argument("count", metavar="N", nargs="?", type=_how_many, default=10)
+    read.add_argument("--wait", type=_seconds, default=0.0, metavar="S",
                       help="wait up to S seconds for the first message")  # fmt: skip
     read.add_argument("--follow", action="store_true", help="keep reading until interrupted")
     read.add_argument("--no-ack", action="store_true",
@@ -592,6 +595,36 @@ def add_commands(commands: Any) -> None:
     sent.add_argument("message_id", metavar="MSG_ID", nargs="?")
     sent.add_argument("-n", dest="limit", type=int, default=20, help="the last N (default 20)")
     _json(sent)
+
+
+def _seconds(text: str) -> float:
+    """`--wait`'s value: a finite number of seconds, 0 or more."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds; give 0 or more, such as --wait 30"
+        )
+    return value
+
+
+def _how_many(text: str) -> int:
+    """`read`'s N: a whole number, 1 or more."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of messages; give 1 or more, such as `pager read 5`"
+        )
+    return value
 
 
 def _json(parser: Any, *, lines: bool = False) -> None:

@@ -159,6 +159,11 @@ class Launch:
 
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=_empty)
+    #: With `executable = "{argv0}"`: the program when the user names none, the first of
+    #: these that is set (`$NAME`: that variable of the launching environment).
+    default_program: tuple[str, ...] = ()
+    #: Said on stderr once the launch has joined (a template: `{address}`, …); empty: nothing.
+    greeting: str = ""
 
     def render_args(self, values: Mapping[str, str]) -> list[str]:
         return [render(arg, values) for arg in self.args]
@@ -261,7 +266,12 @@ class Manifest:
             "description": self.description,
             "capabilities": list(self.capabilities),
             "connector": self.connector,
-            "launch": {"args": list(self.launch.args), "env": dict(self.launch.env)},
+            "launch": {
+                "args": list(self.launch.args),
+                "env": dict(self.launch.env),
+                "default_program": list(self.launch.default_program),
+                "greeting": self.launch.greeting,
+            },
             "resume": {
                 "flags": list(self.resume.flags),
                 "continue_flags": list(self.resume.continue_flags),
