@@ -28,6 +28,8 @@ WAKES = {
     "queued": "its session will see it at its next turn",
     "no_session": "no session is running for it: it waits in the inbox",
 }
+#: `queued` for a recipient whose harness has no turns that show it mail (a shell program).
+QUEUED_UNTIL_READ = "it waits in its inbox: pager read"
 
 
 class Me:
@@ -230,10 +232,26 @@ def cmd_send(args: argparse.Namespace) -> int:
         _print_json(sent)
         return EXIT_OK
     again = " (a repeat of an earlier send: nothing new was sent)" if sent.get("duplicate") else ""
-    wake = WAKES.get(str(sent.get("wake")), str(sent.get("wake")))
+    wake = _wake_text(str(sent.get("wake")), sent["recipient"].get("implementation"))
     address = _one_line(sent["recipient"]["address"])
     print(f"sent {_one_line(sent['message_id'])} to {address}{again}; {_one_line(wake)}")
     return EXIT_OK
+
+
+def _wake_text(wake: str, implementation: object) -> str:
+    """What a send's wake outcome means for this recipient: a queued message is seen at the
+    next turn only by a harness whose manifest has a capability that shows it mail."""
+    if wake == "queued" and isinstance(implementation, str):
+        from pager.implementations import UnknownImplementation, discover
+
+        try:  # the manifests are read only here: most sends are not `queued`
+            manifest = discover().get(implementation).manifest
+        except UnknownImplementation:
+            pass  # a person, a bare MCP client: it reads when it takes its next turn
+        else:
+            if not manifest.sees_mail_at_turns:
+                return QUEUED_UNTIL_READ
+    return WAKES.get(wake, wake)
 
 
 def cmd_inbox(args: argparse.Namespace) -> int:

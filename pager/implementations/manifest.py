@@ -58,6 +58,9 @@ KNOWN_CAPABILITIES: Mapping[str, str] = MappingProxyType(
     }
 )
 MAX_MANIFEST_BYTES = 256 * 1024
+#: The capabilities that show a session its waiting mail at its turns, or sooner, without its
+#: asking. A harness with none of them (a shell) has no turns: its mail waits to be read.
+MAIL_AT_TURNS = frozenset({"hooks", "push", "extension", "idle-wake"})
 
 
 class SourceKind(enum.Enum):
@@ -242,6 +245,11 @@ class Manifest:
     extra: Mapping[str, Any] = attrs.field(factory=_empty)
     #: Unknown keys that look like typos of known ones (kept in `extra` all the same).
     warnings: tuple[str, ...] = ()
+
+    @property
+    def sees_mail_at_turns(self) -> bool:
+        """Whether a session of it is shown waiting mail without asking (`MAIL_AT_TURNS`)."""
+        return not MAIL_AT_TURNS.isdisjoint(self.capabilities)
 
     @property
     def executable_from_args(self) -> bool:
