@@ -20,7 +20,7 @@ import trio
 from pager.cli import EXIT_NO_MAIL, EXIT_USAGE, main
 from pager.everyday import WHO_PAGE
 from tests.e2e.conftest import Broker, start_broker
-from tests.launch.conftest import PROCESS_BOUND, wait_for
+from tests.launch.conftest import PROCESS_BOUND, PagerHome, wait_for
 
 PAGER = [sys.executable, "-m", "pager"]
 
@@ -184,9 +184,10 @@ def test_bad_input_says_what_to_do_and_changes_nothing(
 
 
 def test_a_misspelt_command_is_a_usage_error_with_a_suggestion(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """`pager sedn api hi` exits 2 (a usage error, as docs/cli.md says) naming `send`."""
+    monkeypatch.setenv("PAGER_HOME", str(tmp_path / "home"))
     assert main(["sedn", "api", "hi"]) == EXIT_USAGE
     error = capsys.readouterr().err
     assert "did you mean send?" in error
@@ -197,13 +198,17 @@ def test_a_misspelt_command_is_a_usage_error_with_a_suggestion(
 
 
 @pytest.mark.parametrize("wait", ["-5", "nan", "inf", "-inf", "soon", ""])
-def test_a_bad_wait_is_refused_before_anything_runs(
-    wait: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["read", "--wait", wait])
-    assert exited.value.code == EXIT_USAGE
-    assert "--wait: " in capsys.readouterr().err
+def test_a_bad_wait_is_refused_before_anything_runs(wait: str, tmp_path: Path) -> None:
+    """Refused as a usage error naming --wait; no broker is started for it."""
+    home = PagerHome(tmp_path / "home")
+    try:
+        done = home.run("read", "--wait", wait, timeout=PROCESS_BOUND)
+        assert done.returncode == EXIT_USAGE, (done.stdout, done.stderr)
+        assert "argument --wait: " in done.stderr
+        assert "give 0 or more" in done.stderr
+        assert not (home.root / "broker.json").exists()
+    finally:
+        home.kill_all()
 
 
 def test_a_read_that_gets_nothing_exits_with_its_own_status(

@@ -82,8 +82,10 @@ async def test_a_send_says_what_the_recipients_harness_does_with_queued_mail(
     assert sent["recipient"]["implementation"] == "shell"
 
 
-@pytest.mark.parametrize(("implementation", "at_turns"), [("shell", False), ("claude", True),
-                         ("codex", True), ("gemini", True), ("opencode", True), ("pi", True)])  # fmt: skip
+TURNS = {"shell": False, **dict.fromkeys(("claude", "codex", "gemini", "opencode", "pi"), True)}
+
+
+@pytest.mark.parametrize(("implementation", "at_turns"), TURNS.items())
 def test_the_built_in_manifests_say_who_sees_mail_at_turns(
     implementation: str, at_turns: bool
 ) -> None:
