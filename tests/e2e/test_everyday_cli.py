@@ -197,12 +197,15 @@ def test_a_misspelt_command_is_a_usage_error_with_a_suggestion(
     assert "did you mean send?" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("wait", ["-5", "nan", "inf", "-inf", "soon", ""])
-def test_a_bad_wait_is_refused_before_anything_runs(wait: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "wait", [("--wait", "-5"), ("--wait", "nan"), ("--wait", "inf"), ("--wait=-inf",),
+             ("--wait", "soon"), ("--wait", "")],
+)  # fmt: skip
+def test_a_bad_wait_is_refused_before_anything_runs(wait: tuple[str, ...], tmp_path: Path) -> None:
     """Refused as a usage error naming --wait; no broker is started for it."""
     home = PagerHome(tmp_path / "home")
     try:
-        done = home.run("read", "--wait", wait, timeout=PROCESS_BOUND)
+        done = home.run("read", *wait, timeout=PROCESS_BOUND)
         assert done.returncode == EXIT_USAGE, (done.stdout, done.stderr)
         assert "argument --wait: " in done.stderr
         assert "give 0 or more" in done.stderr
