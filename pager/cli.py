@@ -18,11 +18,17 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+#: The exit statuses (docs/cli.md lists them): 3 is `pager status`'s "no broker runs", 4 is
+#: `pager read`'s "no mail came".
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_NO_MAIL = 0, 1, 2, 3, 4
 
 
 class CommandError(Exception):
     """A failure reported as one line on stderr with exit status 1."""
+
+
+class UsageError(CommandError):
+    """The command line itself is wrong (a misspelt command): one line, exit status 2."""
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -149,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_launch(first, arguments[1:])
         except CommandError as exc:
             _print_error(exc)
-            return EXIT_ERROR
+            return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR
     args = parser.parse_args(arguments)
     handlers = {
         "serve": cmd_serve,
@@ -161,8 +167,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "mcp": cmd_mcp,
         "store": cmd_store,
     }
-    if args.command == "help":
-        return cmd_help(parser, args.topic)
     if args.command not in handlers and args.command is not None:
         from pager import everyday, operator_cli, paging_cli, run, wake_cli
 
@@ -174,10 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command is None:
             return cmd_tui()
+        if args.command == "help":
+            return cmd_help(parser, args.topic)
         return handlers[args.command](args)
     except CommandError as exc:
         _print_error(exc)
-        return EXIT_ERROR
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -287,10 +293,12 @@ def cmd_launch(implementation: str, argv: list[str]) -> int:
     try:
         manifest = registry.get(implementation).manifest
     except UnknownImplementation:
-        known = ", ".join(sorted(registry.ids()))
-        raise CommandError(
-            f"{implementation!r} is neither a command nor an implementation; commands:"
-            f" `pager --help`; implementations: {known} (`pager implementations`)"
+        known = sorted(registry.ids())
+        close = _closest(implementation, [*_subcommands(build_parser()), "hook", *known])
+        hint = f"did you mean {close}? " if close else ""
+        raise UsageError(
+            f"{implementation!r} is neither a command nor an implementation; {hint}commands:"
+            f" `pager --help`; implementations: {', '.join(known)} (`pager implementations`)"
         ) from None
     if asks_for_help(argv):
         print(wrapper_help(implementation, manifest.name), end="")
@@ -309,6 +317,15 @@ def cmd_launch(implementation: str, argv: list[str]) -> int:
         return EXIT_USAGE
     except LaunchError as exc:
         raise CommandError(str(exc)) from None
+
+
+def _closest(word: str, names: list[str]) -> str | None:
+    """The name `word` most likely misspells; two letters swapped (`sedn`) count first."""
+    import difflib
+
+    close = difflib.get_close_matches(word, names, n=3)
+    close.sort(key=lambda name: sorted(name) != sorted(word))  # stable: else by likeness
+    return close[0] if close else None
 
 
 def _paths() -> Any:

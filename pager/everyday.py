@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from pager.cli import EXIT_OK, CommandError
+from pager.cli import EXIT_NO_MAIL, EXIT_OK, CommandError
 from pager.domain.display import for_terminal, json_for_terminal
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
@@ -28,6 +28,8 @@ WAKES = {
     "queued": "its session will see it at its next turn",
     "no_session": "no session is running for it: it waits in the inbox",
 }
+#: `queued` for a recipient whose harness has no turns that show it mail (a shell program).
+QUEUED_UNTIL_READ = "it waits in its inbox: pager read"
 
 
 class Me:
@@ -230,10 +232,26 @@ def cmd_send(args: argparse.Namespace) -> int:
         _print_json(sent)
         return EXIT_OK
     again = " (a repeat of an earlier send: nothing new was sent)" if sent.get("duplicate") else ""
-    wake = WAKES.get(str(sent.get("wake")), str(sent.get("wake")))
+    wake = _wake_text(str(sent.get("wake")), sent["recipient"].get("implementation"))
     address = _one_line(sent["recipient"]["address"])
     print(f"sent {_one_line(sent['message_id'])} to {address}{again}; {_one_line(wake)}")
     return EXIT_OK
+
+
+def _wake_text(wake: str, implementation: object) -> str:
+    """What a send's wake outcome means for this recipient: a queued message is seen at the
+    next turn only by a harness whose manifest has a capability that shows it mail."""
+    if wake == "queued" and isinstance(implementation, str):
+        from pager.implementations import UnknownImplementation, discover
+
+        try:  # the manifests are read only here: most sends are not `queued`
+            manifest = discover().get(implementation).manifest
+        except UnknownImplementation:
+            pass  # a person, a bare MCP client: it reads when it takes its next turn
+        else:
+            if not manifest.sees_mail_at_turns:
+                return QUEUED_UNTIL_READ
+    return WAKES.get(wake, wake)
 
 
 def cmd_inbox(args: argparse.Namespace) -> int:
@@ -333,9 +351,11 @@ def _read(me: Me, args: argparse.Namespace) -> int:
         if not args.no_ack and claims:
             me.call("POST", "/ack", {"tokens": [c["token"] for c in claims]})
         if not args.follow:
-            if not claims and not args.json:
+            if claims:
+                return EXIT_OK
+            if not args.json:
                 print("no mail waiting", file=sys.stderr)
-            return EXIT_OK
+            return EXIT_NO_MAIL  # a script tells "nothing came" from mail by the status
 
 
 def _show(claims: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -521,11 +541,12 @@ def add_commands(commands: Any) -> None:
         "read",
         help="read waiting mail (claim, print whole, acknowledge)",
         description="Claim up to N waiting messages (default 10), print each whole inside"
-        " Pager's envelope, and acknowledge them once written.",
+        " Pager's envelope, and acknowledge them once written. Exit status 0 when it read"
+        f" mail, {EXIT_NO_MAIL} when none came (none waited, or none within --wait).",
         epilog="example: pager read --wait 30",
     )
-    read.add_argument("count", metavar="N", nargs="?", type=int, default=10)
-    read.add_argument("--wait", type=float, default=0.0, metavar="S",
+    read.add_argument("count", metavar="N", nargs="?", type=_how_many, default=10)
+    read.add_argument("--wait", type=_seconds, default=0.0, metavar="S",
                       help="wait up to S seconds for the first message")  # fmt: skip
     read.add_argument("--follow", action="store_true", help="keep reading until interrupted")
     read.add_argument("--no-ack", action="store_true",
@@ -592,6 +613,36 @@ def add_commands(commands: Any) -> None:
     sent.add_argument("message_id", metavar="MSG_ID", nargs="?")
     sent.add_argument("-n", dest="limit", type=int, default=20, help="the last N (default 20)")
     _json(sent)
+
+
+def _seconds(text: str) -> float:
+    """`--wait`'s value: a finite number of seconds, 0 or more."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds; give 0 or more, such as --wait 30"
+        )
+    return value
+
+
+def _how_many(text: str) -> int:
+    """`read`'s N: a whole number, 1 or more."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of messages; give 1 or more, such as `pager read 5`"
+        )
+    return value
 
 
 def _json(parser: Any, *, lines: bool = False) -> None:

@@ -317,7 +317,11 @@ class BrokerService:
             message_id=sent.message.id,
             state=sent.message.state,
             duplicate=sent.duplicate,
-            recipient=Recipient(agent_id=recipient.id, address=recipient.address),
+            recipient=Recipient(
+                agent_id=recipient.id,
+                address=recipient.address,
+                implementation=recipient.implementation,
+            ),
             wake=sent.wake,
         )
 

@@ -88,6 +88,9 @@ class MeActing(Me):
 class Recipient:
     agent_id: str
     address: str
+    #: Its implementation (`claude`, `shell`, …): whether a session of it sees mail at its
+    #: turns or must read it (the manifest's capabilities say).
+    implementation: str
 
 
 @attrs.frozen(kw_only=True)

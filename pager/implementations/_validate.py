@@ -83,7 +83,7 @@ def _odd_keys(value: object, path: str) -> list[str]:
 _TOP_KEYS = ("id", "name", "executable", "description", "capabilities", "connector")
 _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "launch": ("args", "env"),
+        "launch": ("args", "env", "default_program", "greeting"),
         "resume": (
             "flags",
             "continue_flags",
@@ -328,7 +328,11 @@ class _Validator:
             else:
                 self.template(where, value)
                 env[name] = value
-        return Launch(tuple(args), MappingProxyType(env))
+        default_program = self.strings(table, "launch", "default_program")
+        greeting = self.string(table, "launch", "greeting") or ""
+        if greeting:
+            self.template("launch.greeting", greeting)
+        return Launch(tuple(args), MappingProxyType(env), tuple(default_program), greeting)
 
     def _wake(self, table: Mapping[str, Any]) -> Wake:
         command = self.strings(table, "wake", "command")

@@ -20,6 +20,8 @@ def launch_spec(manifest: Manifest) -> LaunchSpec:
         executable=None if manifest.executable_from_args else manifest.executable,
         args=manifest.launch.args,
         env=manifest.launch.env,
+        default_program=manifest.launch.default_program,
+        greeting=manifest.launch.greeting,
         resume_flags=manifest.resume.flags,
         continue_flags=manifest.resume.continue_flags + manifest.resume.picker_flags,
         choose_flag=manifest.resume.choose_flag,

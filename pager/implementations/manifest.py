@@ -58,6 +58,9 @@ KNOWN_CAPABILITIES: Mapping[str, str] = MappingProxyType(
     }
 )
 MAX_MANIFEST_BYTES = 256 * 1024
+#: The capabilities that show a session its waiting mail at its turns, or sooner, without its
+#: asking. A harness with none of them (a shell) has no turns: its mail waits to be read.
+MAIL_AT_TURNS = frozenset({"hooks", "push", "extension", "idle-wake"})
 
 
 class SourceKind(enum.Enum):
@@ -159,6 +162,11 @@ class Launch:
 
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=_empty)
+    #: With `executable = "{argv0}"`: the program when the user names none, the first of
+    #: these that is set (`$NAME`: that variable of the launching environment).
+    default_program: tuple[str, ...] = ()
+    #: Said on stderr once the launch has joined (a template: `{address}`, …); empty: nothing.
+    greeting: str = ""
 
     def render_args(self, values: Mapping[str, str]) -> list[str]:
         return [render(arg, values) for arg in self.args]
@@ -239,6 +247,11 @@ class Manifest:
     warnings: tuple[str, ...] = ()
 
     @property
+    def sees_mail_at_turns(self) -> bool:
+        """Whether a session of it is shown waiting mail without asking (`MAIL_AT_TURNS`)."""
+        return not MAIL_AT_TURNS.isdisjoint(self.capabilities)
+
+    @property
     def executable_from_args(self) -> bool:
         """`executable = "{argv0}"`: the program is the first of the user's arguments."""
         return self.executable == EXECUTABLE_FROM_ARGS
@@ -261,7 +274,12 @@ class Manifest:
             "description": self.description,
             "capabilities": list(self.capabilities),
             "connector": self.connector,
-            "launch": {"args": list(self.launch.args), "env": dict(self.launch.env)},
+            "launch": {
+                "args": list(self.launch.args),
+                "env": dict(self.launch.env),
+                "default_program": list(self.launch.default_program),
+                "greeting": self.launch.greeting,
+            },
             "resume": {
                 "flags": list(self.resume.flags),
                 "continue_flags": list(self.resume.continue_flags),

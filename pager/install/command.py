@@ -3,7 +3,8 @@
 Hosts run hook and MCP commands without the user's shell (GUI apps do not inherit its PATH),
 on every prompt, so the command is absolute and never goes through a shim or a slow launcher:
 
-- by default the `pager` console script next to the running interpreter (the venv's own);
+- by default the `pager` console script of the running interpreter's installation, when it is
+  this Pager's (pager/launch/own_pager.py), else this interpreter with `-m pager`;
 - `PAGER_PACKAGE_ROOT` (a stable path to the installation that survives upgrades, holding
   `bin/pager`) names the entry point through that path instead;
 - `PAGER_PYTHON` (an absolute interpreter path) runs that entry point with that interpreter.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from pager.implementations.manifest import Manifest
 from pager.install.files import InstallError
+from pager.launch.own_pager import console_script
 
 #: How long `PAGER_PYTHON` gets to prove it can import Pager.
 PROBE_TIMEOUT = 30.0
@@ -72,8 +74,8 @@ def _entry_point(env: Mapping[str, str]) -> str | None:
                 " path of Pager's installation (the directory holding bin/pager) or unset it"
             )
         return str(entry)
-    beside = Path(sys.executable).parent / "pager"
-    return str(beside) if _executable(beside) else None
+    script = console_script()  # verified as this Pager's: /usr/bin/pager may be `less`
+    return None if script is None else str(script)
 
 
 def _executable(path: Path) -> bool:

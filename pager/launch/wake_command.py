@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from pager.implementations.manifest import Manifest
 from pager.implementations.templates import TemplateError, placeholders, render
+from pager.launch.own_pager import with_own_pager
 from pager.launch.wrapper import HarnessCommand, LaunchSpec, harness_command, hook_command
 
 
@@ -99,6 +100,8 @@ def wake_command(
 ) -> HarnessCommand:
     """The run's argv and environment; `LookupError` when the program is not on the PATH of
     `environ`, `TemplateError`/`LaunchError` when a template cannot be filled."""
+    # This Pager's `pager` first on the run's PATH, for the program's lookup and the run alike.
+    environ = with_own_pager(environ, directory)
     templates = list(args)
     if manifest.executable_from_args:  # `shell`: the command's first part is the program
         executable = render(templates.pop(0), values)

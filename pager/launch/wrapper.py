@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -26,6 +27,7 @@ import trio
 
 from pager.launch.discovery import BrokerLocator
 from pager.launch.lifecycle import LifecycleError, ensure_broker
+from pager.launch.own_pager import own_command, with_own_pager
 from pager.launch.paths import StatePaths
 from pager.launch.relay import Relay
 from pager.launch.wrapper_args import (
@@ -59,6 +61,9 @@ class LaunchSpec:
     executable: str | None  # None: the first harness argument is the program (`shell`)
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)
+    #: With no executable: the program when none is given, the first set (`$NAME`: a variable).
+    default_program: tuple[str, ...] = ()
+    greeting: str = ""  # a template said on stderr once the launch has joined
     resume_flags: tuple[str, ...] = ()
     continue_flags: tuple[str, ...] = ()
     choose_flag: str | None = None
@@ -100,40 +105,54 @@ class HarnessCommand:
 
 def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int:
     """The whole wrapped launch; returns the exit status to exit with."""
-    plan = plan_launch(spec, argv)
-    program = shutil.which(plan.executable)
-    if program is None:
-        raise LaunchError(f"{plan.executable!r} is not on PATH; install it or fix PATH")
-    try:
-        broker = ensure_broker(paths)
-    except LifecycleError as exc:
-        raise LaunchError(str(exc)) from None
-    body = registration(spec, plan, os.getcwd())
-    session = SessionClient(BrokerLocator(paths, broker), body, notices=TerminalNotices())
-    return trio.run(_launch, session, spec, plan, program)
+    plan = plan_launch(spec, argv, os.environ)
+    with private_directory() as directory:
+        # The program is looked up on the PATH it will run with: this Pager's `pager` first.
+        environ = with_own_pager(os.environ, directory)
+        program = shutil.which(plan.executable, path=environ["PATH"])
+        if program is None:
+            raise LaunchError(f"{plan.executable!r} is not on PATH; install it or fix PATH")
+        try:
+            broker = ensure_broker(paths)
+        except LifecycleError as exc:
+            raise LaunchError(str(exc)) from None
+        body = registration(spec, plan, os.getcwd())
+        session = SessionClient(BrokerLocator(paths, broker), body, notices=TerminalNotices())
+        return trio.run(_launch, session, spec, plan, program, directory, environ)
 
 
-async def _launch(session: SessionClient, spec: LaunchSpec, plan: LaunchPlan, program: str) -> int:
+async def _launch(
+    session: SessionClient,
+    spec: LaunchSpec,
+    plan: LaunchPlan,
+    program: str,
+    directory: str,
+    environ: Mapping[str, str],
+) -> int:
     answer = await register(session)
     try:
         relay = Relay.bind()
-        with private_directory() as directory:
-            session.token_file = Path(directory) / "session-token"
-            session.write_token_file()
-            paths = session.locator.paths
-            values = launch_values(
-                relay.url, relay.credential, answer, paths, plan, spec, session.token_file
-            )
-            harness = harness_command(spec, program, plan.args, values, directory)
-            return await _run_harness(list(harness.argv), dict(harness.env), relay, session)
+        session.token_file = Path(directory) / "session-token"
+        session.write_token_file()
+        paths = session.locator.paths
+        values = launch_values(
+            relay.url, relay.credential, answer, paths, plan, spec, session.token_file
+        )
+        harness = harness_command(spec, program, plan.args, values, directory, environ)
+        if spec.greeting:  # who the launch joined as, where the harness does not say it
+            _say(_render(spec.greeting, values))
+        return await _run_harness(list(harness.argv), dict(harness.env), relay, session)
     finally:
         with trio.CancelScope(shield=True):
             await session.detach()  # not when the broker is gone or ended the session
 
 
-def plan_launch(spec: LaunchSpec, argv: Sequence[str]) -> LaunchPlan:
+def plan_launch(
+    spec: LaunchSpec, argv: Sequence[str], environ: Mapping[str, str] | None = None
+) -> LaunchPlan:
     """The wrapper's options, the conversation, the program and its arguments of `argv` (the
-    arguments after `pager <implementation>`). Raises WrapperUsageError, LaunchError."""
+    arguments after `pager <implementation>`; `environ` gives a default program's `$NAME`).
+    Raises WrapperUsageError, LaunchError."""
     wrapper = parse_wrapper_args(argv)
     conversation = find_conversation(
         wrapper.harness_args,
@@ -147,9 +166,20 @@ def plan_launch(spec: LaunchSpec, argv: Sequence[str]) -> LaunchPlan:
     executable = spec.executable
     if executable is None:
         if not args:
+            args = _default_program(spec, os.environ if environ is None else environ)
+        if not args:
             raise LaunchError(f"give the program to run: pager {spec.implementation} -- PROGRAM …")
         executable = args.pop(0)
     return LaunchPlan(wrapper, conversation, executable, tuple(args))
+
+
+def _default_program(spec: LaunchSpec, environ: Mapping[str, str]) -> list[str]:
+    """The manifest's default program: the first candidate that is set, as one argument."""
+    for candidate in spec.default_program:
+        value = environ.get(candidate[1:], "") if candidate.startswith("$") else candidate
+        if value:
+            return [value]
+    return []
 
 
 def registration(spec: LaunchSpec, plan: LaunchPlan, workspace: str) -> dict[str, Any]:
@@ -211,7 +241,8 @@ def harness_command(
     the program, the manifest's `[launch]` args, `templates` filled the same way (a wake
     run's headless arguments, docs/wake.md), then `args` as given (the user's own). `environ`
     is the environment the harness inherits (default: this process's)."""
-    inherited = dict(os.environ if environ is None else environ)
+    # Whatever the harness runs as `pager` (its shell tool, its hooks) is this Pager.
+    inherited = with_own_pager(os.environ if environ is None else environ, directory)
     filled = dict(values)
     if spec.prepare is not None:
         context = LaunchContext(directory, dict(values), inherited, headless=headless)
@@ -260,9 +291,9 @@ def _render(template: str, values: Mapping[str, str]) -> str:
 
 
 def hook_command(implementation: str) -> str:
-    """The hook command a harness runs: the venv's own `pager`, never a shim on PATH."""
-    pager = os.path.join(os.path.dirname(sys.executable), "pager")
-    return f"{pager} hook --implementation {implementation}"
+    """The hook command a harness runs: this Pager by absolute path, never whatever `pager`
+    a PATH finds."""
+    return f"{own_command()} hook --implementation {shlex.quote(implementation)}"
 
 
 @contextlib.contextmanager

@@ -43,10 +43,12 @@ __all__ = [
 
 @attrs.frozen
 class Resolved:
-    """The identity an address names now, and its current address."""
+    """The identity an address names now, its current address and its implementation (what
+    the CLI tells a sender about how the recipient will see the mail)."""
 
     id: str
     address: str
+    implementation: str = attrs.field(default="", eq=False)
 
 
 @attrs.frozen

@@ -215,7 +215,7 @@ def _resolve(
         if identity is None:
             raise _unknown(text)
         slug = ms.workspace_slug(conn, identity.workspace_key)
-        return Resolved(identity.id, format_address(identity.alias, slug))
+        return Resolved(identity.id, format_address(identity.alias, slug), identity.implementation)
     if address.slug is not None:
         found = ms.workspace_of_slug(conn, address.slug)
         if found is None:
@@ -228,13 +228,13 @@ def _resolve(
     identity = ms.identity_by_alias(conn, workspace_key, key)
     if identity is not None:
         slug = ms.workspace_slug(conn, identity.workspace_key)
-        return Resolved(identity.id, format_address(identity.alias, slug))
+        return Resolved(identity.id, format_address(identity.alias, slug), identity.implementation)
     holder = ms.alias_reserved_by(conn, workspace_key, key)
     current = None if holder is None else ms.get_identity(conn, holder)
     if current is not None:
         new_address = format_address(current.alias, ms.workspace_slug(conn, current.workspace_key))
         if history:
-            return Resolved(current.id, new_address)
+            return Resolved(current.id, new_address, current.implementation)
         raise PagerError(
             ErrorCode.RECIPIENT_ALIAS_CHANGED,
             f"{text!r} is now {new_address}; send to the current address if it is still meant",

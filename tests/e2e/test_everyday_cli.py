@@ -17,9 +17,10 @@ import httpx2
 import pytest
 import trio
 
+from pager.cli import EXIT_NO_MAIL, EXIT_USAGE, main
 from pager.everyday import WHO_PAGE
 from tests.e2e.conftest import Broker, start_broker
-from tests.launch.conftest import PROCESS_BOUND, wait_for
+from tests.launch.conftest import PROCESS_BOUND, PagerHome, wait_for
 
 PAGER = [sys.executable, "-m", "pager"]
 
@@ -165,7 +166,7 @@ def test_people_read_plain_text(broker: Broker, places: dict[str, Path]) -> None
         (("send",), None, 2, "the following arguments are required: TO"),
         (("ack", "clm_bogus"), None, 1, "unknown_token"),
         (("sent", "msg_nope"), None, 1, "you sent no message"),
-        (("read", "0"), None, 1, "limit"),
+        (("read", "0"), None, 2, "give 1 or more"),
         (("inbox", "-n", "x"), None, 2, "invalid int value"),
     ],
 )
@@ -180,6 +181,52 @@ def test_bad_input_says_what_to_do_and_changes_nothing(
     assert done.returncode == status, (done.stdout, done.stderr)
     assert needle in done.stderr + done.stdout
     assert [r for r in broker.export_sync() if r["kind"] == "message"] == []
+
+
+def test_a_misspelt_command_is_a_usage_error_with_a_suggestion(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`pager sedn api hi` exits 2 (a usage error, as docs/cli.md says) naming `send`."""
+    monkeypatch.setenv("PAGER_HOME", str(tmp_path / "home"))
+    assert main(["sedn", "api", "hi"]) == EXIT_USAGE
+    error = capsys.readouterr().err
+    assert "did you mean send?" in error
+    assert main(["cluade"]) == EXIT_USAGE
+    assert "did you mean claude?" in capsys.readouterr().err
+    assert main(["help", "sedn"]) == EXIT_USAGE
+    assert "did you mean send?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "wait", [("--wait", "-5"), ("--wait", "nan"), ("--wait", "inf"), ("--wait=-inf",),
+             ("--wait", "soon"), ("--wait", "")],
+)  # fmt: skip
+def test_a_bad_wait_is_refused_before_anything_runs(wait: tuple[str, ...], tmp_path: Path) -> None:
+    """Refused as a usage error naming --wait; no broker is started for it."""
+    home = PagerHome(tmp_path / "home")
+    try:
+        done = home.run("read", *wait, timeout=PROCESS_BOUND)
+        assert done.returncode == EXIT_USAGE, (done.stdout, done.stderr)
+        assert "argument --wait: " in done.stderr
+        assert "give 0 or more" in done.stderr
+        assert not (home.root / "broker.json").exists()
+    finally:
+        home.kill_all()
+
+
+def test_a_read_that_gets_nothing_exits_with_its_own_status(
+    broker: Broker, places: dict[str, Path]
+) -> None:
+    """A script tells "nothing came within --wait" (exit 4) from mail (exit 0)."""
+    desk = places["desk"]
+    for args in (("read", "--wait", "0.2"), ("read", "--json"), ("read",)):
+        done = pager(broker, desk, *args)
+        assert (done.returncode, done.stdout) == (EXIT_NO_MAIL, ""), (args, done.stderr)
+    me = answer(pager(broker, desk, "whoami", "--json"))
+    assert pager(broker, desk, "send", me["alias"], "hi").returncode == 0
+    done = pager(broker, desk, "read", "--wait", "5")
+    assert done.returncode == 0, done.stderr
+    assert "hi" in done.stdout
 
 
 def test_a_revoked_session_is_refused_not_taken_for_the_person(

@@ -105,7 +105,9 @@ class FakeMessagingApi:
             message_id="msg_1",
             state=MessageState.QUEUED,
             duplicate=False,
-            recipient=r.Recipient(agent_id="agt_bob", address=f"{to}@web-1b2c3d"),
+            recipient=r.Recipient(
+                agent_id="agt_bob", address=f"{to}@web-1b2c3d", implementation="claude"
+            ),
             wake=Wake.NO_SESSION,
         )
 

@@ -45,7 +45,7 @@ def test_help_of_a_command(home: PagerHome) -> None:
 
 def test_an_unknown_word_is_neither_a_command_nor_an_implementation(home: PagerHome) -> None:
     done = home.run("frobnicate")
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error
     assert "'frobnicate' is neither a command nor an implementation" in done.stderr
     assert "shell" in done.stderr  # the implementations are listed
     assert not (home.root / "broker.json").exists()

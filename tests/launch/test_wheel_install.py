@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.launch.test_own_pager import wrong_pager
+
 ROOT = Path(__file__).parents[2]
 BOUND = 300.0
 
@@ -55,8 +57,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return fresh / "bin"
 
 
-def run(bin_dir: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(
+    bin_dir: Path, tmp_path: Path, *args: str, path: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAGER_")}
+    if path is not None:
+        env["PATH"] = path
     env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]  # the dependencies, not `pager`
     env["PAGER_HOME"] = str(tmp_path / "home")
     return subprocess.run(
@@ -104,5 +110,18 @@ def test_the_installed_pager_runs_a_broker_and_sends(installed: Path, tmp_path: 
         me = run(installed, tmp_path, "whoami", "--json")
         assert me.returncode == 0, me.stderr
         assert json.loads(me.stdout)["implementation"] == "human"
+    finally:
+        run(installed, tmp_path, "exit")
+
+
+def test_the_installed_pagers_launches_run_it_as_pager(installed: Path, tmp_path: Path) -> None:
+    """Run by its path with another `pager` first on PATH (Debian's is `less`), the wheel's
+    `pager shell` gives its program the wheel's own `pager`."""
+    wrong = wrong_pager(tmp_path)
+    try:
+        done = run(installed, tmp_path, "shell", "--session-name", "w", "--", "sh", "-c",
+                   "pager whoami --json", path=f"{wrong}:/usr/bin:/bin")  # fmt: skip
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert json.loads(done.stdout)["alias"] == "w"
     finally:
         run(installed, tmp_path, "exit")

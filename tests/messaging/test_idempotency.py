@@ -27,6 +27,7 @@ async def test_idempotency_repeat_answers_original_with_its_recipient(
         assert second["recipient"] == {
             "agent_id": bob_info["agent_id"],
             "address": bob_info["address"],
+            "implementation": "shell",
         }
         assert len((await harness.service.fetch(bob))["claims"]) == 1
 
