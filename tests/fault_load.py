@@ -318,6 +318,7 @@ class FaultRun:
         self._fault_on = False
         self._freed_at: float | None = None
         self._sending = True
+        self._senders = 0  # sender tasks still running (one may wait for its last answer)
 
     async def run(self, fault: Fault, hold: Hold) -> Record:
         senders = [await self._register(f"sender-{n}") for n in range(self.pairs)]
@@ -375,6 +376,10 @@ class FaultRun:
             settled = record.sends["2xx"] + 4 * self.pairs  # a little traffic after recovery
             await until(lambda: record.sends["2xx"] >= settled, self.recovery_bound_s)
         self._sending = False
+        # Sends still waiting for their answer may yet be answered 2xx: the drain starts once
+        # every sender has stopped, else it could end (all delivered so far) a moment before
+        # such a 2xx is recorded, and that message would count as undelivered.
+        await until(lambda: self._senders == 0, self.request_timeout_s + 5)
         self.progress("receivers draining")
         await until(lambda: not record.undelivered, self.drain_bound_s)
 
@@ -430,6 +435,15 @@ class FaultRun:
         )
 
     async def _send(self, record: Record, sender: Agent, receivers: list[Agent]) -> None:
+        self._senders += 1
+        try:
+            await self._send_until_stopped(record, sender, receivers)
+        finally:
+            self._senders -= 1
+
+    async def _send_until_stopped(
+        self, record: Record, sender: Agent, receivers: list[Agent]
+    ) -> None:
         async with self._client(sender) as http:
             n = 0
             while self._sending:

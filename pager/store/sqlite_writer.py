@@ -4,9 +4,11 @@ Writes that queue up while a commit is in flight are committed together (group c
 inside its own savepoint so that one failing write fails only its own caller. A batch's
 statements run on the event loop, and only its `COMMIT` (the fsync, 0.3-5 ms under load) in a
 worker thread (`trio.to_thread`), so the loop never waits on the disk; so does waiting for the
-write lock while another process holds it. Run in the thread too, the statements were slowed by
-the thread's scheduling (p50 ~1 ms and p90 ~5 ms per batch with 8 busy clients on 2 cores,
-against ~0.3 and ~0.6 ms on the loop), and every write waited on that.
+write lock while another process holds it (up to the busy timeout, counted from when a batch
+first found it held: batches queued behind a refused one do not each wait it again). Run in
+the thread too, the statements were slowed by the thread's scheduling (p50 ~1 ms and p90 ~5 ms
+per batch with 8 busy clients on 2 cores, against ~0.3 and ~0.6 ms on the loop), and every
+write waited on that.
 Writes that may touch many rows (retention sweeps, purges, requeuing lapsed claims) say
 `heavy`: their batch runs whole in the thread. Reads through the actor always run in the
 thread; short lookups go through `QuickReads`. The connection never has two users at once.
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
+import trio
 
 from actors._runtime import Actor, ActorError, ActorRef, CallTimeout, Reply, off_loop
 from pager import store
@@ -40,6 +43,9 @@ T = TypeVar("T")
 MAX_BATCH = 128
 #: A store call that takes longer than this is reported as a failure (a wedged disk).
 CALL_TIMEOUT = 60.0
+#: Once another process has held the write lock past the busy timeout, how long each later
+#: batch still waits for it (a moment, for a holder that lets go and takes it again).
+BUSY_GRACE = 0.1
 
 
 @attrs.frozen
@@ -165,6 +171,10 @@ class CheckpointActor(Actor[CheckpointMessage]):
         # worker thread would let the clock jump while the query runs.
         self._inline = inline
         self._conn: sqlite3.Connection | None = None
+        self._busy_timeout_ms = 0  # the connection's, read once it is open
+        # Trio time at which a batch first found the write lock held by another process, None
+        # once a batch took it: a lock held past the busy timeout is not waited for again.
+        self._busy_since: float | None = None
 
     async def _in_thread(self, fn: Callable[[], T]) -> T:
         return await off_loop(fn, inline=self._inline)
@@ -221,24 +231,38 @@ class CheckpointActor(Actor[CheckpointMessage]):
         if reply is not None:
             reply.send(value)
 
+    def _begin_within(self, wait_ms: int) -> None:
+        """`BEGIN IMMEDIATE`, waiting at most `wait_ms` for another process's write lock."""
+        conn = self.conn
+        conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+
+    async def _begin(self) -> None:
+        """Take the write lock for a batch. Free now (the usual case): at once, on the loop.
+        Held by another process (a backup, a person's `sqlite3` shell): waited for in the
+        thread, so the loop, and /health with it, never waits; and only until the busy timeout
+        counted from when a batch first found it held. A batch that arrives later, the lock
+        still held, waits a moment only: else each batch queued behind a refused one (an
+        identity's next request behind its last) would wait the whole busy timeout again,
+        and a caller would be held for several of them before its `busy` answer."""
+        try:
+            self._begin_within(0)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                raise
+            now = trio.current_time()
+            if self._busy_since is None:
+                self._busy_since = now
+            left = self._busy_since + self._busy_timeout_ms / 1000 - now
+            wait_ms = round(max(left, BUSY_GRACE) * 1000)
+            await self._in_thread(lambda: self._begin_within(wait_ms))
+        self._busy_since = None
+
     async def _commit(self, writes: list[Write], replies: list[Reply[Any] | None]) -> None:
         conn = self.conn
-
-        def begin() -> None:
-            conn.execute("BEGIN IMMEDIATE")
-
-        def begin_at_once() -> bool:
-            """Takes the write lock if it is free now (the usual case), never waiting for it."""
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
-                    raise
-                return False
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-            return True
 
         def apply() -> list[tuple[bool, Any]]:
             """Every write in its own savepoint of the transaction `begin` opened."""
@@ -269,26 +293,21 @@ class CheckpointActor(Actor[CheckpointMessage]):
                 raise
 
         def apply_and_commit() -> list[tuple[bool, Any]]:
-            begin()
             outcomes = apply()
             commit()
             return outcomes
 
         try:
-            if self._inline or any(write.heavy for write in writes):
-                outcomes = await self._in_thread(apply_and_commit)
-            else:
-                # Another process may hold the write lock (a backup, a person's `sqlite3`
-                # shell): waiting for it, up to busy_timeout, happens in the thread, so the
-                # event loop, and /health with it, never waits. Once held, statements do not.
-                if not begin_at_once():
-                    await self._in_thread(begin)
-                outcomes = apply()
-                try:
+            await self._begin()
+            try:
+                if self._inline or any(write.heavy for write in writes):
+                    outcomes = await self._in_thread(apply_and_commit)
+                else:  # the lock held, statements do not wait: on the loop, the commit not
+                    outcomes = apply()
                     await self._in_thread(commit)
-                except BaseException:
-                    store.rollback(conn)  # cancelled before the thread took the commit
-                    raise
+            except BaseException:
+                store.rollback(conn)  # cancelled before the thread took the batch or commit
+                raise
         except Exception as exc:  # the batch or its commit failed: nothing in it happened
             failure = as_fault(exc)
             if isinstance(failure, StoreFault):

@@ -104,7 +104,9 @@ async def test_a_locked_database_answers_unavailable_and_the_broker_carries_on(
 ) -> None:
     """Another process holds `BEGIN IMMEDIATE` on pager.db (a backup, a person's `sqlite3`
     shell) past the broker's busy timeout (until a send was refused), while 4 agents send and
-    4 long-poll."""
+    4 long-poll. A send refused is a promise, not luck: the writes met first wait the busy
+    timeout (5 s) and are refused, and from then on, the lock still held, every write is
+    refused within a moment, sends too (no write waits the busy timeout again behind another)."""
     home = PagerHome(tmp_path / "home")
     fault = DatabaseLocked(home.root / "pager.db")
     record = await run_under(home, tmp_path / "repo", fault, Hold(1.0, 12.0, refusals=1))

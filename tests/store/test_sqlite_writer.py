@@ -17,6 +17,8 @@ import trio.testing
 
 from actors._runtime import start_actor
 from pager.store import (
+    StoreBusy,
+    _database,
     close_database,
     get_meta,
     list_broker_runs,
@@ -149,3 +151,46 @@ async def test_checkpoint_reports_the_error_of_a_write_that_lost_the_whole_batch
         assert checkpoint.lookup(partial(get_meta, key="lost")) is None
         await checkpoint.write(partial(set_meta, key="after", value="yes"))
         assert checkpoint.lookup(partial(get_meta, key="after")) == "yes"
+
+
+async def test_a_lock_held_past_the_busy_timeout_is_not_waited_for_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the write lock past the busy timeout. The write that met it first
+    is refused `busy` after that timeout; so, a moment later, are the write queued meanwhile
+    and one made after the refusal (an identity's next request, queued behind its last):
+    neither waits the busy timeout again, so no caller is held for several of them before
+    its answer. Once the lock is free, writes commit again."""
+    busy_timeout_s = 2.0
+    monkeypatch.setattr(_database, "_BUSY_TIMEOUT_MS", round(busy_timeout_s * 1000))
+    database = tmp_path / "pager.db"
+    answered: dict[str, float] = {}
+
+    async def write(key: str) -> None:
+        with pytest.raises(StoreBusy, match="database is locked"):
+            await checkpoint.write(partial(set_meta, key=key, value="never"))
+        answered[key] = trio.current_time()
+
+    async with running_checkpoint(database) as checkpoint:
+        await checkpoint.write(partial(set_meta, key="greeting", value="hi"))
+        other = sqlite3.connect(database, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with trio.fail_after(5 * busy_timeout_s):  # a hang guard
+                locked_at = trio.current_time()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(write, "first")
+                    await trio.testing.wait_all_tasks_blocked()  # it waits for the lock
+                    nursery.start_soon(write, "queued")
+                await write("after")
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert answered["first"] - locked_at >= busy_timeout_s
+        # Before, each waited the whole busy timeout more: 2 and 4 s after the first.
+        assert answered["queued"] - answered["first"] < busy_timeout_s / 2
+        assert answered["after"] - answered["queued"] < busy_timeout_s / 2
+        await checkpoint.write(partial(set_meta, key="greeting", value="again"))
+        assert checkpoint.lookup(partial(get_meta, key="greeting")) == "again"
+        for key in answered:
+            assert checkpoint.lookup(partial(get_meta, key=key)) is None
