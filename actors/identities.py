@@ -208,7 +208,10 @@ class Identities:
             with contextlib.suppress(ActorError):
                 ref.try_cast(message)
                 return
-        self._nursery.start_soon(self._tell_later, agent_id, message)
+        try:
+            self._nursery.start_soon(self._tell_later, agent_id, message)
+        except RuntimeError:  # the nursery closed: the broker is stopping, and so is the actor
+            log.debug("identity %s not told %r: the broker is stopping", agent_id, message)
 
     def poke(self, agent_id: str | None) -> None:
         """Another broker sharing the store changed `agent_id` (None: any identity may have

@@ -7,6 +7,7 @@ noticing."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from actors._runtime import ActorCrashed
 from actors.directory import PurgeIdentity
 from pager.domain.errors import ErrorCode, PagerError
 from pager.store import messaging as ms
-from tests.messaging.conftest import WINDOWS, Harness, http_delivery
+from tests.messaging.conftest import WINDOWS, Harness, http_delivery, open_harness
 
 
 def _crash_on_mail_to(monkeypatch: pytest.MonkeyPatch, agent_id: str) -> None:
@@ -210,3 +211,16 @@ async def test_sends_racing_a_purge_are_dead_lettered_or_refused(harness: Harnes
         for message_id in sent:
             status = await harness.service.message_status(alice, message_id=message_id)
             assert (status["state"], status["dead_reason"]) == ("dead", "purged"), status
+
+
+async def test_a_stream_closing_while_the_broker_stops_is_dropped_quietly(tmp_path: Path) -> None:
+    """A stream (an SSE client, a wake run) that ends after the identities' nursery closed has
+    no actor left to tell: its close is dropped, it never raises into the stream's cleanup."""
+    async with open_harness(tmp_path) as harness:
+        _, bob = await harness.register("bob")
+        stream = object()
+        await harness.service.stream_opened(bob, stream)
+        identities = harness.service.identities
+    assert bob.session_id is not None
+    assert identities.index.by_session(bob.session_id) is not None  # still to be told
+    identities.stream_closed(bob.session_id, stream)  # the broker has stopped: no error
