@@ -245,9 +245,11 @@ def machine(broker: Broker, tmp_path: Path) -> Machine:
     subprocess.run([*git, "add", "Makefile"], check=True)
     subprocess.run([*git, "commit", "-qm", "a first commit"], check=True)
     found = Machine(broker, env, places)
+    person = {}
     for name, place in places.items():
         me = json.loads(cli(env, place, "whoami", "--json"))
         found.slugs[name] = me["address"].split("@")[1]
+        person[name] = me["address"]
     with httpx2.Client(timeout=10) as http:
         for alias in CAST:
             body = {"workspace": str(places["shop"]), "implementation": "shell"}
@@ -258,6 +260,12 @@ def machine(broker: Broker, tmp_path: Path) -> Machine:
             ).json()  # fmt: skip
             if alias == "web":
                 found.examples.update(dict.fromkeys(EXAMPLE_AGENTS, answer["agent_id"]))
+                # The mail the docs' `pager inbox` shows waiting, so that `pager read` reads it.
+                http.post(
+                    broker.url + "/v1/me/send",
+                    json={"to": person["shop"], "body": "can you look at the login bug?"},
+                    headers={"Authorization": f"Bearer {answer['token']}"},
+                ).raise_for_status()
     token = cli(env, places["shop"], "token", "create", "api").split()[0]
     env["PAGER_NOTIFY_TOKEN"] = token
     return found
