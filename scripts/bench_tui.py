@@ -270,7 +270,7 @@ async def one_run(
             def bump(data: dict[str, Any], wanted: int = wanted) -> None:
                 data["workspaces"][0]["agents"][0]["inbox"]["queued"] = wanted
 
-            watch.arm(lambda w=wanted: str(app.table.get_row(first["agent_id"])[4]) == str(w))
+            watch.arm(lambda w=wanted: str(app.table.get_row(first["agent_id"])[5]) == str(w))
             began = time.perf_counter()
             source.change(bump)
             samples["live_update"].append(await watch.after(began))
