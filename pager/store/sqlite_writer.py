@@ -320,8 +320,10 @@ class CheckpointActor(Actor[CheckpointMessage]):
                     reply.fail(failure)
             return
         faults = [value for ok, value in outcomes if not ok and isinstance(value, StoreFault)]
-        self._mark(faults[0] if faults else None)
-        if self._on_commit is not None and any(ok for ok, _ in outcomes):
+        wrote = any(ok for ok, _ in outcomes)
+        if faults or wrote:  # a batch whose writes all failed otherwise proves nothing
+            self._mark(faults[0] if faults else None)
+        if self._on_commit is not None and wrote:
             self._on_commit()
         for reply, (ok, value) in zip(replies, outcomes, strict=True):
             if reply is None:
@@ -332,7 +334,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
                 reply.fail(value)
 
     def _mark(self, failure: BaseException | None) -> None:
-        """Keep /health's store mark in step: a fault marks it, a committed batch clears it
+        """Keep /health's store mark in step: a fault marks it, a batch that wrote clears it
         (a lock and a dict lookup when nothing is marked)."""
         if self._board is None:
             return

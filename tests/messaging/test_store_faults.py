@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sqlite3
 from pathlib import Path
 
 import pytest
 import trio
 from trio.testing import MockClock
 
-from pager.domain.errors import ErrorCode
+from pager.domain.errors import ErrorCode, PagerError
 from pager.health import HealthBoard
 from pager.store import StoreFault, StoreFull
 from pager.web.store_trouble import unavailable_cause
@@ -152,4 +153,30 @@ async def test_health_is_degraded_while_writes_fail_and_clears_at_the_next_write
                 assert "free space" in entry["message"]
                 sent = await harness.service.send(alice, to="bob", body="after")
             assert sent["message_id"]
+            assert board.snapshot() == {"status": "ok"}
+
+
+async def test_health_stays_degraded_through_a_batch_whose_writes_all_failed_otherwise(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A batch that wrote nothing (each of its writes refused by a rule of its own) says
+    nothing of the disk: the store stays degraded until a write commits."""
+    board = HealthBoard()
+    async with open_harness(tmp_path, board=board) as harness:
+        assert harness.writer is not None
+        with trio.fail_after(60):
+            _, alice = await harness.register("alice")
+            await harness.register("bob")
+            with failing_commits(harness.writer) as fault:
+                fault.fail(1)
+                with pytest.raises(StoreFull):
+                    await harness.service.send(alice, to="bob", body="lost to the full disk")
+
+            def refused(conn: sqlite3.Connection) -> None:
+                raise PagerError(ErrorCode.RATE_LIMITED, "a rule of the write's own")
+
+            with pytest.raises(PagerError):
+                await harness.checkpoint.write(refused)
+            assert board.snapshot()["status"] == "degraded"
+            await harness.service.send(alice, to="bob", body="after")
             assert board.snapshot() == {"status": "ok"}
