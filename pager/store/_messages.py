@@ -415,6 +415,20 @@ def expire_claims(conn: Conn, recipient_id: str, now: float, max_attempts: int) 
     return len(rows)
 
 
+def _close_open_claim(
+    conn: Conn, token_hash: str, state: str, *, identity_id: str | None = None
+) -> tuple[str, int] | None:
+    """The open claim `token_hash` (of `identity_id`, when given) closed as `state`, by a
+    guarded update: its message id and attempt, or None when it was not open (any more)."""
+    mine = "" if identity_id is None else " AND identity_id = ?"
+    row = conn.execute(
+        f"UPDATE claims SET state = ? WHERE token_hash = ? AND state = 'open'{mine}"
+        " RETURNING message_id, attempt",
+        (state, token_hash) if identity_id is None else (state, token_hash, identity_id),
+    ).fetchone()
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
 def refuse_claims(
     conn: Conn,
     token_hashes: Sequence[str],
@@ -427,22 +441,14 @@ def refuse_claims(
     refused = 0
     events = []
     for token_hash in token_hashes:
-        row = conn.execute(
-            "SELECT message_id, attempt FROM claims WHERE token_hash = ? AND state = 'open'",
-            (token_hash,),
-        ).fetchone()
-        if (
-            row is None
-            or not conn.execute(
-                "UPDATE claims SET state = 'refused' WHERE token_hash = ? AND state = 'open'",
-                (token_hash,),
-            ).rowcount
-        ):
+        closed = _close_open_claim(conn, token_hash, "refused")
+        if closed is None:
             continue
-        retry_at = now + schedule.delay(int(row[1]))
+        message_id, attempt = closed
+        retry_at = now + schedule.delay(attempt)
         event = _return_to_queue(
             conn,
-            str(row[0]),
+            message_id,
             retry_at,
             now,
             max_attempts,
@@ -462,33 +468,24 @@ def release_claims(conn: Conn, identity_id: str, token_hashes: Sequence[str], no
     released = 0
     events = []
     for token_hash in token_hashes:
-        row = conn.execute(
-            "SELECT message_id FROM claims WHERE token_hash = ? AND identity_id = ?"
-            " AND state = 'open'",
-            (token_hash, identity_id),
-        ).fetchone()
-        if (
-            row is None
-            or not conn.execute(
-                "UPDATE claims SET state = 'released' WHERE token_hash = ? AND state = 'open'",
-                (token_hash,),
-            ).rowcount
-        ):
+        closed = _close_open_claim(conn, token_hash, "released", identity_id=identity_id)
+        if closed is None:
             continue
+        message_id = closed[0]
         out = conn.execute(
             "SELECT state, attempts, sender_id FROM messages WHERE id = ?"
             " AND state IN ('claimed', 'delivered')",
-            (row[0],),
+            (message_id,),
         ).fetchone()
         if (
             out is not None
             and conn.execute(
                 "UPDATE messages SET state = 'queued', attempts = ? WHERE id = ? AND state = ?"
                 " AND attempts = ?",
-                (delivery.released(int(out[1])), row[0], out[0], out[1]),
+                (delivery.released(int(out[1])), message_id, out[0], out[1]),
             ).rowcount
         ):
-            fields = _fields(str(row[0]), str(out[2]), identity_id, reason="released")
+            fields = _fields(message_id, str(out[2]), identity_id, reason="released")
             events.append(("message.requeued", fields))
         released += 1
     if events:
@@ -505,20 +502,10 @@ def dead_letter_claims(
     dead: list[str] = []
     events = []
     for token_hash in token_hashes:
-        row = conn.execute(
-            "SELECT message_id, attempt FROM claims WHERE token_hash = ? AND identity_id = ?"
-            " AND state = 'open'",
-            (token_hash, identity_id),
-        ).fetchone()
-        if (
-            row is None
-            or not conn.execute(
-                "UPDATE claims SET state = 'expired' WHERE token_hash = ? AND state = 'open'",
-                (token_hash,),
-            ).rowcount
-        ):
+        closed = _close_open_claim(conn, token_hash, "expired", identity_id=identity_id)
+        if closed is None:
             continue
-        message_id, attempt = str(row[0]), int(row[1])
+        message_id, attempt = closed
         died = conn.execute(
             "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ? WHERE id = ?"
             " AND state IN ('claimed', 'delivered') AND attempts = ? RETURNING sender_id",
