@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
@@ -31,6 +32,7 @@ from pager.domain.workspace import Workspace, resolve_workspace
 from pager.health import HealthBoard
 from pager.service import BrokerService
 from pager.store import events as ev
+from pager.store import messaging as ms
 from pager.store.operator_ports import OperatorViews
 from pager.store.ports import EventLog
 from pager.store.read_views import ReadViews
@@ -68,6 +70,15 @@ class FakeInbox(Actor[ProviderMessage]):
         while len(self.pushes) < count:
             await self._arrived.wait()
         return self.pushes
+
+    def bodies_pushed_to(self, session_id: str | None) -> list[str]:
+        """The bodies of every push to `session_id`, in the order pushed."""
+        return [
+            view.claim.message.body
+            for push in self.pushes
+            if push.session_id == session_id
+            for view in push.claims
+        ]
 
     async def handle(self, message: ProviderMessage, reply: Reply[Any] | None) -> None:
         if isinstance(message, WakeSession):
@@ -261,3 +272,19 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
 
 def http_delivery() -> DeliveryRequest:
     return DeliveryRequest(kind="http", url="http://127.0.0.1:9/inbox")
+
+
+def crash_on_mail_to(monkeypatch: pytest.MonkeyPatch, agent_id: str) -> None:
+    """The next send to `agent_id` breaks an invariant inside its actor's handling (a bug, not
+    the store's fault: no StoreFault), once."""
+    insert = ms.insert_message
+    tripped = False
+
+    def failing(conn: sqlite3.Connection, **kwargs: Any) -> Any:
+        nonlocal tripped
+        if kwargs["recipient_id"] == agent_id and not tripped:
+            tripped = True
+            raise RuntimeError("a broken invariant")
+        return insert(conn, **kwargs)
+
+    monkeypatch.setattr(ms, "insert_message", failing)

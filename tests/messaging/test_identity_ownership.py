@@ -6,7 +6,6 @@ noticing."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +17,13 @@ from trio.testing import MockClock, wait_all_tasks_blocked
 from actors._runtime import ActorCrashed
 from actors.directory import PurgeIdentity
 from pager.domain.errors import ErrorCode, PagerError
-from pager.store import messaging as ms
-from tests.messaging.conftest import WINDOWS, Harness, http_delivery, open_harness
-
-
-def _crash_on_mail_to(monkeypatch: pytest.MonkeyPatch, agent_id: str) -> None:
-    """The next send to `agent_id` breaks an invariant inside its actor's handler (a bug, not
-    the store's fault), once."""
-    insert = ms.insert_message
-    tripped = False
-
-    def failing(conn: sqlite3.Connection, **kwargs: Any) -> Any:
-        nonlocal tripped
-        if kwargs["recipient_id"] == agent_id and not tripped:
-            tripped = True
-            raise RuntimeError("a broken invariant")
-        return insert(conn, **kwargs)
-
-    monkeypatch.setattr(ms, "insert_message", failing)
-
-
-def _pushed(harness: Harness, session_id: str | None) -> list[str]:
-    return [
-        view.claim.message.body
-        for push in harness.inbox.pushes
-        if push.session_id == session_id
-        for view in push.claims
-    ]
+from tests.messaging.conftest import (
+    WINDOWS,
+    Harness,
+    crash_on_mail_to,
+    http_delivery,
+    open_harness,
+)
 
 
 async def test_crashed_identity_comes_back_bound_and_delivering_by_push_and_long_poll(
@@ -94,7 +73,7 @@ async def test_crashed_identity_comes_back_bound_and_delivering_by_push_and_long
             nursery.start_soon(bob_polls)
             await trio.sleep(3)
             await wait_all_tasks_blocked()
-            _crash_on_mail_to(monkeypatch, bob.agent_id)
+            crash_on_mail_to(monkeypatch, bob.agent_id)
             with pytest.raises(ActorCrashed) as caught:  # the edges answer `internal`
                 await harness.service.send(alice, to="bob", body="lost to the bug")
             assert isinstance(caught.value.reason, RuntimeError)
@@ -123,13 +102,13 @@ async def test_crashed_identity_comes_back_bound_and_delivering_by_push_and_long
             sent = await harness.service.send(alice, to="bob", body="by push")
             assert sent["wake"] == "delivered"
             await wait_all_tasks_blocked()
-            assert _pushed(harness, bob.session_id) == ["by push"]
+            assert harness.inbox.bodies_pushed_to(bob.session_id) == ["by push"]
             await trio.sleep(5)
             stop.set()
 
         assert neighbour_errors == []
         assert len(neighbour_mail) >= 5
-        assert len(_pushed(harness, carol.session_id)) >= 5
+        assert len(harness.inbox.bodies_pushed_to(carol.session_id)) >= 5
 
 
 async def test_lease_renewed_by_requests_stays_and_one_left_alone_lapses(
@@ -164,7 +143,7 @@ async def test_restarted_identity_takes_renewals_and_its_open_stream_again(
         bob_info, bob = await harness.register("bob")
         stream = object()
         ended = await harness.service.stream_opened(bob, stream)
-        _crash_on_mail_to(monkeypatch, bob.agent_id)
+        crash_on_mail_to(monkeypatch, bob.agent_id)
         with pytest.raises(ActorCrashed):
             await harness.service.send(alice, to="bob", body="lost to the bug")
         await wait_all_tasks_blocked()

@@ -17,16 +17,7 @@ from pager.domain.errors import ErrorCode
 from pager.store import StoreIOError
 from pager.store import messaging as ms
 from pager.web.store_trouble import unavailable_cause
-from tests.messaging.conftest import Harness, http_delivery
-
-
-def _pushed_bodies(harness: Harness, session_id: str) -> list[str]:
-    return [
-        view.claim.message.body
-        for push in harness.inbox.pushes
-        if push.session_id == session_id
-        for view in push.claims
-    ]
+from tests.messaging.conftest import Harness, crash_on_mail_to, http_delivery
 
 
 async def test_identity_store_fault_answers_unavailable_and_the_actor_lives_on(
@@ -71,8 +62,8 @@ async def test_identity_store_fault_answers_unavailable_and_the_actor_lives_on(
         after = await harness.service.send(alice, to="bob", body="after")
         assert after["wake"] == "delivered"
         await harness.inbox.pushed(3)
-        assert _pushed_bodies(harness, bob.session_id or "") == ["before", "after"]
-        assert _pushed_bodies(harness, carol.session_id or "") == ["meanwhile"]
+        assert harness.inbox.bodies_pushed_to(bob.session_id) == ["before", "after"]
+        assert harness.inbox.bodies_pushed_to(carol.session_id) == ["meanwhile"]
         whoami = await harness.service.whoami(bob)
         assert whoami["agent_id"] == bob.agent_id
 
@@ -93,20 +84,12 @@ async def test_identity_crash_restarts_it_bound_and_delivering(
         first_ref = identities.get(bob.agent_id)
         assert first_ref is not None
 
-        insert = ms.insert_message
-
-        def failing_for_bob(conn: sqlite3.Connection, **kwargs: Any) -> Any:
-            if kwargs["recipient_id"] == bob.agent_id:
-                raise RuntimeError("a broken invariant")
-            return insert(conn, **kwargs)
-
-        monkeypatch.setattr(ms, "insert_message", failing_for_bob)
+        crash_on_mail_to(monkeypatch, bob.agent_id)
         with pytest.raises(ActorCrashed) as caught:  # the edges answer `internal`
             await harness.service.send(alice, to="bob", body="lost to the fault")
         assert isinstance(caught.value.reason, RuntimeError)
         sent = await harness.service.send(alice, to="carol", body="meanwhile")
         assert sent["wake"] == "delivered"  # the neighbour never noticed
-        monkeypatch.setattr(ms, "insert_message", insert)
 
         await wait_all_tasks_blocked()
         again = identities.get(bob.agent_id)
@@ -116,8 +99,8 @@ async def test_identity_crash_restarts_it_bound_and_delivering(
         after = await harness.service.send(alice, to="bob", body="after")
         assert after["wake"] == "delivered"
         await harness.inbox.pushed(3)
-        assert _pushed_bodies(harness, bob.session_id or "") == ["before", "after"]
-        assert _pushed_bodies(harness, carol.session_id or "") == ["meanwhile"]
+        assert harness.inbox.bodies_pushed_to(bob.session_id) == ["before", "after"]
+        assert harness.inbox.bodies_pushed_to(carol.session_id) == ["meanwhile"]
         # Its session's token still authenticates: the binding came back with it.
         whoami = await harness.service.whoami(bob)
         assert whoami["agent_id"] == bob.agent_id
@@ -132,15 +115,9 @@ async def test_identity_crash_keeps_its_session_stream_open(
         _, alice = await harness.register("alice")
         registered, bob = await harness.register("bob")
         ended = await harness.service.stream_opened(bob)
-        insert = ms.insert_message
-
-        def failing(conn: sqlite3.Connection, **kwargs: Any) -> Any:
-            raise RuntimeError("a broken invariant")  # a bug crashes it; a store fault would not
-
-        monkeypatch.setattr(ms, "insert_message", failing)
+        crash_on_mail_to(monkeypatch, bob.agent_id)  # a bug crashes it; a store fault would not
         with pytest.raises(ActorCrashed):
             await harness.service.send(alice, to="bob", body="lost")
-        monkeypatch.setattr(ms, "insert_message", insert)
         await wait_all_tasks_blocked()
         assert not ended.is_set()
         caller = await harness.service.authenticate(registered["token"])

@@ -20,20 +20,11 @@ from pager.health import HealthBoard
 from pager.store import StoreFault, StoreFull
 from pager.web.store_trouble import unavailable_cause
 from tests.fakes.failing_store import failing_commits
-from tests.messaging.conftest import Harness, http_delivery, open_harness
+from tests.messaging.conftest import http_delivery, open_harness
 
 #: Commits that fail in a row, and what the four senders try meanwhile (2 mails a round).
 FAULTS = 40
 ROUNDS = 12
-
-
-def _pushed_bodies(harness: Harness, session_id: str | None) -> set[str]:
-    return {
-        view.claim.message.body
-        for push in harness.inbox.pushes
-        if push.session_id == session_id
-        for view in push.claims
-    }
 
 
 async def test_failing_commits_answer_unavailable_and_every_session_goes_on(
@@ -103,7 +94,9 @@ async def test_failing_commits_answer_unavailable_and_every_session_goes_on(
                         for n in range(4):
                             sending.start_soon(send_all, n)
                     senders_done.set()
-                    while not sent["pushed"] <= _pushed_bodies(harness, pushed.session_id):
+                    while not sent["pushed"] <= set(
+                        harness.inbox.bodies_pushed_to(pushed.session_id)
+                    ):
                         await harness.inbox.pushed(len(harness.inbox.pushes) + 1)
                 assert fault.failed == FAULTS  # every fault was met, and answered
 
