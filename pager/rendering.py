@@ -3,11 +3,14 @@ message never costs another).
 
 Rendering reads content a sender chose (a page's fields, a body) that was checked at the edge
 when it was sent, but a row may still hold what today's edge refuses (an older broker's, a
-restored backup's), and encoders on the way out have limits of their own. So each message is
-rendered alone, all the way to the JSON and the envelope its reader gets: what fails is
-reported with its cause, never raised, and the messages around it are rendered as usual. What
-becomes of a failed one is the caller's rule: a claim dead-letters it (`unrenderable`), a
-read-only listing shows a placeholder (`pager.domain.results.placeholder_fields`).
+restored backup's). Reading it into the reader's form is where such content fails: a page's
+stored fields are parsed and bounded there (`pager.domain.results.page_fields`: JSON, nested
+no deeper than the encoders on the way out take), so what comes out of it is plain text and
+plain JSON data, which the answer's encoders and the envelope (string work only) take as it
+is. So each message is read alone: what fails is reported with its cause, never raised, and
+the messages around it are read as usual. What becomes of a failed one is the caller's rule:
+a claim dead-letters it (`unrenderable`), a read-only listing shows a placeholder
+(`pager.domain.results.placeholder_fields`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from pager.domain.envelope import render_message
-from pager.domain.results import MailMessage
 from pager.wire import unstructure
 
 T = TypeVar("T")
@@ -50,22 +51,6 @@ def render_each(items: Iterable[T], render: Callable[[T], R]) -> Rendered[T, R]:
         except RENDER_ERRORS as exc:
             failed.append((item, exc))
     return Rendered(shown, failed)
-
-
-def proved(answer: T, message: MailMessage, display_cap: int) -> T:
-    """`answer` (the reader's form of `message`) once it is shown to turn into JSON and
-    `message` into its envelope: what an edge does with it next cannot fail on its content."""
-    encoded(answer)
-    render_message(
-        sender_address=message.sender,
-        message_id=message.id,
-        body=message.body,
-        sent_at=message.sent_at,
-        thread=message.thread,
-        display_cap=display_cap,
-        attempt=message.attempt,
-    )
-    return answer
 
 
 def encoded(answer: object) -> Any:

@@ -64,7 +64,7 @@ from pager.domain.results import (
 )
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
-from pager.rendering import RENDER_ERRORS, cause, proved, render_each
+from pager.rendering import RENDER_ERRORS, cause, render_each
 from pager.store import messaging as ms
 from pager.store.ports import ClaimView
 from pager.store.service_ports import (
@@ -583,16 +583,14 @@ class BrokerService:
     def _claim(self, view: ClaimView) -> Claim:
         """A claim as `fetch` answers it."""
         message = _mail(view)
-        claim = Claim(
+        return Claim(
             token=view.claim.token, expires_at=iso(view.claim.expires_at) or "", message=message
         )
-        return proved(claim, message, self.config.limits.display_cap)
 
     def _shown(self, view: ClaimView) -> ShownMessage:
         """A claim as the hook shows it: by the same rule as `fetch`, so a message the one
         cannot render, the other does not show either."""
         message = _mail(view)
-        proved(message, message, self.config.limits.display_cap)
         return ShownMessage(
             sender_address=message.sender,
             message_id=message.id,
@@ -606,8 +604,7 @@ class BrokerService:
         """A listed message as `build` makes it of its reader fields; a placeholder when it
         cannot be rendered (a listing is read-only: the message stays as it is)."""
         try:
-            message = build(_fields(entry))
-            return proved(message, message, self.config.limits.display_cap)
+            return build(_fields(entry))
         except RENDER_ERRORS:
             return build(
                 placeholder_fields(entry.message, sender=entry.sender, recipient=entry.recipient)
