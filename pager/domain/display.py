@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 
 #: Format characters shown as themselves (module docstring).
 KEPT_FORMAT = frozenset("\u200b\u200c\u200d")
@@ -44,6 +43,8 @@ _FIELD_SPECIALS = re.compile(f"[\\\\{_QUOTE_LOOKALIKES}{_DOT_LOOKALIKES}]")
 def is_shown_escaped(char: str) -> bool:
     """Whether `char` is shown as an escape (LF and TAB are, unless a multi-line text keeps
     them: `for_terminal` decides)."""
+    import unicodedata  # here: only text that is not plain ASCII gets this far (CLI start-up)
+
     return unicodedata.category(char) in _SHOWN_CATEGORIES and char not in KEPT_FORMAT
 
 
