@@ -88,8 +88,8 @@ def create_quart_app(
         """Anything else a route raised: still the JSON error of SPEC §6, never Quart's page."""
         unavailable = unavailable_cause(error, board=board)
         where = f"{request.method} {request.path}"
-        if unavailable is not None:
-            log.error("%s: %s", where, unavailable.message, exc_info=error)
+        if unavailable is not None:  # the store's fault, by kind: one line, no traceback
+            log.warning("%s: unavailable: %s", where, unavailable.message)
             return _error_response(unavailable)
         log.error("%s failed", where, exc_info=error)
         return _error_response(_INTERNAL)

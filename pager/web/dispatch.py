@@ -147,12 +147,13 @@ class McpDispatcher:
             headers = [_CHALLENGE] if err.http_status == 401 else []
             await send_json(send, err.http_status, {"error": err.to_json()}, extra_headers=headers)
         except Exception as exc:
-            # The traceback stays in the log; the token never goes there.
-            log.exception("authenticating an /mcp request failed")
             unavailable = unavailable_cause(exc, board=self.board)
-            if unavailable is not None:
+            if unavailable is not None:  # the store's fault, by kind: one line, no traceback
+                log.warning("authenticating an /mcp request: unavailable: %s", unavailable.message)
                 await send_json(send, unavailable.http_status, {"error": unavailable.to_json()})
                 return None
+            # The traceback stays in the log; the token never goes there.
+            log.exception("authenticating an /mcp request failed")
             await send_json(
                 send,
                 500,

@@ -186,10 +186,11 @@ async def call_tool(
         log.info("tool %s refused: %s", spec.name, err.code.value)
         return _tool_error(err.to_json())
     except Exception as exc:
-        log.exception("tool %s failed", spec.name)
         unavailable = unavailable_cause(exc, board=board)
         if unavailable is not None:  # the store failed: say what to fix, as /v1 does
+            log.warning("tool %s: unavailable: %s", spec.name, unavailable.message)
             return _tool_error(unavailable.to_json())
+        log.exception("tool %s failed", spec.name)
         return _tool_error(
             {
                 "code": ErrorCode.INTERNAL.value,
