@@ -24,6 +24,7 @@ from actors.timers import TimerService
 from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.hosts import HostBoard
+from pager.store import StoreFault
 from pager.store import messaging as ms
 from pager.store.ports import AlwaysLead, Leadership, Retention
 
@@ -134,10 +135,10 @@ class SweeperActor(Actor[SweeperMessage]):
                 # quarter of the broker's time while it lasts (requests go first).
                 await trio.sleep(SWEEP_YIELDS * (trio.current_time() - began))
             pruned = await retention.prune(now=now, windows=windows)
-        except Exception as exc:
-            # The store is restarting, busy or wedged: the windows wait for the next turn,
-            # the broker goes on (an error of this kind never takes the subtree down).
-            log.warning("sweep failed: %r", exc)
+        except StoreFault as exc:
+            # The store is full, busy, wedged or unreachable: the windows wait for the next
+            # turn and the broker goes on. (Any other error is a bug, and crashes the sweeper.)
+            log.warning("sweep failed: %s", exc)
             if reply is not None:
                 reply.fail(exc)
             self._arm(None, more=False)

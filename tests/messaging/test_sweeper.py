@@ -16,6 +16,7 @@ from pager.config import Windows
 from pager.domain.clock import TrioWallClock
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.views import AgentView
+from pager.store import StoreBusy
 from pager.store.sqlite_ports import SqliteInbox, SqliteRetention
 from tests.messaging.conftest import Harness, open_harness
 
@@ -321,4 +322,32 @@ async def test_reap_stops_the_identity_actor_before_its_inbox_is_emptied(
             assert (status["state"], status["dead_reason"]) == ("dead", "reaped")
             await wait_all_tasks_blocked()
             assert h.service.identities.get(eph["agent_id"]) is None
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_store_fault_costs_the_sweep_its_turn_only(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sweeps that meet a busy store (three in a row) wait for their next turn: the sweeper
+    goes on (a crash would fail the harness), and the windows apply at the first sweep the
+    store answers."""
+    plan = SqliteRetention.plan
+    faults = 3
+
+    async def busy_at_first(self: SqliteRetention, **kwargs: Any) -> Any:
+        nonlocal faults
+        if faults:
+            faults -= 1
+            raise StoreBusy("the database is busy: retry shortly")
+        return await plan(self, **kwargs)
+
+    monkeypatch.setattr(SqliteRetention, "plan", busy_at_first)
+    with trio.fail_after(600):
+        async with open_harness(tmp_path, windows=SHORT) as h, trio.open_nursery() as nursery:
+            sender, _ = await h.register("alice")
+            await nursery.start(_keep_alive, h, sender["token"])
+            eph, _ = await h.register()
+            await trio.sleep(SHORT.lease_ttl + 4 * SLACK)
+            assert faults == 0  # every fault was met
+            assert await _identity(h, eph["agent_id"]) is None  # reaped once the store answered
             nursery.cancel_scope.cancel()
