@@ -350,10 +350,11 @@ class IdentityActor(Pushes, LaunchOnMail):
         claims = list(enqueued.claims)
         if poll is not None and claims:
             self.polls.remove(poll)
-            _answer(poll.reply, claims)
-            _answer(reply, Sent(message, False, Wake.DELIVERED))
-            await self._serve_polls()
-            return
+            if await self._hand_over(poll.reply, claims):
+                _answer(reply, Sent(message, False, Wake.DELIVERED))
+                await self._serve_polls()
+                return
+            # Its caller left while the claim committed: the mail waits for whoever is next.
         if push is not None and claims:
             # Answered at the commit, not after the recipient's inbox answers: a slow or dead
             # delivery address never holds the sender. The store says `delivered` from this
@@ -400,7 +401,10 @@ class IdentityActor(Pushes, LaunchOnMail):
 
     async def _fetch(self, request: Fetch, reply: Reply[Any] | None) -> None:
         claims = await self._claim(request.limit, request.session_id, request.via)
-        if claims or request.wait_s <= 0 or reply is None:
+        if reply is not None and claims:
+            await self._hand_over(reply, claims)
+            return
+        if request.wait_s <= 0 or reply is None:
             _answer(reply, claims)
             return
         deadline = trio.current_time() + request.wait_s
@@ -420,9 +424,27 @@ class IdentityActor(Pushes, LaunchOnMail):
             if not claims:
                 break
             self.polls.remove(poll)
-            _answer(poll.reply, claims)
-            served = True
+            if await self._hand_over(poll.reply, claims):
+                served = True
         return served
+
+    async def _hand_over(self, reply: Reply[Any], claims: list[ClaimView]) -> bool:
+        """Answer a waiting caller its claims. One that left while they were made (its request
+        cancelled mid-commit) never sees them: they are handed back at once, so the mail waits
+        again now rather than until the ack wait ends. False when handed back."""
+        if not reply.caller_gone:
+            _answer(reply, claims)
+            return True
+        tokens = [view.claim.token for view in claims]
+        try:
+            self._due(
+                await self.deps.inbox.release(
+                    self.identity_id, tokens, now=self.deps.clock.now(), policy=self.policy
+                )
+            )
+        except StoreFault as fault:  # the claims then return at the end of their ack wait
+            log.warning("claims of a caller gone not handed back: %s", fault)
+        return False
 
     async def _tick(self) -> None:
         current = trio.current_time()
