@@ -490,12 +490,19 @@ def addresses(conn: Conn, identity_ids: Iterable[str]) -> dict[str, str]:
         wanted,
     )
     found = {str(row[0]): f"{row[1]}@{row[2]}" for row in rows}
-    pagers = [sender for sender in wanted if sender.startswith("mbx_")]
-    if pagers:  # a page's sender is its mailbox token (SPEC §8.2): shown by the token's label
-        marks = ", ".join("?" for _ in pagers)
-        rows = conn.execute(f"SELECT id, label FROM mailbox_tokens WHERE id IN ({marks})", pagers)
-        found.update({str(row[0]): f"{row[1]} (script)" for row in rows})
+    found.update(script_names(conn, wanted))
     return found
+
+
+def script_names(conn: Conn, sender_ids: Iterable[str]) -> dict[str, str]:
+    """`<label> (script)` of each mailbox token among `sender_ids`: a page's sender is its
+    mailbox token, and a person knows it by the label it was made with."""
+    pagers = sorted({sender for sender in sender_ids if sender.startswith("mbx_")})
+    if not pagers:
+        return {}
+    marks = ", ".join("?" for _ in pagers)
+    rows = conn.execute(f"SELECT id, label FROM mailbox_tokens WHERE id IN ({marks})", pagers)
+    return {str(row[0]): f"{row[1]} (script)" for row in rows}
 
 
 # -- operator events -------------------------------------------------------------------------

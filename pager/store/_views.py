@@ -32,6 +32,7 @@ from pager.domain.views import (
 )
 from pager.store._conn import Conn
 from pager.store._events import latest_event_seq
+from pager.store._identities import script_names
 from pager.store._refusals import refused_sends
 
 _AGENT_COLUMNS = (
@@ -355,7 +356,8 @@ def roster(
 
 
 def correspondents(conn: Conn, ids: Iterable[str]) -> dict[str, Correspondent]:
-    """Each id as a correspondent; ids of identities that no longer exist get no alias/address."""
+    """Each id as a correspondent; ids of identities that no longer exist get no alias/address,
+    a page's mailbox token its name as a script (`nightly (script)`) for its address."""
     wanted = sorted(set(ids))
     found = {agent_id: Correspondent(agent_id, None, None) for agent_id in wanted}
     for chunk in _chunks(wanted):
@@ -363,6 +365,8 @@ def correspondents(conn: Conn, ids: Iterable[str]) -> dict[str, Correspondent]:
             f"SELECT i.id, i.alias, w.slug {_AGENT_FROM} WHERE i.id IN ({_marks(chunk)})", chunk
         ):
             found[agent_id] = Correspondent(agent_id, alias, format_address(alias, slug))
+    for token_id, name in script_names(conn, wanted).items():  # a page's sender
+        found[token_id] = Correspondent(token_id, None, name)
     return found
 
 

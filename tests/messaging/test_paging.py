@@ -55,6 +55,21 @@ async def test_a_token_pages_its_identity_until_it_expires(
         assert made["token"] not in json.dumps(listed)  # never listed
 
 
+async def test_the_operator_view_names_a_page_sender_as_the_script_it_is(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """The operator's message view (the TUI's, `/v1/agents/{id}/messages`) names a page's
+    sender by its token's label, as the reader's inbox does, not by the token's id."""
+    with trio.fail_after(60):
+        _, ci = await harness.register("ci")
+        made = await _token(harness, "ci", label="nightly")
+        page = parse_page({"message": "build done"})
+        await harness.service.notify_with_token(harness.service.mailbox(made["token"]), page)
+        [view] = await harness.messages(ci.agent_id, "in")
+        assert view.sender.address == "nightly (script)"
+        assert view.sender.agent_id.startswith("mbx_")
+
+
 async def test_a_token_revoked_after_it_was_checked_pages_nothing(
     harness: Harness, autojump_clock: MockClock
 ) -> None:
