@@ -109,7 +109,7 @@ class PagerApp(App[None]):
     TITLE = "Pager"
     CSS = """
     #agents { height: 1fr; }
-    #status { height: 1; padding: 0 1; background: $boost; }
+    #status { height: auto; padding: 0 1; background: $boost; }
     """
     # `q` and `?` first: the help line ends with an ellipsis when the terminal is narrow,
     # and these two must show at 80 columns.

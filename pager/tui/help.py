@@ -21,12 +21,20 @@ HINTS = (
 )
 
 
+#: The table's own keys (Textual's DataTable), which are no bindings of Pager's.
+NAVIGATION = (
+    ("↑ ↓", "move between agents"),
+    ("PgUp PgDn", "a page up or down"),
+    ("ctrl+Home ctrl+End", "the first or the last agent"),
+)
+
+
 def key_lines(bindings: Iterable[BindingType]) -> str:
-    lines = []
+    lines = [f"  {key:<19} {what}" for key, what in NAVIGATION]
     for binding in bindings:
         if isinstance(binding, Binding) and binding.description:
             key = binding.key_display or KEY_NAMES.get(binding.key, binding.key)
-            lines.append(f"  {key:<7} {binding.description}")
+            lines.append(f"  {key:<19} {binding.description}")
     return "\n".join(lines)
 
 

@@ -87,3 +87,15 @@ async def move_to(pilot: Pilot[Any], app: PagerApp, key: str) -> None:
     """Put the table cursor on the row `key` (as the arrow keys would)."""
     app.table.move_cursor(row=row_keys(app).index(key))
     await pilot.pause()
+
+
+def screen_lines(app: PagerApp) -> list[str]:
+    """What the terminal shows, line by line (read from the app's own screenshot)."""
+    import html
+    import re
+
+    lines: dict[float, list[str]] = {}
+    svg = app.export_screenshot()
+    for found in re.finditer(r'<text[^>]*\by="([0-9.]+)"[^>]*>(.*?)</text>', svg):
+        lines.setdefault(float(found.group(1)), []).append(html.unescape(found.group(2)))
+    return ["".join(parts).replace("\xa0", " ") for _, parts in sorted(lines.items())]

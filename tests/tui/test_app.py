@@ -5,8 +5,9 @@ The same behaviours against a real broker are in test_app_broker.py."""
 from __future__ import annotations
 
 import pytest
+from textual.binding import Binding
 
-from pager.tui.app import PagerApp
+from pager.tui.app import AgentsTable, PagerApp
 from pager.tui.confirm import ConfirmScreen
 from pager.tui.help import HINTS, HelpScreen
 from pager.tui.install_menu import InstallMenu
@@ -15,7 +16,16 @@ from pager.tui.messages import MessagesScreen
 from pager.tui.rows import EMPTY_HINT
 from pager.tui.source import HttpSource
 from tests.fakes.fake_operator_api import FakeOperatorApi, running_api
-from tests.tui.pilot import SIZE, fast_backoff, move_to, row_keys, run, shown_aliases, until
+from tests.tui.pilot import (
+    SIZE,
+    fast_backoff,
+    move_to,
+    row_keys,
+    run,
+    screen_lines,
+    shown_aliases,
+    until,
+)
 
 
 def _app(api: FakeOperatorApi, **options: object) -> PagerApp:
@@ -414,6 +424,31 @@ def test_help_line_keeps_quit_and_help_at_80_columns() -> None:
     shown = help_text([*PagerApp.BINDINGS, *AgentsTable.BINDINGS]).plain[:80]
     assert " q  quit" in shown
     assert " ?  help" in shown
+
+
+def test_app_at_120_columns_shows_its_whole_status_and_every_key() -> None:
+    """A terminal of 120 columns shows the whole status line and every key of the help line
+    (wrapped onto a second line, never cut), and `?` also names the table's own keys."""
+    with running_api() as api:
+        api.add_agent("api-111111", "alice", implementation="claude", attached=True)
+
+        async def scenario() -> None:
+            app = _app(api)
+            async with app.run_test(size=(120, 30)) as pilot:
+                await until(pilot, lambda: app.snapshot is not None, "the first snapshot")
+                await pilot.pause()
+                shown = " ".join(" ".join(screen_lines(app)).split())
+                assert "waiting 0, claimed 0, dead 0" in shown
+                for binding in [*PagerApp.BINDINGS, *AgentsTable.BINDINGS]:
+                    if isinstance(binding, Binding) and binding.show:
+                        assert f" {binding.description}" in shown, binding.description
+                await pilot.press("question_mark")
+                await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+                assert isinstance(app.screen, HelpScreen)
+                for key in ("↑ ↓", "PgUp PgDn", "esc"):
+                    assert f"  {key} " in app.screen.keys, key
+
+        run(scenario)
 
 
 def test_app_wake_on_and_off_with_confirmation() -> None:
