@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from pager.launch.discovery import Discovery, RunningBroker, discover
-from pager.launch.files import read_json
+from pager.launch.files import read_json, write_private_json
 from pager.launch.lock import LockHeld, holder_alive, start_lock
 from pager.launch.paths import StatePaths, ensure_state_dir
 from pager.versions import SCHEMA_VERSION, schema_verdict
@@ -109,7 +109,9 @@ def _log_tail(log: Path, start: int) -> str:
 
 
 def stop_broker(paths: StatePaths, broker: RunningBroker, *, timeout: float = STOP_TIMEOUT) -> bool:
-    """SIGTERM the verified broker, SIGKILL it after `timeout`; True if it had to be killed."""
+    """SIGTERM the verified broker, SIGKILL it after `timeout`; True if it had to be killed.
+    A note says who asks, so that a broker in the foreground says why it stops."""
+    _leave_stop_note(paths, broker)
     _signal(broker.pid, signal.SIGTERM)
     killed = False
     if not _wait_gone(broker.pid, timeout):
@@ -127,6 +129,13 @@ def stop_broker(paths: StatePaths, broker: RunningBroker, *, timeout: float = ST
         with contextlib.suppress(FileNotFoundError):
             paths.broker_json.unlink()
     return killed
+
+
+def _leave_stop_note(paths: StatePaths, broker: RunningBroker) -> None:
+    command = " ".join(["pager", *sys.argv[1:2]]) if sys.argv[1:2] else "pager"
+    note = {"instance_id": broker.instance_id, "by": f"`{command}` (pid {os.getpid()})"}
+    with contextlib.suppress(OSError):  # only the log's words depend on it
+        write_private_json(paths.stop_note, note)
 
 
 def _signal(pid: int, signum: int) -> None:

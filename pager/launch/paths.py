@@ -45,6 +45,11 @@ class StatePaths(NamedTuple):  # not a dataclass: `dataclasses` costs the hook ~
         return self.root / "broker.json"
 
     @property
+    def stop_note(self) -> Path:
+        """Who asked the broker to stop, written just before the SIGTERM (it logs why)."""
+        return self.root / "stop-note.json"
+
+    @property
     def secret(self) -> Path:
         return self.root / "secret"
 

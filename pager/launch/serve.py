@@ -12,6 +12,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from pager.config import Config
 from pager.launch.files import ensure_secret, read_json, write_private_json
 from pager.launch.lock import BrokerLock, LockHeld, read_lock_identity
 from pager.launch.paths import StateDirError, StatePaths, ensure_state_dir
+from pager.store._errors import StoreError, StoreFault
 from pager.store.sqlite_writer import BrokerRunInfo
 from pager.versions import SCHEMA_VERSION, VERSION
 from supervisors import ChildSpec, ChildStartFailed, SupervisorGaveUp
@@ -108,7 +110,13 @@ def _in_words(exc: BaseException) -> BaseException | str:
     cause: BaseException | None = exc
     while isinstance(cause, ChildStartFailed):
         cause = cause.error
-    return str(cause) if isinstance(cause, PortInUse) else exc
+    # A port that is taken, a store that cannot be opened or reached (a wrong password): each
+    # says what it is and what to do.
+    written_for_people: tuple[type[BaseException], ...] = (PortInUse, StoreError, StoreFault)
+    postgresql = sys.modules.get("pager.store.pg._database")  # loaded when that is the store
+    if postgresql is not None:
+        written_for_people += (postgresql.PgStoreError,)
+    return str(cause) if isinstance(cause, written_for_people) else exc
 
 
 def _leaves(group: BaseExceptionGroup[BaseException] | None) -> list[BaseException]:
@@ -146,8 +154,19 @@ async def _watch_signals(
             log.warning("second %s: stopping now", signal.Signals(signum).name)
             scope.cancel()
             return
-        log.info("%s: shutting down", signal.Signals(signum).name)
+        log.info("%s: shutting down", _why(signum, ctx))
         ctx.shutdown.set()
+
+
+def _why(signum: int, ctx: BrokerContext) -> str:
+    """The signal, and who sent it when a `pager` command did (it leaves a note first)."""
+    name = signal.Signals(signum).name
+    note = read_json(ctx.paths.stop_note)
+    with contextlib.suppress(FileNotFoundError):
+        ctx.paths.stop_note.unlink()
+    if signum == signal.SIGTERM and note and note.get("instance_id") == ctx.run.instance_id:
+        return f"{name} from {note.get('by')}"
+    return name
 
 
 def _remove_broker_json(paths: StatePaths, *, lock_identity: dict[str, object] | None) -> None:
