@@ -157,8 +157,8 @@ def _wire(
 ) -> HarnessResult:
     impl = registry.get(ident)
     harness = HarnessResult(ident, impl.name, found)
-    if not impl.manifest.plugin.supported:
-        harness.notes.append(f"nothing to install: sessions join when started with `pager {ident}`")
+    if not impl.manifest.plugin.supported or plugin.find_builder(impl.manifest) is None:
+        harness.notes.append(nothing_to_wire(ident))
         return harness
     try:
         plan = plugin.build(registry, ident, environ)
@@ -175,6 +175,11 @@ def _wire(
     else:
         harness.steps = done.next_steps
     return harness
+
+
+def nothing_to_wire(ident: str) -> str:
+    """For a harness Pager has no plugin for: how its sessions join all the same."""
+    return f"nothing to install: its sessions join when started with `pager {ident}`"
 
 
 def _plugin_records(chosen: Sequence[tuple[Any, list[str]]]) -> list[str]:
