@@ -60,8 +60,12 @@ def run_checks(environ: Mapping[str, str] | None = None) -> list[Check]:
     from pager.implementations.registry import discover
 
     registry = discover()
-    checks.append(_skill(registry, paths.root))
-    for impl, found in detect.installed(registry, env):
+    harnesses = detect.installed(registry, env)
+    if harnesses:
+        checks.append(_skill(registry, paths.root))
+    else:
+        checks.append(Check("skill", True, "no harness found here to read it"))
+    for impl, found in harnesses:
         checks += _harness(registry, impl, found, paths.root, env)
     return checks
 
