@@ -10,7 +10,8 @@ in `<state dir>/installed/<what>.json`, so that `pager setup --undo` takes back 
   Pager's are taken out (and the tables Pager created for them, when left empty);
 - a key the user already had, with any value, is theirs: never changed, never removed.
 
-A file that is not valid JSON (or not a JSON object) is reported and left untouched.
+A file that is not valid JSON (or not a JSON object), or is a symbolic link (a dotfiles
+manager's: replacing it would cut the link), is reported and left untouched.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ def recorded(state_root: Path, what: str) -> bool:
 def _apply_file(
     record: dict[str, Any], path: Path, wanted: list[Entry], *, dry_run: bool
 ) -> list[EntryOutcome]:
+    if path.is_symlink():  # replacing it would cut a link a dotfiles manager keeps
+        why = (
+            f"{path} is a symbolic link; Pager does not write through links: add "
+            + " and ".join(e.label for e in wanted)
+            + " to the file it points to yourself"
+        )
+        return [EntryOutcome(path, e.label, EntryStatus.SKIPPED, why) for e in wanted]
     before = _read(path)
     try:
         data = {} if before is None else _parse(path, before)

@@ -167,6 +167,24 @@ def test_a_malformed_settings_file_is_reported_and_left_untouched(
     assert claude.read_bytes() == broken
 
 
+def test_a_settings_file_that_is_a_link_is_not_replaced(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dotfiles manager links the settings file: writing it would replace the link with a
+    copy (and undo could not give the link back), so setup reports it and writes neither."""
+    dotfiles = env.root / "dotfiles-settings.json"
+    dotfiles.write_bytes(USER_SETTINGS)
+    claude.unlink()
+    claude.symlink_to(dotfiles)
+    status, report = run_json(capsys, "setup")
+    assert status == 1
+    for entry in _entries(report):
+        assert entry["status"] == "skipped"
+        assert "is a symbolic link" in entry["reason"]
+    assert claude.is_symlink()
+    assert dotfiles.read_bytes() == USER_SETTINGS
+
+
 def test_a_key_the_user_set_is_theirs(
     env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
