@@ -158,7 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments[:1] in (["setup"], ["doctor"]):  # own parsers, in pager.install
         from importlib import import_module
 
-        return int(import_module(f"pager.install.{arguments[0]}").main(arguments[1:]))
+        try:
+            return int(import_module(f"pager.install.{arguments[0]}").main(arguments[1:]))
+        except BrokenPipeError:  # `pager doctor --json | head`: as for the other commands
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
     first = arguments[0] if arguments else ""
     named = first and not first.startswith("-") and first != "help"
     parser = build_parser(only=first if named else None)

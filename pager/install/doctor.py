@@ -155,11 +155,13 @@ def _path(environ: Mapping[str, str]) -> Check:
 
     own = console_script()
     first = shutil.which("pager", path=environ.get("PATH", os.defpath))
-    bin_dir = None if own is None else str(own.parent)
+    # A link, not the environment's bin directory on PATH: that would put its python and pip
+    # before the user's own.
+    before = "" if first is None else f" before {os.path.dirname(first)}"
     put_first = (
-        f'put {bin_dir} first on PATH: export PATH="{bin_dir}:$PATH" (in your shell profile)'
-        if bin_dir
-        else "install Pager (pip install) so that its environment has a pager command"
+        f"ln -sf {own} ~/.local/bin/pager, with ~/.local/bin{before} on PATH"
+        if own is not None
+        else "install Pager (pipx install, or pip install in a venv): it has no pager command"
     )
     if first is None:
         return Check("path", False, "no `pager` on PATH", put_first)

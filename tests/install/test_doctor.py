@@ -70,8 +70,10 @@ def test_a_foreign_pager_first_on_path(
     assert path["ok"] is False
     assert f"the first `pager` on PATH is {other / 'pager'}" in path["detail"]
     assert "less" in path["detail"]
-    bin_dir = str(Path(VENV_PAGER).parent)
-    assert path["fix"].startswith(f'put {bin_dir} first on PATH: export PATH="{bin_dir}:$PATH"')
+    assert (
+        path["fix"]
+        == f"ln -sf {VENV_PAGER} ~/.local/bin/pager, with ~/.local/bin before {other} on PATH"
+    )
 
     monkeypatch.setenv("PATH", f"{env.bin}:{other}")
     _, report = run_json(capsys, "doctor")
