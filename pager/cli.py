@@ -134,6 +134,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="install a harness's plugin: `pager plugin install HARNESS` (see `pager plugin -h`)",
         add_help=False,
     )
+    commands.add_parser(
+        "setup",
+        help="wire every installed harness: skill, hooks, plugins (see `pager setup -h`)",
+        add_help=False,
+    )
+    commands.add_parser(
+        "doctor", help="check the broker, PATH and each harness's wiring", add_help=False
+    )
     return parser
 
 
@@ -147,6 +155,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pager.install.cli import main as install_main
 
         return install_main(arguments)
+    if arguments[:1] in (["setup"], ["doctor"]):  # own parsers, in pager.install
+        from importlib import import_module
+
+        try:
+            return int(import_module(f"pager.install.{arguments[0]}").main(arguments[1:]))
+        except BrokenPipeError:  # `pager doctor --json | head`: as for the other commands
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
     first = arguments[0] if arguments else ""
     named = first and not first.startswith("-") and first != "help"
     parser = build_parser(only=first if named else None)
@@ -198,7 +214,7 @@ def cmd_help(parser: argparse.ArgumentParser, topic: str | None) -> int:
     if topic is None:
         parser.print_help()
         return EXIT_OK
-    if topic in ("hook", "skill", "plugin"):  # parsed by their own modules
+    if topic in ("hook", "skill", "plugin", "setup", "doctor"):  # parsed by their own modules
         return main([topic, "--help"])
     if topic in _subcommands(parser):
         return _subcommand_help(parser, topic)

@@ -14,10 +14,12 @@ from typing import Any
 from pager.implementations.manifest import (
     DEFAULT_CONNECTOR,
     DEFAULT_MAX_CHARS,
+    DETECT_PATH_PREFIXES,
     HOOK_OUTPUTS,
     ID_PATTERN,
     MAX_MANIFEST_BYTES,
     RESERVED_IDS,
+    Detect,
     Hooks,
     Launch,
     Manifest,
@@ -96,6 +98,7 @@ _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "skill": ("dirs",),
         "plugin": ("supported",),
         "wake": ("command", "timeout", "launch"),
+        "detect": ("executables", "paths"),
     }
 )
 
@@ -158,6 +161,7 @@ class _Validator:
         skill = Skill(tuple(self.strings(sections["skill"], "skill", "dirs")))
         plugin = Plugin(self.boolean(sections["plugin"], "plugin", "supported", default=False))
         wake = self._wake(sections["wake"])
+        detect = self._detect(sections["detect"])
         if self.errors:
             raise ManifestInvalid(self.errors)
         assert ident is not None
@@ -176,6 +180,7 @@ class _Validator:
             skill=skill,
             plugin=plugin,
             wake=wake,
+            detect=detect,
             extra=freeze(extra),
             warnings=tuple(self.warnings),
         )
@@ -369,6 +374,25 @@ class _Validator:
         for index, arg in enumerate(args):
             self.template(f"wake.launch.args[{index}]", arg)
         return WakeLaunch(tuple(args))
+
+    def _detect(self, table: Mapping[str, Any]) -> Detect:
+        """`[detect]`: program names (no path: PATH is searched) and directory paths."""
+        executables = self.strings(table, "detect", "executables")
+        for index, name in enumerate(executables):
+            if "/" in name or name != name.strip() or name in (".", ".."):
+                self.fail(
+                    f"detect.executables[{index}]",
+                    f"{name!r} is not a program name (like claude); PATH is searched for it",
+                )
+        paths = self.strings(table, "detect", "paths")
+        for index, entry in enumerate(paths):
+            if not entry.startswith(DETECT_PATH_PREFIXES):
+                self.fail(
+                    f"detect.paths[{index}]",
+                    f"{entry!r} is not a path starting with "
+                    + ", ".join(repr(prefix) for prefix in DETECT_PATH_PREFIXES),
+                )
+        return Detect(tuple(executables), tuple(paths))
 
     def _flags(self, table: Mapping[str, Any], key: str) -> list[str]:
         flags = self.strings(table, "resume", key)

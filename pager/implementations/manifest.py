@@ -32,7 +32,7 @@ RESERVED_IDS = frozenset(
         *("serve", "start", "status", "exit", "restart", "mcp", "hook", "skill", "plugin"),
         *("implementations", "help", "send", "ls", "who", "whoami", "alias", "claim", "inbox"),
         *("export", "notify", "run", "reset", "read", "ack", "history", "sent", "archive"),
-        *("unarchive", "purge", "token", "wake", "tui", "store"),
+        *("unarchive", "purge", "token", "wake", "tui", "store", "setup", "doctor"),
     }
 )
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -207,6 +207,24 @@ class Plugin:
     supported: bool = False
 
 
+#: How a `[detect] paths` entry may start: your home, an XDG base directory, or the root.
+DETECT_PATH_PREFIXES = ("~/", "$XDG_CONFIG_HOME/", "$XDG_DATA_HOME/", "/")
+
+
+@attrs.frozen
+class Detect:
+    """`[detect]`: what marks the harness as installed on this machine, for `pager setup`
+    and `pager doctor`: any of `executables` found on PATH, or any of `paths` existing.
+    `paths` name what the harness itself writes (its settings, its sessions), never a
+    directory Pager's own installs create (`~/.claude/skills`, and so `~/.claude`).
+    Neither (the default): never detected; `pager setup --only ID` still wires it."""
+
+    executables: tuple[str, ...] = ()
+    #: Files or directories: `~/…`, `$XDG_CONFIG_HOME/…` (default `~/.config`),
+    #: `$XDG_DATA_HOME/…` (default `~/.local/share`) or absolute.
+    paths: tuple[str, ...] = ()
+
+
 @attrs.frozen
 class WakeLaunch:
     """`[wake.launch]`: the harness's headless resume of a conversation, for launching it
@@ -242,6 +260,7 @@ class Manifest:
     skill: Skill = attrs.Factory(Skill)
     plugin: Plugin = attrs.Factory(Plugin)
     wake: Wake = attrs.Factory(Wake)
+    detect: Detect = attrs.Factory(Detect)
     extra: Mapping[str, Any] = attrs.field(factory=_empty)
     #: Unknown keys that look like typos of known ones (kept in `extra` all the same).
     warnings: tuple[str, ...] = ()
@@ -301,6 +320,10 @@ class Manifest:
                 "launch": None
                 if self.wake.launch is None
                 else {"args": list(self.wake.launch.args)},
+            },
+            "detect": {
+                "executables": list(self.detect.executables),
+                "paths": list(self.detect.paths),
             },
             "extra": thaw(self.extra),
             "warnings": list(self.warnings),

@@ -120,6 +120,9 @@ def save_record(state_root: Path, record: Record) -> None:
         return
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     text = json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n"
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == text.encode():
+            return  # a run that changed nothing writes nothing
     _write_atomic(path, text.encode(), 0o600)
 
 
@@ -134,10 +137,12 @@ def apply(
     *,
     force: bool = False,
     extra: dict[str, Any] | None = None,
+    dry_run: bool = False,
 ) -> list[Outcome]:
     """Write the planned files; remove files of an earlier install that are no longer planned.
 
     Returns one outcome per planned file (in order), then one per earlier file removed or kept.
+    With `dry_run`, the same decisions and outcomes, and nothing written, removed or recorded.
     """
     previous = load_record(state_root, what) or Record(what)
     record = Record(what, dict(previous.files), list(previous.dirs), dict(extra or {}))
@@ -153,13 +158,15 @@ def apply(
         if current == item.content:
             outcomes.append(Outcome(path, Status.UNCHANGED))
         elif current is None:
-            for created in _make_parents(path.parent):
-                if str(created) not in record.dirs:
-                    record.dirs.append(str(created))
-            _write_atomic(path, item.content, item.mode)
+            if not dry_run:
+                for created in _make_parents(path.parent):
+                    if str(created) not in record.dirs:
+                        record.dirs.append(str(created))
+                _write_atomic(path, item.content, item.mode)
             outcomes.append(Outcome(path, Status.WRITTEN))
         elif force or previous.files.get(key) == digest(current):
-            _write_atomic(path, item.content, item.mode)
+            if not dry_run:
+                _write_atomic(path, item.content, item.mode)
             outcomes.append(Outcome(path, Status.UPDATED))
         else:
             why = (
@@ -171,8 +178,10 @@ def apply(
             continue
         record.files[key] = digest(item.content)
     for key in [key for key in previous.files if key not in wanted]:
-        outcomes.append(_remove_file(Path(key), previous.files[key]))
+        outcomes.append(_remove_file(Path(key), previous.files[key], dry_run=dry_run))
         del record.files[key]
+    if dry_run:
+        return outcomes
     outcomes += _remove_empty_dirs(record, only_unused=True)
     save_record(state_root, record)
     return outcomes
@@ -194,12 +203,14 @@ def remove(state_root: Path, what: str) -> tuple[Record | None, list[Outcome]]:
     return record, outcomes
 
 
-def _remove_file(path: Path, expected: str) -> Outcome:
+def _remove_file(path: Path, expected: str, *, dry_run: bool = False) -> Outcome:
     current = _read(path)
     if current is None:
         return Outcome(path, Status.MISSING, "already gone")
     if digest(current) != expected:
         return Outcome(path, Status.KEPT, "changed since Pager wrote it; remove it yourself")
+    if dry_run:
+        return Outcome(path, Status.REMOVED)
     try:
         path.unlink()
     except OSError as exc:

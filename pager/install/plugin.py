@@ -24,6 +24,7 @@ from typing import Any
 from pager.implementations.manifest import Manifest
 from pager.implementations.registry import Implementation, ImplementationRegistry
 from pager.install import command
+from pager.install.entries import Entry
 from pager.install.files import InstallError, Outcome, Planned, Record, apply, load_record, remove
 from pager.versions import VERSION
 
@@ -69,6 +70,11 @@ class PluginPlan:
     next_steps: tuple[str, ...] = ()  # after installing, e.g. registering it with the harness
     uninstall_steps: tuple[str, ...] = ()  # before/after removing the files
     notes: tuple[str, ...] = ()
+    #: Keys in the harness's own settings that enable the plugin. `pager plugin install`
+    #: prints `next_steps` instead; `pager setup` adds these (and can take them back), then
+    #: prints `entries_steps` in place of `next_steps`.
+    entries: tuple[Entry, ...] = ()
+    entries_steps: tuple[str, ...] = ()
 
 
 PluginBuilder = Callable[[Manifest, PluginContext], PluginPlan]
@@ -118,8 +124,39 @@ def install(
     *,
     force: bool = False,
     environ: Mapping[str, str] | None = None,
+    dry_run: bool = False,
 ) -> PluginResult:
     """Write the plugin of `ident`. Raises `UnknownImplementation` or `InstallError`."""
+    manifest = registry.get(ident).manifest
+    plan = build(registry, ident, environ)
+    extra: dict[str, Any] = {
+        "implementation": manifest.id,
+        "location": str(plan.location),
+        "uninstall_steps": list(plan.uninstall_steps),
+    }
+    outcomes = apply(
+        state_root,
+        record_name(manifest.id),
+        plan.files,
+        force=force,
+        extra=extra,
+        dry_run=dry_run,
+    )
+    return PluginResult(
+        manifest.id,
+        manifest.name,
+        str(plan.location),
+        outcomes,
+        list(plan.next_steps),
+        list(plan.notes),
+    )
+
+
+def build(
+    registry: ImplementationRegistry, ident: str, environ: Mapping[str, str] | None = None
+) -> PluginPlan:
+    """The plugin of `ident` as its builder plans it, nothing written. Raises
+    `UnknownImplementation`, or `InstallError` when it offers none or this Pager has none."""
     impl = registry.get(ident)
     manifest = impl.manifest
     if not manifest.plugin.supported:
@@ -133,21 +170,7 @@ def install(
         )
     env = os.environ if environ is None else environ
     context = PluginContext(home=Path.home(), pager=command.pager_argv(env), environ=env)
-    plan = builder(manifest, context)
-    extra: dict[str, Any] = {
-        "implementation": manifest.id,
-        "location": str(plan.location),
-        "uninstall_steps": list(plan.uninstall_steps),
-    }
-    outcomes = apply(state_root, record_name(manifest.id), plan.files, force=force, extra=extra)
-    return PluginResult(
-        manifest.id,
-        manifest.name,
-        str(plan.location),
-        outcomes,
-        list(plan.next_steps),
-        list(plan.notes),
-    )
+    return builder(manifest, context)
 
 
 def uninstall(ident: str, state_root: Path) -> tuple[Record | None, list[Outcome], list[str]]:

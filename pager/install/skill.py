@@ -61,6 +61,14 @@ def skill_dirs(registry: ImplementationRegistry) -> list[Path]:
     return found
 
 
+def planned_files(registry: ImplementationRegistry) -> list[Planned]:
+    """The skill's files when written directly: `<dir>/pager/SKILL.md` in every skills dir."""
+    text = skill_text()
+    return [
+        Planned(directory / SKILL_NAME / "SKILL.md", text) for directory in skill_dirs(registry)
+    ]
+
+
 def find_npx(path: str | None = None) -> str | None:
     return shutil.which("npx", path=path)
 
@@ -73,9 +81,10 @@ def install(
     use_npx: bool = True,
     npx: str | None = None,
     force: bool = False,
+    dry_run: bool = False,
 ) -> SkillResult:
-    """Install the skill; `args` go to the skills installer unchanged."""
-    text = skill_text()
+    """Install the skill; `args` go to the skills installer unchanged. `dry_run` (files only,
+    never with the skills installer) decides everything and writes nothing."""
     npx = npx or (find_npx() if use_npx else None)
     if npx is None:
         if args:
@@ -84,11 +93,13 @@ def install(
                 + ("disabled by --no-npx" if not use_npx else "not on PATH")
                 + f": {' '.join(args)}"
             )
-        planned = [
-            Planned(directory / SKILL_NAME / "SKILL.md", text) for directory in skill_dirs(registry)
-        ]
-        outcomes = apply(state_root, RECORD, planned, force=force, extra={"via": "files"})
+        planned = planned_files(registry)
+        extra = {"via": "files"}
+        outcomes = apply(state_root, RECORD, planned, force=force, extra=extra, dry_run=dry_run)
         return SkillResult("files", outcomes)
+    if dry_run:
+        raise UsageProblem("a dry run writes the skill's files directly; pass use_npx=False")
+    text = skill_text()
     source = state_root / "skill" / SKILL_NAME
     scope = [] if any(arg in GLOBAL_FLAGS for arg in args) else ["-g"]
     command = [npx, "skills", "add", str(source), *scope, *args]

@@ -18,6 +18,7 @@ from pager.implementations import (
     parse_text,
     validate,
 )
+from pager.implementations.manifest import Detect
 
 SOURCE = Source(SourceKind.USER, "/cfg/implementations/x.toml", "x.toml")
 MINIMAL = 'id = "mine"\nname = "Mine"\nexecutable = "mine"\n'
@@ -197,6 +198,18 @@ def test_parse_likely_typo_is_kept_with_a_warning() -> None:
         (MINIMAL + '[hooks]\nevents = [""]\n', "hooks.events[0]", "must not be empty"),
         (MINIMAL + '[skill]\ndirs = "~/x"\n', "skill.dirs", "expected an array of strings"),
         (MINIMAL + '[plugin]\nsupported = "yes"\n', "plugin.supported", "expected true or false"),
+        (MINIMAL + '[detect]\nexecutables = "x"\n', "detect.executables", "an array of strings"),
+        (
+            MINIMAL + '[detect]\nexecutables = ["/bin/x"]\n',
+            "detect.executables[0]",
+            "not a program",
+        ),
+        (MINIMAL + '[detect]\npaths = ["x", "~/.x"]\n', "detect.paths[0]", "not a path starting"),
+        (
+            MINIMAL + '[detect]\npaths = ["$HOME/.x"]\n',
+            "detect.paths[0]",
+            "'~/', '$XDG_CONFIG_HOME/'",
+        ),
     ],
 )
 def test_parse_refuses_wrong_values_naming_the_key(text: str, key: str, message: str) -> None:
@@ -205,6 +218,13 @@ def test_parse_refuses_wrong_values_naming_the_key(text: str, key: str, message:
     assert len(found) == 1, found
     assert found[0][0] == key
     assert message in found[0][1]
+
+
+def test_detect_is_read_and_defaults_to_nothing() -> None:
+    assert parse(MINIMAL).detect == Detect()
+    found = parse(MINIMAL + '[detect]\nexecutables = ["mine"]\npaths = ["$XDG_DATA_HOME/mine"]\n')
+    assert found.detect == Detect(("mine",), ("$XDG_DATA_HOME/mine",))
+    assert found.to_json()["detect"] == {"executables": ["mine"], "paths": ["$XDG_DATA_HOME/mine"]}
 
 
 def test_parse_collects_every_problem_of_a_manifest() -> None:

@@ -59,3 +59,26 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[
 
 def paths_with(report: dict[str, Any], status: str) -> set[str]:
     return {item["path"] for item in report["files"] if item["status"] == status}
+
+
+#: A settings file the user had before: odd formatting, their own plugin entry.
+USER_SETTINGS = b'{"model":   "opus",\n  "enabledPlugins": {"theirs@market": false}}\n'
+CLAUDE_PLUGIN = (".claude", "plugins", "pager")
+
+
+def fake_harness(env: Env, name: str) -> Path:
+    """An executable `name` on PATH: all that `[detect] executables` looks for."""
+    program = env.bin / name
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    return program
+
+
+@pytest.fixture
+def claude(env: Env) -> Path:
+    """Claude Code 'installed': its program on PATH and the user's own settings file."""
+    fake_harness(env, "claude")
+    settings = env.home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_bytes(USER_SETTINGS)
+    return settings

@@ -9,12 +9,15 @@
 
 Files alone do not enable a plugin: Claude Code registers a marketplace and installs plugins
 from it with its own commands (which edit its settings, which Pager never touches), so those are
-printed as the next steps. Sources: docs/skill-and-plugins.md.
+printed as the next steps. `pager setup` instead adds the two settings keys Claude Code reads for
+this (`extraKnownMarketplaces`, `enabledPlugins` in `~/.claude/settings.json`), recorded so that
+`pager setup --undo` takes exactly them back. Sources: docs/skill-and-plugins.md.
 """
 
 from __future__ import annotations
 
 from pager.implementations.manifest import Manifest
+from pager.install.entries import Entry
 from pager.install.files import Planned
 from pager.install.plugin import PluginContext, PluginPlan
 from pager.install.plugins._json import command_hooks, dump
@@ -55,6 +58,15 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
         Planned(plugin / ".mcp.json", dump(mcp)),
     )
     shown_root, shown_plugin = context.tilde(root), context.tilde(plugin)
+    settings = context.home / ".claude" / "settings.json"
+    entries = (
+        Entry(
+            settings,
+            ("extraKnownMarketplaces", MARKETPLACE),
+            {"source": {"source": "directory", "path": str(root)}},
+        ),
+        Entry(settings, ("enabledPlugins", f"{PLUGIN}@{MARKETPLACE}"), True),
+    )
     return PluginPlan(
         location=root,
         files=files,
@@ -66,6 +78,11 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
             "When this command reports updated files later, refresh Claude Code's copy:",
             f"  claude plugin marketplace update {MARKETPLACE}",
             f"  claude plugin update {PLUGIN}@{MARKETPLACE}",
+        ),
+        entries=entries,
+        entries_steps=(
+            f"Claude Code registers the {MARKETPLACE} marketplace and enables {PLUGIN}@"
+            f"{MARKETPLACE} from {context.tilde(settings)} at its next start.",
         ),
         uninstall_steps=(
             "If you registered it with Claude Code, remove it there too:",

@@ -1,0 +1,252 @@
+"""`pager setup`: finds the harnesses by their manifests' `[detect]`, shows (`--dry-run`) and
+writes what sessions started without `pager` need, changes nothing the second time, and
+`--undo` restores the home exactly, the user's own settings file included."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pager.cli import main
+from tests.install.conftest import (
+    CLAUDE_PLUGIN,
+    USER_SETTINGS,
+    VENV_PAGER,
+    Env,
+    fake_harness,
+    run_json,
+)
+
+
+def _files(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*report["skill"]["files"], *(f for h in report["harnesses"] for f in h["files"])]
+
+
+def _entries(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [entry for harness in report["harnesses"] for entry in harness["entries"]]
+
+
+def test_dry_run_lists_every_file_and_entry_and_writes_nothing(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = env.tree()
+    status, report = run_json(capsys, "setup", "--dry-run")
+    assert status == 0
+    assert report["dry_run"] is True
+    assert report["changed"] is True
+    assert [harness["id"] for harness in report["harnesses"]] == ["claude"]
+    assert any("claude on PATH" in why for why in report["harnesses"][0]["found"])
+    planned = {item["path"] for item in _files(report)}
+    plugin = env.home.joinpath(*CLAUDE_PLUGIN)
+    assert str(plugin / "plugins" / "pager" / "hooks" / "hooks.json") in planned
+    assert str(env.home / ".claude" / "skills" / "pager" / "SKILL.md") in planned
+    assert {item["status"] for item in _files(report)} == {"written"}
+    assert {(e["key"], e["status"]) for e in _entries(report)} == {
+        ("extraKnownMarketplaces.pager-local", "added"),
+        ("enabledPlugins.pager@pager-local", "added"),
+    }
+    assert env.tree() == before
+    assert not env.state.exists()  # no state directory, no record
+
+    text = main(["setup", "--dry-run"]), capsys.readouterr().out
+    assert text[0] == 0
+    assert "Dry run: nothing is written." in text[1]
+    assert f"  write      ~/{'/'.join(CLAUDE_PLUGIN)}/plugins/pager/hooks/hooks.json" in text[1]
+    assert "  add        ~/.claude/settings.json  enabledPlugins.pager@pager-local" in text[1]
+    assert env.tree() == before
+
+
+def test_setup_writes_the_plan_and_a_second_run_changes_nothing(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, planned = run_json(capsys, "setup", "--dry-run")
+    status, report = run_json(capsys, "setup")
+    assert status == 0
+    assert report["changed"] is True
+    assert {item["path"] for item in _files(report)} == {item["path"] for item in _files(planned)}
+    written = {item["path"] for item in _files(report) if item["status"] == "written"}
+    assert written == env.files() - {str(claude)}
+    hooks = json.loads(
+        env.home.joinpath(*CLAUDE_PLUGIN, "plugins", "pager", "hooks", "hooks.json").read_text()
+    )
+    for groups in hooks["hooks"].values():
+        (line,) = (hook["command"] for group in groups for hook in group["hooks"])
+        assert shlex.split(line)[0] == VENV_PAGER  # this Pager, by absolute path
+    settings = json.loads(claude.read_text())
+    assert settings["model"] == "opus"
+    assert settings["enabledPlugins"] == {"theirs@market": False, "pager@pager-local": True}
+    source = settings["extraKnownMarketplaces"]["pager-local"]["source"]
+    assert source == {"source": "directory", "path": str(env.home.joinpath(*CLAUDE_PLUGIN))}
+
+    after_first = env.tree()
+    status, again = run_json(capsys, "setup")
+    assert status == 0
+    assert again["changed"] is False
+    assert {item["status"] for item in _files(again)} == {"unchanged"}
+    assert {entry["status"] for entry in _entries(again)} == {"unchanged"}
+    assert env.tree() == after_first  # the same files with the same bytes
+    assert main(["setup"]) == 0
+    assert "Nothing changed: everything was already set up." in capsys.readouterr().out
+    assert env.tree() == after_first
+
+
+def test_undo_restores_the_home_exactly(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every file and directory setup created is gone, and the user's settings file has its
+    own bytes again (their formatting too), not a re-serialised copy."""
+    fake_harness(env, "gemini")
+    (env.home / ".gemini").mkdir()
+    (env.home / ".gemini" / "settings.json").write_text("{}\n")
+    before = env.tree()
+    assert main(["setup"]) == 0
+    assert env.tree() != before
+    status, report = run_json(capsys, "setup", "--undo")
+    assert status == 0
+    assert report["found"] is True
+    assert env.tree() == before
+    assert claude.read_bytes() == USER_SETTINGS
+    status, report = run_json(capsys, "setup", "--undo")
+    assert (status, report["found"]) == (0, False)  # nothing left to undo
+
+
+def test_undo_keeps_what_the_user_changed_since(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The settings file edited after setup: undo takes out only Pager's keys and keeps the
+    user's edit; a plugin file the user changed is kept too."""
+    assert main(["setup"]) == 0
+    settings = json.loads(claude.read_text())
+    settings["theme"] = "dark"
+    claude.write_text(json.dumps(settings))
+    mcp = env.home.joinpath(*CLAUDE_PLUGIN, "plugins", "pager", ".mcp.json")
+    mcp.write_text('{"mcpServers": {}}\n')
+    status, report = run_json(capsys, "setup", "--undo")
+    assert status == 0
+    assert json.loads(claude.read_text()) == {
+        "model": "opus",
+        "enabledPlugins": {"theirs@market": False},
+        "theme": "dark",
+    }
+    assert mcp.read_text() == '{"mcpServers": {}}\n'
+    assert {"path": str(mcp), "status": "kept", "kind": "file"}.items() <= next(
+        item for item in report["files"] if item["path"] == str(mcp)
+    ).items()
+
+
+def test_undo_leaves_an_install_made_before_setup(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pager plugin install claude` ran first: its files are not setup's to remove."""
+    assert main(["plugin", "install", "claude"]) == 0
+    before = env.tree()
+    assert main(["setup"]) == 0
+    assert main(["setup", "--undo"]) == 0
+    capsys.readouterr()
+    assert env.tree() == before
+
+
+def test_a_malformed_settings_file_is_reported_and_left_untouched(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = b'{"model": "opus",, \n'
+    claude.write_bytes(broken)
+    status, report = run_json(capsys, "setup")
+    assert status == 1
+    assert report["ok"] is False
+    for entry in _entries(report):
+        assert entry["status"] == "skipped"
+        assert f"{claude} is not valid JSON" in entry["reason"]
+        assert "fix it or move it aside" in entry["reason"]
+    assert claude.read_bytes() == broken
+    assert main(["setup", "--undo"]) == 0
+    assert claude.read_bytes() == broken
+
+
+def test_a_settings_file_that_is_a_link_is_not_replaced(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dotfiles manager links the settings file: writing it would replace the link with a
+    copy (and undo could not give the link back), so setup reports it and writes neither."""
+    dotfiles = env.root / "dotfiles-settings.json"
+    dotfiles.write_bytes(USER_SETTINGS)
+    claude.unlink()
+    claude.symlink_to(dotfiles)
+    status, report = run_json(capsys, "setup")
+    assert status == 1
+    for entry in _entries(report):
+        assert entry["status"] == "skipped"
+        assert "is a symbolic link" in entry["reason"]
+    assert claude.is_symlink()
+    assert dotfiles.read_bytes() == USER_SETTINGS
+
+
+def test_a_key_the_user_set_is_theirs(
+    env: Env, claude: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The user disabled Pager's plugin themselves: setup does not turn it back on, and undo
+    does not remove their choice."""
+    mine = b'{"enabledPlugins": {"pager@pager-local": false}}\n'
+    claude.write_bytes(mine)
+    status, report = run_json(capsys, "setup")
+    assert status == 1
+    refused = {e["key"]: e for e in _entries(report)}["enabledPlugins.pager@pager-local"]
+    assert refused["status"] == "skipped"
+    assert "your own value" in refused["reason"]
+    assert main(["setup", "--undo"]) == 0
+    assert claude.read_bytes() == mine
+
+
+def test_detection_comes_from_the_manifests(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """No harness: nothing written. A user manifest's `[detect]` makes its harness found."""
+    before = env.tree()
+    assert main(["setup"]) == 0
+    assert "No harness found here" in capsys.readouterr().out
+    assert env.tree() == before
+    manifests = env.home / ".config" / "pager" / "implementations"
+    manifests.mkdir(parents=True)
+    (manifests / "aider.toml").write_text(
+        'id = "aider"\nname = "Aider"\nexecutable = "aider"\n'
+        '[detect]\nexecutables = ["aider"]\npaths = ["~/.aider.conf.yml"]\n'
+    )
+    (env.home / ".aider.conf.yml").write_text("")
+    status, report = run_json(capsys, "setup", "--dry-run")
+    assert status == 0
+    (harness,) = report["harnesses"]
+    assert (harness["id"], harness["found"]) == ("aider", ["~/.aider.conf.yml"])
+    assert harness["notes"] == [
+        "nothing to install: its sessions join when started with `pager aider`"
+    ]
+
+
+def test_only_names_harnesses_even_when_not_found(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, report = run_json(capsys, "setup", "--dry-run", "--only", "gemini")
+    assert status == 0
+    assert [(h["id"], h["found"]) for h in report["harnesses"]] == [("gemini", [])]
+    assert main(["setup", "--only", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "no implementation 'nosuch'" in err
+    assert "claude" in err
+    assert main(["setup", "--undo", "--dry-run"]) == 2
+    assert main(["setup", "--only", ","]) == 2
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["setup", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--dry-run" in out
+    assert "--undo" in out
+    assert "--only" in out
+    assert main(["help", "setup"]) == 0
+    assert "--undo" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listing = capsys.readouterr().out
+    assert "setup" in listing
+    assert "doctor" in listing
