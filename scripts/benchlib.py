@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -103,3 +104,30 @@ NO_SEND_LIMITS = {
     "PAGER_LIMIT_PAIR_SENDS_PER_HOUR": "0",
     "PAGER_LIMIT_TOKEN_SENDS_PER_HOUR": "0",
 }
+
+
+#: Where the benches keep what they install (peers' venvs, Pager's wheel): ignored by git.
+CACHE = Path(__file__).resolve().parents[1] / ".cache"
+
+
+def peer_venv(name: str, requirement: str, python: str = sys.executable) -> Path:
+    """A venv of its own under .cache/peers/NAME holding exactly `requirement` (pinned, from
+    PyPI), made on first use; its bin directory. Idempotent: a stamp names what it holds."""
+    venv = CACHE / "peers" / name
+    stamp = venv / ".bench-stamp"
+    if stamp.is_file() and stamp.read_text().strip() == requirement:
+        return venv / "bin"
+    progress(f"installing {requirement} into {venv} (once)")
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+         "--disable-pip-version-check", requirement],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(
+            f"bench: installing {requirement} into {venv} failed:\n{done.stderr.strip()[-2000:]}"
+        )
+    stamp.write_text(requirement + "\n")
+    return venv / "bin"
