@@ -1,0 +1,313 @@
+"""Pager's send beside the fastest broker peer (agent-inbox) and the floor, one raw-HTTP client.
+
+Three servers, started in one run: Pager (`pager start`, a temporary PAGER_HOME, SQLite), the
+floor of bench_floor.py (the same MCP stack, tools that do nothing) and agent-inbox 1.8.0 from
+PyPI, installed once into a venv of its own under .cache/peers/ and started on a free port with
+a throwaway data directory. All three are loaded by the same client: `http.client`, one
+keep-alive connection per client, one POST per send (Pager and the floor: an MCP `tools/call`
+of `send` on /mcp, stateless JSON; agent-inbox: its send, POST /actors/NAME/outbox). Clients run
+in processes of their own (`--client`), never in a server's.
+
+- sequential: one client, `--sends` (400) sends one at a time: p50, and the server's CPU per
+  send (utime+stime of its process, /proc/<pid>/stat, as bench_floor.py measures);
+- 8 clients: 2 processes of 4 threads, each thread sending for `--seconds` (6): calls/s.
+
+Each round runs every server in turn, the order reversed every other round; figures are the
+medians of `--runs` rounds (3). Targets (issue 27): Pager's p50 <= agent-inbox's; Pager's CPU
+per send <= 1.4x the floor's; Pager's 8-client calls/s >= 4x agent-inbox's.
+
+agent-inbox 1.8.0 requires Python 3.14 or newer: give one with `--peer-python` (or
+PAGER_BENCH_PY314); without one, the peer is reported as not run and Pager and the floor are
+measured alone.
+
+    .venv/bin/python scripts/bench_peers.py [--runs 3] [--sends 400] [--seconds 6] [--json]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench_floor import floor_server
+from bench_messaging import BODY, cpu_seconds, register, temporary_brokers
+from benchlib import bench_parser, machine, ms, percentile, progress, report
+
+SCRIPT = str(Path(__file__).resolve())
+PEER = "agent-inbox==1.8.0"
+PEER_PYTHON_NEEDED = (3, 14)
+TARGETS = {"p50_over_peer": 1.0, "cpu_over_floor": 1.4, "clients_8_over_peer": 4.0}
+MCP_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+}
+
+
+# -- the client (--client SPEC) ----------------------------------------------------------------
+
+
+def _post(
+    conn: http.client.HTTPConnection, path: str, headers: dict[str, str], body: bytes
+) -> tuple[int, bytes]:
+    conn.request("POST", path, body=body, headers=headers)
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def _sender(spec: dict[str, Any]) -> Any:
+    """A function doing one send of `spec`'s server on a connection; raises on a failure."""
+    target = spec["target"]
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {target['token']}"}
+    if target["kind"] == "mcp":
+        path = "/mcp"
+
+        def body(n: int) -> bytes:
+            arguments = {"to": target["to"], "body": f"{BODY} {n}"}
+            call = {"name": "send", "arguments": arguments}
+            message = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call}
+            return json.dumps(message).encode()
+    else:  # agent-inbox: an ActivityStreams note to the outbox
+        path = f"/actors/{target['from']}/outbox"
+
+        def body(n: int) -> bytes:
+            note = {"to": [target["to"]], "content": f"{BODY} {n}"}
+            return json.dumps(note).encode()
+
+    def send(conn: http.client.HTTPConnection, n: int) -> None:
+        status, answer = _post(conn, path, headers, body(n))
+        if status >= 300:
+            raise RuntimeError(f"send answered {status}")
+        if target["kind"] == "mcp" and b'"isError":false' not in answer.replace(b" ", b""):
+            raise RuntimeError(f"send failed: {answer[:200]!r}")
+
+    return send
+
+
+def client_main(spec: dict[str, Any]) -> int:
+    host, port = spec["host"], spec["port"]
+    send = _sender(spec)
+    latencies: list[list[float]] = [[] for _ in range(spec["threads"])]
+    errors = [0] * spec["threads"]
+
+    def loop(k: int) -> None:
+        conn = http.client.HTTPConnection(host, port, timeout=60)
+        send(conn, -1)  # warm-up: the connection is open
+        while time.monotonic() < spec["start_at"]:
+            time.sleep(max(0.0, spec["start_at"] - time.monotonic()))
+        n = 0
+        while (spec["count"] and n < spec["count"]) or (
+            not spec["count"] and time.monotonic() < spec["until"]
+        ):
+            n += 1
+            began = time.perf_counter()
+            try:
+                send(conn, n)
+                latencies[k].append(time.perf_counter() - began)
+            except (OSError, http.client.HTTPException, RuntimeError):
+                errors[k] += 1
+                conn.close()
+        conn.close()
+
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(spec["threads"])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(json.dumps({"latencies": [t for each in latencies for t in each], "errors": sum(errors)}))
+    return 0
+
+
+def load(
+    server: dict[str, Any], processes: int, threads: int, count: int, seconds: float
+) -> dict[str, Any]:
+    """Run client processes against `server` from one start instant; the server's CPU over it."""
+    start_at = time.monotonic() + 1.0
+    spec = {
+        "host": "127.0.0.1",
+        "port": server["port"],
+        "target": server["target"],
+        "threads": threads,
+        "count": count,
+        "start_at": start_at,
+        "until": start_at + seconds,
+    }
+    children = [
+        subprocess.Popen(
+            [sys.executable, SCRIPT, "--client", json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    before = cpu_seconds(server["pid"])
+    outputs = [child.communicate(timeout=600)[0] for child in children]
+    elapsed = time.monotonic() - start_at
+    cpu = cpu_seconds(server["pid"]) - before
+    results = [json.loads(out) for out in outputs]
+    latencies = [t for r in results for t in r["latencies"]]
+    sends = len(latencies)
+    return {
+        "sends": sends,
+        "errors": sum(r["errors"] for r in results),
+        "p50_ms": ms(percentile(latencies, 50)) if latencies else None,
+        "calls_per_s": round(sends / (seconds if not count else elapsed), 1),
+        "cpu_ms_per_send": round(1000 * cpu / max(sends, 1), 3),
+    }
+
+
+# -- the servers -------------------------------------------------------------------------------
+
+
+def peer_python(given: str | None) -> str | None:
+    """A Python new enough for agent-inbox 1.8.0, or None."""
+    candidates = [given, os.environ.get("PAGER_BENCH_PY314"), shutil.which("python3.14")]
+    for candidate in candidates:
+        if not candidate:
+            continue
+        check = "import sys; sys.exit(sys.version_info < (3, 14))"
+        if subprocess.run([candidate, "-c", check], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+@contextlib.contextmanager
+def pager_server() -> Iterator[dict[str, Any]]:
+    with temporary_brokers("pager-bench-peers-") as brokers:
+        broker, _ = brokers.start("pager")
+        alice = register(broker, "alice")
+        register(broker, "bob")
+        target = {"kind": "mcp", "token": alice["token"], "to": "bob"}
+        port = int(broker.url.rsplit(":", 1)[1])
+        yield {"pid": broker.pid, "port": port, "target": target}
+
+
+@contextlib.contextmanager
+def floor() -> Iterator[dict[str, Any]]:
+    with tempfile.TemporaryFile("w+") as log, floor_server(None, False, log) as (pid, url):
+        target = {"kind": "mcp", "token": "floor", "to": "bob"}
+        yield {"pid": pid, "port": int(url.rsplit(":", 1)[1]), "target": target}
+
+
+def measure(args: Any) -> dict[str, Any]:
+    python = peer_python(args.peer_python)
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "runs": args.runs,
+        "targets": TARGETS,
+        "peer": PEER,
+        "rounds": [],
+    }
+    with contextlib.ExitStack() as stack:
+        progress("starting Pager and the floor")
+        servers = {
+            "pager": stack.enter_context(pager_server()),
+            "floor": stack.enter_context(floor()),
+        }
+        if python is None:
+            results["peer_not_run"] = (
+                f"{PEER} requires Python >= 3.14 (its Requires-Python, and its code uses 3.14"
+                " syntax); none found: pass --peer-python or set PAGER_BENCH_PY314"
+            )
+        else:
+            raise SystemExit(
+                "bench: starting agent-inbox is not written yet: this machine had no Python 3.14"
+                " to write it against (see the module docstring)"
+            )
+        for r in range(args.runs):
+            order = list(servers) if r % 2 == 0 else list(reversed(servers))
+            row: dict[str, Any] = {}
+            for name in order:
+                progress(f"round {r + 1}/{args.runs}: {name}, sequential")
+                row.setdefault(name, {})["sequential"] = load(servers[name], 1, 1, args.sends, 0)
+                progress(f"round {r + 1}/{args.runs}: {name}, 8 clients")
+                row[name]["clients_8"] = load(servers[name], 2, 4, 0, args.seconds)
+            results["rounds"].append(row)
+    med: dict[str, Any] = {}
+    for name in results["rounds"][0]:
+        med[name] = {
+            "sequential_p50_ms": statistics.median(
+                r[name]["sequential"]["p50_ms"] for r in results["rounds"]
+            ),
+            "cpu_ms_per_send": statistics.median(
+                r[name]["sequential"]["cpu_ms_per_send"] for r in results["rounds"]
+            ),
+            "clients_8_calls_per_s": statistics.median(
+                r[name]["clients_8"]["calls_per_s"] for r in results["rounds"]
+            ),
+            "errors": sum(
+                r[name][f]["errors"] for r in results["rounds"] for f in ("sequential", "clients_8")
+            ),
+        }
+    results["medians"] = med
+    pager = med["pager"]
+    results["cpu_over_floor"] = round(pager["cpu_ms_per_send"] / med["floor"]["cpu_ms_per_send"], 2)
+    if "agent-inbox" in med:
+        peer = med["agent-inbox"]
+        results["p50_over_peer"] = round(pager["sequential_p50_ms"] / peer["sequential_p50_ms"], 2)
+        results["clients_8_over_peer"] = round(
+            pager["clients_8_calls_per_s"] / peer["clients_8_calls_per_s"], 2
+        )
+    return results
+
+
+def _mark(value: float, target: float, at_least: bool = False) -> str:
+    ok = value >= target if at_least else value <= target
+    return f"{value}x ({'pass' if ok else '**miss**'})"
+
+
+def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    for name, one in results["medians"].items():
+        rows.append(
+            (
+                f"{name}: sequential send; 8 clients",
+                f"p50 {one['sequential_p50_ms']} ms, {one['cpu_ms_per_send']} ms CPU/send;"
+                f" {one['clients_8_calls_per_s']} calls/s; {one['errors']} errors",
+                "",
+            )
+        )
+    if "peer_not_run" in results:
+        rows.append((PEER, f"not run: {results['peer_not_run']}", ""))
+    else:
+        rows.append(
+            ("send p50, Pager / agent-inbox", _mark(results["p50_over_peer"], 1.0), "<= 1x")
+        )
+        rows.append(
+            (
+                "8 clients calls/s, Pager / agent-inbox",
+                _mark(results["clients_8_over_peer"], 4.0, at_least=True),
+                ">= 4x",
+            )
+        )
+    rows.append(("CPU per send, Pager / floor", _mark(results["cpu_over_floor"], 1.4), "<= 1.4x"))
+    return rows
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--client"]:
+        return client_main(json.loads(sys.argv[2]))
+    parser = bench_parser(__doc__, runs=3, runs_help="rounds (default 3)")
+    parser.add_argument("--sends", type=int, default=400, help="sequential sends (400)")
+    parser.add_argument("--seconds", type=float, default=6.0, help="per 8-client run (6)")
+    parser.add_argument("--peer-python", help="a Python >= 3.14 for agent-inbox")
+    args = parser.parse_args()
+    if args.runs < 1 or args.sends < 1 or args.seconds <= 0:
+        parser.error("--runs and --sends must be at least 1, --seconds above 0")
+    results = measure(args)
+    return report(results, table(results), as_json=args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
