@@ -16,9 +16,14 @@ Each round runs every server in turn, the order reversed every other round; figu
 medians of `--runs` rounds (3). Targets (issue 27): Pager's p50 <= agent-inbox's; Pager's CPU
 per send <= 1.4x the floor's; Pager's 8-client calls/s >= 4x agent-inbox's.
 
-agent-inbox 1.8.0 requires Python 3.14 or newer: give one with `--peer-python` (or
-PAGER_BENCH_PY314); without one, the peer is reported as not run and Pager and the floor are
-measured alone.
+agent-inbox 1.8.0 requires Python 3.14 or newer (its Requires-Python; its code uses 3.14's
+unparenthesized `except A, B:` and deferred annotations). Give one with `--peer-python` (or
+PAGER_BENCH_PY314, or `python3.14` on PATH). Without one, and with a Python 3.13 found, the
+bench backports the installed package to 3.13 in its own venv (two mechanical rewrites: the
+except clauses parenthesized, `from __future__ import annotations` added to each module) and
+says so beside its figures; with neither, the peer is reported as not run. The hub runs as it
+comes (`agent-inbox serve`, auth off: the sender is named by its X-Agent-Name header; its
+default log level), on a free port of 127.0.0.1, its SQLite file in a temporary directory.
 
     .venv/bin/python scripts/bench_peers.py [--runs 3] [--sends 400] [--seconds 6] [--json]
 """
@@ -26,10 +31,13 @@ measured alone.
 from __future__ import annotations
 
 import contextlib
+import glob
 import http.client
 import json
 import os
+import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -42,12 +50,14 @@ from typing import Any
 
 from bench_floor import floor_server
 from bench_messaging import BODY, cpu_seconds, register, temporary_brokers
-from benchlib import bench_parser, machine, ms, percentile, progress, report
+from benchlib import bench_parser, machine, ms, peer_venv, percentile, progress, report
 
 SCRIPT = str(Path(__file__).resolve())
 PEER = "agent-inbox==1.8.0"
 PEER_PYTHON_NEEDED = (3, 14)
 TARGETS = {"p50_over_peer": 1.0, "cpu_over_floor": 1.4, "clients_8_over_peer": 4.0}
+AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
+START_BOUND = 120.0  # a hang guard for the hub's start, not a timing
 MCP_HEADERS = {
     "Content-Type": "application/json",
     "Accept": "application/json, text/event-stream",
@@ -68,8 +78,8 @@ def _post(
 def _sender(spec: dict[str, Any]) -> Any:
     """A function doing one send of `spec`'s server on a connection; raises on a failure."""
     target = spec["target"]
-    headers = {**MCP_HEADERS, "Authorization": f"Bearer {target['token']}"}
     if target["kind"] == "mcp":
+        headers = {**MCP_HEADERS, "Authorization": f"Bearer {target['token']}"}
         path = "/mcp"
 
         def body(n: int) -> bytes:
@@ -77,12 +87,14 @@ def _sender(spec: dict[str, Any]) -> Any:
             call = {"name": "send", "arguments": arguments}
             message = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call}
             return json.dumps(message).encode()
-    else:  # agent-inbox: an ActivityStreams note to the outbox
+    else:  # agent-inbox: an ActivityStreams Create of a Note, to the sender's outbox
+        headers = {"Content-Type": "application/json", "X-Agent-Name": target["from"]}
         path = f"/actors/{target['from']}/outbox"
 
         def body(n: int) -> bytes:
-            note = {"to": [target["to"]], "content": f"{BODY} {n}"}
-            return json.dumps(note).encode()
+            note = {"type": "Note", "to": [target["to"]], "content": f"{BODY} {n}"}
+            activity = {"@context": AS_CONTEXT, "type": "Create", "object": note}
+            return json.dumps(activity).encode()
 
     def send(conn: http.client.HTTPConnection, n: int) -> None:
         status, answer = _post(conn, path, headers, body(n))
@@ -182,6 +194,131 @@ def peer_python(given: str | None) -> str | None:
     return None
 
 
+def _python_313() -> str | None:
+    found = [shutil.which("python3.13"), *sorted(glob.glob(os.path.expanduser(
+        "~/.pyenv/versions/3.13*/bin/python3.13")))]  # fmt: skip
+    return next((p for p in found if p), None)
+
+
+#: `except A, B:` (3.14) -> `except (A, B):`; the same with `as name`.
+_BARE_EXCEPT = re.compile(
+    r"^(\s*except\s+)(?!\()([^:\n]+?,[^:\n]+?)(\s*(?:as\s+\w+)?\s*:)", re.MULTILINE
+)
+_FUTURE = "from __future__ import annotations\n"
+
+
+def _backport(bin_dir: Path) -> None:
+    """Rewrite the installed agent_inbox package for Python 3.13, once (a stamp says so)."""
+    import ast
+
+    stamp = bin_dir.parent / ".bench-backported"
+    if stamp.exists():
+        return
+    [package] = bin_dir.parent.glob("lib/python3.*/site-packages/agent_inbox")
+    for module in package.rglob("*.py"):
+        text = _BARE_EXCEPT.sub(r"\1(\2)\3", module.read_text())
+        if _FUTURE not in text:
+            tree = ast.parse(text)
+            first = tree.body[0] if tree.body else None
+            docstring = (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            )
+            at = (first.end_lineno or 0) if docstring and first is not None else 0
+            lines = text.splitlines(keepends=True)
+            text = "".join([*lines[:at], _FUTURE, *lines[at:]])
+        module.write_text(text)
+    stamp.write_text("backported to Python 3.13\n")
+
+
+def peer_install(given: str | None) -> tuple[Path | None, str]:
+    """agent-inbox's bin directory and how it runs, or None and why it cannot."""
+    python = peer_python(given)
+    if python is not None:
+        return peer_venv("agent-inbox-1.8.0", PEER, python), "as published"
+    py313 = _python_313()
+    if py313 is None:
+        return None, (
+            f"not run: {PEER} requires Python >= 3.14 (its Requires-Python, and its code uses"
+            " 3.14 syntax) and neither 3.14 nor 3.13 was found; pass --peer-python"
+        )
+    bin_dir = peer_venv(
+        "agent-inbox-1.8.0-py313-backport", PEER, py313, ["--ignore-requires-python"]
+    )
+    _backport(bin_dir)
+    return bin_dir, (
+        "backported to Python 3.13 by the bench (no 3.14 here): except clauses"
+        " parenthesized, deferred annotations by `from __future__ import annotations`"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _post_json(port: int, path: str, headers: dict[str, str], body: dict[str, Any]) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        status, _ = _post(conn, path, {"Content-Type": "application/json", **headers},
+                          json.dumps(body).encode())  # fmt: skip
+    finally:
+        conn.close()
+    return status
+
+
+@contextlib.contextmanager
+def agent_inbox(bin_dir: Path) -> Iterator[dict[str, Any]]:
+    """`agent-inbox serve` on a free port with a throwaway database; alice and bob joined."""
+    port = _free_port()
+    with (
+        tempfile.TemporaryDirectory(prefix="pager-bench-agent-inbox-") as tmp,
+        tempfile.TemporaryFile("w+") as log,
+    ):
+        env = {
+            **os.environ,
+            "AGENT_INBOX_DB": str(Path(tmp) / "agent-mailbox.db"),
+            "AGENT_INBOX_HOST": "127.0.0.1",
+            "AGENT_INBOX_PORT": str(port),
+        }
+        hub = subprocess.Popen(
+            [str(bin_dir / "agent-inbox"), "serve"],
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + START_BOUND
+            while True:
+                with contextlib.suppress(OSError):
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                    conn.request("GET", "/health")
+                    if conn.getresponse().status == 200:
+                        break
+                if hub.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise SystemExit(f"bench: agent-inbox did not start:\n{log.read()[-3000:]}")
+                time.sleep(0.1)
+            for name in ("alice", "bob"):
+                joined = _post_json(port, "/actors", {"X-Agent-Name": name},
+                                    {"preferredUsername": name})  # fmt: skip
+                if joined != 201:
+                    raise SystemExit(f"bench: agent-inbox refused to join {name} ({joined})")
+            target = {"kind": "activitypub", "from": "alice", "to": "bob"}
+            yield {"pid": hub.pid, "port": port, "target": target}
+        finally:
+            hub.terminate()
+            try:
+                hub.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                hub.kill()
+                hub.wait()
+
+
 @contextlib.contextmanager
 def pager_server() -> Iterator[dict[str, Any]]:
     with temporary_brokers("pager-bench-peers-") as brokers:
@@ -201,12 +338,13 @@ def floor() -> Iterator[dict[str, Any]]:
 
 
 def measure(args: Any) -> dict[str, Any]:
-    python = peer_python(args.peer_python)
+    peer_bin, how = peer_install(args.peer_python)
     results: dict[str, Any] = {
         "machine": machine(),
         "runs": args.runs,
         "targets": TARGETS,
         "peer": PEER,
+        "peer_runs": how,
         "rounds": [],
     }
     with contextlib.ExitStack() as stack:
@@ -215,16 +353,11 @@ def measure(args: Any) -> dict[str, Any]:
             "pager": stack.enter_context(pager_server()),
             "floor": stack.enter_context(floor()),
         }
-        if python is None:
-            results["peer_not_run"] = (
-                f"{PEER} requires Python >= 3.14 (its Requires-Python, and its code uses 3.14"
-                " syntax); none found: pass --peer-python or set PAGER_BENCH_PY314"
-            )
+        if peer_bin is None:
+            results["peer_not_run"] = how
         else:
-            raise SystemExit(
-                "bench: starting agent-inbox is not written yet: this machine had no Python 3.14"
-                " to write it against (see the module docstring)"
-            )
+            progress("starting agent-inbox")
+            servers["agent-inbox"] = stack.enter_context(agent_inbox(peer_bin))
         for r in range(args.runs):
             order = list(servers) if r % 2 == 0 else list(reversed(servers))
             row: dict[str, Any] = {}
@@ -278,9 +411,8 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 "",
             )
         )
-    if "peer_not_run" in results:
-        rows.append((PEER, f"not run: {results['peer_not_run']}", ""))
-    else:
+    rows.append((PEER, results["peer_runs"], ""))
+    if "peer_not_run" not in results:
         rows.append(
             ("send p50, Pager / agent-inbox", _mark(results["p50_over_peer"], 1.0), "<= 1x")
         )

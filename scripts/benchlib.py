@@ -110,7 +110,9 @@ NO_SEND_LIMITS = {
 CACHE = Path(__file__).resolve().parents[1] / ".cache"
 
 
-def peer_venv(name: str, requirement: str, python: str = sys.executable) -> Path:
+def peer_venv(
+    name: str, requirement: str, python: str = sys.executable, pip_args: Sequence[str] = ()
+) -> Path:
     """A venv of its own under .cache/peers/NAME holding exactly `requirement` (pinned, from
     PyPI), made on first use; its bin directory. Idempotent: a stamp names what it holds."""
     venv = CACHE / "peers" / name
@@ -122,7 +124,7 @@ def peer_venv(name: str, requirement: str, python: str = sys.executable) -> Path
         subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-         "--disable-pip-version-check", requirement],
+         "--disable-pip-version-check", *pip_args, requirement],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
