@@ -195,9 +195,14 @@ def peer_python(given: str | None) -> str | None:
 
 
 def _python_313() -> str | None:
+    """A Python 3.13 that runs (a pyenv shim on PATH may name one that is not selected)."""
     found = [shutil.which("python3.13"), *sorted(glob.glob(os.path.expanduser(
         "~/.pyenv/versions/3.13*/bin/python3.13")))]  # fmt: skip
-    return next((p for p in found if p), None)
+    check = "import sys; sys.exit(sys.version_info[:2] != (3, 13))"
+    for candidate in filter(None, found):
+        if subprocess.run([candidate, "-c", check], capture_output=True).returncode == 0:
+            return candidate
+    return None
 
 
 #: `except A, B:` (3.14) -> `except (A, B):`; the same with `as name`.
