@@ -10,7 +10,8 @@ in processes of their own (`--client`), never in a server's.
 
 - sequential: one client, `--sends` (400) sends one at a time: p50, and the server's CPU per
   send (utime+stime of its process, /proc/<pid>/stat, as bench_floor.py measures);
-- 8 clients: 2 processes of 4 threads, each thread sending for `--seconds` (6): calls/s.
+- 8 clients: 2 processes of 4 threads, each thread its own agent sending to its pair's inbox
+  (agent0 to agent1 and back, ...) for `--seconds` (6): calls/s. Nobody reads.
 
 Each round runs every server in turn, the order reversed every other round; figures are the
 medians of `--runs` rounds (3). Targets (issue 27): Pager's p50 <= agent-inbox's; Pager's CPU
@@ -56,6 +57,8 @@ SCRIPT = str(Path(__file__).resolve())
 PEER = "agent-inbox==1.8.0"
 PEER_PYTHON_NEEDED = (3, 14)
 TARGETS = {"p50_over_peer": 1.0, "cpu_over_floor": 1.4, "clients_8_over_peer": 4.0}
+#: The sessions (Pager) and actors (agent-inbox): client k sends as NAMES[k] to NAMES[k ^ 1].
+NAMES = tuple(f"agent{k}" for k in range(8))
 AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
 START_BOUND = 120.0  # a hang guard for the hub's start, not a timing
 MCP_HEADERS = {
@@ -75,9 +78,8 @@ def _post(
     return response.status, response.read()
 
 
-def _sender(spec: dict[str, Any]) -> Any:
-    """A function doing one send of `spec`'s server on a connection; raises on a failure."""
-    target = spec["target"]
+def _sender(target: dict[str, Any]) -> Any:
+    """A function doing one send as `target` says on a connection; raises on a failure."""
     if target["kind"] == "mcp":
         headers = {**MCP_HEADERS, "Authorization": f"Bearer {target['token']}"}
         path = "/mcp"
@@ -108,11 +110,12 @@ def _sender(spec: dict[str, Any]) -> Any:
 
 def client_main(spec: dict[str, Any]) -> int:
     host, port = spec["host"], spec["port"]
-    send = _sender(spec)
+    senders = [_sender(target) for target in spec["targets"]]
     latencies: list[list[float]] = [[] for _ in range(spec["threads"])]
     errors = [0] * spec["threads"]
 
     def loop(k: int) -> None:
+        send = senders[k]
         conn = http.client.HTTPConnection(host, port, timeout=60)
         send(conn, -1)  # warm-up: the connection is open
         while time.monotonic() < spec["start_at"]:
@@ -145,22 +148,25 @@ def load(
 ) -> dict[str, Any]:
     """Run client processes against `server` from one start instant; the server's CPU over it."""
     start_at = time.monotonic() + 1.0
-    spec = {
-        "host": "127.0.0.1",
-        "port": server["port"],
-        "target": server["target"],
-        "threads": threads,
-        "count": count,
-        "start_at": start_at,
-        "until": start_at + seconds,
-    }
+    specs = [
+        {
+            "host": "127.0.0.1",
+            "port": server["port"],
+            "targets": server["targets"][p * threads : (p + 1) * threads],
+            "threads": threads,
+            "count": count,
+            "start_at": start_at,
+            "until": start_at + seconds,
+        }
+        for p in range(processes)
+    ]
     children = [
         subprocess.Popen(
             [sys.executable, SCRIPT, "--client", json.dumps(spec)],
             stdout=subprocess.PIPE,
             text=True,
         )
-        for _ in range(processes)
+        for spec in specs
     ]
     time.sleep(max(0.0, start_at - time.monotonic()))
     before = cpu_seconds(server["pid"])
@@ -308,13 +314,16 @@ def agent_inbox(bin_dir: Path) -> Iterator[dict[str, Any]]:
                     log.seek(0)
                     raise SystemExit(f"bench: agent-inbox did not start:\n{log.read()[-3000:]}")
                 time.sleep(0.1)
-            for name in ("alice", "bob"):
+            for name in NAMES:
                 joined = _post_json(port, "/actors", {"X-Agent-Name": name},
                                     {"preferredUsername": name})  # fmt: skip
                 if joined != 201:
                     raise SystemExit(f"bench: agent-inbox refused to join {name} ({joined})")
-            target = {"kind": "activitypub", "from": "alice", "to": "bob"}
-            yield {"pid": hub.pid, "port": port, "target": target}
+            targets = [
+                {"kind": "activitypub", "from": name, "to": NAMES[k ^ 1]}
+                for k, name in enumerate(NAMES)
+            ]
+            yield {"pid": hub.pid, "port": port, "targets": targets}
         finally:
             hub.terminate()
             try:
@@ -328,18 +337,19 @@ def agent_inbox(bin_dir: Path) -> Iterator[dict[str, Any]]:
 def pager_server() -> Iterator[dict[str, Any]]:
     with temporary_brokers("pager-bench-peers-") as brokers:
         broker, _ = brokers.start("pager")
-        alice = register(broker, "alice")
-        register(broker, "bob")
-        target = {"kind": "mcp", "token": alice["token"], "to": "bob"}
+        tokens = [register(broker, name)["token"] for name in NAMES]
+        targets = [
+            {"kind": "mcp", "token": token, "to": NAMES[k ^ 1]} for k, token in enumerate(tokens)
+        ]
         port = int(broker.url.rsplit(":", 1)[1])
-        yield {"pid": broker.pid, "port": port, "target": target}
+        yield {"pid": broker.pid, "port": port, "targets": targets}
 
 
 @contextlib.contextmanager
 def floor() -> Iterator[dict[str, Any]]:
     with tempfile.TemporaryFile("w+") as log, floor_server(None, False, log) as (pid, url):
-        target = {"kind": "mcp", "token": "floor", "to": "bob"}
-        yield {"pid": pid, "port": int(url.rsplit(":", 1)[1]), "target": target}
+        targets = [{"kind": "mcp", "token": "floor", "to": NAMES[k ^ 1]} for k in range(len(NAMES))]
+        yield {"pid": pid, "port": int(url.rsplit(":", 1)[1]), "targets": targets}
 
 
 def measure(args: Any) -> dict[str, Any]:

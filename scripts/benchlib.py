@@ -121,7 +121,9 @@ def peer_venv(
         return venv / "bin"
     progress(f"installing {requirement} into {venv} (once)")
     if not (venv / "bin" / "python").exists():
-        subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
+        made = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
+        if made.returncode != 0:
+            raise SystemExit(f"bench: {python} -m venv {venv} failed: {made.stderr.strip()}")
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
          "--disable-pip-version-check", *pip_args, requirement],
