@@ -63,7 +63,10 @@ WAIT_BOUND = 30  # seconds a reader waits at most: a hang guard, not a timing
 def run(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> float:
     """Seconds one command takes; a failing command stops the bench (it measured a failure)."""
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, input=stdin, capture_output=True, check=False)
+    # A session of its own, without the bench's terminal: hcom writes window titles to it.
+    done = subprocess.run(
+        argv, env=env, input=stdin, capture_output=True, check=False, start_new_session=True
+    )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"bench: {' '.join(argv)} failed ({done.returncode}): {done.stderr!r}")
@@ -74,7 +77,9 @@ def receipt(
     reader: list[str], sender: list[str], env_r: dict[str, str], env_s: dict[str, str]
 ) -> float:
     """Seconds from the send's start to the waiting reader's exit with the message."""
-    process = subprocess.Popen(reader, env=env_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        reader, env=env_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         time.sleep(0.4)  # the reader is up and waiting (each starts in well under this)
         start = time.perf_counter()

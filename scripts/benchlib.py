@@ -25,6 +25,9 @@ def bench_parser(
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--runs", type=int, default=runs, help=runs_help)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--quiet", action=_Quiet, nargs=0, help="no progress lines (also PAGER_BENCH_QUIET=1)"
+    )
     if figures:
         parser.add_argument(
             "--figures",
@@ -69,9 +72,17 @@ def machine() -> str:
     )
 
 
+class _Quiet(argparse.Action):
+    """`--quiet`: progress() stays silent, in this process and the ones it starts."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        os.environ["PAGER_BENCH_QUIET"] = "1"
+
+
 def progress(text: str) -> None:
-    """One overwritten status line on stderr, only when a person is watching."""
-    if sys.stderr.isatty():
+    """One overwritten status line on stderr, only when a person is watching and did not ask
+    for quiet (`--quiet`, or PAGER_BENCH_QUIET=1 as ./scripts/bench --quiet sets)."""
+    if sys.stderr.isatty() and not os.environ.get("PAGER_BENCH_QUIET"):
         print(f"\r{text:<72}", file=sys.stderr, end="", flush=True)
 
 
@@ -86,7 +97,7 @@ def print_table(rows: Iterable[tuple[str, str, str]]) -> None:
 def report(results: dict[str, Any], rows: Iterable[tuple[str, str, str]], *, as_json: bool) -> int:
     """End the progress line, then print `results` as JSON or the machine line and the table."""
     progress("")
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and not os.environ.get("PAGER_BENCH_QUIET"):
         print(file=sys.stderr)
     if as_json:
         print(json.dumps(results, indent=2))
