@@ -537,7 +537,7 @@ def main() -> int:
         parser.error("--rounds must be at least 1 and --seconds above 0")
     results = measure(args)
     progress("")
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and not os.environ.get("PAGER_BENCH_QUIET"):
         print(file=sys.stderr)
     if args.json:
         print(json.dumps(results, indent=2))

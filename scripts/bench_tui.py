@@ -368,7 +368,7 @@ def main() -> int:
         asyncio.run(one_run(args.agents, args.workspaces, samples, watch))
         gc.collect()  # the finished app is garbage; the real TUI has one app per process
     progress("")
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and not os.environ.get("PAGER_BENCH_QUIET"):
         print(file=sys.stderr)
     results = {
         "machine": machine(),

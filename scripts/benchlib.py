@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,6 +25,9 @@ def bench_parser(
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--runs", type=int, default=runs, help=runs_help)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--quiet", action=_Quiet, nargs=0, help="no progress lines (also PAGER_BENCH_QUIET=1)"
+    )
     if figures:
         parser.add_argument(
             "--figures",
@@ -68,9 +72,17 @@ def machine() -> str:
     )
 
 
+class _Quiet(argparse.Action):
+    """`--quiet`: progress() stays silent, in this process and the ones it starts."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        os.environ["PAGER_BENCH_QUIET"] = "1"
+
+
 def progress(text: str) -> None:
-    """One overwritten status line on stderr, only when a person is watching."""
-    if sys.stderr.isatty():
+    """One overwritten status line on stderr, only when a person is watching and did not ask
+    for quiet (`--quiet`, or PAGER_BENCH_QUIET=1 as ./scripts/bench --quiet sets)."""
+    if sys.stderr.isatty() and not os.environ.get("PAGER_BENCH_QUIET"):
         print(f"\r{text:<72}", file=sys.stderr, end="", flush=True)
 
 
@@ -85,7 +97,7 @@ def print_table(rows: Iterable[tuple[str, str, str]]) -> None:
 def report(results: dict[str, Any], rows: Iterable[tuple[str, str, str]], *, as_json: bool) -> int:
     """End the progress line, then print `results` as JSON or the machine line and the table."""
     progress("")
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and not os.environ.get("PAGER_BENCH_QUIET"):
         print(file=sys.stderr)
     if as_json:
         print(json.dumps(results, indent=2))
@@ -103,3 +115,34 @@ NO_SEND_LIMITS = {
     "PAGER_LIMIT_PAIR_SENDS_PER_HOUR": "0",
     "PAGER_LIMIT_TOKEN_SENDS_PER_HOUR": "0",
 }
+
+
+#: Where the benches keep what they install (peers' venvs, Pager's wheel): ignored by git.
+CACHE = Path(__file__).resolve().parents[1] / ".cache"
+
+
+def peer_venv(
+    name: str, requirement: str, python: str = sys.executable, pip_args: Sequence[str] = ()
+) -> Path:
+    """A venv of its own under .cache/peers/NAME holding exactly `requirement` (pinned, from
+    PyPI), made on first use; its bin directory. Idempotent: a stamp names what it holds."""
+    venv = CACHE / "peers" / name
+    stamp = venv / ".bench-stamp"
+    if stamp.is_file() and stamp.read_text().strip() == requirement:
+        return venv / "bin"
+    progress(f"installing {requirement} into {venv} (once)")
+    if not (venv / "bin" / "python").exists():
+        made = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
+        if made.returncode != 0:
+            raise SystemExit(f"bench: {python} -m venv {venv} failed: {made.stderr.strip()}")
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+         "--disable-pip-version-check", *pip_args, requirement],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(
+            f"bench: installing {requirement} into {venv} failed:\n{done.stderr.strip()[-2000:]}"
+        )
+    stamp.write_text(requirement + "\n")
+    return venv / "bin"

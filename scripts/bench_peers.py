@@ -1,0 +1,460 @@
+"""Pager's send beside the fastest broker peer (agent-inbox) and the floor, one raw-HTTP client.
+
+Three servers, started in one run: Pager (`pager start`, a temporary PAGER_HOME, SQLite), the
+floor of bench_floor.py (the same MCP stack, tools that do nothing) and agent-inbox 1.8.0 from
+PyPI, installed once into a venv of its own under .cache/peers/ and started on a free port with
+a throwaway data directory. All three are loaded by the same client: `http.client`, one
+keep-alive connection per client, one POST per send (Pager and the floor: an MCP `tools/call`
+of `send` on /mcp, stateless JSON; agent-inbox: its send, POST /actors/NAME/outbox). Clients run
+in processes of their own (`--client`), never in a server's.
+
+- sequential: one client, `--sends` (400) sends one at a time: p50, and the server's CPU per
+  send (utime+stime of its process, /proc/<pid>/stat, as bench_floor.py measures);
+- 8 clients: 2 processes of 4 threads, each thread its own agent sending to its pair's inbox
+  (agent0 to agent1 and back, ...) for `--seconds` (6): calls/s. Nobody reads.
+
+Each round runs every server in turn, the order reversed every other round; figures are the
+medians of `--runs` rounds (3). Targets (issue 27): Pager's p50 <= agent-inbox's; Pager's CPU
+per send <= 1.4x the floor's; Pager's 8-client calls/s >= 4x agent-inbox's.
+
+agent-inbox 1.8.0 requires Python 3.14 or newer (its Requires-Python; its code uses 3.14's
+unparenthesized `except A, B:` and deferred annotations). Give one with `--peer-python` (or
+PAGER_BENCH_PY314, or `python3.14` on PATH). Without one, and with a Python 3.13 found, the
+bench backports the installed package to 3.13 in its own venv (two mechanical rewrites: the
+except clauses parenthesized, `from __future__ import annotations` added to each module) and
+says so beside its figures; with neither, the peer is reported as not run. The hub runs as it
+comes (`agent-inbox serve`, auth off: the sender is named by its X-Agent-Name header; its
+default log level), on a free port of 127.0.0.1, its SQLite file in a temporary directory.
+
+    .venv/bin/python scripts/bench_peers.py [--runs 3] [--sends 400] [--seconds 6] [--json]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench_floor import floor_server
+from bench_messaging import BODY, cpu_seconds, register, temporary_brokers
+from benchlib import bench_parser, machine, ms, peer_venv, percentile, progress, report
+
+SCRIPT = str(Path(__file__).resolve())
+PEER = "agent-inbox==1.8.0"
+PEER_PYTHON_NEEDED = (3, 14)
+TARGETS = {"p50_over_peer": 1.0, "cpu_over_floor": 1.4, "clients_8_over_peer": 4.0}
+#: The sessions (Pager) and actors (agent-inbox): client k sends as NAMES[k] to NAMES[k ^ 1].
+NAMES = tuple(f"agent{k}" for k in range(8))
+AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
+START_BOUND = 120.0  # a hang guard for the hub's start, not a timing
+MCP_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+}
+
+
+# -- the client (--client SPEC) ----------------------------------------------------------------
+
+
+def _post(
+    conn: http.client.HTTPConnection, path: str, headers: dict[str, str], body: bytes
+) -> tuple[int, bytes]:
+    conn.request("POST", path, body=body, headers=headers)
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def _sender(target: dict[str, Any]) -> Any:
+    """A function doing one send as `target` says on a connection; raises on a failure."""
+    if target["kind"] == "mcp":
+        headers = {**MCP_HEADERS, "Authorization": f"Bearer {target['token']}"}
+        path = "/mcp"
+
+        def body(n: int) -> bytes:
+            arguments = {"to": target["to"], "body": f"{BODY} {n}"}
+            call = {"name": "send", "arguments": arguments}
+            message = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call}
+            return json.dumps(message).encode()
+    else:  # agent-inbox: an ActivityStreams Create of a Note, to the sender's outbox
+        headers = {"Content-Type": "application/json", "X-Agent-Name": target["from"]}
+        path = f"/actors/{target['from']}/outbox"
+
+        def body(n: int) -> bytes:
+            note = {"type": "Note", "to": [target["to"]], "content": f"{BODY} {n}"}
+            activity = {"@context": AS_CONTEXT, "type": "Create", "object": note}
+            return json.dumps(activity).encode()
+
+    def send(conn: http.client.HTTPConnection, n: int) -> None:
+        status, answer = _post(conn, path, headers, body(n))
+        if status >= 300:
+            raise RuntimeError(f"send answered {status}")
+        if target["kind"] == "mcp" and b'"isError":false' not in answer.replace(b" ", b""):
+            raise RuntimeError(f"send failed: {answer[:200]!r}")
+
+    return send
+
+
+def client_main(spec: dict[str, Any]) -> int:
+    host, port = spec["host"], spec["port"]
+    senders = [_sender(target) for target in spec["targets"]]
+    latencies: list[list[float]] = [[] for _ in range(spec["threads"])]
+    errors = [0] * spec["threads"]
+
+    def loop(k: int) -> None:
+        send = senders[k]
+        conn = http.client.HTTPConnection(host, port, timeout=60)
+        send(conn, -1)  # warm-up: the connection is open
+        while time.monotonic() < spec["start_at"]:
+            time.sleep(max(0.0, spec["start_at"] - time.monotonic()))
+        n = 0
+        while (spec["count"] and n < spec["count"]) or (
+            not spec["count"] and time.monotonic() < spec["until"]
+        ):
+            n += 1
+            began = time.perf_counter()
+            try:
+                send(conn, n)
+                latencies[k].append(time.perf_counter() - began)
+            except (OSError, http.client.HTTPException, RuntimeError):
+                errors[k] += 1
+                conn.close()
+        conn.close()
+
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(spec["threads"])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(json.dumps({"latencies": [t for each in latencies for t in each], "errors": sum(errors)}))
+    return 0
+
+
+def load(
+    server: dict[str, Any], processes: int, threads: int, count: int, seconds: float
+) -> dict[str, Any]:
+    """Run client processes against `server` from one start instant; the server's CPU over it."""
+    start_at = time.monotonic() + 1.0
+    specs = [
+        {
+            "host": "127.0.0.1",
+            "port": server["port"],
+            "targets": server["targets"][p * threads : (p + 1) * threads],
+            "threads": threads,
+            "count": count,
+            "start_at": start_at,
+            "until": start_at + seconds,
+        }
+        for p in range(processes)
+    ]
+    children = [
+        subprocess.Popen(
+            [sys.executable, SCRIPT, "--client", json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for spec in specs
+    ]
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    before = cpu_seconds(server["pid"])
+    outputs = [child.communicate(timeout=600)[0] for child in children]
+    elapsed = time.monotonic() - start_at
+    cpu = cpu_seconds(server["pid"]) - before
+    results = [json.loads(out) for out in outputs]
+    latencies = [t for r in results for t in r["latencies"]]
+    sends = len(latencies)
+    return {
+        "sends": sends,
+        "errors": sum(r["errors"] for r in results),
+        "p50_ms": ms(percentile(latencies, 50)) if latencies else None,
+        "calls_per_s": round(sends / (seconds if not count else elapsed), 1),
+        "cpu_ms_per_send": round(1000 * cpu / max(sends, 1), 3),
+    }
+
+
+# -- the servers -------------------------------------------------------------------------------
+
+
+def peer_python(given: str | None) -> str | None:
+    """A Python new enough for agent-inbox 1.8.0, or None."""
+    candidates = [given, os.environ.get("PAGER_BENCH_PY314"), shutil.which("python3.14")]
+    for candidate in candidates:
+        if not candidate:
+            continue
+        check = "import sys; sys.exit(sys.version_info < (3, 14))"
+        if subprocess.run([candidate, "-c", check], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def _python_313() -> str | None:
+    """A Python 3.13 that runs (a pyenv shim on PATH may name one that is not selected)."""
+    found = [shutil.which("python3.13"), *sorted(glob.glob(os.path.expanduser(
+        "~/.pyenv/versions/3.13*/bin/python3.13")))]  # fmt: skip
+    check = "import sys; sys.exit(sys.version_info[:2] != (3, 13))"
+    for candidate in filter(None, found):
+        if subprocess.run([candidate, "-c", check], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+#: `except A, B:` (3.14) -> `except (A, B):`; the same with `as name`.
+_BARE_EXCEPT = re.compile(
+    r"^(\s*except\s+)(?!\()([^:\n]+?,[^:\n]+?)(\s*(?:as\s+\w+)?\s*:)", re.MULTILINE
+)
+_FUTURE = "from __future__ import annotations\n"
+
+
+def _backport(bin_dir: Path) -> None:
+    """Rewrite the installed agent_inbox package for Python 3.13, once (a stamp says so)."""
+    import ast
+
+    stamp = bin_dir.parent / ".bench-backported"
+    if stamp.exists():
+        return
+    [package] = bin_dir.parent.glob("lib/python3.*/site-packages/agent_inbox")
+    for module in package.rglob("*.py"):
+        text = _BARE_EXCEPT.sub(r"\1(\2)\3", module.read_text())
+        if _FUTURE not in text:
+            tree = ast.parse(text)
+            first = tree.body[0] if tree.body else None
+            docstring = (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            )
+            at = (first.end_lineno or 0) if docstring and first is not None else 0
+            lines = text.splitlines(keepends=True)
+            text = "".join([*lines[:at], _FUTURE, *lines[at:]])
+        module.write_text(text)
+    stamp.write_text("backported to Python 3.13\n")
+
+
+def peer_install(given: str | None) -> tuple[Path | None, str]:
+    """agent-inbox's bin directory and how it runs, or None and why it cannot."""
+    python = peer_python(given)
+    if python is not None:
+        return peer_venv("agent-inbox-1.8.0", PEER, python), "as published"
+    py313 = _python_313()
+    if py313 is None:
+        return None, (
+            f"not run: {PEER} requires Python >= 3.14 (its Requires-Python, and its code uses"
+            " 3.14 syntax) and neither 3.14 nor 3.13 was found; pass --peer-python"
+        )
+    bin_dir = peer_venv(
+        "agent-inbox-1.8.0-py313-backport", PEER, py313, ["--ignore-requires-python"]
+    )
+    _backport(bin_dir)
+    return bin_dir, (
+        "backported to Python 3.13 by the bench (no 3.14 here): except clauses"
+        " parenthesized, deferred annotations by `from __future__ import annotations`"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _post_json(port: int, path: str, headers: dict[str, str], body: dict[str, Any]) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        status, _ = _post(conn, path, {"Content-Type": "application/json", **headers},
+                          json.dumps(body).encode())  # fmt: skip
+    finally:
+        conn.close()
+    return status
+
+
+@contextlib.contextmanager
+def agent_inbox(bin_dir: Path) -> Iterator[dict[str, Any]]:
+    """`agent-inbox serve` on a free port with a throwaway database; alice and bob joined."""
+    port = _free_port()
+    with (
+        tempfile.TemporaryDirectory(prefix="pager-bench-agent-inbox-") as tmp,
+        tempfile.TemporaryFile("w+") as log,
+    ):
+        env = {
+            **os.environ,
+            "AGENT_INBOX_DB": str(Path(tmp) / "agent-mailbox.db"),
+            "AGENT_INBOX_HOST": "127.0.0.1",
+            "AGENT_INBOX_PORT": str(port),
+        }
+        hub = subprocess.Popen(
+            [str(bin_dir / "agent-inbox"), "serve"],
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + START_BOUND
+            while True:
+                with contextlib.suppress(OSError):
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                    conn.request("GET", "/health")
+                    if conn.getresponse().status == 200:
+                        break
+                if hub.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise SystemExit(f"bench: agent-inbox did not start:\n{log.read()[-3000:]}")
+                time.sleep(0.1)
+            for name in NAMES:
+                joined = _post_json(port, "/actors", {"X-Agent-Name": name},
+                                    {"preferredUsername": name})  # fmt: skip
+                if joined != 201:
+                    raise SystemExit(f"bench: agent-inbox refused to join {name} ({joined})")
+            targets = [
+                {"kind": "activitypub", "from": name, "to": NAMES[k ^ 1]}
+                for k, name in enumerate(NAMES)
+            ]
+            yield {"pid": hub.pid, "port": port, "targets": targets}
+        finally:
+            hub.terminate()
+            try:
+                hub.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                hub.kill()
+                hub.wait()
+
+
+@contextlib.contextmanager
+def pager_server() -> Iterator[dict[str, Any]]:
+    with temporary_brokers("pager-bench-peers-") as brokers:
+        broker, _ = brokers.start("pager")
+        tokens = [register(broker, name)["token"] for name in NAMES]
+        targets = [
+            {"kind": "mcp", "token": token, "to": NAMES[k ^ 1]} for k, token in enumerate(tokens)
+        ]
+        port = int(broker.url.rsplit(":", 1)[1])
+        yield {"pid": broker.pid, "port": port, "targets": targets}
+
+
+@contextlib.contextmanager
+def floor() -> Iterator[dict[str, Any]]:
+    with tempfile.TemporaryFile("w+") as log, floor_server(None, False, log) as (pid, url):
+        targets = [{"kind": "mcp", "token": "floor", "to": NAMES[k ^ 1]} for k in range(len(NAMES))]
+        yield {"pid": pid, "port": int(url.rsplit(":", 1)[1]), "targets": targets}
+
+
+def measure(args: Any) -> dict[str, Any]:
+    peer_bin, how = peer_install(args.peer_python)
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "runs": args.runs,
+        "targets": TARGETS,
+        "peer": PEER,
+        "peer_runs": how,
+        "rounds": [],
+    }
+    with contextlib.ExitStack() as stack:
+        progress("starting Pager and the floor")
+        servers = {
+            "pager": stack.enter_context(pager_server()),
+            "floor": stack.enter_context(floor()),
+        }
+        if peer_bin is None:
+            results["peer_not_run"] = how
+        else:
+            progress("starting agent-inbox")
+            servers["agent-inbox"] = stack.enter_context(agent_inbox(peer_bin))
+        for r in range(args.runs):
+            order = list(servers) if r % 2 == 0 else list(reversed(servers))
+            row: dict[str, Any] = {}
+            for name in order:
+                progress(f"round {r + 1}/{args.runs}: {name}, sequential")
+                row.setdefault(name, {})["sequential"] = load(servers[name], 1, 1, args.sends, 0)
+                progress(f"round {r + 1}/{args.runs}: {name}, 8 clients")
+                row[name]["clients_8"] = load(servers[name], 2, 4, 0, args.seconds)
+            results["rounds"].append(row)
+    med: dict[str, Any] = {}
+    for name in results["rounds"][0]:
+        med[name] = {
+            "sequential_p50_ms": statistics.median(
+                r[name]["sequential"]["p50_ms"] for r in results["rounds"]
+            ),
+            "cpu_ms_per_send": statistics.median(
+                r[name]["sequential"]["cpu_ms_per_send"] for r in results["rounds"]
+            ),
+            "clients_8_calls_per_s": statistics.median(
+                r[name]["clients_8"]["calls_per_s"] for r in results["rounds"]
+            ),
+            "errors": sum(
+                r[name][f]["errors"] for r in results["rounds"] for f in ("sequential", "clients_8")
+            ),
+        }
+    results["medians"] = med
+    pager = med["pager"]
+    results["cpu_over_floor"] = round(pager["cpu_ms_per_send"] / med["floor"]["cpu_ms_per_send"], 2)
+    if "agent-inbox" in med:
+        peer = med["agent-inbox"]
+        results["p50_over_peer"] = round(pager["sequential_p50_ms"] / peer["sequential_p50_ms"], 2)
+        results["clients_8_over_peer"] = round(
+            pager["clients_8_calls_per_s"] / peer["clients_8_calls_per_s"], 2
+        )
+    return results
+
+
+def _mark(value: float, target: float, at_least: bool = False) -> str:
+    ok = value >= target if at_least else value <= target
+    return f"{value}x ({'pass' if ok else '**miss**'})"
+
+
+def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    for name, one in results["medians"].items():
+        rows.append(
+            (
+                f"{name}: sequential send; 8 clients",
+                f"p50 {one['sequential_p50_ms']} ms, {one['cpu_ms_per_send']} ms CPU/send;"
+                f" {one['clients_8_calls_per_s']} calls/s; {one['errors']} errors",
+                "",
+            )
+        )
+    rows.append((PEER, results["peer_runs"], ""))
+    if "peer_not_run" not in results:
+        rows.append(
+            ("send p50, Pager / agent-inbox", _mark(results["p50_over_peer"], 1.0), "<= 1x")
+        )
+        rows.append(
+            (
+                "8 clients calls/s, Pager / agent-inbox",
+                _mark(results["clients_8_over_peer"], 4.0, at_least=True),
+                ">= 4x",
+            )
+        )
+    rows.append(("CPU per send, Pager / floor", _mark(results["cpu_over_floor"], 1.4), "<= 1.4x"))
+    return rows
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--client"]:
+        return client_main(json.loads(sys.argv[2]))
+    parser = bench_parser(__doc__, runs=3, runs_help="rounds (default 3)")
+    parser.add_argument("--sends", type=int, default=400, help="sequential sends (400)")
+    parser.add_argument("--seconds", type=float, default=6.0, help="per 8-client run (6)")
+    parser.add_argument("--peer-python", help="a Python >= 3.14 for agent-inbox")
+    args = parser.parse_args()
+    if args.runs < 1 or args.sends < 1 or args.seconds <= 0:
+        parser.error("--runs and --sends must be at least 1, --seconds above 0")
+    results = measure(args)
+    return report(results, table(results), as_json=args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
