@@ -76,7 +76,7 @@ def check_copilot(ctx: Context) -> list[Check]:
             # (which needs the session's credential) answered.
             tools = sorted(set(re.findall(r'"(pager-[a-z_]+):[0-9a-f]+"', text)))
             started = _grep(text, r"mcp discover_and_start_root .*pager")
-            failed = _grep(text, r"(?i)mcp.*(fail|error|401|unauthori)")
+            failed = _grep(text, r"\[(?:ERROR|WARNING)\].*(?i:mcp)")
             if failed or not tools:
                 shown = failed or started or ["no log line about the server `pager`"]
                 raise Rejected("\n".join(line[:400] for line in shown[-6:]))
