@@ -115,6 +115,7 @@ ACCEPTED, REJECTED, UNCHECKED = "accepted", "rejected", "could not check"
 MAIL_BOUND = 45.0  # seconds for mail to reach `acknowledged` through a harness
 PROMPT_BOUND = 30.0  # seconds for a typed prompt's report to clear the loop-guard cause
 WAKE_BOUND = 60.0  # seconds a wake run may take to end by itself once the model refused
+BROKER_BOUND = 30.0  # seconds for one of the script's own requests to the broker
 
 
 # ---------------------------------------------------------------------------------- recorder
@@ -328,7 +329,10 @@ class Broker:
     def tool(self, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
         body["params"] = {"name": name, "arguments": arguments}
-        status, answer = request_json(self.url, "POST", "/mcp", token=token, body=body)
+        # A loaded machine (other harnesses, other checks) can take longer than the client's 2 s.
+        status, answer = request_json(
+            self.url, "POST", "/mcp", token=token, body=body, timeout=BROKER_BOUND
+        )
         result = answer.get("result") if isinstance(answer, dict) else None
         if status != 200 or not isinstance(result, dict) or result.get("isError"):
             raise RuntimeError(f"{name} failed ({status}): {answer}")
