@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 
 from verify_harnesses import (
+    ACCEPTED,
+    REJECTED,
     Check,
     Context,
     Launch,
@@ -150,4 +152,33 @@ def check_copilot(ctx: Context) -> list[Check]:
         " the `[pager]` wake prompt and did not report it as typed)",
         evidence=None,
     )
-    return checks + check_wake(ctx, setup)
+    checks += check_wake(ctx, setup)
+    checks.append(_users_copilot_dir(ctx))
+    return checks
+
+
+def _users_copilot_dir(ctx: Context) -> Check:
+    """What the launches left in the user's `~/.copilot`: no server, hook or plugin of Pager's,
+    and the one data directory Copilot CLI keeps for the plugin's fixed path."""
+    own = ctx.home / ".copilot"
+    name = "the user's ~/.copilot after the launches"
+    left = []
+    config = own / "mcp-config.json"
+    if config.exists() and "pager" in config.read_text():
+        left.append("a `pager` server in mcp-config.json")
+    if any((own / "hooks").glob("*")):
+        left.append(f"hooks: {sorted(p.name for p in (own / 'hooks').iterdir())}")
+    if any((own / "installed-plugins").glob("*")):
+        left.append(f"plugins: {sorted(p.name for p in (own / 'installed-plugins').iterdir())}")
+    data = sorted((own / "plugin-data" / "_direct").glob("*"))
+    if len(data) > 1:
+        left.append(f"{len(data)} plugin data directories (one per launch?)")
+    if left:
+        return Check(name, REJECTED, "; ".join(left))
+    return Check(
+        name,
+        ACCEPTED,
+        "no `pager` server in mcp-config.json, no hooks, no installed plugin; Copilot CLI's data"
+        f" directories for --plugin-dir plugins: {len(data)} (the plugin's fixed path), after"
+        " every launch of these checks",
+    )

@@ -501,3 +501,42 @@ async def test_pi_extension_reports_typed_prompts_but_not_an_extensions(
     prompts = await typed_prompt_chain(broker, fakes, tmp_path, "pi", not_typed)
     assert [p["step"] for p in prompts] == ["typed", "typed", "extension", "typed"]
     assert all(p["returned"] == {"action": "continue"} for p in prompts)
+
+
+# -- Copilot: the userPromptSubmitted hook reports typed prompts (SPEC §8.1) --------------------
+
+
+async def test_copilot_typed_prompt_restarts_the_chain_and_its_delivery_does_not(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """x (`pager copilot`) is delivered a message of hop 2 by its sessionStart hook: its next
+    send has hop 3 (mail delivered at session start is no prompt a person typed). Then the
+    person types a prompt and Copilot CLI runs userPromptSubmitted with it: x's next send has
+    hop 1 again."""
+    gates = [tmp_path / f"gate-{n}" for n in range(3)]
+    steps = [f"wait:{gates[0]}", "hook:sessionStart", f"wait:{gates[1]}",
+             "hook:userPromptSubmitted", f"wait:{gates[2]}", "exit:0"]  # fmt: skip
+    wrapper = launch(broker, "copilot", ",".join(steps), "--session-name", "x")
+
+    def hooks() -> list[dict[str, Any]]:
+        return [r["hook"] for r in records(fakes) if "hook" in r]
+
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        [start] = [r for r in records(fakes) if "argv" in r]
+        alice, message_id = await send_hop_2(broker, "x")
+        gates[0].touch()
+        wait_for(lambda: len(hooks()) == 1, "the sessionStart hook")
+        assert "mail for x" in json.loads(hooks()[0]["stdout"])["additionalContext"]
+        assert await state_of(broker, alice, message_id) == "acknowledged"
+        assert await hop_of_next_send(broker, start) == 3
+
+        gates[1].touch()
+        wait_for(lambda: len(hooks()) == 2, "the userPromptSubmitted hook")
+        assert hooks()[1]["status"] == 0, hooks()[1]["stderr"]
+        assert await hop_of_next_send(broker, start) == 1
+    finally:
+        for gate in gates:
+            gate.touch()
+        status, err = await finish(wrapper)
+    assert status == 0, err
