@@ -5,7 +5,7 @@ the harness's hook payload on stdin, finds the session by its conversation key, 
 is waiting, prints it in the harness's output format inside the envelope, and acknowledges only
 after the write. It fails open: on any error it prints nothing, exits 0 and logs one line.
 
-    pager hook [--implementation ID] [--format claude|codex|gemini|text] [--max-chars N]
+    pager hook [--implementation ID] [--format claude|codex|gemini|copilot|text] [--max-chars N]
                [--wait [--wait-max SECONDS]] [EVENT]
 
 `--wait` is for a harness's background "wake" hook (Claude Code's `asyncRewake`): it waits
@@ -30,14 +30,14 @@ WAKE_STATUS = 2
 #: Hook payloads are small JSON objects; anything larger is not one.
 MAX_PAYLOAD = 1024 * 1024
 TIMEOUT = 5.0
-FORMATS = ("claude", "codex", "gemini", "text")
+FORMATS = ("claude", "codex", "gemini", "copilot", "text")
 
 
 class HookSkipped(Exception):
     """Nothing to do, for a reason worth one log line."""
 
 
-USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|text]
+USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|copilot|text]
                   [--max-chars N] [--wait [--wait-max SECONDS]] [EVENT]
 
 The hook entry point a harness runs (its hook payload on stdin): prints the session's waiting
@@ -102,7 +102,10 @@ def _run(options: dict[str, Any]) -> int:
         raise HookSkipped(f"payload is not JSON ({exc})") from None
     if not isinstance(payload, dict):
         raise HookSkipped("payload is not a JSON object")
-    key = payload.get("session_id") or os.environ.get("GEMINI_SESSION_ID")
+    # `sessionId`: GitHub Copilot CLI's payloads name the session in camelCase.
+    key = (
+        payload.get("session_id") or payload.get("sessionId") or os.environ.get("GEMINI_SESSION_ID")
+    )
     if not isinstance(key, str) or not key:
         raise HookSkipped("payload names no session_id")
     event = options["event"] or payload.get("hook_event_name") or "UserPromptSubmit"
@@ -170,8 +173,9 @@ def _run(options: dict[str, Any]) -> int:
     return WAKE_STATUS if options["wait"] else 0
 
 
-#: The events whose payload carries the prompt the user submitted.
-PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
+#: The events whose payload carries the prompt the user submitted (Gemini CLI's BeforeAgent,
+#: GitHub Copilot CLI's userPromptSubmitted).
+PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent", "userPromptSubmitted")
 
 
 def _typed_prompt(event: str, payload: dict[str, Any]) -> bool:
@@ -189,6 +193,8 @@ def _typed_prompt(event: str, payload: dict[str, Any]) -> bool:
 def _format(kind: str, event: str, text: str) -> str:
     if kind == "text":
         return text + "\n"
+    if kind == "copilot":  # GitHub Copilot CLI reads `additionalContext` at the top level
+        return json.dumps({"additionalContext": text}) + "\n"
     output = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     return json.dumps(output) + "\n"
 

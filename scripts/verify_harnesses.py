@@ -109,11 +109,13 @@ PACKAGES = {
     "gemini": "@google/gemini-cli",
     "opencode": "opencode-ai",
     "pi": "@mariozechner/pi-coding-agent",
+    "copilot": "@github/copilot",  # checks: scripts/verify_copilot.py
 }
 ACCEPTED, REJECTED, UNCHECKED = "accepted", "rejected", "could not check"
 MAIL_BOUND = 45.0  # seconds for mail to reach `acknowledged` through a harness
 PROMPT_BOUND = 30.0  # seconds for a typed prompt's report to clear the loop-guard cause
 WAKE_BOUND = 60.0  # seconds a wake run may take to end by itself once the model refused
+BROKER_BOUND = 30.0  # seconds for one of the script's own requests to the broker
 
 
 # ---------------------------------------------------------------------------------- recorder
@@ -327,7 +329,10 @@ class Broker:
     def tool(self, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
         body["params"] = {"name": name, "arguments": arguments}
-        status, answer = request_json(self.url, "POST", "/mcp", token=token, body=body)
+        # A loaded machine (other harnesses, other checks) can take longer than the client's 2 s.
+        status, answer = request_json(
+            self.url, "POST", "/mcp", token=token, body=body, timeout=BROKER_BOUND
+        )
         result = answer.get("result") if isinstance(answer, dict) else None
         if status != 200 or not isinstance(result, dict) or result.get("isError"):
             raise RuntimeError(f"{name} failed ({status}): {answer}")
@@ -1848,13 +1853,13 @@ def check_pi(ctx: Context) -> list[Check]:
 
 def tools_offered(ctx: Context) -> Check:
     """Whether the model requests the recorder saw offered Pager's tools (by any harness's
-    naming: `mcp__pager__send`, `mcp_pager_send`, `pager_send`)."""
+    naming: `mcp__pager__send`, `mcp_pager_send`, `pager_send`, `pager-send`)."""
     found: set[str] = set()
     for _, body in ctx.model.requests:
-        found |= set(re.findall(r"\b(?:mcp__pager__|mcp_pager_|pager_)[a-z_]+\b", body))
-    names = sorted(n for n in found if n.rsplit("_", 1)[-1] in {"whoami", "send", "fetch"}
-                   or n.endswith(("_ack", "_roster", "_history", "_status", "_alias",
-                                  "_workspace")))  # fmt: skip
+        found |= set(re.findall(r"\b(?:mcp__pager__|mcp_pager_|pager_|pager-)[a-z_]+\b", body))
+    names = sorted(n for n in found if re.split("[_-]", n)[-1] in {"whoami", "send", "fetch"}
+                   or n.replace("-", "_").endswith(("_ack", "_roster", "_history", "_status",
+                                                    "_alias", "_workspace")))  # fmt: skip
     if not ctx.model.requests:
         return Check("Pager's tools offered to the model", UNCHECKED, "no model request seen")
     deferred = any(re.search(r"Deferred tool namespaces:.*?- mcp__pager:", b, re.S)
@@ -1885,7 +1890,18 @@ CHECKS: dict[str, Callable[[Context], list[Check]]] = {
     "gemini": check_gemini,
     "opencode": check_opencode,
     "pi": check_pi,
+    "copilot": lambda ctx: _module_checks("verify_copilot", "check_copilot", ctx),
 }
+
+
+def _module_checks(module: str, function: str, ctx: Context) -> list[Check]:
+    """A harness's checks kept in a module of their own (scripts/verify_<id>.py), which imports
+    this script's helpers as `verify_harnesses` (the same module, not a second copy)."""
+    import importlib
+
+    sys.modules.setdefault("verify_harnesses", sys.modules[__name__])
+    checks: Callable[[Context], list[Check]] = getattr(importlib.import_module(module), function)
+    return checks(ctx)
 
 
 # ------------------------------------------------------------------------------------- main

@@ -287,7 +287,7 @@ def tool_error(result: CallToolResult) -> dict[str, Any]:
 
 ROOT = Path(__file__).parents[2]
 #: The harnesses the FAKE programs of `fakes` stand in for.
-KINDS = ("codex", "gemini", "opencode", "pi")
+KINDS = ("codex", "gemini", "opencode", "pi", "copilot")
 
 
 @pytest.fixture

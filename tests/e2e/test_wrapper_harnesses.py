@@ -1,4 +1,4 @@
-"""`pager codex|gemini|opencode|pi` with FAKE harnesses on PATH against a real broker.
+"""`pager codex|gemini|opencode|pi|copilot` with FAKE harnesses on PATH against a real broker.
 
 The fakes (tests/fakes/fake_harness_generic.py) record their argv, environment and the files
 they were pointed at, and act like the harness: call the MCP endpoint the way it would, run
@@ -106,8 +106,9 @@ USER_ARGS = {
     "gemini": ("--model", "flash"),
     "opencode": ("--model", "m"),
     "pi": ("--model", "m"),
+    "copilot": ("--model", "gpt-5"),
 }
-STATUS = {"codex": 3, "gemini": 0, "opencode": 5, "pi": 7}
+STATUS = {"codex": 3, "gemini": 0, "opencode": 5, "pi": 7, "copilot": 4}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -199,7 +200,58 @@ def check_pi(start: dict[str, Any], broker: Broker) -> None:
     assert start["files"][path]["content"] == (ASSETS / "pi" / "pager.ts").read_text()
 
 
-CHECKS = {"codex": check_codex, "gemini": check_gemini, "opencode": check_opencode, "pi": check_pi}
+def check_copilot(start: dict[str, Any], broker: Broker) -> None:
+    argv = start["argv"]
+    assert argv[0] == "--additional-mcp-config"
+    path = argv[1].removeprefix("@")
+    config = json.loads(start["files"][path]["content"])
+    server = config["mcpServers"]["pager"]
+    assert server["type"] == "http"
+    assert server["url"] == f"{start['env']['PAGER_URL']}/mcp"
+    assert server["headers"] == {"Authorization": f"Bearer {start['env']['PAGER_TOKEN']}"}
+    assert argv[2] == "--plugin-dir"
+    # The plugin holds no secret and lives in Pager's state directory, not the user's ~/.copilot.
+    plugin = Path(argv[3])
+    assert plugin == broker.home.root / "copilot-plugin"
+    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]
+    for event in ("sessionStart", "userPromptSubmitted"):
+        [entry] = hooks[event]
+        assert f"--format copilot --max-chars 9000 {event}" in entry["bash"]
+        assert start["env"]["PAGER_TOKEN"] not in entry["bash"]
+    # A new session: the wrapper chose its id, so hooks can find it by the payload's sessionId.
+    assert argv[4] == "--session-id"
+    uuid.UUID(argv[5])
+
+
+CHECKS = {
+    "codex": check_codex,
+    "gemini": check_gemini,
+    "opencode": check_opencode,
+    "pi": check_pi,
+    "copilot": check_copilot,
+}
+
+
+# -- Copilot: hooks ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ["sessionStart", "userPromptSubmitted"])
+async def test_copilot_hook_injects_mail_as_additional_context(
+    broker: Broker, fakes: Path, tmp_path: Path, event: str
+) -> None:
+    """The plugin's hook, run by the fake with Copilot CLI's camelCase payload (`sessionId`),
+    prints the waiting message as top-level `{"additionalContext": …}` JSON inside the envelope;
+    the message is acknowledged after that."""
+    alice, message_id = await launch_with_mail(
+        broker, fakes, tmp_path, "copilot", f"hook:{event}", "mail for copilot"
+    )
+    hook = record(fakes, "hook")
+    assert hook["status"] == 0, hook["stderr"]
+    output = json.loads(hook["stdout"])
+    assert list(output) == ["additionalContext"]
+    assert "mail for copilot" in output["additionalContext"]
+    assert alice["address"] in output["additionalContext"]
+    assert await state_of(broker, alice, message_id) == "acknowledged"
 
 
 # -- Gemini: hooks -----------------------------------------------------------------------------
@@ -449,3 +501,42 @@ async def test_pi_extension_reports_typed_prompts_but_not_an_extensions(
     prompts = await typed_prompt_chain(broker, fakes, tmp_path, "pi", not_typed)
     assert [p["step"] for p in prompts] == ["typed", "typed", "extension", "typed"]
     assert all(p["returned"] == {"action": "continue"} for p in prompts)
+
+
+# -- Copilot: the userPromptSubmitted hook reports typed prompts (SPEC §8.1) --------------------
+
+
+async def test_copilot_typed_prompt_restarts_the_chain_and_its_delivery_does_not(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """x (`pager copilot`) is delivered a message of hop 2 by its sessionStart hook: its next
+    send has hop 3 (mail delivered at session start is no prompt a person typed). Then the
+    person types a prompt and Copilot CLI runs userPromptSubmitted with it: x's next send has
+    hop 1 again."""
+    gates = [tmp_path / f"gate-{n}" for n in range(3)]
+    steps = [f"wait:{gates[0]}", "hook:sessionStart", f"wait:{gates[1]}",
+             "hook:userPromptSubmitted", f"wait:{gates[2]}", "exit:0"]  # fmt: skip
+    wrapper = launch(broker, "copilot", ",".join(steps), "--session-name", "x")
+
+    def hooks() -> list[dict[str, Any]]:
+        return [r["hook"] for r in records(fakes) if "hook" in r]
+
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        [start] = [r for r in records(fakes) if "argv" in r]
+        alice, message_id = await send_hop_2(broker, "x")
+        gates[0].touch()
+        wait_for(lambda: len(hooks()) == 1, "the sessionStart hook")
+        assert "mail for x" in json.loads(hooks()[0]["stdout"])["additionalContext"]
+        assert await state_of(broker, alice, message_id) == "acknowledged"
+        assert await hop_of_next_send(broker, start) == 3
+
+        gates[1].touch()
+        wait_for(lambda: len(hooks()) == 2, "the userPromptSubmitted hook")
+        assert hooks()[1]["status"] == 0, hooks()[1]["stderr"]
+        assert await hop_of_next_send(broker, start) == 1
+    finally:
+        for gate in gates:
+            gate.touch()
+        status, err = await finish(wrapper)
+    assert status == 0, err

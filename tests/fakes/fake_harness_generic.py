@@ -1,4 +1,4 @@
-"""FAKE `codex`, `gemini`, `opencode` and `pi` for wrapper tests: `python -m
+"""FAKE `codex`, `gemini`, `opencode`, `pi` and `copilot` for wrapper tests: `python -m
 tests.fakes.fake_harness_generic KIND [harness args…]` (the tests put a shim of each name on PATH).
 
 It records how it was launched — argv, the Pager-relevant environment, and every file the
@@ -11,7 +11,7 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   settings, else an extension under `extensions/` (as Gemini CLI 0.61 does; a system settings
   file is read only when root owns it and every directory above it), OpenCode from
   `OPENCODE_CONFIG_CONTENT`'s `mcp.pager` (with `{env:…}` substitution), Pi as Pager's extension
-  does (`PAGER_URL`, `PAGER_TOKEN`);
+  does (`PAGER_URL`, `PAGER_TOKEN`), Copilot from the `--additional-mcp-config @FILE`;
 - `hook:EVENT`: runs the hook command configured for EVENT with a realistic payload (Gemini:
   from the settings and extensions of its home, with the sanitized environment Gemini CLI's
   redaction leaves; Codex: from the `-c hooks=…` override), recording its exit status and
@@ -203,6 +203,9 @@ def pointed_files(kind: str, argv: list[str]) -> list[str]:
     if kind == "pi":
         extension = option(argv, "-e")
         return [extension] if extension else []
+    if kind == "copilot":
+        config = option(argv, "--additional-mcp-config") or ""
+        return [config[1:]] if config.startswith("@") else []
     return []
 
 
@@ -221,6 +224,11 @@ def mcp_endpoint(kind: str, argv: list[str]) -> tuple[str, dict[str, str]]:
         assert server["type"] == "remote"
         headers = {key: expand_braces(value) for key, value in server["headers"].items()}
         return server["url"], headers
+    if kind == "copilot":
+        path = (option(argv, "--additional-mcp-config") or "@")[1:]
+        server = json.loads(Path(path).read_text())["mcpServers"]["pager"]
+        assert server["type"] == "http"
+        return server["url"], server["headers"]
     token = os.environ["PAGER_TOKEN"]
     return os.environ["PAGER_URL"] + "/mcp", {"Authorization": f"Bearer {token}"}
 
@@ -263,6 +271,10 @@ def hook_command(kind: str, argv: list[str], event: str) -> str:
         groups = gemini_settings()["hooks"][event]
     elif kind == "codex":
         groups = codex_overrides(argv)["hooks"][event]
+    elif kind == "copilot":  # the plugin's hooks/hooks.json: {"hooks": {event: [{"bash": …}]}}
+        plugin = Path(option(argv, "--plugin-dir") or "", "hooks", "hooks.json")
+        entries = json.loads(plugin.read_text())["hooks"][event]
+        return str([e["bash"] for e in entries if "pager" in e["bash"]][-1])
     else:
         raise AssertionError(f"{kind} has no hooks")
     commands = [h["command"] for g in groups for h in g["hooks"] if "pager" in h["command"]]
@@ -281,6 +293,12 @@ def run_hook(kind: str, argv: list[str], event: str, session: str) -> dict[str, 
         payload["prompt"] = "hello"
     if event == "SessionStart":
         payload["source"] = "startup"
+    if kind == "copilot":  # Copilot CLI 1.0.102's payloads: camelCase, no event name
+        payload = {"sessionId": session, "timestamp": int(time.time() * 1000), "cwd": os.getcwd()}
+        payload |= {
+            "sessionStart": {"source": "new"},
+            "userPromptSubmitted": {"prompt": "hello"},
+        }.get(event, {})
     env = dict(os.environ)
     if kind == "gemini":
         # Gemini CLI's strict environment redaction keeps little more than PATH and HOME.

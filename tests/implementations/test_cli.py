@@ -46,6 +46,7 @@ def test_cli_implementations_json_lists_sources_and_errors(
     assert sorted(by_id) == [
         "claude",
         "codex",
+        "copilot",
         "from-text",
         "gemini",
         "mine",
@@ -89,7 +90,7 @@ def test_cli_implementations_table_is_aligned(
     assert header.split() == ["ID", "NAME", "SOURCE", "CAPABILITIES"]
     starts = [header.index(title) for title in ("NAME", "SOURCE", "CAPABILITIES")]
     rows = lines[1 : lines.index("")]
-    assert len(rows) == 8
+    assert len(rows) == 9
     cells: dict[str, list[str]] = {}
     for row in rows:
         for start in starts:

@@ -174,9 +174,11 @@ def test_opencode_headless_config_is_otherwise_the_same(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ Codex and Pi
 
 
-@pytest.mark.parametrize("ident", ["codex", "pi"])
+@pytest.mark.parametrize("ident", ["codex", "pi", "copilot"])
 def test_codex_and_pi_are_wired_the_same_when_headless(ident: str, tmp_path: Path) -> None:
-    """Codex's hooks wait for nothing; Pi's extension sees for itself that it has no UI."""
+    """Codex's hooks wait for nothing; Pi's extension sees for itself that it has no UI;
+    Copilot CLI's userPromptSubmitted hook sees the wake prompt itself, not the sessionStart
+    hook's context."""
     interactive = prepare(ident, tmp_path / "a", headless=False)
     headless = prepare(ident, tmp_path / "b", headless=True)
     assert sorted(interactive) == sorted(headless)
@@ -184,9 +186,14 @@ def test_codex_and_pi_are_wired_the_same_when_headless(ident: str, tmp_path: Pat
         if value.startswith(str(tmp_path / "a")):  # a file in the launch directory
             other = headless[name].replace(str(tmp_path / "b"), str(tmp_path / "a"))
             assert other == value
-            assert Path(value).read_bytes() == Path(headless[name]).read_bytes()
+            if Path(value).is_file():
+                assert Path(value).read_bytes() == Path(headless[name]).read_bytes()
+            else:  # a directory of files
+                files = sorted(p.relative_to(value) for p in Path(value).rglob("*"))
+                assert files == sorted(p.relative_to(headless[name]) for p in
+                                       Path(headless[name]).rglob("*"))  # fmt: skip
         else:
-            assert headless[name] == value
+            assert headless[name].replace(str(tmp_path / "b"), str(tmp_path / "a")) == value
 
 
 # --------------------------------------------------------------------- the wake.launch commands
@@ -197,6 +204,7 @@ WAKE_ARGS = {
     "gemini": ["--resume", KEY, "-p", PROMPT],
     "opencode": ["run", "--session", KEY, PROMPT],
     "pi": ["-p", "--session", KEY, PROMPT],
+    "copilot": ["-p", PROMPT, f"--resume={KEY}"],
 }
 
 

@@ -19,7 +19,7 @@ from pager.implementations import (
 )
 from tests.implementations import entry_targets
 
-BUILTINS = ["claude", "codex", "gemini", "opencode", "pi", "shell"]
+BUILTINS = ["claude", "codex", "copilot", "gemini", "opencode", "pi", "shell"]
 TARGETS = "tests.implementations.entry_targets"
 
 
@@ -308,7 +308,8 @@ def test_registry_lookup_and_capabilities(tmp_path: Path) -> None:
         registry.get("vim")
     assert isinstance(caught.value, UnknownImplementation)
     assert str(caught.value) == f"no implementation 'vim'; known: {', '.join(BUILTINS)}"
-    assert [impl.id for impl in registry.with_capability("hooks")] == ["claude", "codex", "gemini"]
+    hooked = [impl.id for impl in registry.with_capability("hooks")]
+    assert hooked == ["claude", "codex", "copilot", "gemini"]
     assert [impl.id for impl in registry.with_capability("extension")] == ["pi"]
     assert registry.with_capability("teleport") == []
     assert "claude" in registry

@@ -1,0 +1,184 @@
+"""GitHub Copilot CLI's checks for scripts/verify_harnesses.py (docs/implementations/copilot.md).
+
+Copilot CLI runs offline against the script's recorder: `COPILOT_OFFLINE=true` (no GitHub
+login, no telemetry, no GitHub MCP server) with an OpenAI-compatible provider at the recorder
+(`COPILOT_PROVIDER_BASE_URL`, a dummy `COPILOT_PROVIDER_API_KEY`, `COPILOT_MODEL`). Each run
+writes its debug log (`--log-level debug --log-dir`) into the workspace, where the checks read
+what Copilot CLI did with Pager's wiring: the `pager` MCP server connected, the plugin's hooks
+run and their output taken.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from verify_harnesses import (
+    ACCEPTED,
+    REJECTED,
+    Check,
+    Context,
+    Launch,
+    Rejected,
+    Unchecked,
+    WakeSetup,
+    _grep,
+    _one_line,
+    _tail,
+    check_wake,
+    run,
+)
+
+
+def _copilot_home(ctx: Context) -> None:
+    """A user with no GitHub login whose model is an OpenAI-compatible endpoint (the
+    recorder)."""
+    ctx.env.update(
+        COPILOT_OFFLINE="true",
+        COPILOT_PROVIDER_BASE_URL=f"{ctx.model.url}/v1",
+        COPILOT_PROVIDER_API_KEY="pager-verify-dummy-key",
+        COPILOT_MODEL="gpt-4o",
+        COPILOT_AUTO_UPDATE="false",
+    )
+
+
+def _log_args(ctx: Context, name: str) -> tuple[list[str], Path]:
+    directory = ctx.workspace / f"copilot-logs-{name}"
+    return ["--log-level", "debug", "--log-dir", str(directory)], directory
+
+
+def _read_logs(directory: Path) -> str:
+    return "".join(path.read_text(errors="replace") for path in sorted(directory.glob("*.log")))
+
+
+def check_copilot(ctx: Context) -> list[Check]:
+    _copilot_home(ctx)
+    checks: list[Check] = []
+    logs, log_dir = _log_args(ctx, "headless")
+    with ctx.launch([*logs, "-p", "ping"]) as launch:
+        body = "verify: copilot hooks"
+        message = ctx.broker.send(ctx.workspace, launch.address, body)
+        outcome: dict[str, str] = {}
+
+        def headless() -> str:
+            status, out = run(launch, None, ctx.workspace, 120)
+            text = _read_logs(log_dir)
+            outcome.update(text=text, out=out)
+            if not text:
+                raise Unchecked(f"copilot wrote no log (exit {status}): {_tail(out)}")
+            return f"`copilot -p ping` ran to its end (exit {status}: {_one_line(out, 120)})"
+
+        checks.append(ctx.check("headless launch: plugin and MCP file", launch, headless))
+        if "text" not in outcome:
+            return checks
+        text = outcome["text"]
+
+        def mcp() -> str:
+            # Copilot CLI logs the server's tools as `pager-<tool>:<hash>` once its tools/list
+            # (which needs the session's credential) answered.
+            tools = sorted(set(re.findall(r'"(pager-[a-z_]+):[0-9a-f]+"', text)))
+            started = _grep(text, r"mcp discover_and_start_root .*pager")
+            failed = _grep(text, r"\[(?:ERROR|WARNING)\].*(?i:mcp)")
+            if failed or not tools:
+                shown = failed or started or ["no log line about the server `pager`"]
+                raise Rejected("\n".join(line[:400] for line in shown[-6:]))
+            return (
+                f"the server `pager` from the file was started (http, with its Authorization"
+                f" header) and listed {len(tools)} tools: {', '.join(tools)}"
+            )
+
+        checks.append(ctx.check("MCP server from --additional-mcp-config", launch, mcp))
+
+        def hooks() -> str:
+            outputs = _grep(text, r"\[hook stdout\] \{\"additionalContext\"")
+            errors = _grep(text, r"(?i)hook.*(fail|error|invalid|timed out)")
+            errors = [line for line in errors if "managed hooks" not in line]
+            if errors:
+                raise Rejected("\n".join(errors[:6]))
+            if not outputs:
+                hook_lines = _grep(text, r"(?i)\bhook")[-10:]
+                raise Rejected("no Pager hook printed additionalContext:\n" + "\n".join(hook_lines))
+            return (
+                f"the plugin's hooks ran; {len(outputs)} printed additionalContext JSON, which"
+                f" Copilot CLI logged as hook stdout ({_one_line(outputs[0].split('] ')[-1], 120)})"
+            )
+
+        checks.append(ctx.check("hooks from the --plugin-dir plugin", launch, hooks))
+
+        def delivery() -> str:
+            state = ctx.broker.wait_state(ctx.workspace, message, 10)
+            if state != "acknowledged":
+                raise Rejected(f"the message is {state}")
+            path, _ = ctx.model.wait_for(body, 10)
+            return (
+                "mail sent before the launch: the sessionStart hook printed it as"
+                f' {{"additionalContext": …}}, and the model request (POST {path}) carried it;'
+                " acknowledged"
+            )
+
+        checks.append(ctx.check("mail through the hooks, into the model request", launch, delivery))
+
+        def typed() -> str:
+            # The delivery set the identity's cause (SPEC §8.1); the typed `ping` then went
+            # through the userPromptSubmitted hook, whose report must have cleared it.
+            agent = str(launch.session["agent_id"])
+            if ctx.broker.wait_state(ctx.workspace, message, 1) != "acknowledged":
+                raise Unchecked("no delivery set the identity's cause")
+            if ctx.broker.wait_cause_cleared(agent, 5) is None:
+                hop, cause = ctx.broker.cause(agent)
+                raise Rejected(
+                    f"after the typed prompt `ping` the identity's cause was still cause_hop"
+                    f" {hop}, cause_id {cause}: the userPromptSubmitted hook did not report it"
+                )
+            return (
+                "the sessionStart delivery set the identity's loop-guard cause; the typed prompt"
+                " `ping` went through the userPromptSubmitted hook, which reported it: the cause"
+                " was NULL after the run"
+            )
+
+        checks.append(ctx.check("typed prompt reported (userPromptSubmitted)", launch, typed))
+
+    def session(launch: Launch, _out: str) -> tuple[str, str]:
+        key = launch.plan.conversation.key or ""  # the wrapper chose it (--session-id)
+        kept = ctx.home / ".copilot" / "session-state" / key
+        if not key or not kept.exists():
+            raise Unchecked(f"Copilot CLI kept no session {key} in ~/.copilot/session-state")
+        return key, f"chosen with --session-id, kept as ~/{kept.relative_to(ctx.home)}"
+
+    setup = WakeSetup(
+        ["-p", "{first}"],
+        session,
+        "the plugin's sessionStart hook put it before the model (the userPromptSubmitted hook saw"
+        " the `[pager]` wake prompt and did not report it as typed)",
+        evidence=None,
+    )
+    checks += check_wake(ctx, setup)
+    checks.append(_users_copilot_dir(ctx))
+    return checks
+
+
+def _users_copilot_dir(ctx: Context) -> Check:
+    """What the launches left in the user's `~/.copilot`: no server, hook or plugin of Pager's,
+    and the one data directory Copilot CLI keeps for the plugin's fixed path."""
+    own = ctx.home / ".copilot"
+    name = "the user's ~/.copilot after the launches"
+    left = []
+    config = own / "mcp-config.json"
+    if config.exists() and "pager" in config.read_text():
+        left.append("a `pager` server in mcp-config.json")
+    if any((own / "hooks").glob("*")):
+        left.append(f"hooks: {sorted(p.name for p in (own / 'hooks').iterdir())}")
+    if any((own / "installed-plugins").glob("*")):
+        left.append(f"plugins: {sorted(p.name for p in (own / 'installed-plugins').iterdir())}")
+    data = sorted((own / "plugin-data" / "_direct").glob("*"))
+    if len(data) > 1:
+        left.append(f"{len(data)} plugin data directories (one per launch?)")
+    if left:
+        return Check(name, REJECTED, "; ".join(left))
+    return Check(
+        name,
+        ACCEPTED,
+        "no `pager` server in mcp-config.json, no hooks, no installed plugin; Copilot CLI's data"
+        f" directories for --plugin-dir plugins: {len(data)} (the plugin's fixed path), after"
+        " every launch of these checks",
+    )
