@@ -19,6 +19,28 @@ find_python() {
     return 1
 }
 
+# pip's account, one line per package it fetches and one when it installs them: a first run
+# takes a minute or more and must not look stuck. The whole account is shown only on failure.
+install_progress() {
+    local line
+    local -a packages
+    while IFS= read -r line; do
+        case "$line" in
+            "Collecting "*)
+                line="${line#Collecting }"
+                printf '  fetching %s\n' "${line%% (from *}"
+                ;;
+            "Installing collected packages: "*)
+                IFS=, read -ra packages <<<"${line#Installing collected packages: }"
+                printf '  installing %d packages ...\n' "${#packages[@]}"
+                ;;
+            "Successfully installed "*)
+                printf '  installed\n'
+                ;;
+        esac
+    done
+}
+
 ensure_venv() {
     local extras="$1" spec="." stamp want log
     [ -n "$extras" ] && spec=".[$extras]"
@@ -38,7 +60,8 @@ ensure_venv() {
     fi
     echo "Installing Pager${extras:+ with [$extras]} into .venv (first run or pyproject.toml changed) ..." >&2
     log="$(mktemp)"
-    if ! (cd "$ROOT" && "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$spec") >"$log" 2>&1; then
+    if ! (cd "$ROOT" && "$VENV/bin/python" -m pip install --disable-pip-version-check \
+        --progress-bar off -e "$spec") 2>&1 | tee "$log" | install_progress >&2; then
         cat "$log" >&2
         rm -f "$log"
         echo "pager: installing into .venv failed (output above)" >&2
