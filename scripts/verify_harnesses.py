@@ -109,6 +109,7 @@ PACKAGES = {
     "gemini": "@google/gemini-cli",
     "opencode": "opencode-ai",
     "pi": "@mariozechner/pi-coding-agent",
+    "qwen": "@qwen-code/qwen-code",
 }
 ACCEPTED, REJECTED, UNCHECKED = "accepted", "rejected", "could not check"
 MAIL_BOUND = 45.0  # seconds for mail to reach `acknowledged` through a harness
@@ -1885,7 +1886,17 @@ CHECKS: dict[str, Callable[[Context], list[Check]]] = {
     "gemini": check_gemini,
     "opencode": check_opencode,
     "pi": check_pi,
+    "qwen": lambda ctx: _harness_module("verify_qwen").check_qwen(ctx),
 }
+
+
+def _harness_module(name: str) -> Any:
+    """A harness's checks kept in a module of their own (scripts/verify_<id>.py), which imports
+    this script's helpers as `verify_harnesses` (this very module, also when run as a script)."""
+    sys.modules.setdefault("verify_harnesses", sys.modules[__name__])
+    import importlib
+
+    return importlib.import_module(name)
 
 
 # ------------------------------------------------------------------------------------- main

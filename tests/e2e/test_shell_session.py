@@ -82,7 +82,10 @@ async def test_a_send_says_what_the_recipients_harness_does_with_queued_mail(
     assert sent["recipient"]["implementation"] == "shell"
 
 
-TURNS = {"shell": False, **dict.fromkeys(("claude", "codex", "gemini", "opencode", "pi"), True)}
+TURNS = {
+    "shell": False,
+    **dict.fromkeys(("claude", "codex", "gemini", "opencode", "pi", "qwen"), True),
+}
 
 
 @pytest.mark.parametrize(("implementation", "at_turns"), TURNS.items())
