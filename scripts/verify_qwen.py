@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import time
 
 import attrs
 from verify_harnesses import (
@@ -24,7 +23,6 @@ from verify_harnesses import (
     Unchecked,
     WakeSetup,
     _cause_after_delivery,
-    _grep,
     _tail,
     check_wake,
     run,
@@ -83,9 +81,8 @@ def check_qwen(ctx: Context) -> list[Check]:
                 raise Rejected(f"the model request (POST {path}) carried the mail; it is {state}")
             return (
                 f"`qwen {' '.join(launch.plan.args)}` (exit {status}): mail sent before the"
-                f" launch was in the model request (POST {path}) — Pager's hooks from the"
-                " per-launch extension ran and Qwen Code took their additionalContext;"
-                " acknowledged"
+                f" launch was in the model request (POST {path}), added by"
+                f" {_delivered_by(ctx, body)} of the per-launch extension; acknowledged"
             )
 
         checks.append(ctx.check("mail through the hooks, into the model request", launch, headless))
@@ -161,8 +158,9 @@ def check_typed_prompt(ctx: Context) -> Check:
                 carried = f"; its model request (POST {ctx.model.wait_for(text, 20)[0]})"
                 carried += " carried the prompt"
             return (
-                "mail sent to the session reached the model with a `[pager]` prompt (the hook"
-                f" did not count it as typed: the cause stayed {before}); then a typed prompt"
+                f"mail sent to the session reached the model (by {_delivered_by(ctx, body)})"
+                " with a first prompt `[pager] …`, which the UserPromptSubmit hook did not"
+                f" count as typed (the cause stayed {before}); then a typed prompt"
                 f" (a stream-json user message) and the cause was NULL {cleared:.1f} s later"
                 f" (the UserPromptSubmit hook reported it){carried}"
             )
@@ -181,8 +179,22 @@ def _user(text: str) -> str:
     return json.dumps({"type": "user", "message": {"role": "user", "content": text}})
 
 
-def _hook_lines(text: str) -> str:
-    return "\n".join(_grep(text, r"(?i)hook")[-10:])
+#: How Qwen Code 0.24.4 marks a hook's additionalContext in the model request.
+CONTEXT_TAGS = {
+    "SessionStart": "<qwen:session-start-context",
+    "UserPromptSubmit": "<qwen:user-prompt-submit-context",
+}
 
 
-_ = time  # (kept for the idle-wake check's waits)
+def _delivered_by(ctx: Context, body: str) -> str:
+    """Which of Pager's hooks put `body` into a recorded model request (by Qwen Code's tag
+    around a hook's additionalContext)."""
+    for _, request in ctx.model.requests:
+        at = request.find(body)
+        if at < 0:
+            continue
+        before = request[:at]
+        tag = max(CONTEXT_TAGS, key=lambda event: before.rfind(CONTEXT_TAGS[event]))
+        if before.rfind(CONTEXT_TAGS[tag]) >= 0:
+            return f"the {tag} hook (inside `{CONTEXT_TAGS[tag]}>`)"
+    return "no hook's context tag"

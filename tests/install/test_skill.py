@@ -22,6 +22,7 @@ def _expected_dirs(env: Env) -> set[Path]:
         env.home / ".config" / "opencode" / "skills",
         env.home / ".pi" / "agent" / "skills",
         env.home / ".gemini" / "skills",
+        env.home / ".qwen" / "skills",
     }
 
 
