@@ -118,8 +118,8 @@ def check_qwen(ctx: Context) -> list[Check]:
     setup = WakeSetup(
         ["-p", "{first}"],
         session,
-        "the per-launch extension's UserPromptSubmit hook (a headless run has no SessionStart"
-        " hook) added it to the prompt",
+        "Pager's hooks from the per-launch extension (SessionStart, UserPromptSubmit) put it"
+        " before the model",
     )
     return checks + check_wake(ctx, setup)
 

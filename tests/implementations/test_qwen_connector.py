@@ -23,13 +23,15 @@ def hooks(config_dir: str) -> dict[str, Any]:
     return hooks
 
 
-def test_qwen_headless_run_has_no_session_start_hook(tmp_path: Path) -> None:
-    """A wake run has one prompt: UserPromptSubmit adds the mail to it (and sees its
-    `[pager]`), so the run leaves SessionStart out; the MCP server is the same."""
+def test_qwen_headless_run_is_wired_as_any_launch(tmp_path: Path) -> None:
+    """Qwen Code keeps SessionStart's context apart from the prompt, so a wake run keeps both
+    hooks (UserPromptSubmit still sees the wake prompt's `[pager]`) and the same server."""
     interactive = prepare("qwen", tmp_path / "a", headless=False)["config_dir"]
     headless = prepare("qwen", tmp_path / "b", headless=True)["config_dir"]
     assert sorted(hooks(interactive)) == ["SessionStart", "UserPromptSubmit"]
-    assert sorted(hooks(headless)) == ["UserPromptSubmit"]
+    state = {"a": str(tmp_path / "a" / "state"), "b": str(tmp_path / "b" / "state")}
+    same = json.dumps(hooks(headless)).replace(state["b"], state["a"])
+    assert json.loads(same) == hooks(interactive)  # the same, in its own state directory
     for config_dir in (interactive, headless):
         config = json.loads((extension(config_dir) / "qwen-extension.json").read_text())
         assert config["mcpServers"]["pager"] == {

@@ -20,9 +20,11 @@ system settings (`/etc/qwen-code/settings.json`) apply as usual, and only this l
 Pager's server and hooks. Pager's own extension (`pager plugin install qwen`, the directory
 `pager`) is left out of a launch: `pager-launch` replaces it.
 
-A headless run (a wake run, `qwen --resume ID -p PROMPT`, docs/wake.md) gets no SessionStart
-hook, as for Gemini CLI: the run has one prompt, and UserPromptSubmit adds the waiting mail to
-it, so the hook sees the prompt's `[pager]` and does not report it as typed (SPEC §8.1).
+A headless run (a wake run, `qwen --resume ID -p PROMPT`, docs/wake.md) is wired the same.
+Unlike Gemini CLI, Qwen Code keeps a SessionStart hook's context apart from the prompt (in
+`<qwen:session-start-context>`), so the UserPromptSubmit hook still sees the wake prompt's
+`[pager]` and does not report it as typed (SPEC §8.1). Checked with Qwen Code 0.24.4 by
+scripts/verify_harnesses.py.
 """
 
 from __future__ import annotations
@@ -56,8 +58,6 @@ LINKED_FILES = (
 #: Directories Qwen Code fills during a session (`projects/<project>/chats`: the sessions
 #: that `--resume` finds): created in the user's directory when missing.
 KEPT_DIRS = ("projects", "tmp")
-#: Hook events a headless run leaves out (see the module's docstring).
-NOT_HEADLESS = ("SessionStart",)
 
 
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
@@ -67,7 +67,7 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
         own,
         directory,
         extension=EXTENSION,
-        files=extension(manifest, context.values, headless=context.headless),
+        files=extension(manifest, context.values),
         linked_files=LINKED_FILES,
         kept_dirs=KEPT_DIRS,
         left_out=(PLUGIN_EXTENSION,),
@@ -88,9 +88,7 @@ def user_dir(environ: Mapping[str, str]) -> Path:
     return (Path(home) if home else Path(os.path.expanduser("~"))) / ".qwen"
 
 
-def extension(
-    manifest: Manifest, values: Mapping[str, str], *, headless: bool = False
-) -> dict[str, bytes]:
+def extension(manifest: Manifest, values: Mapping[str, str]) -> dict[str, bytes]:
     """The per-launch extension's files, by path relative to its directory."""
     config = {
         "name": EXTENSION,
@@ -106,19 +104,17 @@ def extension(
             }
         },
     }
-    hooks = {"hooks": hook_groups(manifest, values, headless=headless)}
+    hooks = {"hooks": hook_groups(manifest, values)}
     return {
         "qwen-extension.json": json_bytes(config),
         os.path.join("hooks", "hooks.json"): json_bytes(hooks),
     }
 
 
-def hook_groups(
-    manifest: Manifest, values: Mapping[str, str], *, headless: bool = False
-) -> dict[str, list[dict[str, Any]]]:
-    """One group per event running `pager hook` in the manifest's output format (for a headless
-    run, not on the events of `NOT_HEADLESS`). `PAGER_HOME` is on the command itself, so the
-    hook finds this broker whatever environment Qwen Code gives its hooks."""
+def hook_groups(manifest: Manifest, values: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """One group per event running `pager hook` in the manifest's output format. `PAGER_HOME`
+    is on the command itself, so the hook finds this broker whatever environment Qwen Code
+    gives its hooks."""
     base = f"PAGER_HOME={shlex.quote(values['state_dir'])} {values['hook_command']}"
     fmt, limit = manifest.hooks.output, manifest.hooks.max_chars
     return {
@@ -136,5 +132,4 @@ def hook_groups(
             }
         ]
         for event in manifest.hooks.events
-        if not (headless and event in NOT_HEADLESS)
     }
