@@ -328,7 +328,9 @@ class Broker:
     def tool(self, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
         body["params"] = {"name": name, "arguments": arguments}
-        status, answer = request_json(self.url, "POST", "/mcp", token=token, body=body)
+        # A generous timeout: on a loaded machine (harnesses starting beside the broker) the
+        # client's default 2 s was seen to expire.
+        status, answer = request_json(self.url, "POST", "/mcp", token=token, body=body, timeout=30)
         result = answer.get("result") if isinstance(answer, dict) else None
         if status != 200 or not isinstance(result, dict) or result.get("isError"):
             raise RuntimeError(f"{name} failed ({status}): {answer}")
