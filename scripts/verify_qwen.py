@@ -15,6 +15,7 @@ import re
 import attrs
 from verify_harnesses import (
     MAIL_BOUND,
+    UNCHECKED,
     Check,
     Context,
     Launch,
@@ -107,6 +108,18 @@ def check_qwen(ctx: Context) -> list[Check]:
         checks.append(ctx.check("the user's ~/.qwen after the launch", launch, state))
 
     checks.append(check_typed_prompt(ctx))
+    checks.append(
+        Check(
+            "idle wake",
+            UNCHECKED,
+            "not wired: Qwen Code takes input into a running session only in its TUI, from"
+            ' `--input-file F` (a `{"type":"submit","text":…}` line appended to F runs'
+            " that prompt, UserPromptSubmit hook included), or over ACP; `--input-file` turns"
+            " `qwen -p` and a positional prompt into runs that do not end, so it cannot be given"
+            " to every launch, and Qwen Code's hooks have no background form to wait for mail"
+            " in (docs/implementations/qwen.md, Known gaps)",
+        )
+    )
 
     def session(launch: Launch, _out: str) -> tuple[str, str]:
         key = launch.plan.conversation.key or ""  # the wrapper chose it (--session-id)
