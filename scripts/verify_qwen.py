@@ -114,10 +114,11 @@ def check_qwen(ctx: Context) -> list[Check]:
             UNCHECKED,
             "not wired: Qwen Code takes input into a running session only in its TUI, from"
             ' `--input-file F` (a `{"type":"submit","text":…}` line appended to F runs'
-            " that prompt, UserPromptSubmit hook included), or over ACP; `--input-file` turns"
-            " `qwen -p` and a positional prompt into runs that do not end, so it cannot be given"
-            " to every launch, and Qwen Code's hooks have no background form to wait for mail"
-            " in (docs/implementations/qwen.md, Known gaps)",
+            " that prompt, UserPromptSubmit hook included), or over ACP. Pager has no process"
+            " that waits for mail beside the TUI and writes F (Qwen Code's hooks have no"
+            " background form, as Claude Code's asyncRewake), and the `[launch] args` would put"
+            " `--input-file` before subcommands, which reject it (docs/implementations/qwen.md,"
+            " Known gaps)",
         )
     )
 
