@@ -19,7 +19,7 @@ from pager.implementations import (
 )
 from tests.implementations import entry_targets
 
-BUILTINS = ["claude", "codex", "copilot", "gemini", "opencode", "pi", "shell"]
+BUILTINS = ["claude", "codex", "copilot", "gemini", "opencode", "pi", "qwen", "shell"]
 TARGETS = "tests.implementations.entry_targets"
 
 
@@ -42,8 +42,8 @@ def only_builtins(tmp_path: Path) -> ImplementationRegistry:
     return discover(user_dir=tmp_path / "none", entry_points=False)
 
 
-def test_discover_finds_the_six_builtins(tmp_path: Path) -> None:
-    """The package ships claude, codex, opencode, pi, gemini and shell, all valid."""
+def test_discover_finds_the_builtins(tmp_path: Path) -> None:
+    """The package ships claude, codex, opencode, pi, gemini, qwen and shell, all valid."""
     registry = only_builtins(tmp_path)
     assert registry.errors() == []
     assert registry.ids() == BUILTINS
@@ -309,7 +309,7 @@ def test_registry_lookup_and_capabilities(tmp_path: Path) -> None:
     assert isinstance(caught.value, UnknownImplementation)
     assert str(caught.value) == f"no implementation 'vim'; known: {', '.join(BUILTINS)}"
     hooked = [impl.id for impl in registry.with_capability("hooks")]
-    assert hooked == ["claude", "codex", "copilot", "gemini"]
+    assert hooked == ["claude", "codex", "copilot", "gemini", "qwen"]
     assert [impl.id for impl in registry.with_capability("extension")] == ["pi"]
     assert registry.with_capability("teleport") == []
     assert "claude" in registry

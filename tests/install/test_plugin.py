@@ -183,7 +183,7 @@ def test_no_harness_is_a_usage_error_listing_those_with_a_plugin(
 ) -> None:
     assert main(["plugin", "install"]) == 2
     err = capsys.readouterr().err
-    for ident in ("claude", "codex", "gemini", "opencode", "pi"):
+    for ident in ("claude", "codex", "gemini", "opencode", "pi", "qwen"):
         assert f"  {ident} " in err
     assert "shell" not in err
     assert env.tree() == []
@@ -193,7 +193,7 @@ def test_unknown_harness_names_the_known_ones(env: Env, capsys: pytest.CaptureFi
     assert main(["plugin", "install", "nosuch"]) == 1
     err = capsys.readouterr().err
     assert "nosuch" in err
-    assert "known: claude, codex, copilot, gemini, opencode, pi, shell" in err
+    assert "known: claude, codex, copilot, gemini, opencode, pi, qwen, shell" in err
     assert main(["plugin", "install", "nosuch", "--uninstall"]) == 1
     assert env.tree() == []
 

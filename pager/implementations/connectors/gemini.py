@@ -41,13 +41,13 @@ prompt). Found with Gemini CLI 0.61.0 by scripts/verify_harnesses.py.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pager.implementations.connectors.launch_home import build_config_dir, json_bytes
 from pager.implementations.manifest import Manifest
 from pager.launch.wrapper import LaunchContext
 
@@ -111,8 +111,8 @@ def extension(
     }
     hooks = {"hooks": hook_groups(manifest, values, headless=headless)}
     return {
-        "gemini-extension.json": _json(config),
-        os.path.join("hooks", "hooks.json"): _json(hooks),
+        "gemini-extension.json": json_bytes(config),
+        os.path.join("hooks", "hooks.json"): json_bytes(hooks),
     }
 
 
@@ -149,39 +149,15 @@ def hook_groups(
 
 def build_home(user: Path, home: Path, files: Mapping[str, bytes]) -> None:
     """`home` as described in the module's docstring, for the user's home `user`."""
-    own = user / ".gemini"
-    own.mkdir(mode=0o700, parents=True, exist_ok=True)  # Gemini CLI would create it too
-    for name in KEPT_DIRS:
-        (own / name).mkdir(mode=0o700, exist_ok=True)
-    gemini = home / ".gemini"
-    gemini.mkdir(mode=0o700, parents=True)
-    for name in sorted({*_entries(own), *LINKED_FILES} - {"extensions"}):
-        (gemini / name).symlink_to(own / name)
-    extensions = gemini / "extensions"
-    extensions.mkdir(mode=0o700)
-    for name in _entries(own / "extensions") - {EXTENSION, PLUGIN_EXTENSION}:
-        (extensions / name).symlink_to(own / "extensions" / name)
-    for relative, content in files.items():
-        path = extensions / EXTENSION / relative
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_private(path, content)
+    build_config_dir(
+        user / ".gemini",
+        home / ".gemini",
+        extension=EXTENSION,
+        files=files,
+        linked_files=LINKED_FILES,
+        kept_dirs=KEPT_DIRS,
+        left_out=(PLUGIN_EXTENSION,),
+    )
     for name in HOME_ENTRIES:
         if os.path.lexists(user / name):
             (home / name).symlink_to(user / name)
-
-
-def _entries(directory: Path) -> set[str]:
-    try:
-        return set(os.listdir(directory))
-    except OSError:
-        return set()
-
-
-def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=2) + "\n").encode()
-
-
-def _write_private(path: Path, content: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(content)
