@@ -16,7 +16,6 @@ import time
 
 from pager.cli import EXIT_NO_MAIL, EXIT_OK, CommandError
 from pager.domain.display import for_terminal, json_for_terminal
-from pager.domain.hints import Edge, for_edge, not_applied_text
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
@@ -119,6 +118,8 @@ class BrokerRefused(CommandError):
         error = answer.get("error") if isinstance(answer, dict) else None
         self.error: dict[str, Any] = error if isinstance(error, dict) else {}
         self.code = str(self.error.get("code", ""))
+        from pager.domain.hints import Edge, for_edge  # only when refused: ~1 ms of imports
+
         message = for_edge(self.error, Edge.CLI)  # the hint in the command line's words
         super().__init__(message or f"the broker answered HTTP {status}")
 
@@ -386,6 +387,8 @@ def cmd_ack(args: argparse.Namespace) -> int:
         for token in result["applied"]:
             print(f"acknowledged {_one_line(token)}")
         for item in result["not_applied"]:
+            from pager.domain.hints import Edge, not_applied_text
+
             why = not_applied_text(str(item["reason"]), Edge.CLI)
             print(f"not applied {_one_line(item['token'])}: {_one_line(why)}")
     return EXIT_OK if not result["not_applied"] else 1
