@@ -229,7 +229,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
 
     async def _rename(self, command: Rename) -> AliasResult:
         if command.force and not self.deps.allow_force:
-            raise takeovers_off("update_agent_alias")
+            raise takeovers_off("rename")
         alias = validate_alias(command.alias)
         session_id = command.caller.session_id
         index = self.deps.identities.index

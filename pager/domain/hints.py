@@ -34,6 +34,8 @@ class Hint(enum.StrEnum):
     ALIAS_TAKEN = "alias_taken"
     #: `claim` of a name whose holder is attached: take it over with force.
     CLAIM_FORCE = "claim_force"
+    #: `force` on a broker whose config turns takeovers off.
+    TAKEOVERS_OFF = "takeovers_off"
     #: `claim` of a name nobody holds: the listing of this workspace's names.
     WHO_LISTS = "who_lists"
 
@@ -56,6 +58,15 @@ HINTS: dict[tuple[Hint, Edge], str] = {
     (Hint.CLAIM_FORCE, Edge.MCP): "pass force to end that session and take it over",
     (Hint.CLAIM_FORCE, Edge.CLI): "add --force to end that session and take it over",
     (Hint.CLAIM_FORCE, Edge.HTTP): 'send "force": true to end that session and take it over',
+    (Hint.TAKEOVERS_OFF, Edge.MCP): "retry without force: choose another name, or wait until"
+    " its holder detaches. To allow takeovers, the user removes that line or sets allow_force"
+    " = true, then runs `pager restart`",
+    (Hint.TAKEOVERS_OFF, Edge.CLI): "run it again without --force: choose another name, or"
+    " wait until its holder detaches. To allow takeovers, remove that line or set allow_force"
+    " = true, then run `pager restart`",
+    (Hint.TAKEOVERS_OFF, Edge.HTTP): 'retry without "force": choose another name, or wait'
+    " until its holder detaches. To allow takeovers, remove that line or set allow_force"
+    " = true, then run `pager restart`",
     (Hint.WHO_LISTS, Edge.MCP): "roster lists them",
     (Hint.WHO_LISTS, Edge.CLI): "`pager who` lists them",
     (Hint.WHO_LISTS, Edge.HTTP): "GET /v1/me/roster lists them",
