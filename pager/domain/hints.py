@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import enum
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the command line imports this module
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 class Edge(enum.StrEnum):
     MCP = "mcp"
@@ -127,7 +131,7 @@ def split_store_wording(message: str) -> tuple[str, Hint | None]:
     return message, None
 
 
-def for_edge(error: dict[str, object], edge: Edge) -> str:
+def for_edge(error: Mapping[str, object], edge: Edge) -> str:
     """The message of an error as the broker answered it (`{code, message, hint?}`), with its
     hint said for `edge` instead, when the key is one this table knows."""
     message = str(error.get("message") or "")
