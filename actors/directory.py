@@ -27,6 +27,7 @@ from pager.domain import ids
 from pager.domain.api import Caller
 from pager.domain.clock import WallClock
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hints import Hint
 from pager.domain.names import validate_alias
 from pager.domain.records import Session
 from pager.domain.results import AliasResult
@@ -228,7 +229,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
 
     async def _rename(self, command: Rename) -> AliasResult:
         if command.force and not self.deps.allow_force:
-            raise takeovers_off("update_agent_alias")
+            raise takeovers_off("rename")
         alias = validate_alias(command.alias)
         session_id = command.caller.session_id
         index = self.deps.identities.index
@@ -243,16 +244,23 @@ class DirectoryActor(Actor[DirectoryMessage]):
             )
         now, lease_ttl = self.deps.clock.now(), self.deps.windows.lease_ttl
 
-        result, done = await self.deps.directory.rename(
-            command.caller,
-            alias,
-            force=command.force,
-            claim=command.claim,
-            mine=None if mine is None else mine.session,
-            lease=0.0 if mine is None else now + lease_ttl,  # the caller's request renewed it
-            now=now,
-            lease_ttl=lease_ttl,
-        )
+        try:
+            result, done = await self.deps.directory.rename(
+                command.caller,
+                alias,
+                force=command.force,
+                claim=command.claim,
+                mine=None if mine is None else mine.session,
+                lease=0.0 if mine is None else now + lease_ttl,  # the caller's request renewed it
+                now=now,
+                lease_ttl=lease_ttl,
+            )
+        except PagerError as err:
+            if session_id is None and err.hint is Hint.ALIAS_FORCE:  # force is not for it
+                raise PagerError(
+                    err.code, err.message, hint=Hint.ALIAS_TAKEN, **err.details
+                ) from None
+            raise
         if done is not None and mine is not None:
             # The caller's token runs on as `done.session` of the identity taken over: that
             # identity's actor, rebinding first, carries its attachment on (its open stream

@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 
+from pager.domain.body_limit import BODY_CAP
 from pager.domain.delivery import DEFAULT_REDELIVERY, RedeliverySchedule
 from pager.domain.errors import PagerError
 from pager.domain.json_bounds import STRING_CHARS_MAX
@@ -120,7 +121,7 @@ class Limits:
     """Size limits of SPEC §9, in bytes; the operator stream's buffer, in events; and the loop
     guard and send rates of SPEC §8.1 (counts; 0 turns one off)."""
 
-    body_cap: int = 32 * 1024
+    body_cap: int = BODY_CAP
     display_cap: int = 4 * 1024
     request_cap: int = 1024 * 1024
     event_buffer: int = 1024  # a count of events, not bytes: see _limit_value

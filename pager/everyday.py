@@ -118,7 +118,10 @@ class BrokerRefused(CommandError):
         error = answer.get("error") if isinstance(answer, dict) else None
         self.error: dict[str, Any] = error if isinstance(error, dict) else {}
         self.code = str(self.error.get("code", ""))
-        super().__init__(self.error.get("message") or f"the broker answered HTTP {status}")
+        from pager.domain.hints import Edge, for_edge  # only when refused: ~1 ms of imports
+
+        message = for_edge(self.error, Edge.CLI)  # the hint in the command line's words
+        super().__init__(message or f"the broker answered HTTP {status}")
 
 
 def call_broker(
@@ -222,6 +225,9 @@ def cmd_send(args: argparse.Namespace) -> int:
         if body is None and sys.stdin.isatty():
             raise CommandError("give the message: pager send TO BODY (or `-` to read stdin)")
         body = sys.stdin.read()
+    from pager.send_limit import check_body
+
+    check_body(body)
     request: dict[str, Any] = {"to": args.to, "body": body}
     for key, value in (("thread", args.thread), ("reply_to", args.reply_to),
                        ("idempotency_key", args.key)):  # fmt: skip
@@ -381,7 +387,10 @@ def cmd_ack(args: argparse.Namespace) -> int:
         for token in result["applied"]:
             print(f"acknowledged {_one_line(token)}")
         for item in result["not_applied"]:
-            print(f"not applied {_one_line(item['token'])}: {_one_line(item['reason'])}")
+            from pager.domain.hints import Edge, not_applied_text
+
+            why = not_applied_text(str(item["reason"]), Edge.CLI)
+            print(f"not applied {_one_line(item['token'])}: {_one_line(why)}")
     return EXIT_OK if not result["not_applied"] else 1
 
 

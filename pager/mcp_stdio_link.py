@@ -40,6 +40,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, Tool
 
+from pager.domain.hints import Edge, for_edge
 from pager.launch.discovery import BrokerLocator
 from pager.launch.files import session_token
 from pager.session_client import (
@@ -92,6 +93,8 @@ class ToolFailure(Exception):
     """What the model is told instead of a result: a tool error `{code, message, …}`."""
 
     def __init__(self, error: dict[str, Any]) -> None:
+        if "hint" in error:  # a /v1 answer: its hint as an MCP client says it
+            error = {**error, "message": for_edge(error, Edge.MCP)}
         super().__init__(str(error.get("message", "")))
         self.error = error
 

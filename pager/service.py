@@ -28,11 +28,13 @@ from actors.identity_protocol import (
 )
 from pager.config import Config
 from pager.domain.api import JSON, Caller
+from pager.domain.body_limit import body_size, oversized_body
 from pager.domain.clock import WallClock, iso
 from pager.domain.delivery import NotApplied, Via
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.harness_process import check_harness
+from pager.domain.hints import Hint
 from pager.domain.hosts import HostBoard
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
 from pager.domain.names import alias_of_login, format_address, parse_address
@@ -301,12 +303,12 @@ class BrokerService:
                 ErrorCode.VALIDATION_FAILED,
                 "the body is empty; write what the message should say",
             )
-        size = len(body.encode("utf-8"))
+        size = body_size(body)
         cap = self.config.limits.body_cap
         if size > cap:
             raise PagerError(
                 ErrorCode.OVERSIZED_CONTENT,
-                f"the body is {size} bytes; the limit is {cap}. Send less, or split it",
+                oversized_body(size, cap),
                 limit=cap,
                 size=size,
             )
@@ -436,7 +438,8 @@ class BrokerService:
         if found is None:
             raise PagerError(
                 ErrorCode.NOT_FOUND,
-                f"you sent no message {message_id!r}; message_status shows your own sends",
+                f"you sent no message {message_id!r}",
+                hint=Hint.OWN_SENDS,
             )
         message = found.message
         return MessageStatus(

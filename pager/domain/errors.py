@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from pager.domain.hints import Edge, Hint, split_store_wording, with_hint
+
 
 class ErrorCode(enum.StrEnum):
     VALIDATION_FAILED = "validation_failed"
@@ -45,20 +47,36 @@ HTTP_STATUS: dict[ErrorCode, int] = {
 
 
 class PagerError(Exception):
-    """A failure the caller should see: a code, a message saying what to do, and details."""
+    """A failure the caller should see: a code, a message saying what is wrong, the key of
+    what to do next (`hint`, said by each edge in its own words: pager/domain/hints.py), and
+    details."""
 
-    def __init__(self, code: ErrorCode, message: str, **details: Any) -> None:
-        super().__init__(message)
+    def __init__(
+        self, code: ErrorCode, message: str, *, hint: Hint | None = None, **details: Any
+    ) -> None:
+        if hint is None:
+            message, hint = split_store_wording(message)
+        super().__init__(with_hint(message, hint, Edge.HTTP))
         self.code = code
         self.message = message
+        self.hint = hint
         self.details = details
 
-    def to_json(self) -> dict[str, Any]:
-        return {"code": self.code.value, "message": self.message, **self.details}
+    def text(self, edge: Edge = Edge.HTTP) -> str:
+        """The message and what to do next, as `edge` says it."""
+        return with_hint(self.message, self.hint, edge)
+
+    def to_json(self, edge: Edge = Edge.HTTP) -> dict[str, Any]:
+        """The error as `edge` answers it, with the hint's key, so that a client (the command
+        line speaks /v1) can say it in its own words."""
+        answer: dict[str, Any] = {"code": self.code.value, "message": self.text(edge)}
+        if self.hint is not None:
+            answer["hint"] = self.hint.value
+        return {**answer, **self.details}
 
     @property
     def http_status(self) -> int:
         return HTTP_STATUS[self.code]
 
     def __repr__(self) -> str:
-        return f"PagerError({self.code.value!r}, {self.message!r})"
+        return f"PagerError({self.code.value!r}, {self.text()!r})"

@@ -4,6 +4,7 @@ edge."""
 from __future__ import annotations
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hints import Hint
 from pager.domain.records import Session, SessionState
 
 
@@ -32,12 +33,12 @@ def not_attached(session: Session | None) -> PagerError:
 
 
 def takeovers_off(request: str) -> PagerError:
-    """`force` while `allow_force = false`: refused before anything changes."""
+    """`force` while `allow_force = false`: refused before anything changes. `request`: what
+    asked for it ("registration", "rename")."""
     return PagerError(
         ErrorCode.CONFLICT,
-        f"{request} with force is refused: forced takeovers are turned off on this broker"
-        " (allow_force = false in config.toml). Retry without force: choose another name,"
-        " or wait until its holder detaches. To allow takeovers, remove that line or set"
-        " allow_force = true, then run `pager restart`",
+        f"this {request} with force is refused: forced takeovers are turned off on this broker"
+        " (allow_force = false in config.toml)",
+        hint=Hint.TAKEOVERS_OFF,
         allow_force=False,
     )

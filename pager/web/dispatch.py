@@ -19,6 +19,7 @@ import trio
 
 from pager.domain.api import Caller, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hints import Edge
 from pager.domain.json_bounds import dumps, read_json
 from pager.health import HealthBoard
 from pager.web.guard import ASGIApp, Message, Receive, Scope, Send
@@ -114,7 +115,11 @@ class McpDispatcher:
         except PagerError as err:
             # Bounded before the SDK parses it (pager/domain/json_bounds.py): a JSON-RPC error
             # shaped as the SDK's own parse errors, with Pager's code beside.
-            error = {"code": _PARSE_ERROR, "message": err.message, "data": {"code": err.code}}
+            error = {
+                "code": _PARSE_ERROR,
+                "message": err.text(Edge.MCP),
+                "data": {"code": err.code},
+            }
             await send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
             return
         reset_caller = current_caller.set(caller)
@@ -145,12 +150,16 @@ class McpDispatcher:
             return await self.api.authenticate(token)
         except PagerError as err:
             headers = [_CHALLENGE] if err.http_status == 401 else []
-            await send_json(send, err.http_status, {"error": err.to_json()}, extra_headers=headers)
+            await send_json(
+                send, err.http_status, {"error": err.to_json(Edge.MCP)}, extra_headers=headers
+            )
         except Exception as exc:
             unavailable = unavailable_cause(exc, board=self.board)
             if unavailable is not None:  # the store's fault, by kind: one line, no traceback
                 log.warning("authenticating an /mcp request: unavailable: %s", unavailable.message)
-                await send_json(send, unavailable.http_status, {"error": unavailable.to_json()})
+                await send_json(
+                    send, unavailable.http_status, {"error": unavailable.to_json(Edge.MCP)}
+                )
                 return None
             # The traceback stays in the log; the token never goes there.
             log.exception("authenticating an /mcp request failed")

@@ -37,9 +37,12 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 #: How long the end of a response waits for the rest of a request body nobody read (the
 #: client still sending it) before letting Hypercorn close the connection instead.
 DRAIN_S = 5.0
-#: A body is read and discarded up to this many times the request cap, so that a client that
-#: sends all of a refused body before reading the answer gets its 413 rather than a reset.
-#: A body declared longer than that gets its answer and a closed connection at once.
+#: A refused body is read and discarded up to this many bytes (or this many times the request
+#: cap, if more), so that a client that sends all of it before reading the answer (curl, a
+#: script's `sendall`) gets its 413 rather than a reset: closing a socket with unread data
+#: resets the connection, and the client's send fails before it reads the answer. A body
+#: declared longer than that gets its answer and a closed connection at once.
+DISCARD_BYTES = 64 * 1024 * 1024
 DISCARD_FACTOR = 8
 
 
@@ -56,8 +59,9 @@ async def send_error(
     message: str,
     *,
     extra_headers: Iterable[tuple[bytes, bytes]] = (),
+    **details: Any,
 ) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = json.dumps({"error": {"code": code, "message": message, **details}}).encode()
     await send(
         {
             "type": "http.response.start",
@@ -110,7 +114,16 @@ class EdgeGuard:
                 "not a web page",
             )
             return
-        if length is not None and (declared is None or declared > self.request_cap):
+        if length is not None and declared is None:
+            await send_error(
+                exchange.forward,
+                400,
+                "validation_failed",
+                "the Content-Length header is not a number of bytes",
+                extra_headers=[(b"connection", b"close")],
+            )
+            return
+        if declared is not None and declared > self.request_cap:
             await exchange.refuse_oversized()
             return
         await self.app(scope, exchange.receive, exchange.send)
@@ -161,13 +174,21 @@ class _Exchange:
 
     async def refuse_oversized(self) -> None:
         self.over = True
-        # The rest of the body may be left unread: the client must not send on this connection.
+        # The rest of the body is read and discarded (`_drain`, bounded), then the connection
+        # closes: the client must not send on it again.
+        size = (
+            f"is {self.declared} bytes"
+            if self.declared is not None
+            else f"is over {self.cap} bytes"
+        )
         await send_error(
             self.forward,
             413,
             "oversized_content",
-            f"the request body exceeds {self.cap} bytes; send less",
+            f"the request body {size}; the limit is {self.cap}. Send less, or split it",
             extra_headers=[(b"connection", b"close")],
+            limit=self.cap,
+            **({} if self.declared is None else {"size": self.declared}),
         )
 
     async def forward(self, message: Message) -> None:
@@ -238,7 +259,7 @@ class _Exchange:
         """Read and discard the rest of the request body, up to the discard limit and for at
         most DRAIN_S. The app may be reading too (Quart reads every body): whichever task
         receives the body's end, `_note` tells the other."""
-        limit = self.cap * DISCARD_FACTOR
+        limit = max(DISCARD_BYTES, self.cap * DISCARD_FACTOR)
         if self.declared is not None and self.declared > limit:
             return
         self._request_ended = ended = trio.Event()

@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from pager.domain.api import JSON, MessagingApi
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hints import Edge
 from pager.domain.json_bounds import dumps
 from pager.health import HealthBoard
 from pager.versions import VERSION
@@ -115,7 +116,7 @@ class _PagerServer(MCPServer[Any]):
                 f"there is no tool {name!r}; Pager's tools are {known}",
                 tool=name,
             )
-            return _tool_error(error.to_json())
+            return _tool_error(error.to_json(Edge.MCP))
         return await super().call_tool(name, arguments, context)
 
 
@@ -184,12 +185,12 @@ async def call_tool(
         return CallToolResult(content=[text], structured_content=result)
     except PagerError as err:
         log.info("tool %s refused: %s", spec.name, err.code.value)
-        return _tool_error(err.to_json())
+        return _tool_error(err.to_json(Edge.MCP))
     except Exception as exc:
         unavailable = unavailable_cause(exc, board=board)
         if unavailable is not None:  # the store failed: say what to fix, as /v1 does
             log.warning("tool %s: unavailable: %s", spec.name, unavailable.message)
-            return _tool_error(unavailable.to_json())
+            return _tool_error(unavailable.to_json(Edge.MCP))
         log.exception("tool %s failed", spec.name)
         return _tool_error(
             {

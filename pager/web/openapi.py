@@ -18,6 +18,7 @@ from quart import Blueprint, Response
 from pager.domain import results
 from pager.domain.errors import ErrorCode
 from pager.domain.harness_process import HARNESS_MAX, HARNESS_PATTERN
+from pager.domain.hints import Hint
 from pager.domain.job_ids import JOB_ID_MAX, JOB_ID_PATTERN
 from pager.domain.names import ALIAS_MAX
 from pager.domain.pages import (
@@ -223,6 +224,9 @@ SCHEMAS: dict[str, Schema] = {
                 "properties": {
                     "code": STRING,
                     "message": STRING,
+                    # What to do next, as a key: the message says it in /v1's words, and a
+                    # client (the command line) may say it in its own (pager/domain/hints.py).
+                    "hint": {"type": "string", "enum": [hint.value for hint in Hint]},
                 },
                 "required": ["code", "message"],
                 "additionalProperties": True,  # details, e.g. `parameter`, `holder`

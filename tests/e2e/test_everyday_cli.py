@@ -595,7 +595,7 @@ async def test_claim_takes_over_a_detached_identity_and_its_inbox(
     _, err = await trio.to_thread.run_sync(shell.communicate, None, PROCESS_BOUND)
     assert shell.returncode == 0, err
     assert (
-        "'busy' is attached to a session; claim it with --force"
+        "'busy' is attached to a session; add --force to end that session"
         in (tmp_path / "refused.txt").read_text()
     )
     claimed = json.loads(out.read_text())

@@ -22,6 +22,7 @@ from tests.e2e.conftest import (
     structured,
     tool_error,
 )
+from tests.e2e.test_everyday_cli import pager
 from tests.launch.conftest import PagerHome
 
 STORES = BOTH
@@ -126,10 +127,18 @@ async def test_allow_force_false_refuses_force_on_both_edges(no_force_broker: Br
             )
             assert error["code"] == "conflict"
             assert "config.toml" in error["message"]
+            assert "retry without force" in error["message"]
+            assert "--force" not in error["message"]
             assert structured(await c.call_tool("whoami", {}))["agent_id"] == carol["agent_id"]
             assert structured(await a.call_tool("whoami", {}))["agent_id"] == alice["agent_id"]
         events = await _replayed_events(broker)
     assert not [e for e in events if e["type"] == "agent.taken_over"]
+    # The command line (inside carol's session) is told its flag, not the tool.
+    done = pager(broker, broker.workspace, "alias", "alice", "--force", PAGER_TOKEN=carol["token"])
+    assert done.returncode == 1
+    assert "run it again without --force" in done.stderr
+    assert "update_agent_alias" not in done.stderr
+    assert "retry without force" not in done.stderr
 
 
 async def _whoami(broker: Broker, token: str) -> dict[str, Any]:
