@@ -255,15 +255,24 @@ def _plain(exc: BaseException) -> str:
 def _beyond_bounds(request: object, path: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """(top-level field, problem) for each field of `request` outside its `check` bounds."""
     found: list[tuple[str, str]] = []
-    for field in attrs.fields(cast(Any, type(request))):
-        value = getattr(request, field.name)
-        where = (*path, wire_name(field))
-        if attrs.has(type(value)):
-            found += _beyond_bounds(value, where)
-        problem = _bound_problem(value, field.metadata.get("check", {}))
+    for name, wire, check in _checked_fields(cast(Any, type(request))):
+        value = getattr(request, name)
+        if hasattr(type(value), "__attrs_attrs__"):  # a nested request (a delivery)
+            found += _beyond_bounds(value, (*path, wire))
+        problem = _bound_problem(value, check) if check and value is not None else None
         if problem is not None:
+            where = (*path, wire)
             found.append((where[0], f"{_where(where)}: {problem}"))
     return found
+
+
+@functools.cache
+def _checked_fields(cls: type) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+    """(name, wire name, bounds) of each field of request class `cls` (once per class: this
+    runs on every request)."""
+    return tuple(
+        (f.name, wire_name(f), f.metadata.get("check", {})) for f in attrs.fields(cast(Any, cls))
+    )
 
 
 def _bound_problem(value: object, check: dict[str, Any]) -> str | None:
