@@ -41,7 +41,7 @@ def object_schema(cls: type, ref: RefFor = None) -> Schema:
     for field in attrs.fields(cls):
         kind = hints[field.name]
         if omits_none(field):
-            kind = _without_none(kind)  # left out, never null
+            kind = without_none(kind)  # left out, never null
         else:
             required.append(wire_name(field))
         properties[wire_name(field)] = {
@@ -96,8 +96,33 @@ def _union(args: tuple[Any, ...], ref: RefFor) -> Schema:
     return {"anyOf": options}
 
 
-def _without_none(kind: Any) -> Any:
+def without_none(kind: Any) -> Any:
     args = tuple(arg for arg in get_args(kind) if arg is not type(None))
     if get_origin(kind) not in (Union, types.UnionType) or not args:
         return kind
     return args[0] if len(args) == 1 else Union[args]  # noqa: UP007 - built from a tuple
+
+
+def request_schema(cls: type, ref: RefFor = None) -> Schema:
+    """The schema of request class `cls` (`pager.requests`): its fields by wire name, with
+    their types, bounds (`check`), the domain's rules (`schema`) and defaults; required the
+    fields without a default; nothing else allowed. Nested requests inline, or through `ref`."""
+    hints = typing.get_type_hints(cls)
+    inner: Callable[[type], Schema] = ref or request_schema
+    properties: Schema = {}
+    required: list[str] = []
+    for field in attrs.fields(cls):
+        if field.default is attrs.NOTHING:
+            required.append(wire_name(field))
+        keywords = {**field.metadata.get("check", {}), **field.metadata.get("schema", {})}
+        shown = type_schema(hints[field.name], inner)
+        if "items" in keywords:  # bounds of each item, beside its type
+            shown["items"] = {**shown.get("items", {}), **keywords.pop("items")}
+        if field.default not in (attrs.NOTHING, None):
+            keywords["default"] = field.default
+        properties[wire_name(field)] = {**shown, **keywords}
+    schema: Schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema

@@ -67,6 +67,7 @@ from pager.domain.results import (
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.rendering import RENDER_ERRORS, cause, render_each
+from pager.requests import MAX_WAIT_S, HttpDelivery, RegisterRequest
 from pager.store import messaging as ms
 from pager.store.ports import ClaimView
 from pager.store.service_ports import (
@@ -81,7 +82,6 @@ from pager.store.service_ports import (
     TokenView,
 )
 from pager.store.service_ports import RosterEntry as StoreRosterEntry
-from pager.wire import RegisterRequest
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -89,8 +89,6 @@ M = TypeVar("M", bound=MailMessage)
 
 log = logging.getLogger("pager.service")
 
-#: Longest wait a `fetch` may ask for (SPEC §8).
-MAX_WAIT_S = 60.0
 #: Identity refs the service keeps before it forgets those of stopped actors.
 #: Messages one hook run claims at most (what does not fit its size limit is handed back).
 HOOK_BATCH = 10
@@ -733,21 +731,16 @@ def _optional_text(value: str | None, name: str) -> str | None:
 
 
 def _delivery(request: RegisterRequest) -> Delivery | None:
-    delivery = request.delivery
+    delivery = request.delivery  # its shape is the request's (`pager.requests`)
     if delivery is None:
         return None
-    if delivery.kind == "http" and delivery.url and delivery.path is None:
+    if isinstance(delivery, HttpDelivery):
         if not delivery.url.startswith(("http://127.0.0.1:", "http://localhost:", "http://[::1]:")):
             raise PagerError(
                 ErrorCode.VALIDATION_FAILED,
                 "delivery.url must be a loopback http:// address (127.0.0.1, localhost or [::1])",
             )
         return Delivery(DeliveryKind.HTTP, delivery.url)
-    if delivery.kind == "unix" and delivery.path and delivery.url is None:
-        if not delivery.path.startswith("/"):
-            raise PagerError(ErrorCode.VALIDATION_FAILED, "delivery.path must be absolute")
-        return Delivery(DeliveryKind.UNIX, delivery.path)
-    raise PagerError(
-        ErrorCode.VALIDATION_FAILED,
-        "delivery must be {kind: 'http', url} or {kind: 'unix', path}",
-    )
+    if not delivery.path.startswith("/"):
+        raise PagerError(ErrorCode.VALIDATION_FAILED, "delivery.path must be absolute")
+    return Delivery(DeliveryKind.UNIX, delivery.path)

@@ -30,7 +30,7 @@ from pager.versions import VERSION
 from pager.web import _compat
 from pager.web.dispatch import current_caller, current_hangup
 from pager.web.guard import ASGIApp, allowed_hosts
-from pager.web.mcp_tools import TOOLS, ToolArgs
+from pager.web.mcp_tools import TOOLS, ToolSpec
 from pager.web.store_trouble import unavailable_cause
 from pager.wire import unstructure
 
@@ -135,7 +135,7 @@ class _OwnValidation(FuncMetadata):
 
 
 def _sdk_tool(
-    api: MessagingApi, spec: type[ToolArgs], display_cap: int, board: HealthBoard | None
+    api: MessagingApi, spec: type[ToolSpec], display_cap: int, board: HealthBoard | None
 ) -> Tool:
     async def run(arguments: dict[str, Any]) -> CallToolResult:
         return await call_tool(api, spec, arguments, display_cap, board=board)
@@ -155,7 +155,7 @@ def _sdk_tool(
 
 async def call_tool(
     api: MessagingApi,
-    spec: type[ToolArgs],
+    spec: type[ToolSpec],
     arguments: dict[str, Any],
     display_cap: int = DISPLAY_CAP,
     *,

@@ -15,46 +15,20 @@ from typing import Any
 import attrs
 from quart import Blueprint, Response
 
+from pager import requests
 from pager.domain import results
 from pager.domain.errors import ErrorCode
 from pager.domain.harness_process import HARNESS_MAX, HARNESS_PATTERN
 from pager.domain.hints import Hint
-from pager.domain.job_ids import JOB_ID_MAX, JOB_ID_PATTERN
-from pager.domain.names import ALIAS_MAX
-from pager.domain.pages import (
-    EXIT_CODE_RANGE,
-    FIELDS_MAX,
-    KEY_PATTERN,
-    STATUS_MAX,
-)
 from pager.domain.records import MessageState
 from pager.domain.results import MeActing
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
-from pager.domain.wake import (
-    MAX_COMMAND_CHARS,
-    MAX_COMMAND_PARTS,
-    MAX_RUNS_PER_HOUR,
-    MAX_TIMEOUT,
-    MIN_TIMEOUT,
-    RunOutcome,
-)
-from pager.schema import object_schema
-from pager.service import MAX_WAIT_S
+from pager.domain.wake import RunOutcome
+from pager.requests import ADDRESS, NAME, PAGE, cursor_pattern
+from pager.schema import object_schema, request_schema
 from pager.versions import VERSION
-from pager.web.mcp_tools import (
-    BODY_CAP,
-    Ack,
-    Fetch,
-    History,
-    Roster,
-    Send,
-    ToolArgs,
-    UpdateAgentAlias,
-)
+from pager.web.mcp_tools import Ack, Fetch, History, Roster, Send, ToolSpec, UpdateAgentAlias
 from pager.web.routes_events import MAX_ID
-from pager.web.routes_me import LIST_MAX
-from pager.web.routes_operator import cursor_pattern
-from pager.web.routes_paging import EXPIRES_MAX_S, LABEL_PATTERN
 
 Schema = dict[str, Any]
 
@@ -109,45 +83,12 @@ def _decimal_at_most(bound: int) -> str:
     return f"(?:{shorter}{'|'.join([*same_length, digits])})"
 
 
-# What the request validation enforces, said in JSON Schema, so that a value the document
-# accepts is one the route accepts (a property test sends what the document allows; see
-# tests/e2e/test_openapi_properties.py). What no schema can say has a `format` of its own:
-# `existing-directory` (a directory that exists on the broker's machine) and the cursors.
-
-#: `resolve_workspace`: an absolute path, no NUL, naming an existing directory.
-WORKSPACE_PATH: Schema = {
+#: Where a script says whom it pages (`/v1/notify?to=`): what `names.parse_address` takes.
+TO_ADDRESS: Schema = {
     "type": "string",
-    "pattern": "^/[^\\u0000]*$",
-    "format": "existing-directory",
-    "description": "an existing directory on the broker's machine, as an absolute path",
-}
-#: `service._implementation`: 1-64 of `A-Z a-z 0-9 _ -`, with a letter or digit.
-IMPLEMENTATION_ID: Schema = {
-    "type": "string",
-    "maxLength": 64,
-    "pattern": "^[A-Za-z0-9_-]*[A-Za-z0-9][A-Za-z0-9_-]*$",
-    "description": "an implementation id, e.g. `claude`, `shell`",
-}
-#: `names.validate_alias` (SPEC §7): the prefix `agt_` is kept for agent ids.
-ALIAS: Schema = {
-    "type": "string",
-    "maxLength": ALIAS_MAX,
-    "pattern": f"^(?![Aa][Gg][Tt]_)[A-Za-z0-9][A-Za-z0-9._-]{{0,{ALIAS_MAX - 1}}}$",
-}
-#: `names.parse_address`: an alias, `alias@slug` or an agent id.
-ADDRESS: Schema = {
-    "type": "string",
-    "maxLength": 200,
-    "pattern": "^(agt_[0-9a-hjkmnp-tv-z]{16}|(?![Aa][Gg][Tt]_)[A-Za-z0-9][A-Za-z0-9._-]"
-    f"{{0,{ALIAS_MAX - 1}}}(@[A-Za-z0-9._-]{{1,40}}-[0-9A-Fa-f]{{6}})?)$",
+    **NAME,
+    **ADDRESS,
     "description": "an alias, alias@workspace-slug, or an agent id",
-}
-#: `harness_process.check_harness`: how a harness process is named (`pid:start time`).
-HARNESS: Schema = {
-    "type": "string",
-    "maxLength": HARNESS_MAX,
-    "pattern": HARNESS_PATTERN,
-    "description": "a harness process as `pager hook` names it: `pid:start time`",
 }
 #: A Server-Sent Event as a client parses it (OpenAPI 3.1: the schema of a `text/event-stream`
 #: response describes each event). `data` is JSON text except on heartbeats.
@@ -161,13 +102,6 @@ SSE_EVENT: Schema = {
     },
     "required": ["event", "data"],
 }
-#: `service._optional_text`.
-CONVERSATION_KEY: Schema = {"type": "string", "minLength": 1, "maxLength": 256}
-#: `service._delivery`.
-LOOPBACK_URL = "^http://(127\\.0\\.0\\.1|localhost|\\[::1\\]):"
-#: `BrokerService.hook_claim`.
-MAX_CHARS: Schema = {"type": "integer", "minimum": 200, "maximum": 1_000_000, "default": 9000}
-WAIT_S: Schema = {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": 0}
 #: `routes_events.parse_last_event_id`: 1-19 digits, at most 2**63 - 1, blanks around.
 EVENT_ID: Schema = {"type": "string", "pattern": f"^[ \\t]*{_decimal_at_most(MAX_ID)}[ \\t]*$"}
 
@@ -181,29 +115,6 @@ IDENTITY_FIELDS: dict[str, Schema] = {
     "durable": BOOLEAN,
 }
 
-#: A page's own fields (`pages.parse_page`); any other field is kept as given.
-PAGE_TEXT: Schema = {"type": "string", "pattern": "\\S", "maxLength": BODY_CAP}
-PAGE: Schema = {
-    "type": "object",
-    "description": "a page (docs/paging.md): `message` (or `body`) and any fields, shown to the"
-    " reader as `key: value` lines and `logs` as a block",
-    "properties": {
-        "message": PAGE_TEXT,
-        "body": PAGE_TEXT,
-        "job_id": {"type": "string", "minLength": 1, "maxLength": JOB_ID_MAX,
-                   "pattern": JOB_ID_PATTERN,
-                   "description": "the job this page is about; it becomes the thread"},
-        "status": {"type": "string", "minLength": 1, "maxLength": STATUS_MAX},
-        "exit_code": {"type": "integer", "minimum": EXIT_CODE_RANGE[0],
-                      "maximum": EXIT_CODE_RANGE[1]},
-        "logs": {"type": "string", "maxLength": BODY_CAP},
-        "project": {"type": "string", "maxLength": BODY_CAP},
-    },
-    "oneOf": [{"required": ["message"]}, {"required": ["body"]}],
-    "propertyNames": {"pattern": f"^{KEY_PATTERN.pattern}$"},
-    "maxProperties": FIELDS_MAX + 2,
-    "additionalProperties": True,
-}  # fmt: skip
 MAILBOX_TOKEN_FIELDS: dict[str, Schema] = {
     "id": {"type": "string", "pattern": MAILBOX_ID},
     "label": STRING,
@@ -370,29 +281,6 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "NoArguments": {"type": "object", "maxProperties": 0},
-    # `service._delivery`: a loopback http:// URL, or an absolute socket path.
-    "Delivery": {"anyOf": [_ref("HttpDelivery"), _ref("UnixDelivery")]},
-    "HttpDelivery": _object(
-        {
-            "kind": {"const": "http"},
-            "url": {"type": "string", "pattern": LOOPBACK_URL},
-        },
-        {"path": {"type": "null"}},
-    ),
-    "UnixDelivery": _object(
-        {"kind": {"const": "unix"}, "path": {"type": "string", "pattern": "^/"}},
-        {"url": {"type": "null"}},
-    ),
-    "RegisterRequest": _object(
-        {"workspace": WORKSPACE_PATH, "implementation": IMPLEMENTATION_ID},
-        {
-            "session_name": _nullable(ALIAS),
-            "conversation_key": _nullable(CONVERSATION_KEY),
-            "delivery": {"anyOf": [_ref("Delivery"), {"type": "null"}]},
-            "force": BOOLEAN,
-            "resume_token": NULLABLE_STRING,
-        },
-    ),
     "Registered": _object(
         {
             "agent_id": STRING,
@@ -407,7 +295,6 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "Detached": _object({"detached": {"const": True}, "session_id": STRING}),
-    "Page": PAGE,
     "PageAccepted": _object({"message_id": STRING}),
     "MailboxToken": _object(MAILBOX_TOKEN_FIELDS),
     "NewMailboxToken": _object(
@@ -417,36 +304,6 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "MailboxTokens": _object({"tokens": {"type": "array", "items": _ref("MailboxToken")}}),
-    # Launch on mail (docs/wake.md).
-    "WakeOn": _object(
-        {},
-        {
-            "command": {
-                "type": ["array", "null"],
-                "items": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": MAX_COMMAND_CHARS,
-                    "pattern": "^[^\\x00]+$",
-                },
-                "minItems": 1,
-                "maxItems": MAX_COMMAND_PARTS,
-                "description": "the headless arguments instead of the manifest's"
-                " [wake.launch] args (templates: {conversation_key}, {prompt}, …); null or"
-                " absent: the manifest's (each field: null is the same as absent, the default)",
-            },
-            "max_runs_per_hour": {
-                "type": ["integer", "null"],
-                "minimum": 1,
-                "maximum": MAX_RUNS_PER_HOUR,
-            },
-            "timeout_s": {
-                "type": ["number", "null"],
-                "minimum": MIN_TIMEOUT,
-                "maximum": MAX_TIMEOUT,
-            },
-        },
-    ),
     "WakeRun": _object(
         {
             "run_id": STRING,
@@ -478,16 +335,6 @@ SCHEMAS: dict[str, Schema] = {
     "WakeAgents": _object({"agents": {"type": "array", "items": _ref("WakeAgent")}}),
     "WakeOff": _object({"agent_id": STRING, "was_on": BOOLEAN}),
     "Prompted": _object({"prompted": {"const": True}, "agent_id": STRING}),
-    "HookClaimRequest": _object(
-        {"implementation": STRING, "conversation_key": STRING},
-        {
-            "max_chars": MAX_CHARS,
-            "wait_s": WAIT_S,
-            "session_token": NULLABLE_STRING,
-            "prompted": BOOLEAN,
-            "harness": _nullable(HARNESS),
-        },
-    ),
     "HookClaimed": _object(
         {
             "agent_id": NULLABLE_STRING,
@@ -495,7 +342,6 @@ SCHEMAS: dict[str, Schema] = {
             "tokens": {"type": "array", "items": STRING},
         }
     ),
-    "HookAckRequest": _object({"agent_id": STRING, "tokens": {"type": "array", "items": STRING}}),
 }
 
 #: The messaging API's answers, from their one definition (`pager.domain.results`): the MCP
@@ -533,6 +379,28 @@ def _answer_ref(cls: type) -> Schema:
 
 
 SCHEMAS.update({name: object_schema(cls, _answer_ref) for name, cls in ANSWERS.items()})
+
+#: The request bodies that are components, from their one definition (`pager.requests`);
+#: the others are written inline in their route, from theirs.
+REQUESTS: dict[str, type] = {
+    "RegisterRequest": requests.RegisterRequest,
+    "HttpDelivery": requests.HttpDelivery,
+    "UnixDelivery": requests.UnixDelivery,
+    "HookClaimRequest": requests.HookClaimRequest,
+    "HookAckRequest": requests.HookAckRequest,
+    "WakeOn": requests.WakeOnRequest,
+}
+_REQUEST_NAMES = {cls: name for name, cls in REQUESTS.items()}
+
+
+def _request_ref(cls: type) -> Schema:
+    name = _REQUEST_NAMES.get(cls)
+    return request_schema(cls, _request_ref) if name is None else _ref(name)
+
+
+SCHEMAS.update({name: request_schema(cls, _request_ref) for name, cls in REQUESTS.items()})
+#: A page (`pages.parse_page`): the body of `/v1/notify`, the `page` of `/v1/me/notify`.
+SCHEMAS["Page"] = PAGE
 
 
 #: Why each error status is answered (the `code` in the body is one of `ErrorCode`).
@@ -622,25 +490,15 @@ def _action(name: str, summary: str, result: str, *, conflict: bool) -> Route:
     )
 
 
-def _query_of(tool: type[ToolArgs], fields: dict[str, Schema] | None = None) -> tuple[Schema, ...]:
-    """A tool's arguments as query parameters (the route reads them from the query string);
-    `fields`: what the operation enforces beyond the tool's schema, by argument."""
-    schema = tool.input_schema()
+def _query_of(cls: type) -> tuple[Schema, ...]:
+    """Request class `cls` (`pager.requests`) as query parameters (the route reads its fields
+    from the query string)."""
+    schema = request_schema(cls)
     required = set(schema.get("required", []))
-    properties = {**schema["properties"], **(fields or {})}
     return tuple(
         {"name": name, "in": "query", "required": name in required, "schema": field}
-        for name, field in properties.items()
+        for name, field in schema["properties"].items()
     )
-
-
-LISTING_LIMIT: Schema = {
-    "name": "limit",
-    "in": "query",
-    "required": False,
-    "description": f"how many, 1 to {LIST_MAX} (default 50)",
-    "schema": {"type": "integer", "minimum": 1, "maximum": LIST_MAX, "default": 50},
-}
 
 
 def _me(
@@ -650,14 +508,11 @@ def _me(
     summary: str,
     result: str,
     *,
-    body: type[ToolArgs] | None = None,
-    body_fields: dict[str, Schema] | None = None,
+    body: type | None = None,
     query: tuple[Schema, ...] = (),
     errors: tuple[int, ...] = (400, 401, 404, 413),
 ) -> Route:
-    schema = None if body is None else body.input_schema()
-    if schema is not None and body_fields:
-        schema = {**schema, "properties": {**schema["properties"], **body_fields}}
+    """A `/v1/me/…` route; `body`: its request class (`pager.requests`), a tool's the same."""
     return Route(
         method,
         f"/v1/me{path}",
@@ -667,8 +522,12 @@ def _me(
         (200, summary, _ref(result)),
         errors=errors,
         parameters=query,
-        body=schema,
+        body=None if body is None else request_schema(body),
     )
+
+
+def _tool(spec: type[ToolSpec]) -> type:
+    return spec.request
 
 
 ME_ROUTES: tuple[Route, ...] = (
@@ -679,8 +538,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "meSend",
         "Send a message (the `send` tool)",
         "SendResult",
-        body=Send,
-        body_fields={"to": ADDRESS},  # what `parse_address` takes
+        body=_tool(Send),
         errors=(400, 401, 404, 409, 413, 429),
     ),
     _me(
@@ -689,7 +547,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "meInbox",
         "Waiting mail, oldest first, without claiming it",
         "MeInbox",
-        query=(LISTING_LIMIT,),
+        query=_query_of(requests.ListingRequest),
     ),
     _me(
         "post",
@@ -697,16 +555,18 @@ ME_ROUTES: tuple[Route, ...] = (
         "meClaim",
         "Claim waiting mail (the `fetch` tool); acknowledge each token after handling it",
         "Claims",
-        body=Fetch,
+        body=_tool(Fetch),
     ),
-    _me("post", "/ack", "meAck", "Acknowledge claims (the `ack` tool)", "AckResult", body=Ack),
+    _me(
+        "post", "/ack", "meAck", "Acknowledge claims (the `ack` tool)", "AckResult", body=_tool(Ack)
+    ),
     _me(
         "get",
         "/roster",
         "meRoster",
         "Who can be reached, one page at a time (the `roster` tool)",
         "Roster",
-        query=_query_of(Roster),
+        query=_query_of(_tool(Roster)),
     ),
     _me(
         "get",
@@ -714,7 +574,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "meHistory",
         "Past messages, read-only (the `history` tool)",
         "MeHistory",
-        query=_query_of(History, {"with": ADDRESS}),  # what `parse_address` takes
+        query=_query_of(_tool(History)),
         errors=(400, 401, 404, 413),
     ),
     _me(
@@ -723,7 +583,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "meSent",
         "The latest sends with their delivery state, newest first",
         "MeSent",
-        query=(LISTING_LIMIT,),
+        query=_query_of(requests.ListingRequest),
     ),
     Route(
         "get",
@@ -744,7 +604,7 @@ ME_ROUTES: tuple[Route, ...] = (
         SESSION_OR_SECRET,
         (200, "the identity now held", _ref("AliasResult")),
         errors=(400, 401, 404, 409, 413),
-        body=_object({"name": ALIAS}, {"force": BOOLEAN}),
+        body=request_schema(requests.ClaimIdentityRequest),
     ),
     Route(
         "post",
@@ -755,19 +615,7 @@ ME_ROUTES: tuple[Route, ...] = (
         SESSION_OR_SECRET,
         (200, "the page was sent", _ref("SendResult")),
         errors=(400, 401, 404, 409, 413, 429),
-        body=_object(
-            {"page": _ref("Page")},
-            {
-                "to": {
-                    "anyOf": [ADDRESS, {"type": "null"}],
-                    "description": "alias, alias@slug or agent id; null: yourself",
-                },
-                "run": {
-                    "type": "boolean",
-                    "description": "a page about a job `pager run` watched: script origin, hop 0",
-                },
-            },
-        ),
+        body=request_schema(requests.NotifyRequest),
     ),
     _me(
         "post",
@@ -775,8 +623,7 @@ ME_ROUTES: tuple[Route, ...] = (
         "meAlias",
         "Rename (the `update_agent_alias` tool)",
         "AliasResult",
-        body=UpdateAgentAlias,
-        body_fields={"alias": ALIAS},  # what the rename enforces (SPEC §7)
+        body=_tool(UpdateAgentAlias),
         errors=(400, 401, 404, 409, 413),
     ),
 )
@@ -994,7 +841,7 @@ ROUTES: tuple[Route, ...] = (
                 "required": False,
                 "description": "whom the script means to page: refused unless it names the"
                 " token's identity",
-                "schema": ADDRESS,
+                "schema": TO_ADDRESS,
             },
         ),
         body=_ref("Page"),
@@ -1007,16 +854,7 @@ ROUTES: tuple[Route, ...] = (
         SECRET,
         (201, "the token, shown this once", _ref("NewMailboxToken")),
         errors=(400, 401, 404, 409, 413),
-        body=_object(
-            {
-                "to": ADDRESS,
-                "workspace": WORKSPACE_PATH,
-            },
-            {
-                "label": {"type": "string", "pattern": LABEL_PATTERN},
-                "expires_s": {"type": "number", "exclusiveMinimum": 0, "maximum": EXPIRES_MAX_S},
-            },
-        ),
+        body=request_schema(requests.CreateTokenRequest),
     ),
     Route(
         "get",

@@ -3,18 +3,16 @@
 A request acts as the session of its bearer token, or, with the local secret and the
 `workspace` query parameter, as the person at the terminal in that workspace (SPEC §4.2;
 `workspace` is unused with a session token, whose identity is already known). Each
-route that has an MCP tool parses its arguments with that tool's model and calls the tool's
-operation (pager/web/mcp_tools.py), so its validation, errors and results are the tool's own:
-a JSON body for POST, the query string for GET.
+route that has an MCP tool parses its arguments with that tool's request class and calls the
+tool's operation (pager/web/mcp_tools.py), so its validation, errors and results are the tool's
+own: a JSON body for POST, the query string for GET. Every request shape is `pager.requests`'s.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import Any
 
 import attrs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quart import Blueprint, Response, request
 
 from pager.domain.api import Caller
@@ -23,6 +21,7 @@ from pager.domain.harness_process import check_harness
 from pager.domain.json_bounds import dumps
 from pager.domain.pages import parse_page
 from pager.domain.results import ActingAs, Claims, HistoryPage, MeActing
+from pager.requests import ClaimIdentityRequest, ListingRequest, NotifyRequest
 from pager.service import BrokerService
 from pager.web.mcp_tools import (
     Ack,
@@ -31,43 +30,12 @@ from pager.web.mcp_tools import (
     MessageStatus,
     Roster,
     Send,
-    ToolArgs,
+    ToolSpec,
     UpdateAgentAlias,
     envelope,
-    validation_failed,
 )
 from pager.web.routes_v1 import bearer, json_body
-from pager.wire import unstructure
-
-#: Page sizes of the listings that have no tool (`inbox`, `sent`).
-LIST_MAX = 200
-
-
-class Listing(BaseModel):
-    """`?limit=` of `inbox` and `sent`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    limit: int = Field(50, ge=1, le=LIST_MAX)
-
-
-class ClaimIdentity(BaseModel):
-    """`POST /v1/me/claim-identity`: `pager claim NAME [--force]`."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    name: str = Field(min_length=1, max_length=64)
-    force: bool = False
-
-
-class Notify(BaseModel):
-    """`POST /v1/me/notify`: `pager notify` and `pager run` (SPEC §8.2)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    to: str | None = Field(None, min_length=1, max_length=200)  # None: the caller itself
-    run: bool = False  # a page about a job `pager run` watched: script origin, hop 0
-    page: dict[str, Any]
+from pager.wire import structure, structure_query, unstructure
 
 
 async def me_caller(service: BrokerService, secret: str) -> tuple[Caller, str]:
@@ -103,30 +71,21 @@ async def me_caller(service: BrokerService, secret: str) -> tuple[Caller, str]:
     return await service.authenticate(credential), "session"  # its token names its identity
 
 
-def _query() -> dict[str, Any]:
+def _query() -> dict[str, str]:
     return {k: v for k, v in request.args.items() if k not in ("workspace", "harness")}
 
 
-def _from_query(spec: type[ToolArgs]) -> ToolArgs:
-    """The tool's arguments from the query string (numbers and booleans as text)."""
-    try:
-        return spec.model_validate(_query(), strict=False)
-    except ValidationError as exc:
-        raise validation_failed(spec.name, exc) from None
+def _from_query(spec: type[ToolSpec]) -> ToolSpec:
+    """The tool's call with its arguments from the query string (numbers and booleans as text)."""
+    return spec(structure_query(_query(), spec.request, what=spec.name))
 
 
-def _listing(name: str) -> Listing:
-    try:
-        return Listing.model_validate(_query(), strict=False)
-    except ValidationError as exc:
-        raise validation_failed(name, exc) from None
+def _listing(name: str) -> ListingRequest:
+    return structure_query(_query(), ListingRequest, what=name)
 
 
-async def _from_body(spec: type[ToolArgs]) -> ToolArgs:
-    body = await json_body()
-    if not isinstance(body, dict):
-        raise PagerError(ErrorCode.VALIDATION_FAILED, "the body must be a JSON object")
-    return spec.parse(body)
+async def _from_body(spec: type[ToolSpec]) -> ToolSpec:
+    return spec.parse(await json_body())  # type: ignore[arg-type]  # structure refuses a non-object
 
 
 def _answer(result: object) -> Response:
@@ -152,10 +111,7 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     @bp.post("/notify")
     async def notify() -> Response:
         caller, _ = await me_caller(service, secret)
-        try:
-            args = Notify.model_validate(await json_body())
-        except ValidationError as exc:
-            raise validation_failed("notify", exc) from None
+        args = structure(await json_body(), NotifyRequest, what="notify")
         page = parse_page(args.page)
         return _answer(await service.notify(caller, to=args.to, page=page, run=args.run))
 
@@ -189,7 +145,7 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
         caller, _ = await me_caller(service, secret)
         args = _from_query(History)
         listed: HistoryPage = await args.call(service, caller)
-        if isinstance(args, History) and args.full:  # whole, for `pager history --full`
+        if args.args.full:  # whole, for `pager history --full`
             messages = (
                 attrs.evolve(message, envelope=envelope(unstructure(message), whole))
                 for message in listed.messages
@@ -216,11 +172,7 @@ def me_blueprint(service: BrokerService, secret: str) -> Blueprint:
     @bp.post("/claim-identity")
     async def claim_identity() -> Response:
         caller, _ = await me_caller(service, secret)
-        body = await json_body()
-        try:
-            args = ClaimIdentity.model_validate(body)
-        except ValidationError as exc:
-            raise validation_failed("claim-identity", exc) from None
+        args = structure(await json_body(), ClaimIdentityRequest, what="claim-identity")
         return _answer(await service.claim_identity(caller, name=args.name, force=args.force))
 
     return bp

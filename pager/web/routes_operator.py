@@ -7,7 +7,6 @@ answered with 400 `validation_failed` naming the parameter, and nothing is read 
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,6 +18,7 @@ from pager.domain.json_bounds import dumps, read_json
 from pager.domain.records import MessageState
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
 from pager.operator import OperatorService
+from pager.requests import cursor_pattern
 from pager.web.routes_v1 import require_secret
 from pager.wire import unstructure
 
@@ -57,14 +57,6 @@ def parse_choice(args: dict[str, str], name: str, choices: tuple[str, ...]) -> s
     if value is not None and value not in choices:
         raise _invalid(name, f"{name} must be one of {', '.join(choices)}, not {value[:64]!r}")
     return value
-
-
-def cursor_pattern(view: str) -> str:
-    """The shape of the cursors `view` hands out (`views.encode_cursor`: unpadded URL-safe
-    base64 of `{"v":"<view>","k":…}`, so its first characters spell the view)."""
-    head = f'{{"v":"{view}","k":'.encode()
-    fixed = base64.urlsafe_b64encode(head[: len(head) // 3 * 3]).decode()
-    return f"^{fixed}[A-Za-z0-9_-]+$"
 
 
 _CURSOR_SHAPES = {view: re.compile(cursor_pattern(view)) for view in ("agents", "messages")}

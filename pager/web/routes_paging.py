@@ -7,35 +7,16 @@ local secret, and the token is neither, so it reads nothing and pages nobody but
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quart import Blueprint, Response, request
 
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.json_bounds import dumps
 from pager.domain.pages import parse_page
+from pager.requests import CreateTokenRequest
 from pager.service import BrokerService
-from pager.web.mcp_tools import validation_failed
 from pager.web.routes_operator import query
 from pager.web.routes_v1 import bearer, json_body, require_secret
-
-#: The longest a token may live (ten years): `expires_s` beyond is surely a mistake.
-EXPIRES_MAX_S = 10 * 365 * 86400
-LABEL_PATTERN = r"^[^\x00-\x1f\x7f]{1,64}$"
-
-
-class CreateToken(BaseModel):
-    """`POST /v1/tokens`: `pager token create TO [--label L] [--expires D]`."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    to: Annotated[str, Field(min_length=1, max_length=200)]
-    # Where a bare alias in `to` is looked up (the person's directory); needed, so that a
-    # token never pages someone of the same name in another workspace by surprise.
-    workspace: Annotated[str, Field(min_length=1, max_length=4096)]
-    label: Annotated[str | None, Field(pattern=LABEL_PATTERN)] = None
-    expires_s: Annotated[float | None, Field(gt=0, le=EXPIRES_MAX_S)] = None
+from pager.wire import structure
 
 
 def _answer(result: object, status: int = 200) -> tuple[Response, int]:
@@ -62,10 +43,7 @@ def paging_blueprint(service: BrokerService, secret: str) -> Blueprint:
     @bp.post("/tokens")
     async def create() -> tuple[Response, int]:
         require_secret(secret, request.headers)
-        try:
-            args = CreateToken.model_validate(await json_body())
-        except ValidationError as exc:
-            raise validation_failed("tokens", exc) from None
+        args = structure(await json_body(), CreateTokenRequest, what="tokens")
         made = await service.create_token(
             to=args.to, workspace=args.workspace, label=args.label, expires_s=args.expires_s
         )

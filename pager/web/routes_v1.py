@@ -13,10 +13,11 @@ from quart import Blueprint, Response, request
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.json_bounds import dumps
+from pager.requests import HookAckRequest, HookClaimRequest, RegisterRequest
 from pager.service import BrokerService
 from pager.sse import HEARTBEAT, frame
 from pager.web.dispatch import bearer_token, read_request_json
-from pager.wire import HookAckRequest, HookClaimRequest, RegisterRequest, structure, unstructure
+from pager.wire import structure, unstructure
 
 #: Comment lines on an idle event stream, so proxies and clients see it is alive.
 HEARTBEAT_S = 15.0

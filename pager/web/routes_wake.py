@@ -6,10 +6,11 @@ from __future__ import annotations
 from quart import Blueprint, Response, request
 
 from pager.domain.json_bounds import dumps
+from pager.requests import WakeOnRequest
 from pager.wake_service import WakeService
 from pager.web.routes_operator import query
 from pager.web.routes_v1 import json_body, require_secret
-from pager.wire import WakeOnRequest, structure
+from pager.wire import structure
 
 
 def _answer(result: object) -> Response:

@@ -30,6 +30,7 @@ from pager.domain.clock import TrioWallClock
 from pager.domain.views import AgentView, MessageView
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.health import HealthBoard
+from pager.requests import HttpDelivery, RegisterRequest
 from pager.service import BrokerService
 from pager.store import events as ev
 from pager.store import messaging as ms
@@ -40,7 +41,7 @@ from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
-from pager.wire import DeliveryRequest, RegisterRequest, unstructure
+from pager.wire import unstructure
 
 WINDOWS = Windows(
     lease_ttl=90.0,
@@ -270,8 +271,8 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
         yield opened
 
 
-def http_delivery() -> DeliveryRequest:
-    return DeliveryRequest(kind="http", url="http://127.0.0.1:9/inbox")
+def http_delivery() -> HttpDelivery:
+    return HttpDelivery(kind="http", url="http://127.0.0.1:9/inbox")
 
 
 def crash_on_mail_to(monkeypatch: pytest.MonkeyPatch, agent_id: str) -> None:

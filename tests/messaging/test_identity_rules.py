@@ -10,7 +10,7 @@ import trio
 from trio.testing import MockClock
 
 from pager.domain.errors import ErrorCode, PagerError
-from pager.wire import RegisterRequest
+from pager.requests import RegisterRequest
 from tests.messaging.conftest import Harness
 
 
