@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pager.commands.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from pager.install.files import InstallError, Outcome, Status
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 class _Usage(Exception):
