@@ -80,6 +80,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "install a harness's plugin: `pager plugin install HARNESS` (see `pager plugin -h`)",
     ),
 }
+USAGE = "usage: pager [-h] [--version] COMMAND ..."
+DESCRIPTION = "Pager: a durable local message broker for coding-agent sessions."
+EPILOG = (
+    "Also:\n"
+    "  pager                open the operator TUI (starts the broker if needed)\n"
+    "  pager IMPLEMENTATION [--session-name NAME] [--] [ARGS…]\n"
+    "                       launch a harness as a Pager agent (`pager claude`,\n"
+    "                       `pager shell -- make test`; `pager implementations` lists\n"
+    "                       them; `pager IMPLEMENTATION --help` shows the options)\n"
+    "  pager help COMMAND   the help of one command\n\n"
+    "State lives in $PAGER_HOME (default: the platform's user state directory).\n"
+    "The everyday commands: docs/cli.md."
+)
+VERSION_HELP = "show the version and exit"
+
 #: The commands that parse their own arguments; `hook`, which every prompt runs, is not
 #: listed in `pager --help` (a harness runs it, not a person).
 OWN_PARSER = ("hook", "skill", "plugin")
@@ -101,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"pager {VERSION}")
         return 0
+    if first in ("-h", "--help") or arguments == ["help"]:
+        sys.stdout.write(overview_text())
+        return 0
     from pager.commands.common import (
         EXIT_ERROR,
         EXIT_OK,
@@ -115,9 +133,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pager.commands.operator import cmd_tui
 
             return cmd_tui()
-        if first in ("-h", "--help") or arguments == ["help"]:
-            overview().print_help()
-            return EXIT_OK
         if first.startswith("-") or (first == "help" and len(arguments) > 2):
             overview().parse_args(arguments)  # argparse says what is wrong, and exits 2
             return EXIT_USAGE
@@ -147,11 +162,48 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def overview() -> argparse.ArgumentParser:
     """`pager`'s parser with every command listed (each one's own arguments are its module's,
-    read only when that command runs)."""
+    read only when that command runs): it reports a wrong option before any command."""
     parser, commands = _top()
     for name, (_, summary) in COMMANDS.items():
         commands.add_parser(name, help=summary, add_help=False)
     return parser
+
+
+def overview_text() -> str:
+    """`pager --help`, as argparse would print `overview()`'s, without importing argparse
+    (which costs `pager help` a third of a bare interpreter's start)."""
+    import os
+
+    try:
+        width = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        try:
+            width = os.get_terminal_size(sys.stdout.fileno()).columns
+        except (OSError, ValueError):
+            width = 80
+    width = max(width - 2, 40)
+    lines = [USAGE, "", DESCRIPTION, "", "positional arguments:", "  COMMAND"]
+    for name, (_, summary) in COMMANDS.items():
+        lines += _listed(f"    {name}", summary, width)
+    lines += ["", "options:"]
+    lines += _listed("  -h, --help", "show this help message and exit", width)
+    lines += _listed("  --version", VERSION_HELP, width)
+    return "\n".join(lines) + "\n\n" + EPILOG + "\n"
+
+
+def _listed(name: str, text: str, width: int, column: int = 19) -> list[str]:
+    """One entry of the help: its name, then its text from `column`, wrapped at `width`."""
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and column + len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    if len(name) + 2 > column:  # a long name (`implementations`) stands on its own line
+        return [name, *(" " * column + text for text in lines)]
+    return [name.ljust(column) + lines[0], *(" " * column + text for text in lines[1:])]
 
 
 def _help(topic: str) -> int:
@@ -162,7 +214,7 @@ def _help(topic: str) -> int:
         _parser_of(topic, _module(topic))[1].print_help()
         return 0
     if topic == "help":
-        overview().print_help()
+        sys.stdout.write(overview_text())
         return 0
     from pager.commands.harnesses import cmd_launch
 
@@ -191,20 +243,12 @@ def _top() -> tuple[argparse.ArgumentParser, Any]:
 
     parser = argparse.ArgumentParser(
         prog="pager",
-        description="Pager: a durable local message broker for coding-agent sessions.",
-        epilog="Also:\n"
-        "  pager                open the operator TUI (starts the broker if needed)\n"
-        "  pager IMPLEMENTATION [--session-name NAME] [--] [ARGS…]\n"
-        "                       launch a harness as a Pager agent (`pager claude`,\n"
-        "                       `pager shell -- make test`; `pager implementations` lists\n"
-        "                       them; `pager IMPLEMENTATION --help` shows the options)\n"
-        "  pager help COMMAND   the help of one command\n\n"
-        "State lives in $PAGER_HOME (default: the platform's user state directory).\n"
-        "The everyday commands: docs/cli.md.",
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,  # `--vers` is not `--version`, which main() answers alone
     )
-    parser.add_argument("--version", action="store_true", help="show the version and exit")
+    parser.add_argument("--version", action="store_true", help=VERSION_HELP)
     return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
 
 

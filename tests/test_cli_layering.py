@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pager.cli import COMMANDS, OWN_PARSER, _module
+from pager.cli import COMMANDS, OWN_PARSER, _module, overview, overview_text
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS_DIR = ROOT / "pager" / "commands"
@@ -192,9 +192,29 @@ def test_the_overview_imports_no_command_module(
     args: list[str], bare_env: dict[str, str], tmp_path: Path
 ) -> None:
     names = loaded(args, bare_env, tmp_path)
-    assert pager_modules(names) <= {"pager", "pager.cli", "pager.commands.common"} | {
-        "pager.commands"
-    }
+    assert pager_modules(names) == {"pager", "pager.cli"}
+    assert "argparse" not in names
+
+
+@pytest.mark.parametrize("columns", ["200", "100", "60"])
+def test_the_overview_is_what_argparse_prints(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pager --help` is written without argparse, as argparse writes `pager`'s parser."""
+    import contextlib
+    import io
+
+    monkeypatch.setenv("COLUMNS", columns)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        overview().print_help()
+
+    def words(text: str) -> str:  # argparse may also break a line after a hyphen
+        return " ".join(text.split()).replace("- ", "-")
+
+    assert words(overview_text()) == words(printed.getvalue())
+    if columns == "200":  # nothing wrapped: the same to the character
+        assert overview_text() == printed.getvalue()
 
 
 def test_hook_imports_no_command_module(bare_env: dict[str, str], tmp_path: Path) -> None:
