@@ -25,6 +25,15 @@ class UsageError(CommandError):
     """The command line itself is wrong (a misspelt command): one line, exit status 2."""
 
 
+def add_site_packages() -> None:
+    """Under `python -S` (scripts/pager's quick start), what `site` would have done: the
+    installed packages and their entry points, for a command that needs them."""
+    if sys.flags.no_site and "site" not in sys.modules:  # not yet: under -S only this imports it
+        import site
+
+        site.main()
+
+
 def print_error(exc: Exception) -> None:
     """A command's error on stderr; it may quote what others sent, so shown escaped."""
     from pager.domain.display import for_terminal

@@ -13,7 +13,14 @@ import sys
 import time
 
 from pager.commands.acting import Me, Operator
-from pager.commands.common import EXIT_NO_MAIL, EXIT_OK, BrokerRefused, CommandError, call_broker
+from pager.commands.common import (
+    EXIT_NO_MAIL,
+    EXIT_OK,
+    BrokerRefused,
+    CommandError,
+    add_site_packages,
+    call_broker,
+)
 from pager.commands.show import ago, first_line, json_text, one_line, print_json, table
 from pager.domain.display import for_terminal
 
@@ -59,6 +66,8 @@ def _wake_text(wake: str, implementation: object) -> str:
     next turn only by a harness whose manifest has a capability that shows it mail."""
     if wake == "queued" and isinstance(implementation, str):
         from pager.implementations import UnknownImplementation, discover
+
+        add_site_packages()  # the manifests of installed packages' entry points too
 
         try:  # the manifests are read only here: most sends are not `queued`
             manifest = discover().get(implementation).manifest
