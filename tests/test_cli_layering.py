@@ -8,6 +8,7 @@ modules it loaded is checked (a set, never a time)."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -224,3 +225,41 @@ def test_hook_imports_no_command_module(bare_env: dict[str, str], tmp_path: Path
     assert heavy(names) == set()
     assert {name for name in names if family(name) or name == "pager.commands"} == set()
     assert "argparse" not in names
+
+
+def script_run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, set[str]]:
+    """`scripts/pager ARGS` with Python's import report on: status, stdout, modules loaded."""
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "pager"), *args],
+        env={**env, "PYTHONPROFILEIMPORTTIME": "1"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return done.returncode, done.stdout, names
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "python").exists(), reason="no .venv")
+def test_the_checkouts_script_starts_without_site_and_adds_it_when_a_command_needs_it(
+    bare_env: dict[str, str], tmp_path: Path
+) -> None:
+    """scripts/pager: `--version` loads neither `site` nor the editable install's finder;
+    `implementations` (which reads installed packages' entry points) gets site-packages; the
+    current directory is not on the path (a `pager/` there is not imported)."""
+    (tmp_path / "pager").mkdir()
+    (tmp_path / "pager" / "__init__.py").write_text("raise SystemExit('the cwd was imported')\n")
+    status, out, names = script_run(["--version"], bare_env, tmp_path)
+    assert (status, out.split()[0]) == (0, "pager")
+    assert "site" not in names
+    assert not {name for name in names if "editable" in name}
+    status, out, names = script_run(["implementations", "--json"], bare_env, tmp_path)
+    assert status == 0
+    assert "site" in names
+    assert "shell" in {i["id"] for i in json.loads(out)["implementations"]}
