@@ -145,6 +145,15 @@ HEAVY = {
 }
 
 
+def reported(stderr: str) -> set[str]:
+    """The modules named in Python's import report (`-X importtime`) on stderr."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
 def loaded(args: list[str], env: dict[str, str], cwd: Path) -> set[str]:
     """The modules `python -m pager ARGS` imports, from `-X importtime`'s report."""
     done = subprocess.run(
@@ -156,11 +165,7 @@ def loaded(args: list[str], env: dict[str, str], cwd: Path) -> set[str]:
         timeout=60,
         check=False,
     )
-    names = {
-        line.rsplit("|", 1)[1].strip()
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:") and "|" in line
-    }
+    names = reported(done.stderr)
     assert done.returncode in (0, 1), done.stderr[-2000:]  # ran (a refused send is fine)
     return names
 
@@ -238,11 +243,7 @@ def script_run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, st
         timeout=120,
         check=False,
     )
-    names = {
-        line.rsplit("|", 1)[1].strip()
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:") and "|" in line
-    }
+    names = reported(done.stderr)
     return done.returncode, done.stdout, names
 
 
