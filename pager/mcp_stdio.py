@@ -5,8 +5,8 @@ and conversation key from its options and environment), re-advertises the broker
 forwards every call to the broker's `/mcp` (see `pager.mcp_stdio_link` for the recovery rules),
 holds the session's lease while it runs, and detaches when the harness closes its stdin.
 
-Stdout carries the MCP protocol only; logs go to stderr. Imported by `pager.cli` only when the
-command runs: it pulls in the MCP SDK.
+Stdout carries the MCP protocol only; logs go to stderr. Imported by `pager.commands.harnesses`
+only when the command runs: it pulls in the MCP SDK.
 """
 
 from __future__ import annotations

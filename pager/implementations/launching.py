@@ -1,7 +1,7 @@
 """A manifest as the wrapper's `LaunchSpec`: what `pager <implementation>` launches.
 
-`pager.cli` runs it for a real launch; `scripts/verify_harnesses.py` uses it to build a
-harness's per-launch command (`pager.launch.wrapper.harness_command`) without running it.
+`pager.commands.harnesses` runs it for a real launch; `scripts/verify_harnesses.py` uses it to
+build a harness's per-launch command (`pager.launch.wrapper.harness_command`) without running it.
 """
 
 from __future__ import annotations

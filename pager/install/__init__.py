@@ -8,7 +8,7 @@
   that `--uninstall` removes exactly that and nothing a person changed since.
 - `command.py`: the command line that runs this Pager from a file a host reads (the venv's own
   `pager`, or `PAGER_PYTHON`/`PAGER_PACKAGE_ROOT` when set).
-- `cli.py`: the `skill` and `plugin` subcommands.
+- `pager.commands.install`: the `skill` and `plugin` subcommands that run these.
 
 User guide and what was verified about each harness: docs/skill-and-plugins.md.
 """

@@ -89,8 +89,8 @@ def _config(paths: Any) -> tuple[Check, str]:
 
 
 def _broker_and_store(paths: Any, store_display: str) -> list[Check]:
-    from pager.cli import _status_report
     from pager.launch.discovery import discover
+    from pager.launch.status_report import status_report
 
     found = discover(paths)
     if found.broker is None:
@@ -103,7 +103,7 @@ def _broker_and_store(paths: Any, store_display: str) -> list[Check]:
                 "pager start, then pager doctor",
             ),
         ]
-    report = _status_report(paths, found.broker, "")
+    report = status_report(paths, found.broker, "")
     where = f"running at {report['url']} (pid {report['pid']}, Pager {report['broker_version']})"
     checks: list[Check] = []
     if "health_error" in report:

@@ -17,8 +17,9 @@ import httpx2
 import pytest
 import trio
 
-from pager.cli import EXIT_NO_MAIL, EXIT_USAGE, main
-from pager.everyday import WHO_PAGE
+from pager.cli import main
+from pager.commands.common import EXIT_NO_MAIL, EXIT_USAGE
+from pager.commands.everyday import WHO_PAGE
 from tests.e2e.conftest import Broker, start_broker
 from tests.launch.conftest import PROCESS_BOUND, PagerHome, wait_for
 

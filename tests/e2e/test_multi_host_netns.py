@@ -53,8 +53,8 @@ BIN_DIR = Path(sys.executable).parent
 #: (the CLI prints only the message), or `{"code": null, "message"}` when no broker answered.
 SEND = """
 import json, sys
-from pager.cli import CommandError
-from pager.everyday import CommandRefused, Me
+from pager.commands.acting import CommandRefused, Me
+from pager.commands.common import CommandError
 try:
     sent = Me().call("POST", "/send", {"to": sys.argv[1], "body": sys.argv[2]})
 except CommandRefused as refused:

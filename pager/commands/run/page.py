@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from pager.run.process import Signals, StopRetrying
+from pager.commands.run.process import Signals, StopRetrying
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ def outcome(job: str, shown: str, returncode: int, duration: float) -> dict[str,
 def deliver(to: str | None, page: dict[str, Any], signals: Signals, bound: float) -> None:
     """Send the page, retrying while no broker answers (or it answers `unavailable`) for up
     to `bound` seconds; a page that is not delivered is printed on stderr."""
-    from pager.cli import CommandError
-    from pager.everyday import CommandRefused, send_page
+    from pager.commands.acting import CommandRefused, send_page
+    from pager.commands.common import CommandError
 
     deadline = time.monotonic() + bound
     delay = FIRST_RETRY_S

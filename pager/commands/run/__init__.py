@@ -47,7 +47,7 @@ time since the process started (or since the watch began, when that cannot be re
 This module holds the command's parser, its usage checks and the run of CMD end to end; the
 parts are in `process` (spawning and waiting for CMD, its signals), `output` (copying CMD's
 output and keeping its tail), `watch` (`--pid`) and `page` (the page: its text, its delivery).
-They are imported only when the command runs: `pager` imports this module to build its parser.
+They are imported only when the command runs, not to build its parser.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ import os
 import sys
 import time
 
-from pager.cli import EXIT_OK, EXIT_USAGE
+from pager.commands.common import EXIT_OK, EXIT_USAGE
 from pager.domain.job_ids import JOB_ID_RULE, is_job_id
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
@@ -75,13 +75,12 @@ class RunUsageError(Exception):
     """Wrong arguments: exit 2 with the message."""
 
 
-def add_command(commands: Any) -> None:
+def add_commands(commands: Any) -> None:
     """The parser of `pager run`, for `pager`'s argument parser."""
     import argparse
 
     run = commands.add_parser(
         "run",
-        help="run a command and page when it ends: pager run [--to TO] -- CMD [ARGS…]",
         description="Run CMD with this terminal's standard streams (its output is copied"
         " through as it comes, signals are passed on) and, when it ends, page TO with its exit"
         " status or signal, how long it ran, the command line, the directory and the last N"
@@ -140,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "give either --pid PID or a command, not both (`pager run --pid PID`, or"
                     " `pager run -- CMD [ARGS…]`)"
                 )
-            from pager.run.watch import exists, watch_process
+            from pager.commands.run.watch import exists, watch_process
 
             pid = args.pid
             if pid <= 0 or not exists(pid):
@@ -151,7 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not command:
             raise RunUsageError("give the command to run: pager run [OPTIONS] -- CMD [ARGS…]")
     except RunUsageError as exc:
-        from pager.run.page import PREFIX
+        from pager.commands.run.page import PREFIX
 
         args.run_parser.print_usage(sys.stderr)
         print(f"{PREFIX} {exc}", file=sys.stderr)
@@ -182,9 +181,9 @@ def _whom(args: argparse.Namespace) -> str:
 def _run(args: argparse.Namespace, command: list[str], retry_s: float) -> int:
     import shlex
 
-    from pager.run.output import Tail, logs_text, start_copier
-    from pager.run.page import COMMAND_CAP, PREFIX, cut, deliver, one_line, outcome
-    from pager.run.process import Signals, spawn, start_failure, wait
+    from pager.commands.run.output import Tail, logs_text, start_copier
+    from pager.commands.run.page import COMMAND_CAP, PREFIX, cut, deliver, one_line, outcome
+    from pager.commands.run.process import Signals, spawn, start_failure, wait
 
     job = _job_id(args)
     shown = shlex.join(command)
@@ -230,3 +229,6 @@ def _run(args: argparse.Namespace, command: list[str], retry_s: float) -> int:
             page["logs"] = logs
     deliver(args.to, page, signals, retry_s)
     return returncode if returncode >= 0 else 128 - returncode
+
+
+HANDLERS: dict[str, Any] = {"run": cmd_run}

@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pager.commands.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from pager.install.files import InstallError, Outcome, Status
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 class _Usage(Exception):
@@ -36,8 +35,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str]) -> int:
-    """`argv` starts with `skill` or `plugin`."""
+    """`argv` starts with `skill`, `plugin`, `setup` or `doctor`."""
     arguments = list(argv)
+    if arguments[:1] in (["setup"], ["doctor"]):  # their own parsers, in pager.install
+        import os
+        from importlib import import_module
+
+        try:
+            return int(import_module(f"pager.install.{arguments[0]}").main(arguments[1:]))
+        except BrokenPipeError:  # `pager doctor --json | head`: what it wanted is written
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
     try:
         if arguments[:1] == ["skill"]:
             return _skill(arguments[1:])

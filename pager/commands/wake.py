@@ -11,7 +11,8 @@ import json
 import os
 import sys
 
-from pager.cli import EXIT_OK, CommandError
+from pager.commands.acting import Operator, harness_programs, resolve
+from pager.commands.common import EXIT_OK, CommandError
 from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False
@@ -27,7 +28,6 @@ WHAT = (
 
 def _refuse_agents() -> None:
     """Only the person: not from inside a Pager session, nor inside a harness."""
-    from pager.everyday import harness_programs
     from pager.launch.ancestry import harness_ancestor
     from pager.launch.files import session_token
 
@@ -46,8 +46,6 @@ def _refuse_agents() -> None:
 
 
 def cmd_wake(args: argparse.Namespace) -> int:
-    from pager.operator_cli import Operator, resolve
-
     if args.wake_command is None:
         raise CommandError("say what to do: pager wake on NAME | off NAME | list")
     if args.wake_command != "list":
@@ -137,7 +135,6 @@ def _line(text: str) -> None:
 def add_commands(commands: Any) -> None:
     wake = commands.add_parser(
         "wake",
-        help="launch on mail: pager wake on NAME | off NAME | list",
         description=f"Launch on mail: {WHAT}. The harness's own permission settings apply"
         " unchanged; the loop guard and send limits apply to what a run sends.",
     )

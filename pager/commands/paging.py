@@ -14,7 +14,9 @@ import os
 import sys
 import time
 
-from pager.cli import EXIT_OK, CommandError
+from pager.commands.acting import Operator, send_page
+from pager.commands.common import EXIT_OK, CommandError, call_broker, running_broker
+from pager.commands.show import ago, table
 from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
@@ -48,8 +50,6 @@ def cmd_notify(args: argparse.Namespace) -> int:
         sent = _notify_with_token(args, token, page)
         address = args.to
     else:
-        from pager.everyday import send_page
-
         sent = send_page(args.to, page)
         address = sent["recipient"]["address"]
     if args.json:
@@ -62,23 +62,13 @@ def cmd_notify(args: argparse.Namespace) -> int:
 def _notify_with_token(args: argparse.Namespace, token: str, page: dict[str, Any]) -> Any:
     from urllib.parse import quote
 
-    from pager.everyday import call_broker
-
     url = args.url or os.environ.get("PAGER_URL")
     if not url:
-        from pager.everyday import running_broker
-
         url = running_broker()[1].url
     return call_broker(url, "POST", f"/v1/notify?to={quote(args.to)}", token=token, body=page)
 
 
 # -- tokens ----------------------------------------------------------------------------------
-
-
-def _operator() -> Any:
-    from pager.operator_cli import Operator
-
-    return Operator()
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -100,7 +90,7 @@ def _create(args: argparse.Namespace) -> int:
             body["expires_s"] = parse_duration(args.expires, source="--expires")
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
-    made = _operator().call("POST", "/v1/tokens", body)
+    made = Operator().call("POST", "/v1/tokens", body)
     if args.json:
         sys.stdout.write(json.dumps(made, indent=2) + "\n")
         return EXIT_OK
@@ -120,33 +110,31 @@ def _create(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     query = "?revoked=true" if args.all else ""
-    tokens = _operator().call("GET", f"/v1/tokens{query}")["tokens"]
+    tokens = Operator().call("GET", f"/v1/tokens{query}")["tokens"]
     if args.json:
         sys.stdout.write(json.dumps(tokens, indent=2) + "\n")
         return EXIT_OK
     if not tokens:
         print("no mailbox tokens; `pager token create TO` makes one")
         return EXIT_OK
-    from pager.everyday import _ago, _table
-
     now = time.time()
     rows = [
         [
             t["id"],
             t["label"],
             t["mailbox"],
-            _ago(t["created_at"], now),
-            _ago(t["last_used_at"], now),
+            ago(t["created_at"], now),
+            ago(t["last_used_at"], now),
             "revoked" if t["revoked_at"] else (t["expires_at"] or "never"),
         ]
         for t in tokens
     ]
-    print(_table(["ID", "LABEL", "MAILBOX", "CREATED", "LAST USED", "EXPIRES"], rows))
+    print(table(["ID", "LABEL", "MAILBOX", "CREATED", "LAST USED", "EXPIRES"], rows))
     return EXIT_OK
 
 
 def _revoke(args: argparse.Namespace) -> int:
-    operator = _operator()
+    operator = Operator()
     known = {t["id"] for t in operator.call("GET", "/v1/tokens?revoked=true")["tokens"]}
     unknown = [token_id for token_id in args.ids if token_id not in known]
     if unknown:  # every id checked before any is revoked
@@ -166,7 +154,6 @@ def _revoke(args: argparse.Namespace) -> int:
 def add_commands(commands: Any) -> None:
     notify = commands.add_parser(
         "notify",
-        help="page an agent with a structured message: pager notify TO MESSAGE",
         description="Page TO (an alias, alias@slug, or an agent id) with MESSAGE and fields a"
         " model reads as data (docs/paging.md): from the session this runs in, or from you. With a"
         " mailbox token (--token or PAGER_NOTIFY_TOKEN) it pages the token's identity from any"
@@ -187,7 +174,6 @@ def add_commands(commands: Any) -> None:
 
     token = commands.add_parser(
         "token",
-        help="mailbox tokens that let a script page one agent: pager token create|list|revoke",
         description="Mailbox tokens (docs/paging.md): a token pages one identity (POST /v1/notify)"
         " and can do nothing else. It is shown once, stored hashed, and dies with its identity.",
         epilog="example: pager token create api --label ci --expires 30d",

@@ -1,21 +1,29 @@
-"""The everyday commands of SPEC §4.1 (`send`, `inbox`, `read`, `ack`, `whoami`, `who`,
-`history`, `sent`): thin clients of `/v1/me/…`, which runs every rule.
+"""The everyday commands of SPEC §4.1 (`send`, `inbox`, `read`, `ack`, `alias`, `claim`,
+`whoami`, `who`, `history`, `sent`): thin clients of `/v1/me/…`, which runs every rule, acting
+as `pager.commands.acting.Me` says.
 
 Stdlib-only, like `pager status` and the hook: a script or an agent's shell tool runs these
-often. Who a command acts as (SPEC §4.2): the session of the wrapped launch it runs in (its
-token, `PAGER_TOKEN_FILE` or `PAGER_TOKEN`), else the person at the terminal in the current
-directory's workspace (the local secret and `?workspace=`).
+often.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
-from pager.cli import EXIT_NO_MAIL, EXIT_OK, CommandError
-from pager.domain.display import for_terminal, json_for_terminal
+from pager.commands.acting import Me, Operator
+from pager.commands.common import (
+    EXIT_NO_MAIL,
+    EXIT_OK,
+    BrokerRefused,
+    CommandError,
+    add_site_packages,
+    call_broker,
+    state_paths,
+)
+from pager.commands.show import ago, first_line, json_text, one_line, print_json, table
+from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
@@ -32,191 +40,25 @@ WAKES = {
 QUEUED_UNTIL_READ = "it waits in its inbox: pager read"
 
 
-class Me:
-    """The broker, and the credential and query that say who this command acts as."""
+def _check_body(body: str) -> None:
+    """Refuse a body over the limit here, with the broker's own words, whatever its size,
+    rather than send it (a request over the broker's request cap would be answered with that
+    cap, not the body's limit). The configuration is read only for a body over the default
+    limit: it may have been raised (`[limits] body_cap`), and most sends are far below it."""
+    from pager.domain.body_limit import BODY_CAP, body_size, oversized_body
 
-    def __init__(self) -> None:
-        from pager.launch.files import session_token
-
-        self.paths, broker = running_broker()
-        self.url: str = broker.url
-        token = session_token(os.environ)
-        self.harness: tuple[int, str, str] | None = None
-        self.person_query: str | None = None  # the query that acts as the person
-        if token is not None:
-            self.credential, self.query, self.why = token, "", "the session of this launch"
-            return
-        from urllib.parse import quote
-
-        from pager.launch.ancestry import harness_ancestor
-
-        self.credential = self.paths.secret.read_text().strip()
-        self.query = self.person_query = f"workspace={quote(os.getcwd())}"
-        self.harness = harness_ancestor(harness_programs())
-        if self.harness is not None:
-            pid, started, name = self.harness
-            self.query += f"&harness={pid}:{quote(started)}"
-            self.why = f"the session of {name} (pid {pid}), which this command runs inside"
-        else:
-            self.why = "the person at this terminal (no Pager session in this environment)"
-
-    def call(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
-        """`/v1/me{path}`; the answer, or CommandError with the broker's message and advice."""
-        target = f"/v1/me{path}"
-        if self.query:
-            target += ("&" if "?" in target else "?") + self.query
-        try:
-            return call_broker(
-                self.url, method, target, token=self.credential, body=body, timeout=timeout
-            )
-        except BrokerRefused as refused:
-            raise CommandRefused(self._advice(refused), refused.code) from None
-
-    def _advice(self, refused: BrokerRefused) -> str:
-        """The broker's message, and what to do about it from a command line."""
-        code, message = refused.code, str(refused)
-        if code in ("hop_limit", "rate_limited"):
-            return f"{message} (ask your person before sending more)"
-        if self.harness is not None and "harness" in refused.error:
-            pid, _, name = self.harness
-            return (
-                f"this command runs inside {name} (pid {pid}), and Pager knows no session of"
-                f" it, so it acts as nobody rather than as you. Start it with `pager {name}`,"
-                f" or install its plugin (`pager plugin install {name}`) so its hook binds it;"
-                " to act as yourself, run the command outside it"
-            )
-        if not self.query and code in ("unauthenticated", "expired", "ended"):
-            return (
-                f"{message}. This command acts as the session whose token is in PAGER_TOKEN"
-                " (or PAGER_TOKEN_FILE), and the broker no longer knows it: restart the launch"
-                " with `pager <harness>`, or unset PAGER_TOKEN to act as yourself"
-            )
-        return message
-
-
-class CommandRefused(CommandError):
-    """The broker refused what a command asked (retrying the same request will not help),
-    as opposed to a CommandError for a broker that did not answer or could not start."""
-
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def send_page(to: str | None, page: dict[str, Any], *, run: bool = False) -> dict[str, Any]:
-    """A page (SPEC §8.2) from this command's identity (SPEC §4.2) to `to` (None: to itself);
-    `run`: it reports a job `pager run` watched (script origin, hop 0). The send's result,
-    CommandRefused, or CommandError when no broker answers."""
-    result: dict[str, Any] = Me().call("POST", "/notify", {"to": to, "run": run, "page": page})
-    return result
-
-
-class BrokerRefused(CommandError):
-    """The broker answered an everyday or operator command with an error."""
-
-    def __init__(self, status: int, answer: Any) -> None:
-        error = answer.get("error") if isinstance(answer, dict) else None
-        self.error: dict[str, Any] = error if isinstance(error, dict) else {}
-        self.code = str(self.error.get("code", ""))
-        from pager.domain.hints import Edge, for_edge  # only when refused: ~1 ms of imports
-
-        message = for_edge(self.error, Edge.CLI)  # the hint in the command line's words
-        super().__init__(message or f"the broker answered HTTP {status}")
-
-
-def call_broker(
-    url: str, method: str, path: str, *, token: str, body: Any = None, timeout: float = 30.0
-) -> Any:
-    """One JSON request of a command; its answer, BrokerRefused, or CommandError when the
-    broker does not answer."""
-    from pager.client import BrokerUnreachable, request_json
+    size = body_size(body)
+    if size <= BODY_CAP:
+        return  # under the default; the broker checks a lowered limit itself
+    from pager.commands.acting import CommandRefused
+    from pager.config import ConfigError, load_config
 
     try:
-        status, answer = request_json(url, method, path, token=token, body=body, timeout=timeout)
-    except BrokerUnreachable as exc:
-        raise CommandError(f"the broker did not answer ({exc}); see `pager status`") from None
-    if status >= 400 or not isinstance(answer, dict):
-        raise BrokerRefused(status, answer)
-    return answer
-
-
-def harness_programs() -> frozenset[str]:
-    """The programs of the known harnesses: the built-in manifests' `executable` lines. Read
-    as plain lines (these files are ours, and `executable = "…"` is a top-level key): importing
-    tomllib and re costs these commands ~10 ms, a tenth of their whole run."""
-    from pathlib import Path
-
-    names = set()
-    for manifest in (Path(__file__).parent / "implementations" / "builtin").glob("*.toml"):
-        for line in manifest.read_text().splitlines():
-            key, eq, value = line.partition("=")
-            if eq and key.strip() == "executable":
-                name = value.split("#", 1)[0].strip().strip('"')
-                if name and "{" not in name:
-                    names.add(name)
-                break
-    return frozenset(names)
-
-
-def running_broker() -> tuple[Any, Any]:
-    """The state directory and the running broker, started when none runs."""
-    from pager.cli import _ensure_running, _paths
-    from pager.launch.discovery import discover
-
-    paths = _paths()
-    found = discover(paths)
-    if found.broker is not None:
-        return paths, found.broker
-    started: tuple[Any, Any] = _ensure_running()  # slower: it reads the configuration first
-    return started
-
-
-def _print_json(data: Any) -> None:
-    sys.stdout.write(_json_text(data, indent=2) + "\n")
-
-
-def _json_text(data: Any, indent: int | None = None) -> str:
-    """Exact JSON, readable (not ASCII-only), with what would drive a terminal as `\\uXXXX`."""
-    return json_for_terminal(json.dumps(data, indent=indent, ensure_ascii=False))
-
-
-def _one_line(value: object) -> str:
-    """A value from the broker (others chose it) on one line of what we print for a person:
-    control and format characters shown escaped (`pager.domain.display`)."""
-    return for_terminal(str(value), one_line=True)
-
-
-def _ago(stamp: str | None, now: float | None = None) -> str:
-    """`3m ago` from an ISO time (the broker's UTC), `-` when none."""
-    if not stamp:
-        return "-"
-    from datetime import datetime
-
-    try:
-        then = datetime.fromisoformat(stamp).timestamp()
-    except ValueError:
-        return stamp
-    seconds = max(0, int((now or time.time()) - then))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
-
-
-def _first_line(text: str, width: int = 60) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    """Aligned columns; the last one is not padded. Cells are shown one line each, escaped."""
-    rows = [[_one_line(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
-    lines = []
-    for row in [header, *rows]:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        lines.append("  ".join([*cells, row[-1]]).rstrip())
-    return "\n".join(lines)
+        cap = load_config(state_paths().config).limits.body_cap
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+    if size > cap:
+        raise CommandRefused(oversized_body(size, cap), "oversized_content")
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -225,9 +67,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         if body is None and sys.stdin.isatty():
             raise CommandError("give the message: pager send TO BODY (or `-` to read stdin)")
         body = sys.stdin.read()
-    from pager.send_limit import check_body
-
-    check_body(body)
+    _check_body(body)
     request: dict[str, Any] = {"to": args.to, "body": body}
     for key, value in (("thread", args.thread), ("reply_to", args.reply_to),
                        ("idempotency_key", args.key)):  # fmt: skip
@@ -235,12 +75,12 @@ def cmd_send(args: argparse.Namespace) -> int:
             request[key] = value
     sent = Me().call("POST", "/send", request)
     if args.json:
-        _print_json(sent)
+        print_json(sent)
         return EXIT_OK
     again = " (a repeat of an earlier send: nothing new was sent)" if sent.get("duplicate") else ""
     wake = _wake_text(str(sent.get("wake")), sent["recipient"].get("implementation"))
-    address = _one_line(sent["recipient"]["address"])
-    print(f"sent {_one_line(sent['message_id'])} to {address}{again}; {_one_line(wake)}")
+    address = one_line(sent["recipient"]["address"])
+    print(f"sent {one_line(sent['message_id'])} to {address}{again}; {one_line(wake)}")
     return EXIT_OK
 
 
@@ -249,6 +89,8 @@ def _wake_text(wake: str, implementation: object) -> str:
     next turn only by a harness whose manifest has a capability that shows it mail."""
     if wake == "queued" and isinstance(implementation, str):
         from pager.implementations import UnknownImplementation, discover
+
+        add_site_packages()  # the manifests of installed packages' entry points too
 
         try:  # the manifests are read only here: most sends are not `queued`
             manifest = discover().get(implementation).manifest
@@ -265,7 +107,7 @@ def cmd_inbox(args: argparse.Namespace) -> int:
         return _all_inboxes(args)
     inbox = Me().call("GET", f"/inbox?limit={args.limit}")
     if args.json:
-        _print_json(inbox)
+        print_json(inbox)
         return EXIT_OK
     messages = inbox["messages"]
     if not messages:
@@ -273,10 +115,10 @@ def cmd_inbox(args: argparse.Namespace) -> int:
         return EXIT_OK
     now = time.time()
     rows = [
-        [m["id"], m["from"], _ago(m["sent_at"], now), m["thread"] or "-", _first_line(m["body"])]
+        [m["id"], m["from"], ago(m["sent_at"], now), m["thread"] or "-", first_line(m["body"])]
         for m in messages
     ]
-    print(_table(["ID", "FROM", "AGE", "THREAD", "FIRST LINE"], rows))
+    print(table(["ID", "FROM", "AGE", "THREAD", "FIRST LINE"], rows))
     more = inbox["waiting"] - len(messages)
     if more > 0:
         print(f"… and {more} more (pager inbox -n {inbox['waiting']})")
@@ -287,8 +129,6 @@ def cmd_inbox(args: argparse.Namespace) -> int:
 def _all_inboxes(args: argparse.Namespace) -> int:
     """`inbox --all`: every inbox with mail waiting, as three stable columns (for status bars
     and scripts): its address, how many wait, whether a session is attached."""
-    from pager.operator_cli import Operator
-
     snapshot = Operator().call("GET", "/v1/snapshot")
     rows = [
         (agent["address"], int(agent["inbox"]["queued"]), bool(agent["attached"]))
@@ -297,10 +137,10 @@ def _all_inboxes(args: argparse.Namespace) -> int:
         if agent["inbox"]["queued"] and not agent["archived"]
     ]
     if args.json:
-        _print_json([{"inbox": a, "waiting": w, "attached": t} for a, w, t in rows])
+        print_json([{"inbox": a, "waiting": w, "attached": t} for a, w, t in rows])
         return EXIT_OK
     lines = [[a, str(w), "yes" if t else "no"] for a, w, t in rows]
-    print(_table(["INBOX", "WAITING", "ATTACHED"], lines))
+    print(table(["INBOX", "WAITING", "ATTACHED"], lines))
     return EXIT_OK
 
 
@@ -329,7 +169,7 @@ def _attach_person(me: Me) -> bool:
     except BrokerRefused as refused:
         if refused.code == "alias_conflict":
             return False  # another `read --follow` holds it
-        raise CommandError(me._advice(refused)) from None
+        raise CommandError(me.advice(refused)) from None
     me.credential, me.query = str(opened["token"]), ""
     return True
 
@@ -371,7 +211,7 @@ def _show(claims: list[dict[str, Any]], args: argparse.Namespace) -> None:
             shown = {"message": claim["message"]}
             if args.no_ack:
                 shown["token"] = claim["token"]
-            sys.stdout.write(_json_text(shown) + "\n")
+            sys.stdout.write(json_text(shown) + "\n")
         else:
             if args.no_ack:
                 sys.stdout.write(f"token: {claim['token']}\n")
@@ -382,33 +222,33 @@ def _show(claims: list[dict[str, Any]], args: argparse.Namespace) -> None:
 def cmd_ack(args: argparse.Namespace) -> int:
     result = Me().call("POST", "/ack", {"tokens": args.tokens})
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         for token in result["applied"]:
-            print(f"acknowledged {_one_line(token)}")
+            print(f"acknowledged {one_line(token)}")
         for item in result["not_applied"]:
             from pager.domain.hints import Edge, not_applied_text
 
             why = not_applied_text(str(item["reason"]), Edge.CLI)
-            print(f"not applied {_one_line(item['token'])}: {_one_line(why)}")
+            print(f"not applied {one_line(item['token'])}: {one_line(why)}")
     return EXIT_OK if not result["not_applied"] else 1
 
 
 def cmd_alias(args: argparse.Namespace) -> int:
     renamed = Me().call("POST", "/alias", {"alias": args.name, "force": args.force})
     if args.json:
-        _print_json(renamed)
+        print_json(renamed)
     else:
-        print(f"you are now {_one_line(renamed['address'])} ({_one_line(renamed['agent_id'])})")
+        print(f"you are now {one_line(renamed['address'])} ({one_line(renamed['agent_id'])})")
     return EXIT_OK
 
 
 def cmd_claim(args: argparse.Namespace) -> int:
     taken = Me().call("POST", "/claim-identity", {"name": args.name, "force": args.force})
     if args.json:
-        _print_json(taken)
+        print_json(taken)
     else:
-        who = f"{_one_line(taken['address'])} ({_one_line(taken['agent_id'])})"
+        who = f"{one_line(taken['address'])} ({one_line(taken['agent_id'])})"
         print(f"you are now {who}, with its inbox and history")
     return EXIT_OK
 
@@ -418,12 +258,12 @@ def cmd_whoami(args: argparse.Namespace) -> int:
     who = me.call("GET", "")
     who["why"] = me.why
     if args.json:
-        _print_json(who)
+        print_json(who)
         return EXIT_OK
-    shown = {key: _one_line(who[key]) for key in ("address", "agent_id", "implementation")}
+    shown = {key: one_line(who[key]) for key in ("address", "agent_id", "implementation")}
     print(f"{shown['address']}  ({shown['agent_id']}, {shown['implementation']})")
-    print(f"acting as {_one_line(me.why)}")
-    print(f"workspace {_one_line(who['workspace'])} on {_one_line(who['host'])}")
+    print(f"acting as {one_line(me.why)}")
+    print(f"workspace {one_line(who['workspace'])} on {one_line(who['host'])}")
     return EXIT_OK
 
 
@@ -443,7 +283,7 @@ def cmd_who(args: argparse.Namespace) -> int:
         agents += roster["agents"]
     roster = {"scope": roster["scope"], "agents": agents}
     if args.json:
-        _print_json(roster)
+        print_json(roster)
         return EXIT_OK
     now = time.time()
     rows = [
@@ -453,12 +293,12 @@ def cmd_who(args: argparse.Namespace) -> int:
             # A broker that stopped beating in a shared store (SPEC §13): its sessions wait.
             a["host"] + ("" if a.get("host_alive", True) else " (down)"),
             "yes" if a["attached"] else "no",
-            _ago(a["last_seen"], now),
+            ago(a["last_seen"], now),
             str(a["waiting"]),
         ]
         for a in roster["agents"]
     ]
-    print(_table(["ADDRESS", "IMPLEMENTATION", "HOST", "ATTACHED", "LAST SEEN", "WAITING"], rows))
+    print(table(["ADDRESS", "IMPLEMENTATION", "HOST", "ATTACHED", "LAST SEEN", "WAITING"], rows))
     return EXIT_OK
 
 
@@ -474,7 +314,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         query["full"] = "true"
     history = Me().call("GET", f"/history?{urlencode(query)}")
     if args.json:
-        _print_json(history)
+        print_json(history)
         return EXIT_OK
     if args.full:  # each message whole, oldest first
         for message in reversed(history["messages"]):
@@ -483,14 +323,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     now = time.time()
     rows = [
         [
-            _ago(m["sent_at"], now),
+            ago(m["sent_at"], now),
             f"from {m['from']}" if m["direction"] == "received" else f"to {m['to']}",
             m["state"],
-            _first_line(m["body"]),
+            first_line(m["body"]),
         ]
         for m in reversed(history["messages"])  # oldest first, as a conversation reads
     ]
-    print(_table(["WHEN", "WHO", "STATE", "FIRST LINE"], rows) if rows else "no messages")
+    print(table(["WHEN", "WHO", "STATE", "FIRST LINE"], rows) if rows else "no messages")
     return EXIT_OK
 
 
@@ -499,23 +339,23 @@ def cmd_sent(args: argparse.Namespace) -> int:
     if args.message_id is not None:
         status = me.call("GET", f"/sent/{args.message_id}")
         if args.json:
-            _print_json(status)
+            print_json(status)
         else:
             dead = f" ({status['dead_reason']})" if status.get("dead_reason") else ""
             line = (f"{status['message_id']} to {status['to']}: {status['state']}{dead},"
-                    f" attempts {status['attempts']}, sent {_ago(status['sent_at'])}")  # fmt: skip
-            print(_one_line(line))
+                    f" attempts {status['attempts']}, sent {ago(status['sent_at'])}")  # fmt: skip
+            print(one_line(line))
         return EXIT_OK
     sent = me.call("GET", f"/sent?limit={args.limit}")
     if args.json:
-        _print_json(sent)
+        print_json(sent)
         return EXIT_OK
     now = time.time()
     rows = [
-        [m["id"], m["to"], _ago(m["sent_at"], now), m["state"], _first_line(m["body"], 40)]
+        [m["id"], m["to"], ago(m["sent_at"], now), m["state"], first_line(m["body"], 40)]
         for m in sent["messages"]
     ]
-    print(_table(["ID", "TO", "SENT", "STATE", "FIRST LINE"], rows) if rows else "nothing sent")
+    print(table(["ID", "TO", "SENT", "STATE", "FIRST LINE"], rows) if rows else "nothing sent")
     return EXIT_OK
 
 
@@ -523,7 +363,6 @@ def add_commands(commands: Any) -> None:
     """The parsers of these commands, for `pager`'s argument parser."""
     send = commands.add_parser(
         "send",
-        help="send a message: pager send TO [BODY]",
         description="Send BODY to TO (an alias, alias@workspace-slug, or an agent id). BODY `-`,"
         " or none with standard input not a terminal, reads it from standard input. Prints the"
         " message id, the recipient's address and whether its session was told.",
@@ -537,7 +376,6 @@ def add_commands(commands: Any) -> None:
     _json(send)
     inbox = commands.add_parser(
         "inbox",
-        help="your waiting mail, oldest first, without claiming it",
         description="Your waiting mail, oldest first: id, sender, age, thread, first line. "
         "Nothing is claimed; `pager read` reads it.",
     )
@@ -548,7 +386,6 @@ def add_commands(commands: Any) -> None:
     _json(inbox)
     read = commands.add_parser(
         "read",
-        help="read waiting mail (claim, print whole, acknowledge)",
         description="Claim up to N waiting messages (default 10), print each whole inside"
         " Pager's envelope, and acknowledge them once written. Exit status 0 when it read"
         f" mail, {EXIT_NO_MAIL} when none came (none waited, or none within --wait).",
@@ -563,7 +400,6 @@ def add_commands(commands: Any) -> None:
     _json(read, lines=True)
     ack = commands.add_parser(
         "ack",
-        help="acknowledge claims: pager ack TOKEN…",
         description="Acknowledge claims (from `pager read --no-ack`); prints each token applied"
         " and each not applied with the reason. Exit 1 when any was not applied.",
     )
@@ -571,7 +407,6 @@ def add_commands(commands: Any) -> None:
     _json(ack)
     alias = commands.add_parser(
         "alias",
-        help="rename yourself: pager alias NAME",
         description="Rename the identity this command acts as (the update_agent_alias tool)."
         " Your old name stays reserved for you; mail to it is refused with your new address.",
     )
@@ -582,7 +417,6 @@ def add_commands(commands: Any) -> None:
     _json(alias)
     claim = commands.add_parser(
         "claim",
-        help="take over NAME's identity and inbox: pager claim NAME [--force]",
         description="Become the identity named NAME in this workspace (its id, inbox and"
         " history): allowed when its holder detached, lapsed or was archived; with --force also"
         " while it is attached (that session is told and ended). Run it inside a session.",
@@ -592,20 +426,17 @@ def add_commands(commands: Any) -> None:
     _json(claim)
     whoami = commands.add_parser(
         "whoami",
-        help="which identity commands here act as, and why",
         description="The identity this command acts as (docs/cli.md), its address and workspace.",
     )
     _json(whoami)
     who = commands.add_parser(
         "who",
-        help="who you can reach: address, implementation, host, attached, last seen, waiting",
         description="Everyone reachable in this workspace (or every workspace with --all).",
     )
     who.add_argument("--all", action="store_true", help="every workspace")
     _json(who)
     history = commands.add_parser(
         "history",
-        help="your past messages (read-only)",
         description="Your past messages, oldest first; nothing is claimed or acknowledged.",
     )
     history.add_argument("--with", dest="with_", metavar="X", help="only those with X")
@@ -615,7 +446,6 @@ def add_commands(commands: Any) -> None:
     _json(history)
     sent = commands.add_parser(
         "sent",
-        help="your recent sends and their delivery state; with an id, that message's",
         description="Your recent sends with their delivery state, newest first; with a"
         " message id, that message's whole state (attempts, why it died).",
     )

@@ -1,5 +1,6 @@
 """`pager archive|unarchive|purge AGENT…`: the operator actions of SPEC §11 from the command
-line, over the operator routes (`POST /v1/agents/{id}/…`, the local secret). Stdlib-only.
+line, over the operator routes (`POST /v1/agents/{id}/…`, the local secret); `pager export` and
+`pager reset`; and `pager` alone, the operator TUI. Stdlib-only.
 
 AGENT is an agent id, an address (`alias@slug`), or an alias that names one agent across all
 workspaces (otherwise the command lists the candidates and changes nothing). `purge` asks on a
@@ -11,7 +12,8 @@ from __future__ import annotations
 import json
 import sys
 
-from pager.cli import EXIT_OK, CommandError
+from pager.commands.acting import Operator, resolve
+from pager.commands.common import EXIT_OK, EXIT_USAGE, CommandError, ensure_running, state_paths
 from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False
@@ -26,36 +28,20 @@ ACTIONS = {
 }
 
 
-class Operator:
-    """The broker and the local secret."""
+def cmd_tui() -> int:
+    """`pager` alone: the operator TUI (SPEC §11), after starting or adopting the broker."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(
+            "pager: the operator TUI needs a terminal; from a script use `pager status`, "
+            "`pager --help` for the commands, or the HTTP API (GET /v1/snapshot with the local "
+            "secret)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    paths, broker = ensure_running()
+    from pager.tui.main import run_tui  # Textual: only when the TUI opens
 
-    def __init__(self) -> None:
-        from pager.everyday import running_broker
-
-        paths, broker = running_broker()
-        self.url: str = broker.url
-        self.secret = paths.secret.read_text().strip()
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        from pager.everyday import call_broker
-
-        return call_broker(self.url, method, path, token=self.secret, body=body)
-
-
-def resolve(agents: list[dict[str, Any]], given: str) -> dict[str, Any]:
-    """The one agent `given` names (id, address, or alias unique across workspaces)."""
-    if given.startswith("agt_"):
-        found = [a for a in agents if a["agent_id"] == given]
-    elif "@" in given:
-        found = [a for a in agents if a["address"].lower() == given.lower()]
-    else:
-        found = [a for a in agents if a["alias"].lower() == given.lower()]
-    if not found:
-        raise CommandError(f"no agent {given!r}; `pager who --all` lists them")
-    if len(found) > 1:
-        named = ", ".join(a["address"] for a in found)
-        raise CommandError(f"{given!r} names {len(found)} agents ({named}); give the address")
-    return found[0]
+    return run_tui(paths, broker)
 
 
 def cmd_action(args: argparse.Namespace) -> int:
@@ -156,7 +142,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
-    from pager.cli import _ensure_running, _paths
     from pager.launch.lifecycle import LifecycleError
     from pager.launch.reset import reset_database
     from pager.store import StoreError
@@ -167,10 +152,10 @@ def cmd_reset(args: argparse.Namespace) -> int:
             " add --yes to go ahead"
         )
     try:
-        done = reset_database(_paths())
+        done = reset_database(state_paths())
     except (LifecycleError, StoreError, OSError) as exc:
         raise CommandError(f"nothing was reset: {exc}") from None
-    _ensure_running()  # a fresh broker on an empty database
+    ensure_running()  # a fresh broker on an empty database
     if args.json:
         backup = None if done.backup is None else str(done.backup)
         sys.stdout.write(json.dumps({"deleted": done.deleted, "backup": backup}) + "\n")
@@ -185,7 +170,6 @@ def add_commands(commands: Any) -> None:
     for action, what in ACTIONS.items():
         parser = commands.add_parser(
             action,
-            help=f"{action} agents: {what}",
             description=f"{action.capitalize()} each AGENT (an agent id, an address"
             f" alias@slug, or an alias unique across workspaces): {what}.",
         )
@@ -196,7 +180,6 @@ def add_commands(commands: Any) -> None:
 
     export = commands.add_parser(
         "export",
-        help="the whole store as JSON Lines: pager export [-o FILE] [--since WHEN]",
         description="Write every identity, then every message (with its delivery state,"
         " thread and attempts), one JSON record per line, each with its format version `v`."
         " Streamed in constant memory.",
@@ -209,7 +192,6 @@ def add_commands(commands: Any) -> None:
 
     reset = commands.add_parser(
         "reset",
-        help="recreate an empty database (after a backup copy): pager reset --yes",
         description="Stop the broker, copy the database to pager.db.bak-reset-<time>, delete"
         " it and start a fresh broker on an empty one; prints how many identities, sessions"
         " and messages it deleted.",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 #: Signals passed on to CMD; SIGINT and SIGQUIT only when not from the terminal (see
-#: `pager.run`).
+#: `pager.commands.run`).
 FORWARDED = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
 FROM_TERMINAL = ("SIGINT", "SIGQUIT")
 #: Signals that stop the retries of the page once CMD has ended.

@@ -7,9 +7,9 @@ import os
 import sys
 import time
 
-from pager.cli import EXIT_OK
-from pager.run.page import COMMAND_CAP, PREFIX, cut, deliver, duration_text, one_line
-from pager.run.process import Signals
+from pager.commands.common import EXIT_OK
+from pager.commands.run.page import COMMAND_CAP, PREFIX, cut, deliver, duration_text, one_line
+from pager.commands.run.process import Signals
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from pager.run.process import FORWARDED, FROM_TERMINAL
+from pager.commands.run.process import FORWARDED, FROM_TERMINAL
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
