@@ -37,6 +37,10 @@ GROUPS = {
 }
 
 
+class ScriptFailed(Exception):
+    """A bench script failed: its figures are left out of this run, the others still count."""
+
+
 def run_group(tree: Path, script: str, runs: int | None) -> dict[str, Any]:
     """One bench script of `tree`, its code on PYTHONPATH: its `--json` answer."""
     command = [sys.executable, str(tree / "scripts" / script), "--json"]
@@ -45,7 +49,7 @@ def run_group(tree: Path, script: str, runs: int | None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"{script} at {tree} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        raise ScriptFailed(f"{script} at {tree} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer
 
@@ -92,6 +96,7 @@ def main() -> int:
     revisions = [args.before, args.after]
     # revision -> "group.script" -> one answer per repeat
     results: dict[str, dict[str, list[dict[str, Any]]]] = {revision: {} for revision in revisions}
+    failures: list[str] = []
     with worktrees(revisions) as trees:
         for group in groups:
             for script in GROUPS[group]:
@@ -99,12 +104,19 @@ def main() -> int:
                 for repeat in range(args.repeats):
                     for index in [0, 1] if repeat % 2 == 0 else [1, 0]:
                         progress(f"{name} at {revisions[index]} ({repeat + 1}/{args.repeats})")
-                        answer = run_group(trees[index], script, args.runs)
+                        try:
+                            answer = run_group(trees[index], script, args.runs)
+                        except ScriptFailed as failed:  # a run of hours keeps the rest
+                            print(failed, file=sys.stderr)
+                            failures.append(f"{name} at {revisions[index]}")
+                            continue
                         results[revisions[index]].setdefault(name, []).append(answer)
     progress("")
+    if failures:
+        print(f"failed, left out: {', '.join(failures)}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"machine": machine(), "results": results}, indent=2))
-        return 0
+        print(json.dumps({"machine": machine(), "results": results, "failed": failures}, indent=2))
+        return 1 if failures else 0
     before, after = (medians(results[revision]) for revision in revisions)
     print(f"Machine: {machine()}")
     print()
@@ -115,7 +127,7 @@ def main() -> int:
         ratio = f"{new / old:.2f}x" if old and new is not None else "-"
         shown = ["-" if v is None else f"{v:.4g}" for v in (old, new)]
         print(f"| {key} | {shown[0]} | {shown[1]} | {ratio} |")
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -270,8 +270,11 @@ class PagerApp(App[None]):
             self.screen.reload()
 
     def _rerender(self) -> None:
-        if self.snapshot is not None:
-            self._render()
+        """The age refresh; its timer can fire once more while the app closes, after its
+        widgets are gone: nothing is left to render then."""
+        if self.snapshot is None or not self.query("#agents"):
+            return
+        self._render()
 
     def _render(self) -> None:
         assert self.snapshot is not None
