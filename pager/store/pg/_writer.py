@@ -151,7 +151,9 @@ class _Connection:
 
 
 class _Pool:
-    """Up to `size` connections, each lent to one worker thread at a time."""
+    """Up to `size` connections, each lent to one worker thread at a time: the one used last
+    first (a stack), so a quiet broker keeps reusing one open connection, not opening each in
+    turn (a connection attempt over a slow link costs several round trips)."""
 
     def __init__(
         self,
@@ -162,7 +164,7 @@ class _Pool:
         one_statement_snapshots: bool = False,
         timeout: int = CONNECT_TIMEOUT,
     ) -> None:
-        self._idle: queue.SimpleQueue[_Connection] = queue.SimpleQueue()
+        self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue()
         # A write never waits on this broker between its statements: a transaction left open
         # (its broker cut off mid-way) is ended by the server, and its locks with it.
         server = {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION}
