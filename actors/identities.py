@@ -108,10 +108,12 @@ class Identities:
             if starting is None:
                 break
             await starting.wait()  # started by another caller meanwhile; look again
-        if not await self._sessions.exists(agent_id):
-            raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
+        # Marked starting before the store is asked (an await): a second caller meanwhile
+        # waits for this start instead of starting the actor again.
         self._starting[agent_id] = starting = trio.Event()
         try:
+            if not await self._sessions.exists(agent_id):
+                raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
             spec = ChildSpec(agent_id, self._child(agent_id), restart=Restart.TRANSIENT)
             if self._supervisor.running(agent_id):  # its last incarnation is still ending
                 await self._supervisor.terminate_child(agent_id)
@@ -184,7 +186,7 @@ class Identities:
             gone = not await self._sessions.exists(agent_id)
         except StoreFault:  # it stays; its next actor rebinds from the store
             return
-        if gone:
+        if gone and self.index.of_identity(agent_id) is attachment:  # not rebound meanwhile
             self.index.release(attachment)
 
     async def call(self, agent_id: str, message: Call[R], *, timeout: float = 30.0) -> R:  # noqa: ASYNC109
