@@ -2,8 +2,9 @@
 (`pager/service.py`, what the MCP tools and `/v1` call): typed and backend-neutral.
 
 The service never sees a database connection. It reads through `Lookups` (short index reads on
-every request: answered at once, on the last committed state) and `Listings` (reads that scan
-or page: awaited, never holding up the event loop), and makes its few writes of its own
+every request, on the last committed state) and `Listings` (reads that scan or page), every call
+awaited (the backend decides where it runs: never a network round trip on the event loop), and
+makes its few writes of its own
 through `Accounts` (each committed before it returns); every other change goes through the
 actor that owns it. Values come back as records (`pager/domain/records.py`) and the small
 frozen values below; the service builds the JSON. The SQLite backend is
