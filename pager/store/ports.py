@@ -2,9 +2,10 @@
 
 Actors never see a database connection. Every operation is async and awaited; the backend
 decides where it runs (SQLite's quick reads on the loop, every PostgreSQL statement in a worker
-thread). An identity actor calls `Inbox` for its mail and `Sessions` for its binding; each mutating call commits before it returns (the checkpoint is
-written before the effect is announced) and answers, beside its value, the identity's next due
-time, which the store keeps for the scheduler in the same transaction. A backend (SQLite
+thread). An identity actor calls `Inbox` for its mail and `Sessions` for its binding; each
+mutating call commits before it returns (the checkpoint is written before the effect is
+announced) and answers, beside its value, the identity's next due time, which the store keeps
+for the scheduler in the same transaction. A backend (SQLite
 today, `pager/store/sqlite_ports.py`; PostgreSQL next) implements these, calling the delivery
 state machine of `pager/domain/delivery.py`; `tests/store/test_ports_contract.py` holds every
 backend to the same behaviour.
