@@ -21,8 +21,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from functools import partial
-from typing import TypeVar
+from typing import Protocol
 
 import trio
 
@@ -32,7 +31,13 @@ from pager.store._errors import StoreFault
 from pager.store.ports import EventLog
 
 log = logging.getLogger("pager.events")
-T = TypeVar("T")
+
+
+class OpenEventLog(Protocol):
+    """Opens a reader of the event log (blocking); `inline`: its calls run on the loop."""
+
+    def __call__(self, *, inline: bool = ...) -> EventLog: ...
+
 
 #: Events a subscriber may have waiting before it is cut off (`[limits] event_buffer`).
 DEFAULT_BUFFER = 1024
@@ -124,7 +129,7 @@ class EventFeed:
 
     def __init__(
         self,
-        connect: Callable[[], EventLog],
+        connect: OpenEventLog,
         commits: CommitSignal,
         *,
         buffer: int = DEFAULT_BUFFER,
@@ -151,8 +156,10 @@ class EventFeed:
     def subscribers(self) -> int:
         return len(self._subs)
 
-    async def _thread(self, fn: Callable[[], T]) -> T:
-        return await off_loop(fn, inline=self._inline)
+    async def _open(self) -> EventLog:
+        """A new reader of the log (opening it blocks: off the loop)."""
+        inline = self._inline
+        return await off_loop(lambda: self._connect(inline=inline), inline=inline)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -163,7 +170,7 @@ class EventFeed:
         task_status: trio.TaskStatus[EventFeed] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve until cancelled; `shutdown` returning closes every stream (`closing`)."""
-        self._conn = await self._thread(self._connect)
+        self._conn = await self._open()
         try:
             await self._sync()
             async with trio.open_nursery() as nursery:
@@ -175,7 +182,7 @@ class EventFeed:
             self.close_all("closing")
             conn, self._conn = self._conn, None
             if conn is not None:
-                conn.close()
+                await conn.close()
 
     async def _close_on(self, shutdown: Callable[[], Awaitable[object]]) -> None:
         await shutdown()
@@ -217,12 +224,12 @@ class EventFeed:
             if count == self._fresh_at:
                 return 0
             if not self._subs:
-                latest = await self._thread(conn.latest_seq)
+                latest = await conn.latest_seq()
                 self.position = max(self.position, latest)
             else:
                 while True:
                     page = self._page
-                    rows = await self._thread(partial(conn.rows_after, self.position, page))
+                    rows = await conn.rows_after(self.position, page)
                     if rows:
                         self._fan_out(_frames(rows))
                         handed += len(rows)
@@ -273,28 +280,25 @@ class EventFeed:
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[Reader]:
         """A replay's own read-only connection (a long replay never holds up the feed)."""
-        conn = await self._thread(self._connect)
+        conn = await self._open()
         try:
-            yield Reader(conn, inline=self._inline, page=self._page)
+            yield Reader(conn, page=self._page)
         finally:
-            conn.close()
+            await conn.close()
 
 
 class Reader:
     """Reads retained events for one replay."""
 
-    def __init__(self, conn: EventLog, *, inline: bool, page: int) -> None:
+    def __init__(self, conn: EventLog, *, page: int) -> None:
         self._conn = conn
-        self._inline = inline
         self._page = page
 
     async def oldest(self) -> int | None:
         """The lowest retained seq; None when nothing is retained."""
-        conn = self._conn
-        return await off_loop(conn.oldest_seq, inline=self._inline)
+        return await self._conn.oldest_seq()
 
     async def page(self, after: int, upto: int) -> list[Frame]:
         """Retained events after `after` and up to `upto`, oldest first, one page at most."""
-        conn, limit = self._conn, self._page
-        rows = await off_loop(partial(conn.rows_after, after, limit), inline=self._inline)
+        rows = await self._conn.rows_after(after, self._page)
         return _frames([row for row in rows if row[0] <= upto])

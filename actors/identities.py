@@ -108,10 +108,12 @@ class Identities:
             if starting is None:
                 break
             await starting.wait()  # started by another caller meanwhile; look again
-        if not self._sessions.exists(agent_id):
-            raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
+        # Marked starting before the store is asked (an await): a second caller meanwhile
+        # waits for this start instead of starting the actor again.
         self._starting[agent_id] = starting = trio.Event()
         try:
+            if not await self._sessions.exists(agent_id):
+                raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
             spec = ChildSpec(agent_id, self._child(agent_id), restart=Restart.TRANSIENT)
             if self._supervisor.running(agent_id):  # its last incarnation is still ending
                 await self._supervisor.terminate_child(agent_id)
@@ -173,18 +175,18 @@ class Identities:
             yield
         finally:
             for agent_id in retired:
-                self._released_if_gone(agent_id)
+                await self._released_if_gone(agent_id)
                 self._retiring.pop(agent_id).set()
 
-    def _released_if_gone(self, agent_id: str) -> None:
+    async def _released_if_gone(self, agent_id: str) -> None:
         attachment = self.index.of_identity(agent_id)
         if attachment is None:
             return
         try:
-            gone = not self._sessions.exists(agent_id)
+            gone = not await self._sessions.exists(agent_id)
         except StoreFault:  # it stays; its next actor rebinds from the store
             return
-        if gone:
+        if gone and self.index.of_identity(agent_id) is attachment:  # not rebound meanwhile
             self.index.release(attachment)
 
     async def call(self, agent_id: str, message: Call[R], *, timeout: float = 30.0) -> R:  # noqa: ASYNC109
@@ -232,7 +234,7 @@ class Identities:
 
     # -- the lookups of every request ------------------------------------------------------
 
-    def authenticate(self, token: str) -> Caller:
+    async def authenticate(self, token: str) -> Caller:
         """The caller a session token stands for: a lookup, no mailbox hop; the renewal of
         its lease is cast to its identity actor."""
         if not ids.looks_like(ids.Kind.SESSION_TOKEN, token):
@@ -240,7 +242,7 @@ class Identities:
         token_hash = ids.hash_token(token)
         attachment = self.index.by_token(token_hash)
         if attachment is None:
-            return self._from_store(token_hash)
+            return await self._from_store(token_hash)
         session = attachment.session
         current = trio.current_time()
         if current - self._renewed.get(attachment, -RENEW_EVERY) < RENEW_EVERY:
@@ -256,10 +258,10 @@ class Identities:
                 ref.try_cast(renew)
         return Caller(session.id, session.identity_id, session.epoch)
 
-    def _from_store(self, token_hash: str) -> Caller:
+    async def _from_store(self, token_hash: str) -> Caller:
         """A token the index does not hold: the store decides. An attached session there is
         one registered a moment ago, or one whose identity actor is starting again."""
-        session, purged = self._sessions.by_token(token_hash)
+        session, purged = await self._sessions.by_token(token_hash)
         if session is None and purged is not None:
             raise PagerError(
                 ErrorCode.ENDED,

@@ -165,9 +165,9 @@ class IdentityActor(Pushes, LaunchOnMail):
     async def on_start(self) -> None:
         # Activation counts as activity: the idle window starts now, not at trio time 0.
         self.last_activity = trio.current_time()
-        self.next_deadline = self.deps.inbox.next_due(self.identity_id)
-        self._load_wake()
-        self._rebind()
+        self.next_deadline = await self.deps.inbox.next_due(self.identity_id)
+        await self._load_wake()
+        await self._rebind()
         try:
             await self._tick()
         except StoreFault as exc:  # loaded: its catch-up waits for the store, not its start
@@ -213,7 +213,7 @@ class IdentityActor(Pushes, LaunchOnMail):
             case StartChain():
                 await self._start_chain(reply)
             case Rebind():
-                self._rebind()
+                await self._rebind()
                 _answer(reply, None)
                 await self._push()
             case EndSession(session_id=session_id, state=state, reason=reason):
@@ -244,8 +244,8 @@ class IdentityActor(Pushes, LaunchOnMail):
             case Tick():
                 await self._tick()
             case Poke():
-                self._load_wake()
-                self._rebind()
+                await self._load_wake()
+                await self._rebind()
                 await self._tick()
             case Pushed():
                 await self._pushed(message)
@@ -383,7 +383,7 @@ class IdentityActor(Pushes, LaunchOnMail):
             return False
         try:
             await self.deps.wakeups.notify(self.identity_id)
-            session, _ = self.deps.sessions.attached(self.identity_id)
+            session, _ = await self.deps.sessions.attached(self.identity_id)
         except StoreFault as exc:  # the send is committed: a lost hint only delays
             log.warning("could not tell other brokers of mail for %s: %s", self.identity_id, exc)
             return False
@@ -474,13 +474,13 @@ class IdentityActor(Pushes, LaunchOnMail):
 
     # -- the session binding ---------------------------------------------------------------
 
-    def _rebind(self) -> None:
+    async def _rebind(self) -> None:
         """Bind the session the store has attached to this identity, if any, and publish its
         snapshot for authentication; a binding it replaced ends (its streams and long polls
         are told), unless a takeover by alias carried it on to another identity, which then
         holds its streams."""
         identity_id, index = self.identity_id, self.deps.index
-        session, implementation = self.deps.sessions.attached(identity_id)
+        session, implementation = await self.deps.sessions.attached(identity_id)
         if session is not None and session.host != self.deps.host:
             session = None  # attached through another broker: bound, leased and served there
         current = self.binding or index.of_identity(identity_id)

@@ -143,7 +143,7 @@ class Pushes(Actor[IdentityMessage]):
         if key is None and self.deps.wake is not None:
             # A harness that picks its own ids names the conversation at its first hook, after
             # the binding was made: the store knows it (the knock needs it, e.g. Codex's queue).
-            candidate = self.deps.wake.candidate(self.identity_id)
+            candidate = await self.deps.wake.candidate(self.identity_id)
             key = None if candidate is None else candidate.conversation_key
         values = {
             "agent_id": self.identity_id,

@@ -50,9 +50,9 @@ class LaunchOnMail(Actor[IdentityMessage]):
     launch_not_before: float | None
     fruitless_runs: int
 
-    def _load_wake(self) -> None:
+    async def _load_wake(self) -> None:
         wake = self.deps.wake
-        self.wake_settings = None if wake is None else wake.settings(self.identity_id)
+        self.wake_settings = None if wake is None else await wake.settings(self.identity_id)
         if self.wake_settings is None:
             self.launch_not_before = None
 
@@ -71,8 +71,8 @@ class LaunchOnMail(Actor[IdentityMessage]):
                 return
             self.launch_not_before = None
         now = self.deps.clock.now()
-        session, implementation = self.deps.sessions.attached(self.identity_id)
-        target = wake.target(self.identity_id, now=now)
+        session, implementation = await self.deps.sessions.attached(self.identity_id)
+        target = await wake.target(self.identity_id, now=now)
         if session is not None or target is None or target.available == 0:
             return
         if target.workspace.host != self.deps.host:

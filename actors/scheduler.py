@@ -54,7 +54,7 @@ class DueScheduler:
             try:
                 failed = await self._activate_due()
                 now = self._clock.now()
-                later = self._inbox.earliest_due_after(now)
+                later = await self._inbox.earliest_due_after(now)
             except StoreFault as exc:  # anything else is a bug: crash to the supervisor
                 log.warning("the scheduler could not read the store: %s", exc)
                 failed, now, later = True, self._clock.now(), None
@@ -70,7 +70,7 @@ class DueScheduler:
         after: tuple[float, str] | None = None
         failed = False
         while True:
-            page = self._inbox.due(now, after=after, limit=PAGE)
+            page = await self._inbox.due(now, after=after, limit=PAGE)
             for _, agent_id in page:
                 if self._identities.get(agent_id) is not None:
                     continue  # running: its own timer handles it

@@ -176,7 +176,7 @@ async def _run(runs: WakeRuns, manifest: Manifest, spec: LaunchSpec, agent_id: s
     from pager.launch.wake_command import wake_args, why_not
 
     now = runs.clock.now()
-    target = runs.book.target(agent_id, now=now)
+    target = await runs.book.target(agent_id, now=now)
     if target is None or target.available == 0:
         return RunEnded(None, detail="nothing to do")
     settings = target.settings

@@ -165,7 +165,7 @@ class BrokerService:
         }
 
     async def authenticate(self, token: str) -> Caller:
-        return self.identities.authenticate(token)
+        return await self.identities.authenticate(token)
 
     async def stream_opened(self, caller: Caller, stream: Hashable = None) -> trio.Event:
         """`stream` (the caller's, if it has one) holds the lease while open: said again
@@ -197,7 +197,7 @@ class BrokerService:
         on first use; a caller without a session."""
         ws = await self._workspace(workspace)
         now = self.clock.now()
-        known = self.lookups.person(ws.key)
+        known = await self.lookups.person(ws.key)
         # Most commands find the person as they left them: a read, no commit. `last_seen` is
         # written at most every lease_ttl / 2, as for a session's requests.
         if (
@@ -214,7 +214,7 @@ class BrokerService:
 
     async def whoami(self, caller: Caller) -> Me:
         lease_expires_at = iso(self.clock.now() + self.config.windows.lease_ttl) or ""
-        found = self.lookups.whoami(caller.agent_id)
+        found = await self.lookups.whoami(caller.agent_id)
         me = found.identity
         session = (
             None  # the person at the terminal has none
@@ -246,7 +246,7 @@ class BrokerService:
     ) -> SendResult:
         self._check_body(body)
         address = parse_address(to)
-        recipient = self.lookups.resolve(caller.agent_id, address, to)
+        recipient = await self.lookups.resolve(caller.agent_id, address, to)
         request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
         return await self._enqueue(recipient, request)
 
@@ -258,7 +258,7 @@ class BrokerService:
         self._check_body(body)
         target = to if to is not None else caller.agent_id
         address = parse_address(target)
-        recipient = self.lookups.resolve(caller.agent_id, address, target)
+        recipient = await self.lookups.resolve(caller.agent_id, address, target)
         request = Enqueue(
             caller.agent_id, body, page.job_id, None, None, fields=page.fields_json, script=run
         )
@@ -273,7 +273,7 @@ class BrokerService:
         transaction (`unauthenticated` if it was revoked since `mailbox`)."""
         body = page.body
         self._check_body(body)
-        target = self.lookups.mailbox_target(mailbox.identity_id, to)
+        target = await self.lookups.mailbox_target(mailbox.identity_id, to)
         recipient = target.mailbox
         if to is not None and target.named != recipient.id:
             # The same answer whether `to` exists or not: a token learns of no one else.
@@ -285,12 +285,12 @@ class BrokerService:
         request = Enqueue(mailbox.id, body, page.job_id, None, None, fields=page.fields_json)
         return await self._enqueue(recipient, request)
 
-    def mailbox(self, token: str) -> MailboxToken:
+    async def mailbox(self, token: str) -> MailboxToken:
         """The mailbox token `token` if it is usable now, else PagerError `unauthenticated`
         (the same words for unknown, revoked and expired)."""
         if not looks_like(Kind.MAILBOX_TOKEN, token):
             raise PagerError(ErrorCode.UNAUTHENTICATED, UNUSABLE)
-        mailbox = self.lookups.mailbox_token(hash_token(token))
+        mailbox = await self.lookups.mailbox_token(hash_token(token))
         if mailbox is None or not mailbox.usable(self.clock.now()):
             raise PagerError(ErrorCode.UNAUTHENTICATED, UNUSABLE)
         return mailbox
@@ -432,7 +432,7 @@ class BrokerService:
         )
 
     async def message_status(self, caller: Caller, *, message_id: str) -> MessageStatus:
-        found = self.lookups.sent_message(caller.agent_id, message_id)
+        found = await self.lookups.sent_message(caller.agent_id, message_id)
         if found is None:
             raise PagerError(
                 ErrorCode.NOT_FOUND,
@@ -514,7 +514,7 @@ class BrokerService:
             raise PagerError(ErrorCode.VALIDATION_FAILED, f"wait_s must be 0-{MAX_WAIT_S:g}")
         if harness is not None:
             check_harness(harness)
-        agent_id = self.lookups.conversation(implementation, conversation_key)
+        agent_id = await self.lookups.conversation(implementation, conversation_key)
         if agent_id is None and session_token is not None:
             caller = await self.authenticate(session_token)
             agent_id = caller.agent_id

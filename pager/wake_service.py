@@ -107,7 +107,7 @@ class WakeService:
     ) -> JSON:
         """Turn launch on mail on for the agent (or change its settings); `conflict` naming
         why when it cannot be woken this way, and nothing changes then."""
-        candidate = self.book.candidate(agent_id)
+        candidate = await self.book.candidate(agent_id)
         if candidate is None:
             raise _not_found(agent_id)
         implementation = candidate.identity.implementation
@@ -149,7 +149,7 @@ class WakeService:
         return _entry(WakeEntry(settings, candidate, ()), manifest)
 
     async def turn_off(self, agent_id: str) -> JSON:
-        if self.book.candidate(agent_id) is None:
+        if await self.book.candidate(agent_id) is None:
             raise _not_found(agent_id)
         was_on = await self.book.delete(agent_id, now=self.clock.now())
         await self._tell(agent_id)
@@ -158,7 +158,7 @@ class WakeService:
     async def listing(self) -> JSON:
         manifests: dict[str, Manifest | None] = {}  # each read once
         entries = []
-        for entry in self.book.listing():
+        for entry in await self.book.listing():
             implementation = entry.candidate.identity.implementation
             if implementation not in manifests:
                 manifests[implementation] = await trio.to_thread.run_sync(

@@ -171,7 +171,7 @@ async def run_messaging(
             await nursery.start(parts.timers.run)
             await nursery.start(parts.supervisor.run)
             # Other brokers sharing the store tell this one of identities they changed.
-            store.wakeups.on_wake(identities.poke)
+            await store.wakeups.on_wake(identities.poke)
             directory = await start_actor(nursery, parts.directory, name="directory")
             if parts.launching is not None:
                 runs, book = parts.launching
@@ -180,26 +180,26 @@ async def run_messaging(
                 await _end_cut_short_runs(book, store.host, clock)
             # At start only attached identities activate (they hold leases), then the scheduler
             # those already due; every other identity stays in the store until it is needed.
-            for agent_id in store.sessions.attached_ids():
+            for agent_id in await store.sessions.attached_ids():
                 try:
                     await identities.activate(agent_id)
                 except (PagerError, StoreFault) as exc:  # the scheduler or a request retries
                     log.error("identity %s did not start: %s", agent_id, exc)
             await nursery.start(parts.scheduler.run)
             if parts.launching is not None:
-                for agent_id in parts.launching[1].enabled_ids():
+                for agent_id in await parts.launching[1].enabled_ids():
                     identities.tell(agent_id, Poke())  # mail that waits may start a run
             # Its first sweep runs before the service is handed out.
             await start_actor(nursery, parts.sweeper, name="sweeper")
             task_status.started(service(directory, identities))
     finally:
-        store.wakeups.on_wake(None)  # its identities are gone
+        await store.wakeups.on_wake(None)  # its identities are gone
 
 
 async def _end_cut_short_runs(book: WakeBook, host: str, clock: WallClock) -> None:
     """Runs a killed broker never saw end: their guards stopped them when it died; their
     sessions end now (not a lease later), so mail that waits may start a run again."""
-    for run in book.unfinished(host):
+    for run in await book.unfinished(host):
         log.warning("wake run %s of %s was cut short by the broker's stop", run.id, run.agent_id)
         await book.end(
             run.id, outcome=RunOutcome.STOPPED, exit_code=None, detail=CUT_SHORT, now=clock.now()

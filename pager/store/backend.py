@@ -30,7 +30,7 @@ class StoreAccess(Protocol):
     """What the broker's children hold of the running store: short lookups now, reads, and
     writes committed before they return (the SQLite checkpoint, or the PostgreSQL writer)."""
 
-    def lookup(self, fn: Callable[[Conn], T]) -> T: ...
+    async def lookup(self, fn: Callable[[Conn], T]) -> T: ...
 
     async def read(self, fn: Callable[[Conn], T]) -> T: ...
 
@@ -72,8 +72,9 @@ class Backend(Protocol):
 
     def read_side(self) -> ReadSide: ...
 
-    def event_log(self) -> EventLog:
-        """A new reader of the event log (the feed's, or one replay's)."""
+    def event_log(self, *, inline: bool = False) -> EventLog:
+        """A new reader of the event log (the feed's, or one replay's); blocking, opened off
+        the loop. `inline`: its calls run on the loop (tests on trio's mock clock)."""
         ...
 
     def exports(self) -> Exports: ...

@@ -18,11 +18,12 @@ from pager.store._events import (
     record_events,
 )
 from pager.store._transactions import faults_typed
+from pager.store.off_loop import ThreadedEventLog
 
 
 class EventLogReader:
-    """The event log read through a read-only connection of its own (the feed's, or one
-    replay's); one user at a time, its calls blocking (the feed runs them off the loop). A
+    """The event log read through a connection of its own (the feed's, or one replay's); one
+    user at a time, its calls blocking (`ThreadedEventLog` runs them off the loop). A
     SQLite failure of the moment is raised as its `StoreFault`."""
 
     def __init__(self, conn: Conn) -> None:
@@ -44,8 +45,10 @@ class EventLogReader:
         self._conn.close()
 
 
-def open_event_log(database: Path) -> EventLogReader:
-    return EventLogReader(open_read_only(database))
+def open_event_log(database: Path, *, inline: bool = False) -> ThreadedEventLog:
+    """The event log's `EventLog` port on a read-only connection of its own (blocking: it opens
+    the database)."""
+    return ThreadedEventLog(EventLogReader(open_read_only(database)), inline=inline)
 
 
 __all__ = [

@@ -66,14 +66,14 @@ class OperatorViews(Protocol):
 
 
 class ExportReader(Protocol):
-    """One export in progress: a consistent read, pulled a batch at a time. Its calls block
-    (run them off the event loop, one thread at a time)."""
+    """One export in progress: a consistent read, pulled a batch at a time (one call at a
+    time; each runs off the event loop)."""
 
-    def batch(self, size: int) -> list[dict[str, Any]]:
+    async def batch(self, size: int) -> list[dict[str, Any]]:
         """The next `size` records at most; empty at the end."""
         ...
 
-    def close(self) -> None: ...
+    async def close(self) -> None: ...
 
 
 class Exports(Protocol):
@@ -81,6 +81,6 @@ class Exports(Protocol):
     every identity, then every message sent at or after `since`, oldest first, in the record
     format of `EXPORT_VERSION`."""
 
-    def open(self, *, since: float | None) -> ExportReader:
-        """Start one export (blocking): what it reads is the store at this instant."""
+    async def open(self, *, since: float | None) -> ExportReader:
+        """Start one export: what it reads is the store at this instant."""
         ...

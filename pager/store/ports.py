@@ -1,9 +1,11 @@
 """The store behind ports (ARCHITECTURE.md): what actors call, typed and backend-neutral.
 
-Actors never see a database connection. An identity actor calls `Inbox` for its mail and
-`Sessions` for its binding; each mutating call commits before it returns (the checkpoint is
-written before the effect is announced) and answers, beside its value, the identity's next due
-time, which the store keeps for the scheduler in the same transaction. A backend (SQLite
+Actors never see a database connection. Every operation is async and awaited; the backend
+decides where it runs (SQLite's quick reads on the loop, every PostgreSQL statement in a worker
+thread). An identity actor calls `Inbox` for its mail and `Sessions` for its binding; each
+mutating call commits before it returns (the checkpoint is written before the effect is
+announced) and answers, beside its value, the identity's next due time, which the store keeps
+for the scheduler in the same transaction. A backend (SQLite
 today, `pager/store/sqlite_ports.py`; PostgreSQL next) implements these, calling the delivery
 state machine of `pager/domain/delivery.py`; `tests/store/test_ports_contract.py` holds every
 backend to the same behaviour.
@@ -83,7 +85,7 @@ class Enqueued:
 class Inbox(Protocol):
     """One identity's mail: every state change of its messages and claims."""
 
-    def next_due(self, identity_id: str) -> float | None:
+    async def next_due(self, identity_id: str) -> float | None:
         """The identity's next due time as the store holds it (a quick read)."""
         ...
 
@@ -172,14 +174,14 @@ class Inbox(Protocol):
         the first of each minute is a `send.refused` event with `data`."""
         ...
 
-    def due(
+    async def due(
         self, now: float, *, after: tuple[float, str] | None, limit: int
     ) -> list[tuple[float, str]]:
         """(next due time, identity) of identities due by `now`, in due order, after the
         cursor `after` (a quick read, for the scheduler)."""
         ...
 
-    def earliest_due_after(self, now: float) -> float | None:
+    async def earliest_due_after(self, now: float) -> float | None:
         """The first next-due time later than `now`, of any identity (a quick read)."""
         ...
 
@@ -188,20 +190,20 @@ class Sessions(Protocol):
     """The sessions of one identity, as its actor binds and ends them, and the lookups that
     authentication and start-up make."""
 
-    def exists(self, identity_id: str) -> bool:
+    async def exists(self, identity_id: str) -> bool:
         """Whether the identity exists (not reaped or purged; a quick read)."""
         ...
 
-    def by_token(self, token_hash: str) -> tuple[Session | None, str | None]:
+    async def by_token(self, token_hash: str) -> tuple[Session | None, str | None]:
         """The session a token's hash names, and, when none does, the session id it named
         before its identity was purged (quick reads)."""
         ...
 
-    def attached_ids(self) -> frozenset[str]:
+    async def attached_ids(self) -> frozenset[str]:
         """Every identity with a session attached through this broker."""
         ...
 
-    def attached(self, identity_id: str) -> tuple[Session | None, str]:
+    async def attached(self, identity_id: str) -> tuple[Session | None, str]:
         """Its attached session, if any, and its implementation (a quick read)."""
         ...
 
@@ -294,21 +296,21 @@ class Directory(Protocol):
 
 class EventLog(Protocol):
     """The operator event log, read in seq order by the event feed and by each replay: one user
-    at a time, its calls blocking (run off the event loop)."""
+    at a time, each call off the event loop (pager/store/off_loop.py)."""
 
-    def latest_seq(self) -> int:
+    async def latest_seq(self) -> int:
         """The highest seq ever assigned (0 when none), pruned ones included."""
         ...
 
-    def oldest_seq(self) -> int | None:
+    async def oldest_seq(self) -> int | None:
         """The lowest retained seq; None when nothing is retained."""
         ...
 
-    def rows_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+    async def rows_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
         """(seq, at, type, data as JSON text) of events after `seq`, oldest first."""
         ...
 
-    def close(self) -> None: ...
+    async def close(self) -> None: ...
 
 
 #: What a broker does when told an identity changed elsewhere: its id, or None after a spell
@@ -326,7 +328,7 @@ class Wakeups(Protocol):
 
     async def notify(self, identity_id: str) -> None: ...
 
-    def on_wake(self, handler: WakeHandler | None) -> None:
+    async def on_wake(self, handler: WakeHandler | None) -> None:
         """Who hears other brokers' notifications (the identity actors), or nobody."""
         ...
 
@@ -339,7 +341,7 @@ class NoWakeups:
     async def notify(self, identity_id: str) -> None:
         return None
 
-    def on_wake(self, handler: WakeHandler | None) -> None:
+    async def on_wake(self, handler: WakeHandler | None) -> None:
         return None
 
 
@@ -347,19 +349,19 @@ class WakeBook(Protocol):
     """Launch on mail (docs/wake.md): the person's settings per identity and the wake runs.
     A run starts with its session's registration (`Registration.wake`), in one commit."""
 
-    def settings(self, agent_id: str) -> WakeSettings | None: ...
+    async def settings(self, agent_id: str) -> WakeSettings | None: ...
 
-    def target(self, agent_id: str, *, now: float) -> WakeTarget | None:
+    async def target(self, agent_id: str, *, now: float) -> WakeTarget | None:
         """What a run of the identity needs, read at once; None when launch on mail is off."""
         ...
 
-    def candidate(self, agent_id: str) -> WakeCandidate | None:
+    async def candidate(self, agent_id: str) -> WakeCandidate | None:
         """The identity with its address and the conversation a run would resume."""
         ...
 
-    def enabled_ids(self) -> list[str]: ...
+    async def enabled_ids(self) -> list[str]: ...
 
-    def unfinished(self, host: str) -> list[WakeRun]:
+    async def unfinished(self, host: str) -> list[WakeRun]:
         """Runs this host started that never recorded an end (its broker was killed)."""
         ...
 
@@ -367,7 +369,7 @@ class WakeBook(Protocol):
 
     async def delete(self, agent_id: str, *, now: float) -> bool: ...
 
-    def listing(self) -> list[WakeEntry]:
+    async def listing(self) -> list[WakeEntry]:
         """Every identity with launch on mail on, with its latest runs (newest first)."""
         ...
 

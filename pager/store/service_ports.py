@@ -2,8 +2,9 @@
 (`pager/service.py`, what the MCP tools and `/v1` call): typed and backend-neutral.
 
 The service never sees a database connection. It reads through `Lookups` (short index reads on
-every request: answered at once, on the last committed state) and `Listings` (reads that scan
-or page: awaited, never holding up the event loop), and makes its few writes of its own
+every request, on the last committed state) and `Listings` (reads that scan or page), every call
+awaited (the backend decides where it runs: never a network round trip on the event loop), and
+makes its few writes of its own
 through `Accounts` (each committed before it returns); every other change goes through the
 actor that owns it. Values come back as records (`pager/domain/records.py`) and the small
 frozen values below; the service builds the JSON. The SQLite backend is
@@ -118,37 +119,37 @@ class Lookups(Protocol):
     """Short reads the service makes on every request (a few index lookups each), answered at
     once on the last committed state, without waiting for a write in flight. None commits."""
 
-    def person(self, workspace_key: str) -> Identity | None:
+    async def person(self, workspace_key: str) -> Identity | None:
         """The person's identity in the workspace, if one was made (archived or not)."""
         ...
 
-    def whoami(self, caller_id: str) -> Located:
+    async def whoami(self, caller_id: str) -> Located:
         """The caller's identity, address and workspace path; PagerError `ended` when the
         identity no longer exists."""
         ...
 
-    def resolve(self, caller_id: str, address: Address, text: str) -> Resolved:
+    async def resolve(self, caller_id: str, address: Address, text: str) -> Resolved:
         """The identity `address` (as the caller wrote it: `text`) names now; a bare alias is
         looked up in the caller's workspace. PagerError `unknown_recipient`,
         `recipient_alias_changed` (the alias was renamed: its new address in the details), or
         `ended` (a bare alias, and the caller's identity is gone)."""
         ...
 
-    def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:
+    async def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:
         """The mailbox `identity_id` pages, and whom `to` names in its workspace, read
         together; PagerError `unknown_recipient` when the identity is gone."""
         ...
 
-    def mailbox_token(self, token_hash: str) -> MailboxToken | None:
+    async def mailbox_token(self, token_hash: str) -> MailboxToken | None:
         """The mailbox token with this hash, usable or not; None when there is none."""
         ...
 
-    def sent_message(self, caller_id: str, message_id: str) -> SentMessage | None:
+    async def sent_message(self, caller_id: str, message_id: str) -> SentMessage | None:
         """The caller's send `message_id` as it is now; None when there is none or it is
         someone else's."""
         ...
 
-    def conversation(self, implementation: str, conversation_key: str) -> str | None:
+    async def conversation(self, implementation: str, conversation_key: str) -> str | None:
         """The identity a harness conversation is bound to, if any."""
         ...
 

@@ -104,8 +104,8 @@ class SqliteBackend:
     def read_side(self) -> ReadViews:
         return ReadViews(self._database)
 
-    def event_log(self) -> EventLog:
-        return open_event_log(self._database)
+    def event_log(self, *, inline: bool = False) -> EventLog:
+        return open_event_log(self._database, inline=inline)
 
     def exports(self) -> Exports:
         return SqliteExports(self._database)

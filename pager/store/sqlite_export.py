@@ -9,6 +9,8 @@ from typing import Any
 
 from pager.store._database import open_read_only
 from pager.store._export import export_records
+from pager.store.off_loop import open_export
+from pager.store.operator_ports import ExportReader
 
 
 class SqliteExportReader:
@@ -32,5 +34,5 @@ class SqliteExports:
     def __init__(self, database: Path) -> None:
         self._database = database
 
-    def open(self, *, since: float | None) -> SqliteExportReader:
-        return SqliteExportReader(self._database, since)
+    async def open(self, *, since: float | None) -> ExportReader:
+        return await open_export(lambda: SqliteExportReader(self._database, since))

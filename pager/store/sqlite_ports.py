@@ -31,7 +31,7 @@ ROWS_ON_LOOP = 20
 class Writer(Protocol):
     """The SQLite writer (pager/store/sqlite_writer.py `Checkpoint`)."""
 
-    def lookup(self, fn: Callable[[Conn], T]) -> T: ...
+    async def lookup(self, fn: Callable[[Conn], T]) -> T: ...
 
     async def write(self, fn: Callable[[Conn], T], *, heavy: bool = False) -> T: ...
 
@@ -46,8 +46,8 @@ class SqliteInbox:
     def __init__(self, writer: Writer) -> None:
         self._writer = writer
 
-    def next_due(self, identity_id: str) -> float | None:
-        return self._writer.lookup(lambda conn: ms.next_due_of(conn, identity_id))
+    async def next_due(self, identity_id: str) -> float | None:
+        return await self._writer.lookup(lambda conn: ms.next_due_of(conn, identity_id))
 
     async def _change(
         self,
@@ -226,13 +226,13 @@ class SqliteInbox:
     ) -> None:
         await self._writer.write(lambda conn: ms.count_refusal(conn, now, sender_id, reason, data))
 
-    def due(
+    async def due(
         self, now: float, *, after: tuple[float, str] | None, limit: int
     ) -> list[tuple[float, str]]:
-        return self._writer.lookup(lambda conn: ms.due_identities(conn, now, after, limit))
+        return await self._writer.lookup(lambda conn: ms.due_identities(conn, now, after, limit))
 
-    def earliest_due_after(self, now: float) -> float | None:
-        return self._writer.lookup(lambda conn: ms.earliest_due_after(conn, now))
+    async def earliest_due_after(self, now: float) -> float | None:
+        return await self._writer.lookup(lambda conn: ms.earliest_due_after(conn, now))
 
 
 def _claim(
@@ -265,27 +265,28 @@ class SqliteSessions:
         self._writer = writer
         self._host = host  # this broker's, in the store ('' when it has the store alone)
 
-    def exists(self, identity_id: str) -> bool:
-        return self._writer.lookup(lambda conn: ms.get_identity(conn, identity_id)) is not None
+    async def exists(self, identity_id: str) -> bool:
+        found = await self._writer.lookup(lambda conn: ms.get_identity(conn, identity_id))
+        return found is not None
 
-    def by_token(self, token_hash: str) -> tuple[Session | None, str | None]:
-        return self._writer.lookup(
+    async def by_token(self, token_hash: str) -> tuple[Session | None, str | None]:
+        return await self._writer.lookup(
             lambda conn: (
                 ms.session_by_token(conn, token_hash),
                 ms.purged_session(conn, token_hash),
             )
         )
 
-    def attached_ids(self) -> frozenset[str]:
-        return self._writer.lookup(lambda conn: ms.attached_identity_ids(conn, self._host))
+    async def attached_ids(self) -> frozenset[str]:
+        return await self._writer.lookup(lambda conn: ms.attached_identity_ids(conn, self._host))
 
-    def attached(self, identity_id: str) -> tuple[Session | None, str]:
+    async def attached(self, identity_id: str) -> tuple[Session | None, str]:
         def read(conn: Conn) -> tuple[Session | None, str]:
             identity = ms.get_identity(conn, identity_id)
             implementation = "" if identity is None else identity.implementation
             return ms.attached_session(conn, identity_id), implementation
 
-        return self._writer.lookup(read)
+        return await self._writer.lookup(read)
 
     async def end(self, session: Session, state: SessionState, reason: str, *, now: float) -> None:
         def op(conn: Conn) -> None:

@@ -41,33 +41,33 @@ class SqliteLookups:
     def __init__(self, writer: Writer) -> None:
         self._writer = writer
 
-    def person(self, workspace_key: str) -> Identity | None:
-        return self._writer.lookup(
+    async def person(self, workspace_key: str) -> Identity | None:
+        return await self._writer.lookup(
             lambda conn: ms.identity_of_implementation(conn, workspace_key, PERSON)
         )
 
-    def whoami(self, caller_id: str) -> Located:
+    async def whoami(self, caller_id: str) -> Located:
         def read(conn: Conn) -> Located:
             me = _me(conn, caller_id)
             address = format_address(me.alias, ms.workspace_slug(conn, me.workspace_key))
             return Located(me, address, ms.workspace_path(conn, me.workspace_key))
 
-        return self._writer.lookup(read)
+        return await self._writer.lookup(read)
 
-    def resolve(self, caller_id: str, address: Address, text: str) -> Resolved:
-        return self._writer.lookup(lambda conn: _resolve(conn, caller_id, address, text))
+    async def resolve(self, caller_id: str, address: Address, text: str) -> Resolved:
+        return await self._writer.lookup(lambda conn: _resolve(conn, caller_id, address, text))
 
-    def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:
+    async def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:
         def read(conn: Conn) -> MailboxTarget:
             mine = _resolve(conn, identity_id, parse_address(identity_id), identity_id)
             return MailboxTarget(mine, None if to is None else _named(conn, identity_id, to))
 
-        return self._writer.lookup(read)
+        return await self._writer.lookup(read)
 
-    def mailbox_token(self, token_hash: str) -> MailboxToken | None:
-        return self._writer.lookup(lambda conn: ms.mailbox_token_by_hash(conn, token_hash))
+    async def mailbox_token(self, token_hash: str) -> MailboxToken | None:
+        return await self._writer.lookup(lambda conn: ms.mailbox_token_by_hash(conn, token_hash))
 
-    def sent_message(self, caller_id: str, message_id: str) -> SentMessage | None:
+    async def sent_message(self, caller_id: str, message_id: str) -> SentMessage | None:
         def read(conn: Conn) -> SentMessage | None:
             message = ms.get_message(conn, message_id)
             if message is None or message.sender_id != caller_id:
@@ -75,10 +75,10 @@ class SqliteLookups:
             known = ms.addresses(conn, [message.recipient_id])
             return SentMessage(message, known.get(message.recipient_id, message.recipient_id))
 
-        return self._writer.lookup(read)
+        return await self._writer.lookup(read)
 
-    def conversation(self, implementation: str, conversation_key: str) -> str | None:
-        return self._writer.lookup(
+    async def conversation(self, implementation: str, conversation_key: str) -> str | None:
+        return await self._writer.lookup(
             lambda conn: ms.identity_of_conversation(conn, implementation, conversation_key)
         )
 

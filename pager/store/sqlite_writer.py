@@ -108,14 +108,14 @@ class QuickReads:
 
 class Checkpoint:
     """What other actors hold: `await read(fn)` (fn runs in a worker thread), `await write(fn)`
-    (on the event loop, its commit in the thread), and `lookup(fn)` for short reads (fn runs at
-    once, on the event loop)."""
+    (on the event loop, its commit in the thread), and `await lookup(fn)` for short reads (fn
+    runs at once, on the event loop: no thread handoff, it awaits nothing)."""
 
     def __init__(self, ref: ActorRef[CheckpointMessage], quick: QuickReads) -> None:
         self.ref = ref
         self.quick = quick
 
-    def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a short read (a few index lookups) now, on the last committed state."""
         return self.quick.run(fn)
 

@@ -20,7 +20,7 @@ CUT_SHORT = "the broker stopped during the wake run"
 
 
 class _Writer(Protocol):
-    def lookup(self, fn: Callable[[Conn], T]) -> T: ...
+    async def lookup(self, fn: Callable[[Conn], T]) -> T: ...
 
     async def write(self, fn: Callable[[Conn], T], *, heavy: bool = False) -> T: ...
 
@@ -29,20 +29,20 @@ class StoreWakeBook:
     def __init__(self, writer: _Writer) -> None:
         self._writer = writer
 
-    def settings(self, agent_id: str) -> WakeSettings | None:
-        return self._writer.lookup(lambda conn: wk.wake_settings(conn, agent_id))
+    async def settings(self, agent_id: str) -> WakeSettings | None:
+        return await self._writer.lookup(lambda conn: wk.wake_settings(conn, agent_id))
 
-    def target(self, agent_id: str, *, now: float) -> WakeTarget | None:
-        return self._writer.lookup(lambda conn: wk.wake_target(conn, agent_id, now=now))
+    async def target(self, agent_id: str, *, now: float) -> WakeTarget | None:
+        return await self._writer.lookup(lambda conn: wk.wake_target(conn, agent_id, now=now))
 
-    def candidate(self, agent_id: str) -> WakeCandidate | None:
-        return self._writer.lookup(lambda conn: wk.wake_candidate(conn, agent_id))
+    async def candidate(self, agent_id: str) -> WakeCandidate | None:
+        return await self._writer.lookup(lambda conn: wk.wake_candidate(conn, agent_id))
 
-    def enabled_ids(self) -> list[str]:
-        return [s.agent_id for s in self._writer.lookup(wk.all_wake_settings)]
+    async def enabled_ids(self) -> list[str]:
+        return [s.agent_id for s in await self._writer.lookup(wk.all_wake_settings)]
 
-    def unfinished(self, host: str) -> list[WakeRun]:
-        return self._writer.lookup(lambda conn: wk.unfinished_runs(conn, host))
+    async def unfinished(self, host: str) -> list[WakeRun]:
+        return await self._writer.lookup(lambda conn: wk.unfinished_runs(conn, host))
 
     async def put(self, settings: WakeSettings, *, now: float) -> None:
         await self._writer.write(lambda conn: wk.put_wake_settings(conn, settings, now))
@@ -50,9 +50,9 @@ class StoreWakeBook:
     async def delete(self, agent_id: str, *, now: float) -> bool:
         return await self._writer.write(lambda conn: wk.delete_wake_settings(conn, agent_id, now))
 
-    def listing(self) -> list[WakeEntry]:
+    async def listing(self) -> list[WakeEntry]:
         # A few rows: those the person turned on.
-        return self._writer.lookup(lambda conn: wk.wake_entries(conn, RUNS_LISTED))
+        return await self._writer.lookup(lambda conn: wk.wake_entries(conn, RUNS_LISTED))
 
     async def started(self, run_id: str, *, pid: int, log: str, now: float) -> None:
         await self._writer.write(

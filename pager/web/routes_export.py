@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import trio
 from quart import Blueprint, Response, request
@@ -56,18 +57,17 @@ def export_blueprint(exports: Exports, secret: str) -> Blueprint:
 
 
 async def _stream(exports: Exports, since: float | None) -> AsyncIterator[bytes]:
-    reader = await trio.to_thread.run_sync(lambda: exports.open(since=since))
+    reader = await exports.open(since=since)
 
-    def next_lines() -> bytes:  # read and encoded in the worker thread, off the event loop
+    def encoded(records: list[dict[str, Any]]) -> bytes:  # in a worker thread, off the loop
         # `pager export` may print to a terminal: what could drive one is a `\uXXXX` escape.
         return b"".join(
             json_for_terminal(dumps(record, ensure_ascii=False)).encode() + b"\n"
-            for record in reader.batch(BATCH)
+            for record in records
         )
 
     try:
-        while lines := await trio.to_thread.run_sync(next_lines):
-            yield lines
+        while records := await reader.batch(BATCH):
+            yield await trio.to_thread.run_sync(encoded, records)
     finally:
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(reader.close)
+        await reader.close()  # shielded: it closes on the way out of a cancelled stream too

@@ -34,7 +34,7 @@ def paging_blueprint(service: BrokerService, secret: str) -> Blueprint:
                 ErrorCode.UNAUTHENTICATED,
                 "send `Authorization: Bearer pmt_…`, a mailbox token (`pager token create TO`)",
             )
-        mailbox = service.mailbox(token)  # before the body: a stranger learns nothing more
+        mailbox = await service.mailbox(token)  # before the body: a stranger learns nothing more
         to = query(("to",)).get("to")  # optional: a script may say whom it means to page
         page = parse_page(await json_body())
         sent = await service.notify_with_token(mailbox, page, to=to)

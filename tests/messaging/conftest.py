@@ -35,7 +35,6 @@ from pager.service import BrokerService
 from pager.store import events as ev
 from pager.store import messaging as ms
 from pager.store.operator_ports import OperatorViews
-from pager.store.ports import EventLog
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_operator import SqliteOperatorViews
@@ -128,7 +127,7 @@ class Harness:
     workspace: Path
     checkpoint: Checkpoint
     views: OperatorViews
-    event_log: EventLog
+    event_log: ev.EventLogReader  # blocking: a test reads it in place
     #: The SQLite writer itself (a fault can be injected under it: tests/fakes/failing_store.py).
     writer: CheckpointActor | None = None
 
@@ -249,7 +248,7 @@ async def open_harness(
                 service=inline_service(config, clock, reads, checkpoint),
             )
         )
-        log = ev.open_event_log(tmp_path / "pager.db")
+        log = ev.EventLogReader(ev.open_read_only(tmp_path / "pager.db"))
         try:
             yield Harness(
                 AnsweredAsJson(service),

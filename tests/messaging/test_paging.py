@@ -38,7 +38,9 @@ async def test_a_token_pages_its_identity_until_it_expires(
         _, ci = await harness.register("ci")
         made = await _token(harness, "ci", label="nightly", expires_s=3600)
         page = parse_page({"message": "build done", "job_id": "b-1", "status": "success"})
-        sent = await harness.service.notify_with_token(harness.service.mailbox(made["token"]), page)
+        sent = await harness.service.notify_with_token(
+            await harness.service.mailbox(made["token"]), page
+        )
         [claim] = (await harness.service.fetch(ci))["claims"]
         message = claim["message"]
         assert (message["id"], message["from"], message["origin"], message["hop"]) == (
@@ -48,7 +50,7 @@ async def test_a_token_pages_its_identity_until_it_expires(
         assert message["fields"] == {"job_id": "b-1", "status": "success"}
         await trio.sleep(3601)  # virtual time: the token's hour passes
         with pytest.raises(PagerError) as expired:
-            harness.service.mailbox(made["token"])
+            await harness.service.mailbox(made["token"])
         assert expired.value.code is ErrorCode.UNAUTHENTICATED
         listed = (await harness.service.list_tokens())["tokens"]
         assert [t["last_used_at"] is not None for t in listed] == [True]
@@ -64,7 +66,7 @@ async def test_the_operator_view_names_a_page_sender_as_the_script_it_is(
         _, ci = await harness.register("ci")
         made = await _token(harness, "ci", label="nightly")
         page = parse_page({"message": "build done"})
-        await harness.service.notify_with_token(harness.service.mailbox(made["token"]), page)
+        await harness.service.notify_with_token(await harness.service.mailbox(made["token"]), page)
         [view] = await harness.messages(ci.agent_id, "in")
         assert view.sender.address == "nightly (script)"
         assert view.sender.agent_id.startswith("mbx_")
@@ -77,7 +79,7 @@ async def test_a_token_revoked_after_it_was_checked_pages_nothing(
     with trio.fail_after(60):
         await harness.register("ci")
         made = await _token(harness, "ci")
-        mailbox = harness.service.mailbox(made["token"])
+        mailbox = await harness.service.mailbox(made["token"])
         await harness.service.revoke_token(made["id"])
         before = _count(harness)
         with pytest.raises(PagerError) as refused:
@@ -92,7 +94,7 @@ async def test_a_token_pages_no_other_identity_and_says_the_same_for_strangers(
     with trio.fail_after(60):
         await harness.register("ci")
         await harness.register("other")
-        mailbox = harness.service.mailbox((await _token(harness, "ci"))["token"])
+        mailbox = await harness.service.mailbox((await _token(harness, "ci"))["token"])
         page = parse_page({"message": "hello"})
         answers = []
         for to in ("other", "nobody"):
@@ -112,7 +114,7 @@ async def test_a_token_dies_with_its_identity(harness: Harness, autojump_clock: 
         made = await _token(harness, "ci")
         await harness.service.directory.call(PurgeIdentity(registered["agent_id"], "test"))
         with pytest.raises(PagerError) as gone:
-            harness.service.mailbox(made["token"])
+            await harness.service.mailbox(made["token"])
         assert gone.value.code is ErrorCode.UNAUTHENTICATED
 
 
@@ -120,7 +122,7 @@ async def test_the_per_token_rate(tmp_path: Path, autojump_clock: MockClock) -> 
     async with open_harness(tmp_path, limits=Limits(token_sends_per_hour=2)) as harness:
         with trio.fail_after(7200):
             await harness.register("ci")
-            mailbox = harness.service.mailbox((await _token(harness, "ci"))["token"])
+            mailbox = await harness.service.mailbox((await _token(harness, "ci"))["token"])
             page = parse_page({"message": "tick"})
             for _ in range(2):
                 await harness.service.notify_with_token(mailbox, page)

@@ -86,7 +86,7 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
                 service=inline_service(config, clock, reads, checkpoint),
             )
         )
-        log = ev.open_event_log(tmp_path / "pager.db")
+        log = ev.EventLogReader(ev.open_read_only(tmp_path / "pager.db"))
         try:
             views = SqliteOperatorViews(reads)
             yield (

@@ -137,7 +137,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
         quick = QuickReads(database)
         checkpoint = Checkpoint(ref, quick)
         reads = ReadViews(database)
-        events = open_event_log(database)
+        events = open_event_log(database, inline=True)
         try:
             yield Backend(
                 SqliteOperatorViews(reads),
@@ -150,7 +150,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
         finally:
             with trio.CancelScope(shield=True):
                 await reads.aclose()
-            events.close()
+                await events.close()
             quick.close()
             nursery.cancel_scope.cancel()
 
@@ -198,9 +198,9 @@ async def test_operator_port_snapshot_with_and_without_agents(backend: Backend) 
     assert await backend.claim(alice, limit=1) == [taken]
     await backend.send(alice, bob, "too late")
     assert await backend.expire(bob) == 1
-    before = backend.events.latest_seq()
+    before = await backend.events.latest_seq()
     await backend.inbox.record(NOW, "test.marker", {})
-    [(marker, _, kind, _)] = backend.events.rows_after(before, 10)
+    [(marker, _, kind, _)] = await backend.events.rows_after(before, 10)
     assert kind == "test.marker"
     broker = {"ok": True, "pid": 7}
 
@@ -371,26 +371,26 @@ async def test_exports_port_reads_one_instant_a_batch_at_a_time(backend: Backend
     alice, bob = await backend.identity("alice"), await backend.identity("bob")
     sent = [await backend.send(alice, bob, f"m{n}") for n in range(3)]
 
-    reader = backend.exports.open(since=None)
+    reader = await backend.exports.open(since=None)
     try:
-        first = reader.batch(2)
+        first = await reader.batch(2)
         # Committed meanwhile:
         await backend.send(bob, alice, "after the export began")
         await backend.identity("carol")
         rest: list[dict[str, object]] = []
-        while batch := reader.batch(2):
+        while batch := await reader.batch(2):
             assert len(batch) <= 2
             rest += batch
     finally:
-        reader.close()
+        await reader.close()
     records = first + rest
     assert [r["kind"] for r in records] == ["identity"] * 2 + ["message"] * 3
     assert {r["alias"] for r in records[:2]} == {"alice", "bob"}
     assert [r["message_id"] for r in records[2:]] == sent
     assert all(r["v"] == 1 for r in records)
 
-    later = backend.exports.open(since=NOW + 3600)  # every message here was sent at NOW
+    later = await backend.exports.open(since=NOW + 3600)  # every message here was sent at NOW
     try:
-        assert [r["kind"] for r in later.batch(100)] == ["identity"] * 3
+        assert [r["kind"] for r in await later.batch(100)] == ["identity"] * 3
     finally:
-        later.close()
+        await later.close()

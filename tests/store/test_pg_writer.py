@@ -33,7 +33,7 @@ async def test_a_write_commits_whole_or_not_at_all(pg_dsn: str, tmp_path: Path) 
 
         with pytest.raises(RuntimeError):
             await writer.write(half)
-        meta = writer.lookup(_meta)
+        meta = await writer.lookup(_meta)
         assert meta.get("a") == "1"
         assert "b" not in meta
     finally:
@@ -58,7 +58,7 @@ async def test_a_read_sees_one_snapshot(pg_dsn: str, tmp_path: Path) -> None:
 
         first, second = await writer.read(twice)
         assert first == second
-        assert "elsewhere" in writer.lookup(_meta)  # a later read sees it
+        assert "elsewhere" in await writer.lookup(_meta)  # a later read sees it
     finally:
         other.close()
         writer.close()
@@ -89,6 +89,6 @@ async def test_a_lock_held_past_its_timeout_is_store_busy_and_marks_health(
             assert board.snapshot()["status"] == "degraded"
         await writer.write(update)
         assert board.snapshot() == {"status": "ok"}
-        assert writer.lookup(_meta)["held"] == "1"
+        assert (await writer.lookup(_meta))["held"] == "1"
     finally:
         writer.close()

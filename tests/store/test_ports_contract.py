@@ -31,6 +31,7 @@ from pager.store import messaging as ms
 from pager.store._refusals import refused_sends
 from pager.store._registration import Registration
 from pager.store.events import EventLogReader, open_event_log
+from pager.store.off_loop import ThreadedEventLog
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import connect, upgrade
 from pager.store.pg._writer import PgWriter
@@ -111,8 +112,8 @@ class Backend:
         await self.checkpoint.write(lambda conn: ms.insert_session(conn, session))
         return session
 
-    def state(self, message_id: str) -> tuple[MessageState, str | None]:
-        message = self.checkpoint.lookup(lambda conn: ms.get_message(conn, message_id))
+    async def state(self, message_id: str) -> tuple[MessageState, str | None]:
+        message = await self.checkpoint.lookup(lambda conn: ms.get_message(conn, message_id))
         assert message is not None
         return message.state, message.dead_reason
 
@@ -127,7 +128,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
         quick = QuickReads(database)
         checkpoint = Checkpoint(ref, quick)
         reads = ReadViews(database, inline=True)
-        events = open_event_log(database)
+        events = open_event_log(database, inline=True)
         try:
             yield Backend(
                 SqliteInbox(checkpoint),
@@ -138,7 +139,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
                 events,
             )
         finally:
-            events.close()
+            await events.close()
             await reads.aclose()
             quick.close()
             nursery.cancel_scope.cancel()
@@ -147,17 +148,17 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
 @contextlib.contextmanager
 def postgresql_parts(
     tmp_path: Path, dsn: str, *, inline: bool
-) -> Iterator[tuple[StoreConfig, PgWriter, EventLogReader]]:
+) -> Iterator[tuple[StoreConfig, PgWriter, EventLog]]:
     """A fresh database of the tests' cluster, upgraded; its writer and its event log."""
     store = pg_store(dsn, tmp_path)
     with connect(store) as conn:
         upgrade(conn, where="test")
     writer = PgWriter(store, inline=inline)
-    events = EventLogReader(PgConn(connect(store)))
+    reader = EventLogReader(PgConn(connect(store)))
     try:
-        yield store, writer, events
+        yield store, writer, ThreadedEventLog(reader, inline=inline)
     finally:
-        events.close()
+        reader.close()
         writer.close()
 
 
@@ -233,7 +234,7 @@ async def test_ports_claim_in_send_order_and_keep_next_due(backend: Backend) -> 
     assert changed.value[0].sender_address.startswith("alice@")
     assert changed.value[0].claim.attempt == 1
     assert changed.next_due == NOW + 10 + POLICY.ack_wait
-    assert backend.inbox.next_due(bob) == changed.next_due
+    assert await backend.inbox.next_due(bob) == changed.next_due
 
 
 async def test_ports_ack_rules(backend: Backend) -> None:
@@ -267,10 +268,10 @@ async def test_ports_lapse_requeues_then_dead_letters_at_max_attempts(backend: B
     message = await _enqueue(backend, alice, bob, "flaky reader")
     assert len(await _claim(backend, bob, NOW)) == 1
     assert (await backend.inbox.lapse(bob, now=NOW + 61, policy=POLICY)).value == 1
-    assert backend.state(message) == (MessageState.QUEUED, None)
+    assert (await backend.state(message)) == (MessageState.QUEUED, None)
     assert len(await _claim(backend, bob, NOW + 62)) == 1
     await backend.inbox.lapse(bob, now=NOW + 200, policy=POLICY)
-    assert backend.state(message) == (MessageState.DEAD, "max_attempts")
+    assert (await backend.state(message)) == (MessageState.DEAD, "max_attempts")
     assert await _claim(backend, bob, NOW + 201) == []
 
 
@@ -301,7 +302,7 @@ async def test_ports_release_does_not_count_an_attempt(backend: Backend) -> None
     [token] = await _claim(backend, bob, NOW)
     released = await backend.inbox.release(bob, [token], now=NOW + 1, policy=POLICY)
     assert released.value == 1
-    assert backend.state(message) == (MessageState.QUEUED, None)
+    assert (await backend.state(message)) == (MessageState.QUEUED, None)
     again = await backend.inbox.claim(
         bob, session_id=None, limit=5, via=Via.FETCH, now=NOW + 2, policy=POLICY
     )
@@ -328,20 +329,20 @@ async def test_ports_dead_letter_kills_only_its_claims_once(backend: Backend) ->
         bob, [bad_token], reason="unrenderable", now=NOW + 4, policy=POLICY
     )
     assert again.value == []
-    assert backend.state(bad) == (MessageState.DEAD, "unrenderable")
-    assert backend.state(good) == (MessageState.CLAIMED, None)
+    assert (await backend.state(bad)) == (MessageState.DEAD, "unrenderable")
+    assert (await backend.state(good)) == (MessageState.CLAIMED, None)
     await backend.inbox.lapse(bob, now=NOW + 500, policy=POLICY)  # past every ack wait
-    assert backend.state(bad) == (MessageState.DEAD, "unrenderable")
+    assert (await backend.state(bad)) == (MessageState.DEAD, "unrenderable")
 
 
 async def test_ports_expired_mail_dies_at_its_due_time(backend: Backend) -> None:
     """Unsettled mail is due at its expiry, and dies then."""
     alice, bob = await backend.identity("alice"), await backend.identity("bob")
     message = await _enqueue(backend, alice, bob, "too late")
-    assert backend.inbox.next_due(bob) == NOW + POLICY.message_expiry
+    assert await backend.inbox.next_due(bob) == NOW + POLICY.message_expiry
     lapsed = await backend.inbox.lapse(bob, now=NOW + POLICY.message_expiry, policy=POLICY)
     assert lapsed.next_due is None
-    assert backend.state(message) == (MessageState.DEAD, "expired")
+    assert (await backend.state(message)) == (MessageState.DEAD, "expired")
 
 
 async def test_ports_idempotent_repeat_and_conflicting_reuse(backend: Backend) -> None:
@@ -395,17 +396,17 @@ async def test_ports_sessions_attach_renew_end(backend: Backend) -> None:
     """The attached session is found with its implementation; a renewal is recorded; an end
     detaches it."""
     bob = await backend.identity("bob")
-    assert backend.sessions.attached(bob) == (None, "shell")
+    assert await backend.sessions.attached(bob) == (None, "shell")
     session = await backend.attach(bob)
-    found, implementation = backend.sessions.attached(bob)
+    found, implementation = await backend.sessions.attached(bob)
     assert found is not None
     assert (found.id, implementation) == (session.id, "shell")
     await backend.sessions.renew(session.id, bob, NOW + 500, now=NOW + 10)
-    renewed, _ = backend.sessions.attached(bob)
+    renewed, _ = await backend.sessions.attached(bob)
     assert renewed is not None
     assert renewed.lease_expires_at == NOW + 500
     await backend.sessions.end(session, SessionState.DETACHED, "detached", now=NOW + 20)
-    assert backend.sessions.attached(bob) == (None, "shell")
+    assert await backend.sessions.attached(bob) == (None, "shell")
 
 
 async def test_ports_enqueue_claims_for_a_waiting_reader_in_one_change(backend: Backend) -> None:
@@ -420,7 +421,7 @@ async def test_ports_enqueue_claims_for_a_waiting_reader_in_one_change(backend: 
     enqueued = changed.value
     assert [v.claim.message.id for v in enqueued.claims] == [older, enqueued.message.id]
     assert changed.next_due == NOW + 1 + POLICY.ack_wait
-    assert backend.state(enqueued.message.id) == (MessageState.CLAIMED, None)
+    assert (await backend.state(enqueued.message.id)) == (MessageState.CLAIMED, None)
     limited = await backend.inbox.enqueue(
         bob, _send(alice, "later"), now=NOW + 2, idempotent_since=NOW - 600, limits=LIMITS,
         policy=POLICY, claim_for=ClaimFor(None, 0, Via.FETCH),
@@ -458,7 +459,7 @@ async def test_ports_register_creates_then_refuses_an_attached_name(backend: Bac
     first = await _register(backend, "api")
     made = first.registered
     assert (made.identity.alias, made.session.state) == ("api", SessionState.ATTACHED)
-    assert backend.sessions.attached(made.identity.id)[0] == made.session
+    assert (await backend.sessions.attached(made.identity.id))[0] == made.session
     with pytest.raises(PagerError) as caught:
         await _register(backend, "api")
     assert caught.value.code is ErrorCode.ALIAS_CONFLICT
@@ -477,7 +478,7 @@ async def test_ports_retire_rules(backend: Backend) -> None:
     assert twice.value.code is ErrorCode.CONFLICT
     await backend.directory.retire(agent, ms.Action.UNARCHIVE, "operator", now=NOW)
     await backend.directory.retire(agent, ms.Action.PURGE, "operator", now=NOW)
-    assert not backend.sessions.exists(agent)
+    assert not await backend.sessions.exists(agent)
     with pytest.raises(PagerError) as gone:
         await backend.directory.retire(agent, ms.Action.REAP, "operator", now=NOW)
     assert gone.value.code is ErrorCode.NOT_FOUND
@@ -515,23 +516,23 @@ async def test_ports_retention_ends_only_gone_hosts_lapsed_sessions(backend: Bac
     )
     ended = await backend.retention.expire_sessions_of(["gone"], now=NOW)
     assert ended == [lapsed]
-    assert backend.sessions.attached(lapsed)[0] is None
-    assert backend.sessions.attached(leased)[0] is not None
-    assert backend.sessions.attached(other)[0] is not None
+    assert (await backend.sessions.attached(lapsed))[0] is None
+    assert (await backend.sessions.attached(leased))[0] is not None
+    assert (await backend.sessions.attached(other))[0] is not None
     assert await backend.retention.expire_sessions_of(["gone"], now=NOW) == []
 
 
 async def test_ports_event_log_reads_changes_in_order(backend: Backend) -> None:
     """Each change's events are in the log after it, in seq order, from any position."""
     alice, bob = await backend.identity("alice"), await backend.identity("bob")
-    start = backend.events.latest_seq()
+    start = await backend.events.latest_seq()
     message = await _enqueue(backend, alice, bob, "logged")
-    rows = backend.events.rows_after(start, 100)
+    rows = await backend.events.rows_after(start, 100)
     assert [kind for _, _, kind, _ in rows] == ["message.queued"]
     assert json.loads(rows[0][3])["message_id"] == message
-    assert backend.events.latest_seq() == rows[-1][0]
-    assert backend.events.rows_after(rows[-1][0], 100) == []
-    oldest = backend.events.oldest_seq()
+    assert await backend.events.latest_seq() == rows[-1][0]
+    assert await backend.events.rows_after(rows[-1][0], 100) == []
+    oldest = await backend.events.oldest_seq()
     assert oldest is not None
     assert oldest <= rows[0][0]
 
@@ -539,24 +540,24 @@ async def test_ports_event_log_reads_changes_in_order(backend: Backend) -> None:
 async def test_ports_refusals_are_counted_per_sender_reason_and_minute(backend: Backend) -> None:
     """SPEC §12: a refusal adds to its (sender, reason, minute) count; only the first of each
     is an operator event; the counts are kept as long as events, then pruned."""
-    start = backend.events.latest_seq()
+    start = await backend.events.latest_seq()
     refusals = [(NOW + n, "rate_limited") for n in range(5)]
     refusals += [(NOW + 2, "hop_limit"), (NOW + 61, "rate_limited")]
     for at, reason in refusals:
         data: dict[str, object] = {"sender_id": "agt_mallory", "reason": reason}
         await backend.inbox.count_refusal(at, "agt_mallory", reason, data)
-    rows = backend.events.rows_after(start, 100)
+    rows = await backend.events.rows_after(start, 100)
     assert [(kind, json.loads(data)["reason"]) for _, _, kind, data in rows] == [
         ("send.refused", "rate_limited"), ("send.refused", "hop_limit"),
         ("send.refused", "rate_limited"),
     ]  # fmt: skip
     assert json.loads(rows[-1][3])["minute"] == iso(NOW + 60)
 
-    def total() -> int:
-        return int(backend.checkpoint.lookup(refused_sends))
+    async def total() -> int:
+        return int(await backend.checkpoint.lookup(refused_sends))
 
-    assert total() == 7
+    assert await total() == 7
     # The first minute's counts go once event_retention has passed its end; the next stays.
     pruned = await backend.retention.prune(now=NOW + WINDOWS.event_retention + 60, windows=WINDOWS)
     assert pruned.refusals == 2
-    assert total() == 1
+    assert await total() == 1

@@ -122,7 +122,7 @@ def _code(raised: pytest.ExceptionInfo[PagerError]) -> ErrorCode:
 
 async def test_whoami_answers_the_identity_its_address_and_workspace(backend: Backend) -> None:
     alice = await backend.identity("alice")
-    located = backend.lookups.whoami(alice)
+    located = await backend.lookups.whoami(alice)
     assert located.identity.id == alice
     assert located.identity.alias == "alice"
     assert located.address == "alice@repo-3f9a1c"
@@ -131,7 +131,7 @@ async def test_whoami_answers_the_identity_its_address_and_workspace(backend: Ba
 
 async def test_whoami_of_an_identity_that_is_gone_is_ended(backend: Backend) -> None:
     with pytest.raises(PagerError) as raised:
-        backend.lookups.whoami(ids.new_agent_id())
+        await backend.lookups.whoami(ids.new_agent_id())
     assert _code(raised) is ErrorCode.ENDED
     assert "no longer exists" in raised.value.message
 
@@ -143,10 +143,12 @@ async def test_resolve_finds_a_bare_alias_a_full_address_and_an_agent_id(
     bob = await backend.identity("bob")
     carol = await backend.identity("carol", THERE)
     lookups = backend.lookups
-    assert lookups.resolve(alice, parse_address("bob"), "bob") == Resolved(bob, "bob@repo-3f9a1c")
-    found = lookups.resolve(alice, parse_address("carol@other-a1b2c3"), "carol@other-a1b2c3")
+    assert await lookups.resolve(alice, parse_address("bob"), "bob") == Resolved(
+        bob, "bob@repo-3f9a1c"
+    )
+    found = await lookups.resolve(alice, parse_address("carol@other-a1b2c3"), "carol@other-a1b2c3")
     assert found == Resolved(carol, "carol@other-a1b2c3")
-    assert lookups.resolve(alice, parse_address(carol), carol) == found
+    assert await lookups.resolve(alice, parse_address(carol), carol) == found
 
 
 @pytest.mark.parametrize(
@@ -164,7 +166,7 @@ async def test_resolve_of_no_one_is_unknown_recipient(
     await backend.identity("bob")
     await backend.identity("carol", THERE)
     with pytest.raises(PagerError) as raised:
-        backend.lookups.resolve(alice, parse_address(text), text)
+        await backend.lookups.resolve(alice, parse_address(text), text)
     assert _code(raised) is ErrorCode.UNKNOWN_RECIPIENT
     assert raised.value.message.startswith(f"no agent {text!r}")
     if why is not None:
@@ -175,7 +177,7 @@ async def test_resolve_of_an_unknown_agent_id_is_unknown_recipient(backend: Back
     alice = await backend.identity("alice")
     ghost = ids.new_agent_id()
     with pytest.raises(PagerError) as raised:
-        backend.lookups.resolve(alice, parse_address(ghost), ghost)
+        await backend.lookups.resolve(alice, parse_address(ghost), ghost)
     assert _code(raised) is ErrorCode.UNKNOWN_RECIPIENT
 
 
@@ -184,7 +186,7 @@ async def test_resolve_of_a_renamed_alias_names_the_new_address(backend: Backend
     bob = await backend.identity("bob")
     await backend.rename(bob, "robert")
     with pytest.raises(PagerError) as raised:
-        backend.lookups.resolve(alice, parse_address("bob"), "bob")
+        await backend.lookups.resolve(alice, parse_address("bob"), "bob")
     assert _code(raised) is ErrorCode.RECIPIENT_ALIAS_CHANGED
     assert raised.value.details == {"current_address": "robert@repo-3f9a1c", "agent_id": bob}
 
@@ -192,7 +194,7 @@ async def test_resolve_of_a_renamed_alias_names_the_new_address(backend: Backend
 async def test_resolve_of_a_bare_alias_for_a_caller_gone_is_ended(backend: Backend) -> None:
     await backend.identity("bob")
     with pytest.raises(PagerError) as raised:
-        backend.lookups.resolve(ids.new_agent_id(), parse_address("bob"), "bob")
+        await backend.lookups.resolve(ids.new_agent_id(), parse_address("bob"), "bob")
     assert _code(raised) is ErrorCode.ENDED
 
 
@@ -201,19 +203,19 @@ async def test_mailbox_target_answers_the_mailbox_and_whom_to_names(backend: Bac
     await backend.identity("bob")
     lookups = backend.lookups
     mine = Resolved(alice, "alice@repo-3f9a1c")
-    assert lookups.mailbox_target(alice, None).mailbox == mine
-    assert lookups.mailbox_target(alice, None).named is None
-    assert lookups.mailbox_target(alice, "alice").named == alice
-    assert lookups.mailbox_target(alice, "alice@repo-3f9a1c").named == alice
-    assert lookups.mailbox_target(alice, "bob").named != alice
+    assert (await lookups.mailbox_target(alice, None)).mailbox == mine
+    assert (await lookups.mailbox_target(alice, None)).named is None
+    assert (await lookups.mailbox_target(alice, "alice")).named == alice
+    assert (await lookups.mailbox_target(alice, "alice@repo-3f9a1c")).named == alice
+    assert (await lookups.mailbox_target(alice, "bob")).named != alice
     # Whatever `to` says (no one, not an address at all), it names no one: never an error.
-    assert lookups.mailbox_target(alice, "nobody").named is None
-    assert lookups.mailbox_target(alice, "not an address!").named is None
+    assert (await lookups.mailbox_target(alice, "nobody")).named is None
+    assert (await lookups.mailbox_target(alice, "not an address!")).named is None
 
 
 async def test_mailbox_target_of_an_identity_gone_is_unknown_recipient(backend: Backend) -> None:
     with pytest.raises(PagerError) as raised:
-        backend.lookups.mailbox_target(ids.new_agent_id(), None)
+        await backend.lookups.mailbox_target(ids.new_agent_id(), None)
     assert _code(raised) is ErrorCode.UNKNOWN_RECIPIENT
 
 
@@ -221,30 +223,30 @@ async def test_sent_message_answers_the_callers_own_send_only(backend: Backend) 
     alice = await backend.identity("alice")
     bob = await backend.identity("bob")
     sent = await backend.send(alice, bob, "hello")
-    found = backend.lookups.sent_message(alice, sent)
+    found = await backend.lookups.sent_message(alice, sent)
     assert found is not None
     assert (found.message.id, found.message.state) == (sent, MessageState.QUEUED)
     assert found.to == "bob@repo-3f9a1c"
-    assert backend.lookups.sent_message(bob, sent) is None  # bob received it: not his send
-    assert backend.lookups.sent_message(alice, ids.new_message_id()) is None
+    assert await backend.lookups.sent_message(bob, sent) is None  # bob received it: not his send
+    assert await backend.lookups.sent_message(alice, ids.new_message_id()) is None
 
 
 async def test_conversation_is_none_until_bound(backend: Backend) -> None:
     alice = await backend.identity("alice")
-    assert backend.lookups.conversation("claude", "conv-1") is None
+    assert await backend.lookups.conversation("claude", "conv-1") is None
     await backend.accounts.bind_conversation("claude", "conv-1", alice)
-    assert backend.lookups.conversation("claude", "conv-1") == alice
-    assert backend.lookups.conversation("codex", "conv-1") is None
+    assert await backend.lookups.conversation("claude", "conv-1") == alice
+    assert await backend.lookups.conversation("codex", "conv-1") is None
 
 
 # -- Accounts: the person -------------------------------------------------------------------
 
 
 async def test_person_is_made_on_first_use_and_found_after(backend: Backend) -> None:
-    assert backend.lookups.person(HERE.key) is None
+    assert await backend.lookups.person(HERE.key) is None
     made = await backend.accounts.person(HERE, "pat", now=NOW)
     assert (made.alias, made.implementation, made.durable) == ("pat", "human", True)
-    found = backend.lookups.person(HERE.key)
+    found = await backend.lookups.person(HERE.key)
     assert found is not None
     assert (found.id, found.alias, found.implementation) == (made.id, "pat", "human")
     assert found.detached_at == NOW  # never attached: its retention window counts from now
@@ -252,7 +254,7 @@ async def test_person_is_made_on_first_use_and_found_after(backend: Backend) -> 
     assert again.id == made.id
     assert again.alias == "pat"  # the name it was made with stays
     assert again.last_seen == NOW + 60
-    assert backend.lookups.person(THERE.key) is None
+    assert await backend.lookups.person(THERE.key) is None
 
 
 async def test_person_whose_name_an_agent_holds_is_alias_conflict(backend: Backend) -> None:
@@ -261,7 +263,7 @@ async def test_person_whose_name_an_agent_holds_is_alias_conflict(backend: Backe
         await backend.accounts.person(HERE, "pat", now=NOW)
     assert _code(raised) is ErrorCode.ALIAS_CONFLICT
     assert agent in raised.value.message
-    assert backend.lookups.person(HERE.key) is None
+    assert await backend.lookups.person(HERE.key) is None
 
 
 async def test_start_chain_makes_the_next_send_start_a_chain(backend: Backend) -> None:
@@ -271,7 +273,7 @@ async def test_start_chain_makes_the_next_send_start_a_chain(backend: Backend) -
     await backend.claim(bob)  # bob was handed hop 1: his answer would be hop 2
     await backend.inbox.start_chain(bob, now=NOW + 2, limits=ms.SendLimits())
     answer = await backend.send(bob, alice, "answer")
-    found = backend.lookups.sent_message(bob, answer)
+    found = await backend.lookups.sent_message(bob, answer)
     assert found is not None
     assert found.message.hop == 1
 
@@ -297,7 +299,7 @@ async def test_start_chain_restarts_once_per_delivered_batch_within_its_budget(
     assert _code(spent) is ErrorCode.RATE_LIMITED
     assert spent.value.details["retry_after_s"] == 1800  # one restart refills in half an hour
     answer = await backend.send(bob, alice, "on the same chain")
-    found = backend.lookups.sent_message(bob, answer)
+    found = await backend.lookups.sent_message(bob, answer)
     assert found is not None
     assert found.message.hop == 2
     assert await backend.inbox.start_chain(bob, now=NOW + 2 + 1800, limits=limits)
@@ -328,11 +330,11 @@ async def test_create_token_stores_it_by_its_hash_for_the_identity_named(
     person = (await backend.accounts.person(HERE, "pat", now=NOW)).id
     bob = await backend.identity("bob")
     token, token_id = await _token(backend, person, "bob", label="nightly")
-    found = backend.lookups.mailbox_token(ids.hash_token(token))
+    found = await backend.lookups.mailbox_token(ids.hash_token(token))
     assert found is not None
     assert (found.id, found.identity_id, found.label) == (token_id, bob, "nightly")
     assert (found.created_at, found.expires_at, found.revoked_at) == (NOW, NOW + 3600, None)
-    assert backend.lookups.mailbox_token(ids.hash_token(token + "x")) is None
+    assert await backend.lookups.mailbox_token(ids.hash_token(token + "x")) is None
     [listed] = await backend.listings.tokens(revoked=False)
     assert (listed.token, listed.mailbox) == (found, "bob@repo-3f9a1c")
 

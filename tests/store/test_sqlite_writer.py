@@ -44,10 +44,10 @@ async def running_checkpoint(database: Path) -> AsyncIterator[Checkpoint]:
 
 async def test_lookup_sees_each_committed_write_at_once(tmp_path: Path) -> None:
     async with running_checkpoint(tmp_path / "pager.db") as checkpoint:
-        assert checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) is None
+        assert await checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) is None
         for greeting in ("hi", "hello", "hey"):
             await checkpoint.write(partial(set_meta, key="greeting", value=greeting))
-            assert checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) == greeting
+            assert await checkpoint.lookup(lambda conn: get_meta(conn, "greeting")) == greeting
 
 
 async def test_lookup_cannot_write_and_survives_a_failed_read(tmp_path: Path) -> None:
@@ -78,8 +78,8 @@ async def test_write_statements_run_on_the_loop_unless_heavy(tmp_path: Path) -> 
     async with running_checkpoint(tmp_path / "pager.db") as checkpoint:
         await checkpoint.write(partial(greet, greeting="light"))
         await checkpoint.write(partial(greet, greeting="heavy"), heavy=True)
-        assert checkpoint.lookup(partial(get_meta, key="light")) == "yes"
-        assert checkpoint.lookup(partial(get_meta, key="heavy")) == "yes"
+        assert await checkpoint.lookup(partial(get_meta, key="light")) == "yes"
+        assert await checkpoint.lookup(partial(get_meta, key="heavy")) == "yes"
     assert ran_on_loop == {"light": True, "heavy": False}
 
 
@@ -102,7 +102,7 @@ async def test_waiting_for_another_process_s_write_lock_never_holds_the_loop(
                 other.execute("ROLLBACK")  # runs only while the loop is free
         finally:
             other.close()
-        assert checkpoint.lookup(partial(get_meta, key="greeting")) == "yo"
+        assert await checkpoint.lookup(partial(get_meta, key="greeting")) == "yo"
 
 
 async def test_a_batch_cancelled_before_its_commit_is_rolled_back(tmp_path: Path) -> None:
@@ -148,9 +148,9 @@ async def test_checkpoint_reports_the_error_of_a_write_that_lost_the_whole_batch
     async with running_checkpoint(tmp_path / "pager.db") as checkpoint:
         with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
             await checkpoint.write(fills_the_disk)
-        assert checkpoint.lookup(partial(get_meta, key="lost")) is None
+        assert await checkpoint.lookup(partial(get_meta, key="lost")) is None
         await checkpoint.write(partial(set_meta, key="after", value="yes"))
-        assert checkpoint.lookup(partial(get_meta, key="after")) == "yes"
+        assert await checkpoint.lookup(partial(get_meta, key="after")) == "yes"
 
 
 async def test_a_lock_held_past_the_busy_timeout_is_not_waited_for_again(
@@ -191,6 +191,6 @@ async def test_a_lock_held_past_the_busy_timeout_is_not_waited_for_again(
         assert answered["queued"] - answered["first"] < busy_timeout_s / 2
         assert answered["after"] - answered["queued"] < busy_timeout_s / 2
         await checkpoint.write(partial(set_meta, key="greeting", value="again"))
-        assert checkpoint.lookup(partial(get_meta, key="greeting")) == "again"
+        assert await checkpoint.lookup(partial(get_meta, key="greeting")) == "again"
         for key in answered:
-            assert checkpoint.lookup(partial(get_meta, key=key)) is None
+            assert await checkpoint.lookup(partial(get_meta, key=key)) is None

@@ -9,6 +9,8 @@ from typing import Any
 
 from pager.config import StoreConfig
 from pager.store._export import export_records
+from pager.store.off_loop import open_export
+from pager.store.operator_ports import ExportReader
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import connect
 
@@ -34,5 +36,5 @@ class PgExports:
     def __init__(self, store: StoreConfig) -> None:
         self._store = store
 
-    def open(self, *, since: float | None) -> PgExportReader:
-        return PgExportReader(self._store, since)
+    async def open(self, *, since: float | None) -> ExportReader:
+        return await open_export(lambda: PgExportReader(self._store, since))

@@ -8,10 +8,10 @@ own, on a connection of its kind, so a read never waits behind a write's transac
   serialization conflict is run again (its statements are rerun whole, so nothing is half done).
 - Reads run in a worker thread on a connection of their own, in one REPEATABLE READ READ ONLY
   transaction, so all of a read's statements see one committed state.
-- `lookup` runs at once, on the calling thread (the event loop), like the SQLite store's quick
-  reads: the ports call it synchronously. Its statements run without a transaction around them
-  (no BEGIN and COMMIT round trips), and its round trips are bounded by the connection's TCP
-  settings (pg/_database.py), never left to hang.
+- Lookups run in worker threads too, on a small pool of connections of their own (bounded by a
+  capacity limiter), so the event loop never waits on a round trip: /health and every other
+  request go on while a lookup waits on a slow or cut link. Their statements run without a
+  transaction around them (no BEGIN and COMMIT round trips).
 
 A connection that broke (the server restarted, the link was cut) is dropped, and the next call
 opens a new one: the broker reconnects by itself. A call that fails for want of a connection
@@ -56,8 +56,10 @@ WRITE_POOL = 4
 ATTEMPTS = 3
 #: How long the server lets a write's transaction sit idle before it ends it (see _Pool).
 IDLE_IN_TRANSACTION = "10s"
-#: Seconds a lookup may block the event loop on a connection attempt or an unanswered round
-#: trip, the first time the store stops answering (after that, lookups fail at once).
+#: Connections the lookups of one broker use at most (and so lookups in flight at once).
+LOOKUP_POOL = 4
+#: Seconds a lookup may wait on a connection attempt, the first time the store stops
+#: answering (after that, lookups fail at once until a probe finds it back).
 LOOKUP_TIMEOUT = 3
 #: A failure that took longer than this was a timeout (a cut link, a server that does not
 #: answer), not a refusal (a server that is down answers "refused" at once).
@@ -149,14 +151,33 @@ class _Connection:
 
 
 class _Pool:
-    """Up to `size` connections, each lent to one worker thread at a time."""
+    """Up to `size` connections, each lent to one worker thread at a time: the one used last
+    first (a stack), so a quiet broker keeps reusing one open connection, not opening each in
+    turn (a connection attempt over a slow link costs several round trips)."""
 
-    def __init__(self, store: StoreConfig, name: str, size: int) -> None:
-        self._idle: queue.SimpleQueue[_Connection] = queue.SimpleQueue()
+    def __init__(
+        self,
+        store: StoreConfig,
+        name: str,
+        size: int,
+        *,
+        one_statement_snapshots: bool = False,
+        timeout: int = CONNECT_TIMEOUT,
+    ) -> None:
+        self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue()
         # A write never waits on this broker between its statements: a transaction left open
         # (its broker cut off mid-way) is ended by the server, and its locks with it.
         server = {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION}
-        self._all = [_Connection(store, f"{name} {n}", server=server) for n in range(size)]
+        self._all = [
+            _Connection(
+                store,
+                f"{name} {n}",
+                server=server,
+                one_statement_snapshots=one_statement_snapshots,
+                timeout=timeout,
+            )
+            for n in range(size)
+        ]
         for connection in self._all:
             self._idle.put(connection)
 
@@ -175,7 +196,8 @@ class _Pool:
 class PgWriter:
     """`write(fn)`: `fn` in a read-write transaction, committed before it returns;
     `read(fn)`: in a read-only snapshot on another connection; `lookup(fn)`: read-only
-    statements on a third, each seeing the latest commit.
+    statements on a pool of their own, each seeing the latest commit. All three run in worker
+    threads: nothing here waits on the network on the event loop.
 
     `on_commit` is told (on the event loop) after each successful write, as the SQLite
     checkpoint tells it after each batch; `board` is marked degraded while the database
@@ -194,17 +216,19 @@ class PgWriter:
         self._store_url = store.url or ""
         self._writes = _Pool(store, "writer", pool)
         self._reads = _Connection(store, "reader", read_only=True)
-        # Lookups are a few index reads each, made on the event loop: no BEGIN and COMMIT
-        # round trips around them. Their statements may see two commits apart, as two
-        # lookups may; what they find is checked where it matters (the identity actor decides
-        # whether a session is current, every change is a guarded update).
-        self._lookups = _Connection(
-            store, "lookups", one_statement_snapshots=True, timeout=LOOKUP_TIMEOUT
+        # Lookups are a few index reads each: no BEGIN and COMMIT round trips around them.
+        # Their statements may see two commits apart, as two lookups may; what they find is
+        # checked where it matters (the identity actor decides whether a session is current,
+        # every change is a guarded update).
+        self._lookups = _Pool(
+            store, "lookups", LOOKUP_POOL, one_statement_snapshots=True, timeout=LOOKUP_TIMEOUT
         )
-        # Set while the store does not answer at all (calls time out): lookups, on the event
-        # loop, then fail at once instead of each waiting out a timeout, and a probe in a
-        # worker thread (or any other call there) finds the store back and clears it. A store
-        # that refuses at once (a server restarting) is simply tried again each time.
+        self._lookup_slots = trio.CapacityLimiter(LOOKUP_POOL)
+        # Set while the store does not answer at all (calls time out): lookups then fail at
+        # once instead of each waiting out a timeout (their callers answered `unavailable`
+        # within a moment), and a probe in a worker thread (or any other call there) finds
+        # the store back and clears it. A store that refuses at once (a server restarting) is
+        # simply tried again each time.
         self._unresponsive = False
         self._probing = threading.Lock()
         # Bounds the threads that wait for a pooled connection to what the pool can serve.
@@ -219,13 +243,13 @@ class PgWriter:
             self._on_commit()
         return value
 
-    def lookup(self, fn: Callable[[Conn], T]) -> T:
+    async def lookup(self, fn: Callable[[Conn], T]) -> T:
         if self._unresponsive:
             self._probe()
             raise PgUnreachable(
                 self._store_url, "it did not answer the last call; waiting for it to answer again"
             )
-        return self._watched(lambda: self._lookups.run(fn))
+        return await self._call(lambda: self._lookups.run(fn), limiter=self._lookup_slots)
 
     def _probe(self) -> None:
         """Ask the store whether it answers again, in a thread of its own (one at a time)."""

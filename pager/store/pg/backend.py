@@ -29,6 +29,7 @@ from pager.store._conn import Conn
 from pager.store._errors import StoreFault
 from pager.store.backend import StoreAccess
 from pager.store.events import EventLogReader
+from pager.store.off_loop import ThreadedEventLog
 from pager.store.operator_ports import Exports
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import PgUnreachable, connect, first_line, pg_fault, upgrade
@@ -129,7 +130,7 @@ class PgWakeups:
             lambda conn: conn.execute("SELECT pg_notify(?, ?)", (WAKE_CHANNEL, payload)).fetchone()
         )
 
-    def on_wake(self, handler: WakeHandler | None) -> None:
+    async def on_wake(self, handler: WakeHandler | None) -> None:
         self._handler = handler
 
     def heard(self, payload: str) -> None:
@@ -205,7 +206,8 @@ class PgReadSide:
 
 class PgEventLog:
     """The event log on a connection of its own, reopened after it broke; a failure for want
-    of the database is `PgUnreachable`, which the feed waits out and retries."""
+    of the database is `PgUnreachable`, which the feed waits out and retries. Blocking: the
+    backend hands it out behind `ThreadedEventLog`."""
 
     def __init__(self, store: StoreConfig) -> None:
         self._store = store
@@ -362,8 +364,8 @@ class PgBackend:
     def read_side(self) -> PgReadSide:
         return PgReadSide(self._store)
 
-    def event_log(self) -> EventLog:
-        return PgEventLog(self._store)
+    def event_log(self, *, inline: bool = False) -> EventLog:
+        return ThreadedEventLog(PgEventLog(self._store), inline=inline)
 
     def exports(self) -> Exports:
         return PgExports(self._store)
