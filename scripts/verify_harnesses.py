@@ -110,7 +110,11 @@ PACKAGES = {
     "opencode": "opencode-ai",
     "pi": "@mariozechner/pi-coding-agent",
     "copilot": "@github/copilot",  # checks: scripts/verify_copilot.py
+    "kilo": "@kilocode/cli",  # checks: scripts/verify_kilo.py
 }
+#: The version taken when `.cache/harnesses/versions.json` pins none (instead of the registry's
+#: latest): @kilocode/cli 7.8.1's linux-x64 platform package is missing from the registry.
+PINNED = {"kilo": "7.7.7"}
 ACCEPTED, REJECTED, UNCHECKED = "accepted", "rejected", "could not check"
 MAIL_BOUND = 45.0  # seconds for mail to reach `acknowledged` through a harness
 PROMPT_BOUND = 30.0  # seconds for a typed prompt's report to clear the loop-guard cause
@@ -250,7 +254,7 @@ def npm_install(ids: Sequence[str], upgrade: bool, wanted: dict[str, str]) -> di
     result: dict[str, Any] = {}
     for ident in ids:
         package = PACKAGES[ident]
-        version = wanted.get(ident) or (None if upgrade else pins.get(ident))
+        version = wanted.get(ident) or (None if upgrade else pins.get(ident, PINNED.get(ident)))
         if version is None:
             done = _quiet([npm, "view", package, "version"], timeout=120)
             if done.returncode != 0 or not done.stdout.strip():
@@ -428,7 +432,8 @@ class Launch:
         added = {
             key: value
             for key, value in self.command.env.items()
-            if key.startswith(("PAGER_", "GEMINI_CLI_", "OPENCODE_CONFIG")) and key != "PAGER_HOME"
+            if key.startswith(("PAGER_", "GEMINI_CLI_", "OPENCODE_CONFIG", "KILO_CONFIG"))
+            and key != "PAGER_HOME"
         }
         return {key: self.short(value) for key, value in added.items()}
 
@@ -1891,6 +1896,7 @@ CHECKS: dict[str, Callable[[Context], list[Check]]] = {
     "opencode": check_opencode,
     "pi": check_pi,
     "copilot": lambda ctx: _module_checks("verify_copilot", "check_copilot", ctx),
+    "kilo": lambda ctx: _module_checks("verify_kilo", "check_kilo", ctx),
 }
 
 

@@ -23,6 +23,7 @@ def _expected_dirs(env: Env) -> set[Path]:
         env.home / ".pi" / "agent" / "skills",
         env.home / ".gemini" / "skills",
         env.home / ".copilot" / "skills",
+        env.home / ".config" / "kilo" / "skills",
     }
 
 
