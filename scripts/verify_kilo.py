@@ -76,6 +76,17 @@ def _kilo_home(ctx: Context) -> None:
         KILO_DISABLE_AUTOUPDATE="1",
         KILO_DISABLE_DEFAULT_PLUGINS="1",  # its indexing and chat plugins: not Pager's concern
     )
+    # Kilo's first start in a home migrates its configuration and creates its database, which
+    # took long enough once (on a loaded machine) for `kilo mcp list` to report "Failed to get
+    # tools" without asking the server for them: start it once before the checks.
+    subprocess.run(
+        [str(ctx.bin_dir / "kilo"), "debug", "config"],
+        env=ctx.env,
+        cwd=ctx.workspace,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _plain(text: str) -> str:
@@ -132,8 +143,35 @@ def check_kilo(ctx: Context) -> list[Check]:
         " added it to the run's prompt",
     )
     checks += check_wake(ctx, setup)
+    checks.append(_users_kilo_dir(ctx))
     checks.append(_installed_plugin(ctx))
     return checks
+
+
+def _users_kilo_dir(ctx: Context) -> Check:
+    """What the launches left in the user's Kilo configuration: nothing of Pager's (no `pager`
+    server, no plugin, no credential)."""
+    own = ctx.home / ".config" / "kilo"
+    name = "the user's ~/.config/kilo after the launches"
+    files = sorted(p for p in own.rglob("*") if p.is_file())
+    tokens = {"pager", "prl_", "PAGER_TOKEN"}
+    left = [
+        str(path.relative_to(own))
+        for path in files
+        if path.name != "kilo.json" and any(t in path.read_text(errors="replace") for t in tokens)
+    ]
+    plugins = (
+        sorted(p.name for p in (own / "plugins").glob("*")) if (own / "plugins").exists() else []
+    )
+    if left or plugins:
+        return Check(name, REJECTED, f"files naming Pager: {left}; plugins: {plugins}")
+    shown = ", ".join(str(p.relative_to(own)) for p in files)
+    return Check(
+        name,
+        ACCEPTED,
+        f"after every launch of these checks it holds only {shown} (kilo.json the script's"
+        " own; nothing names Pager or holds a credential; no plugins directory)",
+    )
 
 
 def _serve_checks(ctx: Context) -> list[Check]:
