@@ -356,12 +356,23 @@ class Broker:
         return self._senders[str(workspace)]
 
     def send(self, workspace: Path, to: str, body: str) -> str:
-        sent = self.tool(self.sender(workspace), "send", {"to": to, "body": body})
+        sent = self._as_sender(workspace, "send", {"to": to, "body": body})
         return str(sent["message_id"])
 
     def state(self, workspace: Path, message_id: str) -> str:
-        status = self.tool(self.sender(workspace), "message_status", {"message_id": message_id})
+        status = self._as_sender(workspace, "message_status", {"message_id": message_id})
         return str(status.get("state"))
+
+    def _as_sender(self, workspace: Path, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A tool call as the sender, which rejoins once when its lease lapsed (it sends no
+        heartbeats, and slow checks can outlast the lease)."""
+        try:
+            return self.tool(self.sender(workspace), name, arguments)
+        except RuntimeError as exc:
+            if "'expired'" not in str(exc):
+                raise
+        self._senders.pop(str(workspace), None)
+        return self.tool(self.sender(workspace), name, arguments)
 
     def wait_state(self, workspace: Path, message_id: str, bound: float = MAIL_BOUND) -> str:
         deadline = time.monotonic() + bound

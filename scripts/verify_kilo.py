@@ -37,6 +37,7 @@ from verify_harnesses import (
     _free_port,
     _grep,
     _json,
+    _one_line,
     _opencode_answer,
     _opencode_wait,
     _tail,
@@ -296,7 +297,12 @@ def _installed_plugin(ctx: Context) -> Check:
     try:
         done = quiet([*pager, "plugin", "install", "kilo"])
         if done.returncode != 0 or not plugin.exists():
-            return Check(name, REJECTED, f"exit {done.returncode}: {_tail(done.stderr)}")
+            return Check(
+                name,
+                REJECTED,
+                f"exit {done.returncode}; no ~/.config/kilo/plugins/pager.js, where Kilo loads"
+                f" plugins from. It said: {_one_line(done.stdout + done.stderr)}",
+            )
         try:
             config = quiet([kilo, "debug", "config"])
             data = _json(config.stdout[config.stdout.find("{") :]) or {}
