@@ -111,7 +111,11 @@ PACKAGES = {
     "pi": "@mariozechner/pi-coding-agent",
     "copilot": "@github/copilot",  # checks: scripts/verify_copilot.py
     "qwen": "@qwen-code/qwen-code",
+    "kilo": "@kilocode/cli",  # checks: scripts/verify_kilo.py
 }
+#: The version taken when `.cache/harnesses/versions.json` pins none (instead of the registry's
+#: latest): @kilocode/cli 7.8.1's linux-x64 platform package is missing from the registry.
+PINNED = {"kilo": "7.7.7"}
 ACCEPTED, REJECTED, UNCHECKED = "accepted", "rejected", "could not check"
 MAIL_BOUND = 45.0  # seconds for mail to reach `acknowledged` through a harness
 PROMPT_BOUND = 30.0  # seconds for a typed prompt's report to clear the loop-guard cause
@@ -251,7 +255,7 @@ def npm_install(ids: Sequence[str], upgrade: bool, wanted: dict[str, str]) -> di
     result: dict[str, Any] = {}
     for ident in ids:
         package = PACKAGES[ident]
-        version = wanted.get(ident) or (None if upgrade else pins.get(ident))
+        version = wanted.get(ident) or (None if upgrade else pins.get(ident, PINNED.get(ident)))
         if version is None:
             done = _quiet([npm, "view", package, "version"], timeout=120)
             if done.returncode != 0 or not done.stdout.strip():
@@ -353,12 +357,23 @@ class Broker:
         return self._senders[str(workspace)]
 
     def send(self, workspace: Path, to: str, body: str) -> str:
-        sent = self.tool(self.sender(workspace), "send", {"to": to, "body": body})
+        sent = self._as_sender(workspace, "send", {"to": to, "body": body})
         return str(sent["message_id"])
 
     def state(self, workspace: Path, message_id: str) -> str:
-        status = self.tool(self.sender(workspace), "message_status", {"message_id": message_id})
+        status = self._as_sender(workspace, "message_status", {"message_id": message_id})
         return str(status.get("state"))
+
+    def _as_sender(self, workspace: Path, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A tool call as the sender, which rejoins once when its lease lapsed (it sends no
+        heartbeats, and slow checks can outlast the lease)."""
+        try:
+            return self.tool(self.sender(workspace), name, arguments)
+        except RuntimeError as exc:
+            if "'expired'" not in str(exc):
+                raise
+        self._senders.pop(str(workspace), None)
+        return self.tool(self.sender(workspace), name, arguments)
 
     def wait_state(self, workspace: Path, message_id: str, bound: float = MAIL_BOUND) -> str:
         deadline = time.monotonic() + bound
@@ -429,7 +444,8 @@ class Launch:
         added = {
             key: value
             for key, value in self.command.env.items()
-            if key.startswith(("PAGER_", "GEMINI_CLI_", "OPENCODE_CONFIG")) and key != "PAGER_HOME"
+            if key.startswith(("PAGER_", "GEMINI_CLI_", "OPENCODE_CONFIG", "KILO_CONFIG"))
+            and key != "PAGER_HOME"
         }
         return {key: self.short(value) for key, value in added.items()}
 
@@ -1893,6 +1909,7 @@ CHECKS: dict[str, Callable[[Context], list[Check]]] = {
     "pi": check_pi,
     "copilot": lambda ctx: _module_checks("verify_copilot", "check_copilot", ctx),
     "qwen": lambda ctx: _module_checks("verify_qwen", "check_qwen", ctx),
+    "kilo": lambda ctx: _module_checks("verify_kilo", "check_kilo", ctx),
 }
 
 

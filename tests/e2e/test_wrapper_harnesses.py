@@ -1,4 +1,4 @@
-"""`pager codex|gemini|opencode|pi|copilot` with FAKE harnesses on PATH against a real broker.
+"""`pager codex|gemini|opencode|pi|copilot|kilo` with FAKE harnesses on PATH against a real broker.
 
 The fakes (tests/fakes/fake_harness_generic.py) record their argv, environment and the files
 they were pointed at, and act like the harness: call the MCP endpoint the way it would, run
@@ -107,8 +107,9 @@ USER_ARGS = {
     "opencode": ("--model", "m"),
     "pi": ("--model", "m"),
     "copilot": ("--model", "gpt-5"),
+    "kilo": ("--model", "m"),
 }
-STATUS = {"codex": 3, "gemini": 0, "opencode": 5, "pi": 7, "copilot": 4}
+STATUS = {"codex": 3, "gemini": 0, "opencode": 5, "pi": 7, "copilot": 4, "kilo": 6}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -177,8 +178,9 @@ def check_gemini(start: dict[str, Any], broker: Broker) -> None:
     uuid.UUID(start["argv"][1])
 
 
-def check_opencode(start: dict[str, Any], broker: Broker) -> None:
-    config = json.loads(start["env"]["OPENCODE_CONFIG_CONTENT"])
+def check_opencode(start: dict[str, Any], broker: Broker, variable: str = "OPENCODE_CONFIG_CONTENT",
+                   plugin_name: str = "pager-opencode.js") -> None:  # fmt: skip
+    config = json.loads(start["env"][variable])
     assert config["mcp"]["pager"] == {
         "type": "remote",
         "url": f"{start['env']['PAGER_URL']}/mcp",
@@ -190,7 +192,17 @@ def check_opencode(start: dict[str, Any], broker: Broker) -> None:
     assert plugin.startswith("file:///")
     [(path, file)] = start["files"].items()
     assert plugin.endswith(path)
+    assert Path(path).name == plugin_name
     assert file["content"] == (ASSETS / "opencode" / "pager.js").read_text()
+
+
+def check_kilo(start: dict[str, Any], broker: Broker) -> None:
+    """Kilo CLI, an OpenCode fork: OpenCode's configuration and plugin, in its own variable."""
+    assert "OPENCODE_CONFIG_CONTENT" not in start["env"]
+    check_opencode(start, broker, "KILO_CONFIG_CONTENT", "pager-kilo.js")
+    assert json.loads(start["env"]["KILO_CONFIG_CONTENT"])["$schema"] == (
+        "https://app.kilo.ai/config.json"
+    )
 
 
 def check_pi(start: dict[str, Any], broker: Broker) -> None:
@@ -229,6 +241,7 @@ CHECKS = {
     "opencode": check_opencode,
     "pi": check_pi,
     "copilot": check_copilot,
+    "kilo": check_kilo,
 }
 
 
@@ -349,14 +362,15 @@ async def test_codex_hooks_deliver_mail_to_the_wrapped_session(
 
 
 @needs_node
+@pytest.mark.parametrize("kind", ["opencode", "kilo"])
 async def test_opencode_plugin_wakes_the_idle_session_with_mail(
-    broker: Broker, fakes: Path, tmp_path: Path
+    broker: Broker, fakes: Path, tmp_path: Path, kind: str
 ) -> None:
-    """Pager's OpenCode plugin (the file the launch names) long-polls the broker with the
-    session's token and prompts the idle root session with the mail (no `noReply`: a wake),
-    then acknowledges it."""
+    """Pager's OpenCode plugin (the file the launch names; Kilo CLI, an OpenCode fork, loads the
+    same) long-polls the broker with the session's token and prompts the idle root session with
+    the mail (no `noReply`: a wake), then acknowledges it."""
     alice, message_id = await launch_with_mail(
-        broker, fakes, tmp_path, "opencode", "plugin", "mail for opencode"
+        broker, fakes, tmp_path, kind, "plugin", f"mail for {kind}"
     )
     plugin = record(fakes, "plugin")
     assert "error" not in plugin, plugin
@@ -367,7 +381,7 @@ async def test_opencode_plugin_wakes_the_idle_session_with_mail(
     assert prompt["path"] == {"id": "ses_root"}  # the root session, not the child
     assert "noReply" not in prompt["body"]
     text = prompt["body"]["parts"][0]["text"]
-    assert "mail for opencode" in text
+    assert f"mail for {kind}" in text
     assert alice["address"] in text
     assert "token:" not in text
     assert await state_of(broker, alice, message_id) == "acknowledged"
@@ -475,8 +489,9 @@ async def typed_prompt_chain(
 
 
 @needs_node
+@pytest.mark.parametrize("kind", ["opencode", "kilo"])
 async def test_opencode_plugin_reports_typed_prompts_but_not_its_own(
-    broker: Broker, fakes: Path, tmp_path: Path
+    broker: Broker, fakes: Path, tmp_path: Path, kind: str
 ) -> None:
     """x (OpenCode) is delivered a hop-2 message by its plugin, whose own prompt with the mail
     reaches `chat.message` (as in OpenCode) and is not reported: x's next send has hop 3. Nor
@@ -484,7 +499,7 @@ async def test_opencode_plugin_reports_typed_prompts_but_not_its_own(
     task tool gives a subagent): still hop 3. A prompt the person types in the root session is
     reported to /v1/sessions/current/prompted (answered 200): x's next send has hop 1."""
     not_typed = ("typed:[pager] 1 message waiting", "typed: ", "subtask:look into the test")
-    prompts = await typed_prompt_chain(broker, fakes, tmp_path, "opencode", not_typed)
+    prompts = await typed_prompt_chain(broker, fakes, tmp_path, kind, not_typed)
     assert [p["step"] for p in prompts] == ["typed", "typed", "subtask", "typed"]
 
 

@@ -1,4 +1,4 @@
-"""FAKE `codex`, `gemini`, `opencode`, `pi` and `copilot` for wrapper tests: `python -m
+"""FAKE `codex`, `gemini`, `opencode`, `kilo`, `pi` and `copilot` for wrapper tests: `python -m
 tests.fakes.fake_harness_generic KIND [harness args…]` (the tests put a shim of each name on PATH).
 
 It records how it was launched — argv, the Pager-relevant environment, and every file the
@@ -10,7 +10,8 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   `mcpServers.pager` of its home (`$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`): the user
   settings, else an extension under `extensions/` (as Gemini CLI 0.61 does; a system settings
   file is read only when root owns it and every directory above it), OpenCode from
-  `OPENCODE_CONFIG_CONTENT`'s `mcp.pager` (with `{env:…}` substitution), Pi as Pager's extension
+  `OPENCODE_CONFIG_CONTENT`'s `mcp.pager` (with `{env:…}` substitution; Kilo, an OpenCode fork,
+  the same from `KILO_CONFIG_CONTENT`), Pi as Pager's extension
   does (`PAGER_URL`, `PAGER_TOKEN`), Copilot from the `--additional-mcp-config @FILE`;
 - `hook:EVENT`: runs the hook command configured for EVENT with a realistic payload (Gemini:
   from the settings and extensions of its home, with the sanitized environment Gemini CLI's
@@ -49,8 +50,10 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+#: OpenCode and its fork Kilo CLI: the variable holding the inline configuration.
+INLINE_CONFIG = {"opencode": "OPENCODE_CONFIG_CONTENT", "kilo": "KILO_CONFIG_CONTENT"}
 ENV_KEYS = (
-    "OPENCODE_CONFIG_CONTENT",
+    *INLINE_CONFIG.values(),
     "GEMINI_CLI_HOME",
     "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
     "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
@@ -104,8 +107,8 @@ def codex_overrides(argv: list[str]) -> dict[str, Any]:
     return table
 
 
-def opencode_config() -> dict[str, Any]:
-    config: dict[str, Any] = json.loads(os.environ.get("OPENCODE_CONFIG_CONTENT") or "{}")
+def opencode_config(kind: str) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(os.environ.get(INLINE_CONFIG[kind]) or "{}")
     return config
 
 
@@ -197,8 +200,8 @@ def pointed_files(kind: str, argv: list[str]) -> list[str]:
             for path in (directory / "gemini-extension.json", directory / "hooks" / "hooks.json")
             if path.exists()
         ]
-    if kind == "opencode":
-        plugins = opencode_config().get("plugin", [])
+    if kind in INLINE_CONFIG:
+        plugins = opencode_config(kind).get("plugin", [])
         return [url2pathname(urlparse(p).path) for p in plugins if p.startswith("file://")]
     if kind == "pi":
         extension = option(argv, "-e")
@@ -219,8 +222,8 @@ def mcp_endpoint(kind: str, argv: list[str]) -> tuple[str, dict[str, str]]:
         server = gemini_settings()["mcpServers"]["pager"]
         headers = {key: expand_dollar(value) for key, value in server["headers"].items()}
         return server["httpUrl"], headers
-    if kind == "opencode":
-        server = opencode_config()["mcp"]["pager"]
+    if kind in INLINE_CONFIG:
+        server = opencode_config(kind)["mcp"]["pager"]
         assert server["type"] == "remote"
         headers = {key: expand_braces(value) for key, value in server["headers"].items()}
         return server["url"], headers
@@ -429,7 +432,7 @@ await caught(() => handlers.session_shutdown({}, ctx));
 process.exit(0);
 """
 
-DRIVERS = {"opencode": OPENCODE_DRIVER, "pi": PI_DRIVER}
+DRIVERS = {"opencode": OPENCODE_DRIVER, "kilo": OPENCODE_DRIVER, "pi": PI_DRIVER}
 
 
 class PluginHost:

@@ -148,27 +148,33 @@ def opencode_plugin(config_content: str) -> str:
     return Path(plugin.removeprefix("file://")).read_text()
 
 
-def test_opencode_headless_plugin_is_the_asset_switched_to_headless(tmp_path: Path) -> None:
+#: OpenCode and its fork Kilo CLI: the same plugin, copied under each one's name.
+PLUGIN_NAMES = {"opencode": "pager-opencode.js", "kilo": "pager-kilo.js"}
+
+
+@pytest.mark.parametrize("ident", sorted(PLUGIN_NAMES))
+def test_opencode_headless_plugin_is_the_asset_switched_to_headless(
+    ident: str, tmp_path: Path
+) -> None:
     asset = (
         resources.files("pager.implementations.connectors")
         .joinpath(*opencode.PLUGIN_ASSET)
         .read_text()
     )
-    interactive = opencode_plugin(
-        prepare("opencode", tmp_path / "a", headless=False)["config_content"]
-    )
-    headless = opencode_plugin(prepare("opencode", tmp_path / "b", headless=True)["config_content"])
+    interactive = opencode_plugin(prepare(ident, tmp_path / "a", headless=False)["config_content"])
+    headless = opencode_plugin(prepare(ident, tmp_path / "b", headless=True)["config_content"])
     assert interactive == asset
     assert asset.count("const HEADLESS = false;") == 1
     assert headless == asset.replace("const HEADLESS = false;", "const HEADLESS = true;")
 
 
-def test_opencode_headless_config_is_otherwise_the_same(tmp_path: Path) -> None:
-    interactive = json.loads(prepare("opencode", tmp_path / "a", headless=False)["config_content"])
-    headless = json.loads(prepare("opencode", tmp_path / "b", headless=True)["config_content"])
+@pytest.mark.parametrize("ident", sorted(PLUGIN_NAMES))
+def test_opencode_headless_config_is_otherwise_the_same(ident: str, tmp_path: Path) -> None:
+    interactive = json.loads(prepare(ident, tmp_path / "a", headless=False)["config_content"])
+    headless = json.loads(prepare(ident, tmp_path / "b", headless=True)["config_content"])
     assert interactive["mcp"] == headless["mcp"]
-    assert [Path(p).name for p in interactive["plugin"]] == ["pager-opencode.js"]
-    assert [Path(p).name for p in headless["plugin"]] == ["pager-opencode.js"]
+    assert [Path(p).name for p in interactive["plugin"]] == [PLUGIN_NAMES[ident]]
+    assert [Path(p).name for p in headless["plugin"]] == [PLUGIN_NAMES[ident]]
 
 
 # ------------------------------------------------------------------------------ Codex and Pi
@@ -203,6 +209,7 @@ WAKE_ARGS = {
     "codex": ["exec", "resume", KEY, PROMPT],
     "gemini": ["--resume", KEY, "-p", PROMPT],
     "opencode": ["run", "--session", KEY, PROMPT],
+    "kilo": ["run", "--session", KEY, PROMPT],
     "pi": ["-p", "--session", KEY, PROMPT],
     "copilot": ["-p", PROMPT, f"--resume={KEY}"],
 }

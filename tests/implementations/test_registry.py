@@ -19,7 +19,7 @@ from pager.implementations import (
 )
 from tests.implementations import entry_targets
 
-BUILTINS = ["claude", "codex", "copilot", "gemini", "opencode", "pi", "qwen", "shell"]
+BUILTINS = ["claude", "codex", "copilot", "gemini", "kilo", "opencode", "pi", "qwen", "shell"]
 TARGETS = "tests.implementations.entry_targets"
 
 

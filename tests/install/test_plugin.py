@@ -193,7 +193,7 @@ def test_unknown_harness_names_the_known_ones(env: Env, capsys: pytest.CaptureFi
     assert main(["plugin", "install", "nosuch"]) == 1
     err = capsys.readouterr().err
     assert "nosuch" in err
-    assert "known: claude, codex, copilot, gemini, opencode, pi, qwen, shell" in err
+    assert "known: claude, codex, copilot, gemini, kilo, opencode, pi, qwen, shell" in err
     assert main(["plugin", "install", "nosuch", "--uninstall"]) == 1
     assert env.tree() == []
 
@@ -232,6 +232,7 @@ def test_harnesses_without_an_installable_plugin_say_so(
             },
         ),
         ("opencode", (), {".config/opencode/plugins/pager.js"}),
+        ("kilo", (), {".config/kilo/plugins/pager.js"}),
     ],
 )
 def test_other_harnesses_install_idempotently_and_uninstall_cleanly(
@@ -271,17 +272,22 @@ def test_other_harnesses_install_idempotently_and_uninstall_cleanly(
     assert env.tree() == []
 
 
+@pytest.mark.parametrize(("ident", "name"), [("opencode", "OpenCode"), ("kilo", "Kilo CLI")])
 def test_opencode_plugin_wires_mcp_and_noreply_delivery(
-    env: Env, capsys: pytest.CaptureFixture[str]
+    env: Env, capsys: pytest.CaptureFixture[str], ident: str, name: str
 ) -> None:
-    assert main(["plugin", "install", "opencode"]) == 0
+    """OpenCode's plugin file; Kilo CLI, an OpenCode fork, gets the same in its own directory."""
+    assert main(["plugin", "install", ident]) == 0
     capsys.readouterr()
-    text = (env.home / ".config" / "opencode" / "plugins" / "pager.js").read_text()
+    text = (env.home / ".config" / ident / "plugins" / "pager.js").read_text()
     assert f"const PAGER = {json.dumps([VENV_PAGER])};" in text
     assert "export const PagerPlugin" in text
     assert "noReply: true" in text
     assert "process.env.PAGER_TOKEN" in text
-    assert '"--implementation", "opencode", "--format", "text"' in text
+    assert f'"--implementation", "{ident}", "--format", "text"' in text
+    assert f"// Pager plugin for {name}, written by `pager plugin install {ident}`" in text
+    assert "@" + "ID@" not in text
+    assert "@" + "NAME@" not in text
 
 
 def test_pager_python_runs_the_entry_point_with_that_interpreter(

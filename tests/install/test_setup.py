@@ -223,6 +223,30 @@ def test_detection_comes_from_the_manifests(env: Env, capsys: pytest.CaptureFixt
     ]
 
 
+@pytest.mark.parametrize("found", ["program", "settings"])
+def test_kilo_is_found_and_gets_the_plugin_it_loads(
+    env: Env, capsys: pytest.CaptureFixture[str], found: str
+) -> None:
+    """Kilo CLI is found by its program or by the configuration file it writes on its first
+    start; setup writes the plugin where Kilo loads plugins from, and `--undo` takes it back."""
+    if found == "program":
+        fake_harness(env, "kilo")
+    else:
+        (env.home / ".config" / "kilo").mkdir(parents=True)
+        (env.home / ".config" / "kilo" / "kilo.jsonc").write_text('{"$schema": "x"}\n')
+    mine = env.tree()
+    status, report = run_json(capsys, "setup")
+    assert status == 0
+    (harness,) = report["harnesses"]
+    assert harness["id"] == "kilo"
+    plugin = env.home / ".config" / "kilo" / "plugins" / "pager.js"
+    assert [item["path"] for item in harness["files"]] == [str(plugin)]
+    assert '"--implementation", "kilo"' in plugin.read_text()
+    assert (env.home / ".config" / "kilo" / "skills" / "pager" / "SKILL.md").exists()
+    assert main(["setup", "--undo"]) == 0
+    assert env.tree() == mine  # the user's own kilo.jsonc untouched
+
+
 def test_only_names_harnesses_even_when_not_found(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:

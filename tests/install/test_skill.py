@@ -24,6 +24,7 @@ def _expected_dirs(env: Env) -> set[Path]:
         env.home / ".gemini" / "skills",
         env.home / ".copilot" / "skills",
         env.home / ".qwen" / "skills",
+        env.home / ".config" / "kilo" / "skills",
     }
 
 

@@ -29,6 +29,7 @@ from pager.implementations.manifest import Manifest
 from pager.launch.wrapper import LaunchContext
 
 PLUGIN_ASSET = ("assets", "opencode", "pager.js")
+PLUGIN_NAME = "pager-opencode.js"
 SCHEMA = "https://opencode.ai/config.json"
 #: The plugin's switch, as the asset has it and as a headless run's copy has it.
 INTERACTIVE = b"const HEADLESS = false;"
@@ -36,9 +37,20 @@ HEADLESS = b"const HEADLESS = true;"
 
 
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
-    plugin = _copy_asset(context.directory, "pager-opencode.js", headless=context.headless)
-    config = _existing_config(context.environ.get("OPENCODE_CONFIG_CONTENT"))
-    config.setdefault("$schema", SCHEMA)
+    return {
+        "config_content": inline_config(
+            context, variable="OPENCODE_CONFIG_CONTENT", plugin_name=PLUGIN_NAME, schema=SCHEMA
+        )
+    }
+
+
+def inline_config(context: LaunchContext, *, variable: str, plugin_name: str, schema: str) -> str:
+    """The JSON of the inline configuration variable `variable` for this launch: the user's own
+    (if any) with the `pager` MCP server and Pager's plugin (copied as `plugin_name`) added.
+    OpenCode's forks that read the same configuration (Kilo CLI) reuse it with their names."""
+    plugin = _copy_asset(context.directory, plugin_name, headless=context.headless)
+    config = _existing_config(context.environ.get(variable))
+    config.setdefault("$schema", schema)
     servers = config.get("mcp")
     if not isinstance(servers, dict):
         servers = config["mcp"] = {}
@@ -50,9 +62,10 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
         "enabled": True,
     }
     plugins = config.get("plugin")
-    kept = [p for p in plugins if not _is_pagers(p)] if isinstance(plugins, list) else []
+    suffix = f"/{plugin_name}"
+    kept = [p for p in plugins if not _is_pagers(p, suffix)] if isinstance(plugins, list) else []
     config["plugin"] = [*kept, Path(plugin).as_uri()]
-    return {"config_content": json.dumps(config, separators=(",", ":"))}
+    return json.dumps(config, separators=(",", ":"))
 
 
 def _existing_config(text: str | None) -> dict[str, Any]:
@@ -66,9 +79,9 @@ def _existing_config(text: str | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _is_pagers(entry: object) -> bool:
-    """A plugin entry of an enclosing `pager opencode` launch."""
-    return isinstance(entry, str) and entry.endswith("/pager-opencode.js")
+def _is_pagers(entry: object, suffix: str) -> bool:
+    """A plugin entry of an enclosing `pager <id>` launch (its copy of Pager's plugin)."""
+    return isinstance(entry, str) and entry.endswith(suffix)
 
 
 def plugin_source(*, headless: bool) -> bytes:

@@ -20,16 +20,16 @@ from pager.install.plugin import PluginContext, PluginPlan
 EVENT = "session.idle"
 
 TEMPLATE = """\
-// Pager plugin for OpenCode, written by `pager plugin install opencode` (Pager @VERSION@).
-// `pager plugin install opencode --uninstall` removes it (a copy you changed is kept).
+// Pager plugin for @NAME@, written by `pager plugin install @ID@` (Pager @VERSION@).
+// `pager plugin install @ID@ --uninstall` removes it (a copy you changed is kept).
 //
-// In sessions started without `pager opencode` it
+// In sessions started without `pager @ID@` it
 //   1. adds the MCP server "pager" (the local command `pager mcp`) to the configuration,
 //      unless the configuration already has a server of that name, and
 //   2. when a session goes idle, runs `pager hook` for it and, if mail was waiting, adds the
 //      mail to that session with noReply: no turn starts; the model sees it on the next one.
-// Sessions started with `pager opencode` (PAGER_TOKEN is set) are wired by the wrapper: the
-// plugin does nothing there. Unverified against a real OpenCode: docs/skill-and-plugins.md.
+// Sessions started with `pager @ID@` (PAGER_TOKEN is set) are wired by the wrapper: the
+// plugin does nothing there. @VERIFIED@
 
 import { spawn } from "node:child_process";
 
@@ -90,7 +90,21 @@ export const PagerPlugin = async ({ client, directory }) => {
 
 
 def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
-    path = context.config_home / "opencode" / "plugins" / "pager.js"
+    return plugin_plan(
+        manifest,
+        context,
+        config_dir="opencode",
+        name="OpenCode",
+        verified="Unverified against a real OpenCode: see docs/skill-and-plugins.md.",
+    )
+
+
+def plugin_plan(
+    manifest: Manifest, context: PluginContext, *, config_dir: str, name: str, verified: str
+) -> PluginPlan:
+    """The plugin file for OpenCode or a fork of it that loads plugins the same way (Kilo CLI),
+    from `$XDG_CONFIG_HOME/<config_dir>/plugins/`."""
+    path = context.config_home / config_dir / "plugins" / "pager.js"
     hook = [
         "hook",
         "--implementation",
@@ -103,6 +117,9 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
     ]
     values = {
         "@VERSION@": context.version,
+        "@NAME@": name,
+        "@ID@": manifest.id,
+        "@VERIFIED@": verified,
         "@PAGER@": json.dumps(list(context.pager)),
         "@MCP_ARGS@": json.dumps(["mcp", "--implementation", manifest.id]),
         "@HOOK_ARGS@": json.dumps(hook),
@@ -114,7 +131,7 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
     return PluginPlan(
         location=path,
         files=(Planned(path, text.encode()),),
-        next_steps=("Restart OpenCode; it loads plugins from that directory at start.",),
-        uninstall_steps=("Restart OpenCode afterwards.",),
-        notes=("Unverified against a real OpenCode: see docs/skill-and-plugins.md.",),
+        next_steps=(f"Restart {name}; it loads plugins from that directory at start.",),
+        uninstall_steps=(f"Restart {name} afterwards.",),
+        notes=(verified,),
     )
