@@ -5,8 +5,8 @@ the harness's hook payload on stdin, finds the session by its conversation key, 
 is waiting, prints it in the harness's output format inside the envelope, and acknowledges only
 after the write. It fails open: on any error it prints nothing, exits 0 and logs one line.
 
-    pager hook [--implementation ID] [--format claude|codex|gemini|copilot|text] [--max-chars N]
-               [--wait [--wait-max SECONDS]] [EVENT]
+    pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
+               [--max-chars N] [--wait [--wait-max SECONDS]] [EVENT]
 
 `--wait` is for a harness's background "wake" hook (Claude Code's `asyncRewake`): it waits
 until mail arrives for the session, writes it to stderr and exits 2, which wakes an idle
@@ -30,14 +30,14 @@ WAKE_STATUS = 2
 #: Hook payloads are small JSON objects; anything larger is not one.
 MAX_PAYLOAD = 1024 * 1024
 TIMEOUT = 5.0
-FORMATS = ("claude", "codex", "gemini", "copilot", "text")
+FORMATS = ("claude", "codex", "gemini", "copilot", "cline", "text")
 
 
 class HookSkipped(Exception):
     """Nothing to do, for a reason worth one log line."""
 
 
-USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|copilot|text]
+USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
                   [--max-chars N] [--wait [--wait-max SECONDS]] [EVENT]
 
 The hook entry point a harness runs (its hook payload on stdin): prints the session's waiting
@@ -102,10 +102,7 @@ def _run(options: dict[str, Any]) -> int:
         raise HookSkipped(f"payload is not JSON ({exc})") from None
     if not isinstance(payload, dict):
         raise HookSkipped("payload is not a JSON object")
-    # `sessionId`: GitHub Copilot CLI's payloads name the session in camelCase.
-    key = (
-        payload.get("session_id") or payload.get("sessionId") or os.environ.get("GEMINI_SESSION_ID")
-    )
+    key = _conversation_key(payload)
     if not isinstance(key, str) or not key:
         raise HookSkipped("payload names no session_id")
     event = options["event"] or payload.get("hook_event_name") or "UserPromptSubmit"
@@ -173,6 +170,20 @@ def _run(options: dict[str, Any]) -> int:
     return WAKE_STATUS if options["wait"] else 0
 
 
+def _conversation_key(payload: dict[str, Any]) -> Any:
+    """The harness's session id: `session_id`; GitHub Copilot CLI's camelCase `sessionId`; Cline
+    CLI's `sessionContext.rootSessionId` (its `taskId` is a per-run conversation, not the session
+    `cline --id` resumes); Gemini CLI's environment."""
+    context = payload.get("sessionContext")
+    root = context.get("rootSessionId") if isinstance(context, dict) else None
+    return (
+        payload.get("session_id")
+        or payload.get("sessionId")
+        or root
+        or os.environ.get("GEMINI_SESSION_ID")
+    )
+
+
 #: The events whose payload carries the prompt the user submitted (Gemini CLI's BeforeAgent,
 #: GitHub Copilot CLI's userPromptSubmitted).
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent", "userPromptSubmitted")
@@ -195,6 +206,8 @@ def _format(kind: str, event: str, text: str) -> str:
         return text + "\n"
     if kind == "copilot":  # GitHub Copilot CLI reads `additionalContext` at the top level
         return json.dumps({"additionalContext": text}) + "\n"
+    if kind == "cline":  # Cline CLI adds a hook's `contextModification` to the next request
+        return json.dumps({"contextModification": text}) + "\n"
     output = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     return json.dumps(output) + "\n"
 

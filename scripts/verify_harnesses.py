@@ -110,6 +110,7 @@ PACKAGES = {
     "opencode": "opencode-ai",
     "pi": "@mariozechner/pi-coding-agent",
     "copilot": "@github/copilot",  # checks: scripts/verify_copilot.py
+    "cline": "cline",  # checks: scripts/verify_cline.py
 }
 ACCEPTED, REJECTED, UNCHECKED = "accepted", "rejected", "could not check"
 MAIL_BOUND = 45.0  # seconds for mail to reach `acknowledged` through a harness
@@ -1891,6 +1892,7 @@ CHECKS: dict[str, Callable[[Context], list[Check]]] = {
     "opencode": check_opencode,
     "pi": check_pi,
     "copilot": lambda ctx: _module_checks("verify_copilot", "check_copilot", ctx),
+    "cline": lambda ctx: _module_checks("verify_cline", "check_cline", ctx),
 }
 
 

@@ -39,7 +39,7 @@ ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 DEFAULT_CONNECTOR = "pager.implementations.connectors.generic"
 DEFAULT_MAX_CHARS = 9000
 #: Output formats `pager hook` can write.
-HOOK_OUTPUTS = ("claude", "codex", "gemini", "copilot", "text")
+HOOK_OUTPUTS = ("claude", "codex", "gemini", "copilot", "cline", "text")
 #: The capabilities Pager knows; others are allowed and shown as they are.
 KNOWN_CAPABILITIES: Mapping[str, str] = MappingProxyType(
     {
