@@ -6,11 +6,13 @@ is waiting, prints it in the harness's output format inside the envelope, and ac
 after the write. It fails open: on any error it prints nothing, exits 0 and logs one line.
 
     pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
-               [--max-chars N] [--wait [--wait-max SECONDS]] [EVENT]
+               [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only] [EVENT]
 
 `--wait` is for a harness's background "wake" hook (Claude Code's `asyncRewake`): it waits
 until mail arrives for the session, writes it to stderr and exits 2, which wakes an idle
-session; it exits 0 with nothing when `--wait-max` passes first.
+session; it exits 0 with nothing when `--wait-max` passes first. `--prompt-only` is for an
+event that fires once per typed prompt and whose output the harness ignores: it reports the
+prompt for the session of `PAGER_TOKEN_FILE` and claims nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class HookSkipped(Exception):
 
 
 USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
-                  [--max-chars N] [--wait [--wait-max SECONDS]] [EVENT]
+                  [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only] [EVENT]
 
 The hook entry point a harness runs (its hook payload on stdin): prints the session's waiting
 mail in the harness's format and acknowledges it once written. It fails open: on any problem
@@ -71,6 +73,7 @@ def _parse(argv: list[str]) -> dict[str, Any]:
         "event": None,
         "wait": False,
         "wait_max": 3600.0,
+        "prompt_only": False,
     }
     args = iter(argv)
     for arg in args:
@@ -82,6 +85,8 @@ def _parse(argv: list[str]) -> dict[str, Any]:
             options[key] = converters[key](value) if key in converters else value
         elif arg == "--wait":
             options["wait"] = True
+        elif arg == "--prompt-only":
+            options["prompt_only"] = True
         elif arg.startswith("-"):
             raise HookSkipped(f"unknown option {arg!r}")
         else:
@@ -102,6 +107,8 @@ def _run(options: dict[str, Any]) -> int:
         raise HookSkipped(f"payload is not JSON ({exc})") from None
     if not isinstance(payload, dict):
         raise HookSkipped("payload is not a JSON object")
+    if options["prompt_only"]:
+        return _report_prompt()
     key = _conversation_key(payload)
     if not isinstance(key, str) or not key:
         raise HookSkipped("payload names no session_id")
@@ -168,6 +175,30 @@ def _run(options: dict[str, Any]) -> int:
         timeout=TIMEOUT,
     )
     return WAKE_STATUS if options["wait"] else 0
+
+
+def _report_prompt() -> int:
+    """`--prompt-only`: a hook the harness runs once per prompt a person typed, whose output it
+    ignores (Cline CLI's TaskStart). It says so for the session of `PAGER_TOKEN_FILE` (its
+    next send starts a new chain, SPEC §8.1) and claims no mail: mail printed here would be
+    acknowledged without reaching the model."""
+    from pager.client import request_json
+    from pager.launch.discovery import discover
+    from pager.launch.files import session_token
+    from pager.launch.paths import StatePaths
+
+    token = session_token(os.environ)
+    if not token:
+        raise HookSkipped("--prompt-only outside `pager <implementation>` (no session token)")
+    found = discover(StatePaths(Path(_state_dir())), timeout=TIMEOUT)
+    if found.broker is None:
+        raise HookSkipped(f"no broker ({found.reason})")
+    status, answer = request_json(
+        found.broker.url, "POST", "/v1/sessions/current/prompted", token=token, timeout=TIMEOUT
+    )
+    if status != 200:
+        raise HookSkipped(f"broker answered {status}: {answer}")
+    return 0
 
 
 def _conversation_key(payload: dict[str, Any]) -> Any:

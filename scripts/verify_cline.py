@@ -10,9 +10,14 @@ carry the mail.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from verify_harnesses import (
@@ -30,6 +35,7 @@ from verify_harnesses import (
 )
 
 FIRST = "verify: read the readme"
+TYPED = ("verify: typed in the TUI, read the readme", "verify: typed again")
 
 
 def _cline_home(ctx: Context) -> None:
@@ -37,9 +43,9 @@ def _cline_home(ctx: Context) -> None:
     command so that no hub daemon outlives the script."""
     program = ctx.bin_dir / "cline"
     env = {**ctx.env, "CLINE_SESSION_BACKEND_MODE": "local"}
+    key, url = "pager-verify-dummy-key", f"{ctx.model.url}/v1"
     done = subprocess.run(
-        [str(program), "auth", "-p", "openai", "-k", "pager-verify-dummy-key", "-m", "gpt-4o"]
-        + ["-b", f"{ctx.model.url}/v1"],
+        [str(program), "auth", "-p", "openai", "-k", key, "-m", "gpt-4o", "-b", url],
         capture_output=True,
         text=True,
         timeout=60,
@@ -52,7 +58,7 @@ def _cline_home(ctx: Context) -> None:
     (ctx.workspace / "README.md").write_text("pager verify\n")
 
 
-def _tool_call(path: Path) -> Canned:
+def _tool_call(path: Path, needle: str = FIRST) -> Canned:
     """The recorder's one answer: a streamed OpenAI chat completion calling `read_files`."""
 
     def chunk(delta: dict[str, object], finish: str | None = None) -> str:
@@ -65,7 +71,7 @@ def _tool_call(path: Path) -> Canned:
     call["function"] = {"name": "read_files", "arguments": arguments}
     text = chunk({"role": "assistant", "content": None, "tool_calls": [call]})
     text += chunk({}, "tool_calls") + "data: [DONE]\n\n"
-    return Canned("/chat/completions", FIRST, "text/event-stream", text.encode())
+    return Canned("/chat/completions", needle, "text/event-stream", text.encode())
 
 
 def check_cline(ctx: Context) -> list[Check]:
@@ -130,19 +136,143 @@ def check_cline(ctx: Context) -> list[Check]:
 
         checks.append(ctx.check("mail through the PostToolUse hook, into the model request",
                                 launch, delivery))  # fmt: skip
-        checks.append(
-            Check(
-                "typed prompt reported",
-                UNCHECKED,
-                "not wired: Cline CLI 3.0.65 runs UserPromptSubmit detached with its output"
-                " ignored, and not for a run's first prompt (`cline --json PROMPT`, checked"
-                " with a recording hook); a `pager hook` there would acknowledge mail no model"
-                " saw. The identity's loop-guard cause stays set after a delivery.",
-            )
-        )
+    checks.append(_typed_in_tui(ctx))
     checks.append(_resume_by_id(ctx))
     checks.append(_users_cline_dir(ctx))
     return checks
+
+
+class Terminal:
+    """A harness under a pseudo-terminal (Cline CLI's TUI needs one), its output collected."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        master, slave = os.openpty()
+        env = {**env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+        self.popen = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
+            start_new_session=True,
+        )  # fmt: skip
+        os.close(slave)
+        self.master, self.output = master, b""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.output += chunk
+
+    def text(self) -> str:
+        return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", self.output.decode(errors="replace"))
+
+    def wait_for(self, needle: str, bound: float, after: int = 0) -> int:
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            found = self.text().find(needle, after)
+            if found >= 0:
+                return found
+            time.sleep(0.2)
+        raise Rejected(f"the TUI never showed {needle!r}:\n{_tail(self.text(), 600)}")
+
+    def ready(self, bound: float) -> None:
+        """Until the prompt box takes input: a first start shows a ClinePass offer instead
+        ("Press Enter to open, any other key to close"), closed here with Escape."""
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            text = self.text()
+            if "any other key to close" in text:
+                time.sleep(1)
+                os.write(self.master, b"\x1b")
+                time.sleep(3)
+                return
+            if "Ask anything" in text:
+                time.sleep(3)  # the box takes input a little after it is drawn
+                if "any other key to close" not in self.text():
+                    return
+            time.sleep(0.5)
+        raise Rejected(f"the TUI never showed its prompt box:\n{_tail(self.text(), 600)}")
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+        time.sleep(1.0)  # the TUI takes the text before the Enter
+        os.write(self.master, b"\r")
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(10)
+        os.close(self.master)
+
+
+def _typed_in_tui(ctx: Context) -> Check:
+    """In Cline CLI's TUI, mail delivered by PostToolUse sets the identity's loop-guard cause;
+    the next prompt typed there starts a run, whose TaskStart hook (`--prompt-only`) must
+    report it: the cause is NULL after it."""
+    ctx.model.answer_once(_tool_call(ctx.workspace / "README.md", TYPED[0]))
+    with ctx.launch([]) as launch:
+        body = "verify: cline mail before a typed prompt"
+        message = ctx.broker.send(ctx.workspace, launch.address, body)
+        agent = str(launch.session["agent_id"])
+
+        def typed() -> str:
+            hubs: list[int] = []
+            terminal = Terminal(launch.argv, launch.env, ctx.workspace)
+            try:
+                terminal.ready(60)
+                terminal.type(TYPED[0])
+                if ctx.broker.wait_state(ctx.workspace, message, 60) != "acknowledged":
+                    raise Unchecked(f"no delivery in the TUI:\n{_tail(terminal.text(), 600)}")
+                hop, cause = ctx.broker.cause(agent)
+                if cause is None:
+                    raise Unchecked("the delivery set no loop-guard cause")
+                shown = terminal.wait_for("no model here", 30)
+                terminal.type(TYPED[1])
+                terminal.wait_for(TYPED[1], 30, shown)
+                cleared = ctx.broker.wait_cause_cleared(agent, 30)
+                if cleared is None:
+                    raise Rejected(
+                        f"after the typed prompt the identity's cause was still cause_hop {hop},"
+                        f" cause_id {cause}: the TaskStart hook did not report it"
+                    )
+            finally:
+                terminal.stop()
+                hubs += _stop_hub_daemons(ctx)
+            return (
+                "in the TUI (a pseudo-terminal), the first typed prompt's run got a `read_files`"
+                " call, the PostToolUse hook delivered the mail (acknowledged) and set the"
+                f" identity's cause (cause_hop {hop}); the second typed prompt started a run"
+                " whose TaskStart hook (`pager hook --prompt-only`) reported it: the cause was"
+                f" NULL after it. The TUI started {len(hubs)} hub daemon(s), stopped here"
+            )
+
+        return ctx.check("typed prompt reported (TaskStart, in the TUI)", launch, typed)
+
+
+def _stop_hub_daemons(ctx: Context) -> list[int]:
+    """Cline CLI's TUI starts its hub daemon (`cline --cline-hub-daemon`), which outlives it:
+    stop the ones started with this script's throwaway HOME, by their pid."""
+    stopped = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--cline-hub-daemon" in cmdline and f"HOME={ctx.home}".encode() in environ:
+            stopped.append(int(proc.name))
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGTERM)
+    return stopped
 
 
 def _cline_log(ctx: Context) -> list[str]:

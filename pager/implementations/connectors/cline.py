@@ -10,7 +10,9 @@ builds, in the launch's private directory:
                               agents, rules, skills, plugins, …); `data` is created in the
                               user's directory when missing, so sessions outlive the launch
     <config_dir>/hooks/       a link to each of the user's hook files, and Pager's hook
-                              scripts (`pager hook --format cline` on the manifest's events)
+                              scripts: `pager hook --format cline` on the manifest's events
+                              (PostToolUse), `pager hook --prompt-only` on its prompt events
+                              (TaskStart)
     <mcp_config_file>         the user's MCP servers and `pager`: `streamableHttp`, the relay's
                               URL and the session's `Authorization` header (0600)
 
@@ -103,19 +105,21 @@ def mcp_settings(users_file: Path, values: Mapping[str, str]) -> dict[str, Any]:
 
 
 def hook_scripts(manifest: Manifest, values: Mapping[str, str]) -> dict[str, bytes]:
-    """One executable per event, named after it, running `pager hook` in Cline CLI's format.
+    """One executable per event, named after it, running `pager hook` in Cline CLI's format;
+    for the `prompt_events`, `pager hook --prompt-only` (the prompt reported, no mail claimed).
 
     `PAGER_HOME` is set on the command itself, so the hook finds this broker whatever
     environment Cline CLI gives it. The scripts hold no secret (the hook reads the session's
     token from `PAGER_TOKEN_FILE`)."""
     base = f"PAGER_HOME={shlex.quote(values['state_dir'])} exec {values['hook_command']}"
     fmt, limit = manifest.hooks.output, manifest.hooks.max_chars
-    return {
-        event: (
-            f"#!/bin/sh\n{base} --format {fmt} --max-chars {limit} {shlex.quote(event)}\n"
-        ).encode()
+    scripts = {
+        event: f"{base} --format {fmt} --max-chars {limit} {shlex.quote(event)}"
         for event in manifest.hooks.events
     }
+    for event in manifest.hooks.prompt_events:
+        scripts.setdefault(event, f"{base} --prompt-only {shlex.quote(event)}")
+    return {event: f"#!/bin/sh\n{line}\n".encode() for event, line in scripts.items()}
 
 
 def _link_entries(source: Path, target: Path, *, skip: tuple[str, ...]) -> None:
