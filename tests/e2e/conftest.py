@@ -287,7 +287,7 @@ def tool_error(result: CallToolResult) -> dict[str, Any]:
 
 ROOT = Path(__file__).parents[2]
 #: The harnesses the FAKE programs of `fakes` stand in for.
-KINDS = ("codex", "gemini", "opencode", "pi", "copilot")
+KINDS = ("codex", "gemini", "opencode", "pi", "copilot", "cline")
 
 
 @pytest.fixture
@@ -323,7 +323,8 @@ def fakes(tmp_path: Path, broker: Broker) -> Path:
     # user's ~/.gemini), no inline OpenCode config or user manifests of this host.
     env["HOME"] = str(tmp_path / "user-home")
     (tmp_path / "user-home").mkdir()
-    for name in ("GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "OPENCODE_CONFIG_CONTENT"):
+    for name in ("GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "OPENCODE_CONFIG_CONTENT",
+                 "CLINE_DIR", "CLINE_DATA_DIR", "CLINE_MCP_SETTINGS_PATH"):  # fmt: skip
         env.pop(name, None)
     env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
     return log
