@@ -223,7 +223,7 @@ def _typed_in_tui(ctx: Context) -> Check:
         agent = str(launch.session["agent_id"])
 
         def typed() -> str:
-            hubs: list[int] = []
+            hubs: list[str] = []
             terminal = Terminal(launch.argv, launch.env, ctx.workspace)
             try:
                 terminal.ready(60)
@@ -253,12 +253,13 @@ def _typed_in_tui(ctx: Context) -> Check:
                 f" identity's cause (cause_hop {hop}); the second typed prompt started a run"
                 " whose TaskStart hook (`pager hook --prompt-only`) reported it: the cause was"
                 f" NULL after it. The TUI started {len(hubs)} hub daemon(s), stopped here"
+                f" ({'; '.join(hubs)})"
             )
 
         return ctx.check("typed prompt reported (TaskStart, in the TUI)", launch, typed)
 
 
-def _stop_hub_daemons(ctx: Context) -> list[int]:
+def _stop_hub_daemons(ctx: Context) -> list[str]:
     """Cline CLI's TUI starts its hub daemon (`cline --cline-hub-daemon`), which outlives it:
     stop the ones started with this script's throwaway HOME, by their pid."""
     stopped = []
@@ -271,7 +272,9 @@ def _stop_hub_daemons(ctx: Context) -> list[int]:
         except OSError:
             continue
         if b"--cline-hub-daemon" in cmdline and f"HOME={ctx.home}".encode() in environ:
-            stopped.append(int(proc.name))
+            names = sorted({v.split(b"=")[0].decode() for v in environ if v.startswith(b"PAGER_")})
+            cline_dir = any(v.startswith(b"CLINE_DIR=") for v in environ)
+            stopped.append(f"pid {proc.name}, its environment: {names}, CLINE_DIR: {cline_dir}")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(proc.name), signal.SIGTERM)
     return stopped

@@ -54,8 +54,9 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     users = user_cline_dir(environ)
     config = Path(context.directory) / "cline"
     config.mkdir(mode=0o700)
-    for name in KEPT_DIRS:
-        (users / name).mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not environ.get("CLINE_DATA_DIR", "").strip():  # else the state lives there
+        for name in KEPT_DIRS:
+            (users / name).mkdir(mode=0o700, parents=True, exist_ok=True)
     _link_entries(users, config, skip=OWN_ENTRIES)
     hooks = config / "hooks"
     hooks.mkdir(mode=0o700)
