@@ -5,12 +5,14 @@ the harness's hook payload on stdin, finds the session by its conversation key, 
 is waiting, prints it in the harness's output format inside the envelope, and acknowledges only
 after the write. It fails open: on any error it prints nothing, exits 0 and logs one line.
 
-    pager hook [--implementation ID] [--format claude|codex|gemini|copilot|text] [--max-chars N]
-               [--wait [--wait-max SECONDS]] [EVENT]
+    pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
+               [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only] [EVENT]
 
 `--wait` is for a harness's background "wake" hook (Claude Code's `asyncRewake`): it waits
 until mail arrives for the session, writes it to stderr and exits 2, which wakes an idle
-session; it exits 0 with nothing when `--wait-max` passes first.
+session; it exits 0 with nothing when `--wait-max` passes first. `--prompt-only` is for an
+event that fires once per typed prompt and whose output the harness ignores: it reports the
+prompt for the session of `PAGER_TOKEN_FILE` and claims nothing.
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ WAKE_STATUS = 2
 #: Hook payloads are small JSON objects; anything larger is not one.
 MAX_PAYLOAD = 1024 * 1024
 TIMEOUT = 5.0
-FORMATS = ("claude", "codex", "gemini", "copilot", "text")
+FORMATS = ("claude", "codex", "gemini", "copilot", "cline", "text")
 
 
 class HookSkipped(Exception):
     """Nothing to do, for a reason worth one log line."""
 
 
-USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|copilot|text]
-                  [--max-chars N] [--wait [--wait-max SECONDS]] [EVENT]
+USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
+                  [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only] [EVENT]
 
 The hook entry point a harness runs (its hook payload on stdin): prints the session's waiting
 mail in the harness's format and acknowledges it once written. It fails open: on any problem
@@ -71,6 +73,7 @@ def _parse(argv: list[str]) -> dict[str, Any]:
         "event": None,
         "wait": False,
         "wait_max": 3600.0,
+        "prompt_only": False,
     }
     args = iter(argv)
     for arg in args:
@@ -82,6 +85,8 @@ def _parse(argv: list[str]) -> dict[str, Any]:
             options[key] = converters[key](value) if key in converters else value
         elif arg == "--wait":
             options["wait"] = True
+        elif arg == "--prompt-only":
+            options["prompt_only"] = True
         elif arg.startswith("-"):
             raise HookSkipped(f"unknown option {arg!r}")
         else:
@@ -102,10 +107,9 @@ def _run(options: dict[str, Any]) -> int:
         raise HookSkipped(f"payload is not JSON ({exc})") from None
     if not isinstance(payload, dict):
         raise HookSkipped("payload is not a JSON object")
-    # `sessionId`: GitHub Copilot CLI's payloads name the session in camelCase.
-    key = (
-        payload.get("session_id") or payload.get("sessionId") or os.environ.get("GEMINI_SESSION_ID")
-    )
+    if options["prompt_only"]:
+        return _report_prompt()
+    key = _conversation_key(payload)
     if not isinstance(key, str) or not key:
         raise HookSkipped("payload names no session_id")
     event = options["event"] or payload.get("hook_event_name") or "UserPromptSubmit"
@@ -173,6 +177,44 @@ def _run(options: dict[str, Any]) -> int:
     return WAKE_STATUS if options["wait"] else 0
 
 
+def _report_prompt() -> int:
+    """`--prompt-only`: a hook the harness runs once per prompt a person typed, whose output it
+    ignores (Cline CLI's TaskStart). It says so for the session of `PAGER_TOKEN_FILE` (its
+    next send starts a new chain, SPEC §8.1) and claims no mail: mail printed here would be
+    acknowledged without reaching the model."""
+    from pager.client import request_json
+    from pager.launch.discovery import discover
+    from pager.launch.files import session_token
+    from pager.launch.paths import StatePaths
+
+    token = session_token(os.environ)
+    if not token:
+        raise HookSkipped("--prompt-only outside `pager <implementation>` (no session token)")
+    found = discover(StatePaths(Path(_state_dir())), timeout=TIMEOUT)
+    if found.broker is None:
+        raise HookSkipped(f"no broker ({found.reason})")
+    status, answer = request_json(
+        found.broker.url, "POST", "/v1/sessions/current/prompted", token=token, timeout=TIMEOUT
+    )
+    if status != 200:
+        raise HookSkipped(f"broker answered {status}: {answer}")
+    return 0
+
+
+def _conversation_key(payload: dict[str, Any]) -> Any:
+    """The harness's session id: `session_id`; GitHub Copilot CLI's camelCase `sessionId`; Cline
+    CLI's `sessionContext.rootSessionId` (its `taskId` is a per-run conversation, not the session
+    `cline --id` resumes); Gemini CLI's environment."""
+    context = payload.get("sessionContext")
+    root = context.get("rootSessionId") if isinstance(context, dict) else None
+    return (
+        payload.get("session_id")
+        or payload.get("sessionId")
+        or root
+        or os.environ.get("GEMINI_SESSION_ID")
+    )
+
+
 #: The events whose payload carries the prompt the user submitted (Gemini CLI's BeforeAgent,
 #: GitHub Copilot CLI's userPromptSubmitted).
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent", "userPromptSubmitted")
@@ -195,6 +237,8 @@ def _format(kind: str, event: str, text: str) -> str:
         return text + "\n"
     if kind == "copilot":  # GitHub Copilot CLI reads `additionalContext` at the top level
         return json.dumps({"additionalContext": text}) + "\n"
+    if kind == "cline":  # Cline CLI adds a hook's `contextModification` to the next request
+        return json.dumps({"contextModification": text}) + "\n"
     output = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     return json.dumps(output) + "\n"
 

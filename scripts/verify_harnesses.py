@@ -112,6 +112,7 @@ PACKAGES = {
     "copilot": "@github/copilot",  # checks: scripts/verify_copilot.py
     "qwen": "@qwen-code/qwen-code",
     "kilo": "@kilocode/cli",  # checks: scripts/verify_kilo.py
+    "cline": "cline",  # checks: scripts/verify_cline.py
 }
 #: The version taken when `.cache/harnesses/versions.json` pins none (instead of the registry's
 #: latest): @kilocode/cli 7.8.1's linux-x64 platform package is missing from the registry.
@@ -1910,6 +1911,7 @@ CHECKS: dict[str, Callable[[Context], list[Check]]] = {
     "copilot": lambda ctx: _module_checks("verify_copilot", "check_copilot", ctx),
     "qwen": lambda ctx: _module_checks("verify_qwen", "check_qwen", ctx),
     "kilo": lambda ctx: _module_checks("verify_kilo", "check_kilo", ctx),
+    "cline": lambda ctx: _module_checks("verify_cline", "check_cline", ctx),
 }
 
 

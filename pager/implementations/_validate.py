@@ -94,7 +94,7 @@ _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "subcommand",
             "other_subcommands",
         ),
-        "hooks": ("events", "output", "max_chars"),
+        "hooks": ("events", "output", "max_chars", "prompt_events"),
         "skill": ("dirs",),
         "plugin": ("supported",),
         "wake": ("command", "timeout", "launch"),
@@ -452,4 +452,10 @@ class _Validator:
                 "hooks.max_chars", f"expected a positive integer, got {_type_name(max_chars)}"
             )
             max_chars = DEFAULT_MAX_CHARS
-        return Hooks(tuple(dict.fromkeys(events)), output or "text", max_chars)
+        prompted = self.strings(table, "hooks", "prompt_events")
+        return Hooks(
+            tuple(dict.fromkeys(events)),
+            output or "text",
+            max_chars,
+            tuple(dict.fromkeys(prompted)),
+        )

@@ -39,7 +39,7 @@ ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 DEFAULT_CONNECTOR = "pager.implementations.connectors.generic"
 DEFAULT_MAX_CHARS = 9000
 #: Output formats `pager hook` can write.
-HOOK_OUTPUTS = ("claude", "codex", "gemini", "copilot", "text")
+HOOK_OUTPUTS = ("claude", "codex", "gemini", "copilot", "cline", "text")
 #: The capabilities Pager knows; others are allowed and shown as they are.
 KNOWN_CAPABILITIES: Mapping[str, str] = MappingProxyType(
     {
@@ -195,6 +195,9 @@ class Hooks:
     events: tuple[str, ...] = ()
     output: str = "text"
     max_chars: int = DEFAULT_MAX_CHARS
+    #: Events whose output the harness ignores but that fire once per prompt a person typed:
+    #: `pager hook --prompt-only` reports the prompt there and claims no mail.
+    prompt_events: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -311,6 +314,7 @@ class Manifest:
                 "events": list(self.hooks.events),
                 "output": self.hooks.output,
                 "max_chars": self.hooks.max_chars,
+                "prompt_events": list(self.hooks.prompt_events),
             },
             "skill": {"dirs": list(self.skill.dirs)},
             "plugin": {"supported": self.plugin.supported},

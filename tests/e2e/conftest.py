@@ -287,7 +287,7 @@ def tool_error(result: CallToolResult) -> dict[str, Any]:
 
 ROOT = Path(__file__).parents[2]
 #: The harnesses the FAKE programs of `fakes` stand in for.
-KINDS = ("codex", "gemini", "opencode", "pi", "copilot", "kilo")
+KINDS = ("codex", "gemini", "opencode", "pi", "copilot", "kilo", "cline")
 
 
 @pytest.fixture
@@ -324,7 +324,8 @@ def fakes(tmp_path: Path, broker: Broker) -> Path:
     env["HOME"] = str(tmp_path / "user-home")
     (tmp_path / "user-home").mkdir()
     inline = ("OPENCODE_CONFIG_CONTENT", "KILO_CONFIG_CONTENT")
-    for name in ("GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", *inline):
+    cline = ("CLINE_DIR", "CLINE_DATA_DIR", "CLINE_MCP_SETTINGS_PATH")
+    for name in ("GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", *inline, *cline):
         env.pop(name, None)
     env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
     return log

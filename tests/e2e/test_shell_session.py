@@ -82,7 +82,7 @@ async def test_a_send_says_what_the_recipients_harness_does_with_queued_mail(
     assert sent["recipient"]["implementation"] == "shell"
 
 
-HOOKED = ("claude", "codex", "copilot", "gemini", "kilo", "opencode", "pi", "qwen")
+HOOKED = ("claude", "cline", "codex", "copilot", "gemini", "kilo", "opencode", "pi", "qwen")
 TURNS = {"shell": False, **dict.fromkeys(HOOKED, True)}
 
 

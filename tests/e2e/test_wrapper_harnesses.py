@@ -1,4 +1,5 @@
-"""`pager codex|gemini|opencode|pi|copilot|kilo` with FAKE harnesses on PATH against a real broker.
+"""`pager codex|gemini|opencode|pi|copilot|kilo|cline` with FAKE harnesses on PATH against a real
+broker.
 
 The fakes (tests/fakes/fake_harness_generic.py) record their argv, environment and the files
 they were pointed at, and act like the harness: call the MCP endpoint the way it would, run
@@ -108,8 +109,9 @@ USER_ARGS = {
     "pi": ("--model", "m"),
     "copilot": ("--model", "gpt-5"),
     "kilo": ("--model", "m"),
+    "cline": ("--model", "m"),
 }
-STATUS = {"codex": 3, "gemini": 0, "opencode": 5, "pi": 7, "copilot": 4, "kilo": 6}
+STATUS = {"codex": 3, "gemini": 0, "opencode": 5, "pi": 7, "copilot": 4, "kilo": 6, "cline": 8}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -235,6 +237,29 @@ def check_copilot(start: dict[str, Any], broker: Broker) -> None:
     uuid.UUID(argv[5])
 
 
+def check_cline(start: dict[str, Any], broker: Broker) -> None:
+    env = start["env"]
+    assert start["argv"] == list(USER_ARGS["cline"])  # all wiring is in the environment
+    config = json.loads(start["files"][env["CLINE_MCP_SETTINGS_PATH"]]["content"])
+    assert config["mcpServers"]["pager"] == {
+        "type": "streamableHttp",
+        "url": f"{env['PAGER_URL']}/mcp",
+        "headers": {"Authorization": f"Bearer {env['PAGER_TOKEN']}"},
+    }
+    # The session runs in this process, never in a hub daemon another launch started.
+    assert env["CLINE_SESSION_BACKEND_MODE"] == "local"
+    entries = start["cline_dir"]
+    home = Path(broker.home.env["HOME"])
+    assert entries["data"] == f"link:{home / '.cline' / 'data'}"
+    delivery, prompted = entries["hooks/PostToolUse"], entries["hooks/TaskStart"]
+    assert "--format cline --max-chars 9000 PostToolUse" in delivery["content"]
+    assert "--prompt-only TaskStart" in prompted["content"]
+    for script in (delivery, prompted):
+        assert script["mode"] == 0o700
+        assert env["PAGER_TOKEN"] not in script["content"]
+    assert not Path(env["CLINE_DIR"]).exists(), "the launch's Cline directory outlived it"
+
+
 CHECKS = {
     "codex": check_codex,
     "gemini": check_gemini,
@@ -242,7 +267,102 @@ CHECKS = {
     "pi": check_pi,
     "copilot": check_copilot,
     "kilo": check_kilo,
+    "cline": check_cline,
 }
+
+
+# -- Cline: the per-launch directory, hooks ----------------------------------------------------
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+async def test_cline_launch_keeps_the_users_hooks_and_servers_and_writes_none_of_its_own(
+    broker: Broker, fakes: Path
+) -> None:
+    """The user's own Cline hooks (one for PostToolUse too) and MCP servers are kept in the
+    launch (linked; merged with `pager`); the user's `~/.cline` gets no file of Pager's."""
+    users = Path(broker.home.env["HOME"], ".cline")
+    (users / "hooks").mkdir(parents=True)
+    for name in ("PostToolUse", "TaskComplete.py"):
+        (users / "hooks" / name).write_text("#!/bin/sh\n")
+    settings = users / "data" / "settings" / "cline_mcp_settings.json"
+    settings.parent.mkdir(parents=True)
+    mine = {"type": "stdio", "command": "my-server"}
+    settings.write_text(json.dumps({"mcpServers": {"mine": mine}}))
+    before = tree(users)
+    wrapper = launch(broker, "cline", "mcp,exit:0", "--session-name", "x")
+    status, err = await finish(wrapper)
+    assert status == 0, err
+    [start] = [r for r in records(fakes) if "argv" in r]
+    entries = start["cline_dir"]
+    assert entries["hooks/PostToolUse"] == f"link:{users / 'hooks' / 'PostToolUse'}"
+    assert entries["hooks/TaskComplete.py"] == f"link:{users / 'hooks' / 'TaskComplete.py'}"
+    assert "--format cline" in entries["hooks/PostToolUse.sh"]["content"]  # both run
+    servers = json.loads(start["files"][start["env"]["CLINE_MCP_SETTINGS_PATH"]]["content"])
+    assert servers["mcpServers"]["mine"] == mine
+    assert record(fakes, "mcp")["alias"] == "x"
+    assert tree(users) == before
+    assert json.loads(settings.read_text()) == {"mcpServers": {"mine": mine}}
+
+
+async def test_cline_post_tool_use_hook_injects_mail_as_context_modification(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """Pager's PostToolUse hook, run by the fake with Cline CLI's payload (the session in
+    `sessionContext.rootSessionId`), prints the waiting message as `{"contextModification": …}`
+    inside the envelope; the message is acknowledged after that."""
+    alice, message_id = await launch_with_mail(
+        broker, fakes, tmp_path, "cline", "hook:PostToolUse", "mail for cline"
+    )
+    hook = record(fakes, "hook")
+    assert hook["status"] == 0, hook["stderr"]
+    output = json.loads(hook["stdout"])
+    assert list(output) == ["contextModification"]
+    assert "mail for cline" in output["contextModification"]
+    assert alice["address"] in output["contextModification"]
+    assert await state_of(broker, alice, message_id) == "acknowledged"
+
+
+async def test_cline_task_start_reports_the_typed_prompt_and_claims_no_mail(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """x (`pager cline`) is delivered a message of hop 2 by its PostToolUse hook: its next send
+    has hop 3. A second message waits; the person types a prompt and Cline CLI runs TaskStart,
+    whose output it throws away: the hook prints nothing and leaves that message unclaimed
+    (printed there, it would be acknowledged without reaching the model), and x's next send
+    has hop 1 again."""
+    gates = [tmp_path / f"gate-{n}" for n in range(3)]
+    steps = [f"wait:{gates[0]}", "hook:PostToolUse", f"wait:{gates[1]}", "hook:TaskStart",
+             f"wait:{gates[2]}", "exit:0"]  # fmt: skip
+    wrapper = launch(broker, "cline", ",".join(steps), "--session-name", "x")
+
+    def hooks() -> list[dict[str, Any]]:
+        return [r["hook"] for r in records(fakes) if "hook" in r]
+
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        [start] = [r for r in records(fakes) if "argv" in r]
+        alice, message_id = await send_hop_2(broker, "x")
+        gates[0].touch()
+        wait_for(lambda: len(hooks()) == 1, "the PostToolUse hook")
+        assert "mail for x" in json.loads(hooks()[0]["stdout"])["contextModification"]
+        assert await state_of(broker, alice, message_id) == "acknowledged"
+        assert await hop_of_next_send(broker, start) == 3
+
+        async with mcp_session(broker.url, alice["token"]) as a:
+            waiting = structured(await a.call_tool("send", {"to": "x", "body": "still waiting"}))
+        gates[1].touch()
+        wait_for(lambda: len(hooks()) == 2, "the TaskStart hook")
+        assert (hooks()[1]["status"], hooks()[1]["stdout"]) == (0, ""), hooks()[1]["stderr"]
+        assert await state_of(broker, alice, str(waiting["message_id"])) == "queued"
+        assert await hop_of_next_send(broker, start) == 1
+    finally:
+        for gate in gates:
+            gate.touch()
+        status, err = await finish(wrapper)
+    assert status == 0, err
 
 
 # -- Copilot: hooks ----------------------------------------------------------------------------

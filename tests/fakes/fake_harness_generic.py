@@ -1,5 +1,6 @@
-"""FAKE `codex`, `gemini`, `opencode`, `kilo`, `pi` and `copilot` for wrapper tests: `python -m
-tests.fakes.fake_harness_generic KIND [harness args…]` (the tests put a shim of each name on PATH).
+"""FAKE `codex`, `gemini`, `opencode`, `kilo`, `pi`, `copilot` and `cline` for wrapper tests:
+`python -m tests.fakes.fake_harness_generic KIND [harness args…]` (the tests put a shim of
+each name on PATH).
 
 It records how it was launched — argv, the Pager-relevant environment, and every file the
 launch pointed it at (content and mode, read while it runs) — and then acts like the harness,
@@ -12,10 +13,12 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   file is read only when root owns it and every directory above it), OpenCode from
   `OPENCODE_CONFIG_CONTENT`'s `mcp.pager` (with `{env:…}` substitution; Kilo, an OpenCode fork,
   the same from `KILO_CONFIG_CONTENT`), Pi as Pager's extension
-  does (`PAGER_URL`, `PAGER_TOKEN`), Copilot from the `--additional-mcp-config @FILE`;
+  does (`PAGER_URL`, `PAGER_TOKEN`), Copilot from the `--additional-mcp-config @FILE`, Cline
+  from the file `CLINE_MCP_SETTINGS_PATH` names;
 - `hook:EVENT`: runs the hook command configured for EVENT with a realistic payload (Gemini:
   from the settings and extensions of its home, with the sanitized environment Gemini CLI's
-  redaction leaves; Codex: from the `-c hooks=…` override), recording its exit status and
+  redaction leaves; Codex: from the `-c hooks=…` override; Cline: the executable named after
+  EVENT in `$CLINE_DIR/hooks`, with Cline CLI 3.0.65's payload), recording its exit status and
   output;
 - `plugin`: starts Pager's OpenCode plugin or Pi extension under Node with a fake host (needs
   `node`; it runs until the fake exits) and, once mail was delivered, records what it did:
@@ -54,6 +57,9 @@ from urllib.request import url2pathname
 INLINE_CONFIG = {"opencode": "OPENCODE_CONFIG_CONTENT", "kilo": "KILO_CONFIG_CONTENT"}
 ENV_KEYS = (
     *INLINE_CONFIG.values(),
+    "CLINE_DIR",
+    "CLINE_MCP_SETTINGS_PATH",
+    "CLINE_SESSION_BACKEND_MODE",
     "GEMINI_CLI_HOME",
     "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
     "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
@@ -188,6 +194,22 @@ def gemini_home() -> dict[str, str]:
     return entries
 
 
+def cline_dir() -> dict[str, Any]:
+    """The per-launch Cline directory as Cline CLI sees it: each entry, and each entry of its
+    `hooks/`, → `link:TARGET`, or `{mode, content}` for Pager's own files."""
+    root = Path(os.environ["CLINE_DIR"])
+    entries: dict[str, Any] = {}
+    for path in [*root.iterdir(), *(root / "hooks").iterdir()]:
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            entries[key] = f"link:{os.readlink(path)}"
+        elif path.is_dir():
+            entries[key] = "dir"
+        else:
+            entries[key] = file_record(str(path))
+    return entries
+
+
 def pointed_files(kind: str, argv: list[str]) -> list[str]:
     """The files this launch named for the harness to read."""
     if kind == "gemini":
@@ -209,6 +231,9 @@ def pointed_files(kind: str, argv: list[str]) -> list[str]:
     if kind == "copilot":
         config = option(argv, "--additional-mcp-config") or ""
         return [config[1:]] if config.startswith("@") else []
+    if kind == "cline":
+        settings = os.environ.get("CLINE_MCP_SETTINGS_PATH")
+        return [settings] if settings else []
     return []
 
 
@@ -231,6 +256,11 @@ def mcp_endpoint(kind: str, argv: list[str]) -> tuple[str, dict[str, str]]:
         path = (option(argv, "--additional-mcp-config") or "@")[1:]
         server = json.loads(Path(path).read_text())["mcpServers"]["pager"]
         assert server["type"] == "http"
+        return server["url"], server["headers"]
+    if kind == "cline":
+        path = os.environ["CLINE_MCP_SETTINGS_PATH"]
+        server = json.loads(Path(path).read_text())["mcpServers"]["pager"]
+        assert server["type"] == "streamableHttp"
         return server["url"], server["headers"]
     token = os.environ["PAGER_TOKEN"]
     return os.environ["PAGER_URL"] + "/mcp", {"Authorization": f"Bearer {token}"}
@@ -278,6 +308,10 @@ def hook_command(kind: str, argv: list[str], event: str) -> str:
         plugin = Path(option(argv, "--plugin-dir") or "", "hooks", "hooks.json")
         entries = json.loads(plugin.read_text())["hooks"][event]
         return str([e["bash"] for e in entries if "pager" in e["bash"]][-1])
+    elif kind == "cline":  # Cline CLI runs `<Event>` or `<Event>.<ext>` from its hooks dir
+        hooks = Path(os.environ["CLINE_DIR"], "hooks")
+        found = [p for p in sorted(hooks.iterdir()) if p.name.split(".")[0] == event]
+        return str([p for p in found if not p.is_symlink()][-1])
     else:
         raise AssertionError(f"{kind} has no hooks")
     commands = [h["command"] for g in groups for h in g["hooks"] if "pager" in h["command"]]
@@ -302,6 +336,16 @@ def run_hook(kind: str, argv: list[str], event: str, session: str) -> dict[str, 
             "sessionStart": {"source": "new"},
             "userPromptSubmitted": {"prompt": "hello"},
         }.get(event, {})
+    if kind == "cline":  # Cline CLI 3.0.65's payloads: a per-run taskId, the session's id
+        names = {"PostToolUse": "tool_result", "TaskStart": "agent_start"}
+        payload = {
+            "clineVersion": "",
+            "timestamp": datetime.now(UTC).isoformat(),
+            "taskId": "conv_fake",
+            "sessionContext": {"rootSessionId": session},
+            "workspaceRoots": [os.getcwd()],
+            "hookName": names.get(event, event),
+        }
     env = dict(os.environ)
     if kind == "gemini":
         # Gemini CLI's strict environment redaction keeps little more than PATH and HOME.
@@ -517,9 +561,15 @@ def main() -> int:
                 if kind == "gemini" and "GEMINI_CLI_HOME" in os.environ
                 else {}
             ),
+            **({"cline_dir": cline_dir()} if kind == "cline" and "CLINE_DIR" in os.environ else {}),
         }
     )
-    session = option(argv, "--session-id") or option(argv, "--resume") or "thread-unknown"
+    session = (
+        option(argv, "--session-id")
+        or option(argv, "--resume")
+        or option(argv, "--id")
+        or "thread-unknown"
+    )
     host: PluginHost | None = None
     try:
         for step in filter(None, os.environ.get("FAKE_HARNESS_STEPS", "").split(",")):

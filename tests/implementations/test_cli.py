@@ -45,6 +45,7 @@ def test_cli_implementations_json_lists_sources_and_errors(
     by_id = {impl["id"]: impl for impl in report["implementations"]}
     assert sorted(by_id) == [
         "claude",
+        "cline",
         "codex",
         "copilot",
         "from-text",
@@ -92,7 +93,7 @@ def test_cli_implementations_table_is_aligned(
     assert header.split() == ["ID", "NAME", "SOURCE", "CAPABILITIES"]
     starts = [header.index(title) for title in ("NAME", "SOURCE", "CAPABILITIES")]
     rows = lines[1 : lines.index("")]
-    assert len(rows) == 11  # nine built-ins (claude overridden) and two of the user
+    assert len(rows) == 12  # ten built-ins (claude overridden) and two of the user
     cells: dict[str, list[str]] = {}
     for row in rows:
         for start in starts:

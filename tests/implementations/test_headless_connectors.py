@@ -180,7 +180,7 @@ def test_opencode_headless_config_is_otherwise_the_same(ident: str, tmp_path: Pa
 # ------------------------------------------------------------------------------ Codex and Pi
 
 
-@pytest.mark.parametrize("ident", ["codex", "pi", "copilot"])
+@pytest.mark.parametrize("ident", ["codex", "pi", "copilot", "cline"])
 def test_codex_and_pi_are_wired_the_same_when_headless(ident: str, tmp_path: Path) -> None:
     """Codex's hooks wait for nothing; Pi's extension sees for itself that it has no UI;
     Copilot CLI's userPromptSubmitted hook sees the wake prompt itself, not the sessionStart

@@ -194,6 +194,7 @@ def test_parse_likely_typo_is_kept_with_a_warning() -> None:
         (MINIMAL + "[hooks]\nmax_chars = 0\n", "hooks.max_chars", "positive integer"),
         (MINIMAL + "[hooks]\nmax_chars = true\n", "hooks.max_chars", "positive integer"),
         (MINIMAL + '[hooks]\nevents = [""]\n', "hooks.events[0]", "must not be empty"),
+        (MINIMAL + '[hooks]\nprompt_events = "x"\n', "hooks.prompt_events", "an array of strings"),
         (MINIMAL + '[skill]\ndirs = "~/x"\n', "skill.dirs", "expected an array of strings"),
         (MINIMAL + '[plugin]\nsupported = "yes"\n', "plugin.supported", "expected true or false"),
         (MINIMAL + '[detect]\nexecutables = "x"\n', "detect.executables", "an array of strings"),
@@ -223,6 +224,14 @@ def test_detect_is_read_and_defaults_to_nothing() -> None:
     found = parse(MINIMAL + '[detect]\nexecutables = ["mine"]\npaths = ["$XDG_DATA_HOME/mine"]\n')
     assert found.detect == Detect(("mine",), ("$XDG_DATA_HOME/mine",))
     assert found.to_json()["detect"] == {"executables": ["mine"], "paths": ["$XDG_DATA_HOME/mine"]}
+
+
+def test_hooks_prompt_events_are_kept_apart_from_the_delivering_events() -> None:
+    """`[hooks] prompt_events`: events whose output the harness ignores, where `pager hook`
+    only reports a typed prompt (duplicates dropped, listed in the JSON)."""
+    found = parse(MINIMAL + '[hooks]\nevents = ["Post"]\nprompt_events = ["Start", "Start"]\n')
+    assert (found.hooks.events, found.hooks.prompt_events) == (("Post",), ("Start",))
+    assert found.to_json()["hooks"]["prompt_events"] == ["Start"]
 
 
 def test_parse_collects_every_problem_of_a_manifest() -> None:

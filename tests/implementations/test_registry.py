@@ -19,7 +19,18 @@ from pager.implementations import (
 )
 from tests.implementations import entry_targets
 
-BUILTINS = ["claude", "codex", "copilot", "gemini", "kilo", "opencode", "pi", "qwen", "shell"]
+BUILTINS = [
+    "claude",
+    "cline",
+    "codex",
+    "copilot",
+    "gemini",
+    "kilo",
+    "opencode",
+    "pi",
+    "qwen",
+    "shell",
+]
 TARGETS = "tests.implementations.entry_targets"
 
 
@@ -309,7 +320,7 @@ def test_registry_lookup_and_capabilities(tmp_path: Path) -> None:
     assert isinstance(caught.value, UnknownImplementation)
     assert str(caught.value) == f"no implementation 'vim'; known: {', '.join(BUILTINS)}"
     hooked = [impl.id for impl in registry.with_capability("hooks")]
-    assert hooked == ["claude", "codex", "copilot", "gemini", "qwen"]
+    assert hooked == ["claude", "cline", "codex", "copilot", "gemini", "qwen"]
     assert [impl.id for impl in registry.with_capability("extension")] == ["pi"]
     assert registry.with_capability("teleport") == []
     assert "claude" in registry

@@ -193,7 +193,7 @@ def test_unknown_harness_names_the_known_ones(env: Env, capsys: pytest.CaptureFi
     assert main(["plugin", "install", "nosuch"]) == 1
     err = capsys.readouterr().err
     assert "nosuch" in err
-    assert "known: claude, codex, copilot, gemini, kilo, opencode, pi, qwen, shell" in err
+    assert "known: claude, cline, codex, copilot, gemini, kilo, opencode, pi, qwen, shell" in err
     assert main(["plugin", "install", "nosuch", "--uninstall"]) == 1
     assert env.tree() == []
 

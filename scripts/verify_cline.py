@@ -1,0 +1,333 @@
+"""Cline CLI's checks for scripts/verify_harnesses.py (docs/implementations/cline.md).
+
+Cline CLI runs against the script's recorder as an OpenAI-compatible provider, set up as a user
+would (`cline auth -p openai -k KEY -m MODEL -b URL`, which writes the user's
+`~/.cline/data/settings/providers.json`). Its hooks only add context after a tool call
+(PostToolUse), so the recorder answers a run's first model request once with a `read_files`
+call: Cline CLI reads the file, runs the hook, and its next model request is the one that must
+carry the mail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from verify_harnesses import (
+    ACCEPTED,
+    REJECTED,
+    UNCHECKED,
+    Canned,
+    Check,
+    Context,
+    Rejected,
+    Unchecked,
+    _one_line,
+    _tail,
+    run,
+)
+
+FIRST = "verify: read the readme"
+TYPED = ("verify: typed in the TUI, read the readme", "verify: typed again")
+
+
+def _cline_home(ctx: Context) -> None:
+    """A user whose Cline provider is the recorder (`cline auth`), in local mode for this one
+    command so that no hub daemon outlives the script."""
+    program = ctx.bin_dir / "cline"
+    env = {**ctx.env, "CLINE_SESSION_BACKEND_MODE": "local"}
+    key, url = "pager-verify-dummy-key", f"{ctx.model.url}/v1"
+    done = subprocess.run(
+        [str(program), "auth", "-p", "openai", "-k", key, "-m", "gpt-4o", "-b", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ctx.workspace,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"cline auth failed: {_tail(done.stdout + done.stderr)}")
+    (ctx.workspace / "README.md").write_text("pager verify\n")
+
+
+def _tool_call(path: Path, needle: str = FIRST) -> Canned:
+    """The recorder's one answer: a streamed OpenAI chat completion calling `read_files`."""
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "verify", "object": "chat.completion.chunk", "created": 0}
+        return "data: " + json.dumps({**body, "model": "gpt-4o", "choices": [choice]}) + "\n\n"
+
+    arguments = json.dumps({"files": [{"path": str(path)}]})
+    call = {"index": 0, "id": "call_verify", "type": "function"}
+    call["function"] = {"name": "read_files", "arguments": arguments}
+    text = chunk({"role": "assistant", "content": None, "tool_calls": [call]})
+    text += chunk({}, "tool_calls") + "data: [DONE]\n\n"
+    return Canned("/chat/completions", needle, "text/event-stream", text.encode())
+
+
+def check_cline(ctx: Context) -> list[Check]:
+    _cline_home(ctx)
+    checks: list[Check] = []
+    ctx.model.answer_once(_tool_call(ctx.workspace / "README.md"))
+    with ctx.launch(["--json", FIRST]) as launch:
+        body = "verify: cline hooks"
+        message = ctx.broker.send(ctx.workspace, launch.address, body)
+        outcome: dict[str, str] = {}
+
+        def headless() -> str:
+            before = len(ctx.model.requests)
+            status, out = run(launch, None, ctx.workspace, 120)
+            outcome.update(out=out)
+            (ctx.workspace / "cline-headless.log").write_text(launch.redact(out))  # for --keep
+            if len(ctx.model.requests) == before:
+                raise Unchecked(f"cline made no model request (exit {status}): {_tail(out)}")
+            tools = re.findall(r'"toolName":"([a-z_]+)"', out)
+            return (
+                f"`cline --json '{FIRST}'` ran to its end (exit {status}), its tool calls:"
+                f" {sorted(set(tools)) or 'none'}; {len(ctx.model.requests) - before} model"
+                " requests"
+            )
+
+        checks.append(ctx.check("headless launch: CLINE_DIR and MCP settings", launch, headless))
+        if "out" not in outcome:
+            return checks
+
+        def mcp() -> str:
+            # Cline CLI offers an MCP server's tools as `<server>__<tool>` once its tools/list
+            # (which needs the session's credential) answered.
+            offered: set[str] = set()
+            for _, request in ctx.model.requests:
+                offered |= set(re.findall(r'"name":\s*"(pager__[a-z_]+)"', request))
+            log = _cline_log(ctx)
+            failed = [line for line in log if re.search(r"(?i)mcp", line) and '"level":50' in line]
+            if not offered:
+                shown = failed or ["no `pager__` tool among the tools offered"]
+                raise Rejected("\n".join(line[:400] for line in shown[-6:]))
+            return (
+                "the server `pager` from CLINE_MCP_SETTINGS_PATH (streamableHttp, with its"
+                f" Authorization header) was connected; the model was offered {len(offered)}"
+                f" tools: {', '.join(sorted(offered))}"
+            )
+
+        checks.append(ctx.check("MCP server from CLINE_MCP_SETTINGS_PATH", launch, mcp))
+
+        def delivery() -> str:
+            state = ctx.broker.wait_state(ctx.workspace, message, 10)
+            path, request = ctx.model.wait_for(body, 10)
+            if 'source=\\"PostToolUse\\"' not in request and 'source="PostToolUse"' not in request:
+                raise Rejected("the mail reached the model, but not as PostToolUse's context")
+            if state != "acknowledged":
+                raise Rejected(f"the model request carried the mail, but it is {state}")
+            return (
+                "mail sent before the launch: after the `read_files` call Cline CLI ran the"
+                " PostToolUse hook of the launch's CLINE_DIR/hooks, which printed it as"
+                ' {"contextModification": …}; the next model request (POST'
+                f' {path}) carried it in <hook_context source="PostToolUse">; acknowledged'
+            )
+
+        checks.append(ctx.check("mail through the PostToolUse hook, into the model request",
+                                launch, delivery))  # fmt: skip
+    checks.append(_typed_in_tui(ctx))
+    checks.append(_resume_by_id(ctx))
+    checks.append(_users_cline_dir(ctx))
+    return checks
+
+
+class Terminal:
+    """A harness under a pseudo-terminal (Cline CLI's TUI needs one), its output collected."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        master, slave = os.openpty()
+        env = {**env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+        self.popen = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
+            start_new_session=True,
+        )  # fmt: skip
+        os.close(slave)
+        self.master, self.output = master, b""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.output += chunk
+
+    def text(self) -> str:
+        return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", self.output.decode(errors="replace"))
+
+    def wait_for(self, needle: str, bound: float, after: int = 0) -> int:
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            found = self.text().find(needle, after)
+            if found >= 0:
+                return found
+            time.sleep(0.2)
+        raise Rejected(f"the TUI never showed {needle!r}:\n{_tail(self.text(), 600)}")
+
+    def ready(self, bound: float) -> None:
+        """Until the prompt box takes input: a first start shows a ClinePass offer instead
+        ("Press Enter to open, any other key to close"), closed here with Escape."""
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            text = self.text()
+            if "any other key to close" in text:
+                time.sleep(1)
+                os.write(self.master, b"\x1b")
+                time.sleep(3)
+                return
+            if "Ask anything" in text:
+                time.sleep(3)  # the box takes input a little after it is drawn
+                if "any other key to close" not in self.text():
+                    return
+            time.sleep(0.5)
+        raise Rejected(f"the TUI never showed its prompt box:\n{_tail(self.text(), 600)}")
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+        time.sleep(1.0)  # the TUI takes the text before the Enter
+        os.write(self.master, b"\r")
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(10)
+        os.close(self.master)
+
+
+def _typed_in_tui(ctx: Context) -> Check:
+    """In Cline CLI's TUI, mail delivered by PostToolUse sets the identity's loop-guard cause;
+    the next prompt typed there starts a run, whose TaskStart hook (`--prompt-only`) must
+    report it: the cause is NULL after it."""
+    ctx.model.answer_once(_tool_call(ctx.workspace / "README.md", TYPED[0]))
+    with ctx.launch([]) as launch:
+        body = "verify: cline mail before a typed prompt"
+        message = ctx.broker.send(ctx.workspace, launch.address, body)
+        agent = str(launch.session["agent_id"])
+
+        def typed() -> str:
+            hubs: list[str] = []
+            terminal = Terminal(launch.argv, launch.env, ctx.workspace)
+            try:
+                terminal.ready(60)
+                terminal.type(TYPED[0])
+                if ctx.broker.wait_state(ctx.workspace, message, 60) != "acknowledged":
+                    raise Unchecked(f"no delivery in the TUI:\n{_tail(terminal.text(), 600)}")
+                if not any(body in request for _, request in ctx.model.requests):
+                    raise Unchecked("the mail was acknowledged but reached no model request")
+                hop, cause = ctx.broker.cause(agent)
+                if cause is None:
+                    raise Unchecked("the delivery set no loop-guard cause")
+                shown = terminal.wait_for("no model here", 30)
+                terminal.type(TYPED[1])
+                terminal.wait_for(TYPED[1], 30, shown)
+                cleared = ctx.broker.wait_cause_cleared(agent, 30)
+                if cleared is None:
+                    raise Rejected(
+                        f"after the typed prompt the identity's cause was still cause_hop {hop},"
+                        f" cause_id {cause}: the TaskStart hook did not report it"
+                    )
+            finally:
+                terminal.stop()
+                hubs += _stop_hub_daemons(ctx)
+            return (
+                "in the TUI (a pseudo-terminal), the first typed prompt's run got a `read_files`"
+                " call, the PostToolUse hook delivered the mail (acknowledged) and set the"
+                f" identity's cause (cause_hop {hop}); the second typed prompt started a run"
+                " whose TaskStart hook (`pager hook --prompt-only`) reported it: the cause was"
+                f" NULL after it. The TUI started {len(hubs)} hub daemon(s), stopped here"
+                f" ({'; '.join(hubs)})"
+            )
+
+        return ctx.check("typed prompt reported (TaskStart, in the TUI)", launch, typed)
+
+
+def _stop_hub_daemons(ctx: Context) -> list[str]:
+    """Cline CLI's TUI starts its hub daemon (`cline --cline-hub-daemon`), which outlives it:
+    stop the ones started with this script's throwaway HOME, by their pid."""
+    stopped = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--cline-hub-daemon" in cmdline and f"HOME={ctx.home}".encode() in environ:
+            names = sorted({v.split(b"=")[0].decode() for v in environ if v.startswith(b"PAGER_")})
+            cline_dir = any(v.startswith(b"CLINE_DIR=") for v in environ)
+            stopped.append(f"pid {proc.name}, its environment: {names}, CLINE_DIR: {cline_dir}")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGTERM)
+    return stopped
+
+
+def _cline_log(ctx: Context) -> list[str]:
+    path = ctx.home / ".cline" / "data" / "logs" / "cline.log"
+    return path.read_text(errors="replace").splitlines() if path.exists() else []
+
+
+def _resume_by_id(ctx: Context) -> Check:
+    """Why there is no [wake.launch]: `cline --id ID PROMPT` resumes interactively only."""
+    sessions = sorted((ctx.home / ".cline" / "data" / "sessions").glob("*"))
+    name = "wake run: headless resume"
+    if not sessions:
+        return Check(name, UNCHECKED, "Cline CLI kept no session in ~/.cline/data/sessions")
+    key = sessions[-1].name
+    with ctx.launch(["--json", "--id", key, "verify: resumed"]) as launch:
+
+        def resume() -> str:
+            status, out = run(launch, None, ctx.workspace, 60)
+            said = _one_line(out, 200)
+            if status == 0:
+                raise Rejected(f"`cline --json --id {key} PROMPT` ran (exit 0): add [wake.launch]")
+            raise Unchecked(
+                f"no headless resume in Cline CLI: `cline --json --id {key} PROMPT` exits"
+                f" {status}: {said}; without --json: `interactive mode requires a TTY`. The"
+                " manifest has no [wake.launch]"
+            )
+
+        return ctx.check(name, launch, resume)
+
+
+def _users_cline_dir(ctx: Context) -> Check:
+    """What the launches left in the user's `~/.cline`: no server or hook of Pager's, and the
+    sessions kept in the user's data directory (through the launch's link)."""
+    own = ctx.home / ".cline"
+    name = "the user's ~/.cline after the launches"
+    left = []
+    settings = own / "data" / "settings" / "cline_mcp_settings.json"
+    if settings.exists() and "pager" in settings.read_text():
+        left.append(f"a `pager` server in {settings.relative_to(ctx.home)}")
+    if any((own / "hooks").glob("*")):
+        left.append(f"hooks: {sorted(p.name for p in (own / 'hooks').iterdir())}")
+    sessions = sorted((own / "data" / "sessions").glob("*"))
+    if not sessions:
+        left.append("no session kept in ~/.cline/data/sessions (the data link failed?)")
+    if left:
+        return Check(name, REJECTED, "; ".join(left))
+    entries = sorted(p.name for p in own.iterdir())
+    return Check(
+        name,
+        ACCEPTED,
+        f"no `pager` server in its MCP settings, no hooks; its entries {entries}; the launches'"
+        f" sessions kept in ~/.cline/data/sessions ({len(sessions)})",
+    )
