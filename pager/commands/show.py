@@ -46,6 +46,11 @@ def ago(stamp: str | None, now: float | None = None) -> str:
     return f"{seconds}s ago"
 
 
+def counted(count: int, one: str, many: str) -> str:
+    """`1 message`, `2 messages`: a count with its noun in the right number."""
+    return f"{count} {one if count == 1 else many}"
+
+
 def first_line(text: str, width: int = 60) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= width else line[: width - 1] + "…"
