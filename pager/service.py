@@ -37,7 +37,7 @@ from pager.domain.harness_process import check_harness
 from pager.domain.hints import Hint
 from pager.domain.hosts import HostBoard
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
-from pager.domain.names import alias_of_login, format_address, parse_address
+from pager.domain.names import alias_key, alias_of_login, format_address, parse_address
 from pager.domain.pages import Page
 from pager.domain.records import Delivery, DeliveryKind, SessionState
 from pager.domain.results import (
@@ -206,9 +206,29 @@ class BrokerService:
             and now - known.last_seen < self.config.windows.lease_ttl / 2
         ):
             return Caller(session_id=None, agent_id=known.id, epoch=0)
-        alias = self.config.person_name or alias_of_login(_login_name())
-        identity = await self.accounts.person(ws, alias, now=now)
+        identity = await self.accounts.person(ws, self._person_alias(), now=now)
         return Caller(session_id=None, agent_id=identity.id, epoch=0)
+
+    def _person_alias(self) -> str:
+        """The alias the person's identity gets in each workspace (docs/cli.md)."""
+        return self.config.person_name or alias_of_login(_login_name())
+
+    async def _recipient(self, caller: Caller, to: str) -> Resolved:
+        """The identity `to` names for a send or a page from `caller`. The person is
+        reachable from every workspace by their name: a bare alias that names no one in the
+        caller's workspace but is the person's name reaches the person's identity there,
+        made as the person's own first command there would make it."""
+        address = parse_address(to)
+        try:
+            return await self.lookups.resolve(caller.agent_id, address, to)
+        except PagerError as error:
+            person = self._person_alias()
+            bare = address.alias is not None and address.slug is None
+            if error.code is not ErrorCode.UNKNOWN_RECIPIENT or not bare:
+                raise
+            if alias_key(str(address.alias)) != alias_key(person):
+                raise
+        return await self.accounts.person_beside(caller.agent_id, person, now=self.clock.now())
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -245,8 +265,7 @@ class BrokerService:
         idempotency_key: str | None = None,
     ) -> SendResult:
         self._check_body(body)
-        address = parse_address(to)
-        recipient = await self.lookups.resolve(caller.agent_id, address, to)
+        recipient = await self._recipient(caller, to)
         request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
         return await self._enqueue(recipient, request)
 
@@ -256,9 +275,7 @@ class BrokerService:
         send like any other (SPEC §8.1)."""
         body = page.body
         self._check_body(body)
-        target = to if to is not None else caller.agent_id
-        address = parse_address(target)
-        recipient = await self.lookups.resolve(caller.agent_id, address, target)
+        recipient = await self._recipient(caller, to if to is not None else caller.agent_id)
         request = Enqueue(
             caller.agent_id, body, page.job_id, None, None, fields=page.fields_json, script=run
         )

@@ -25,6 +25,8 @@ class Me:
         token = session_token(os.environ)
         self.harness: tuple[int, str, str] | None = None
         self.person_query: str | None = None  # the query that acts as the person
+        #: The person at the terminal, not a session nor a harness's identity.
+        self.acts_as_person = False
         if token is not None:
             self.credential, self.query, self.why = token, "", "the session of this launch"
             return
@@ -41,6 +43,7 @@ class Me:
             self.why = f"the session of {name} (pid {pid}), which this command runs inside"
         else:
             self.why = "the person at this terminal (no Pager session in this environment)"
+            self.acts_as_person = True
 
     def call(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
         """`/v1/me{path}`; the answer, or CommandError with the broker's message and advice."""

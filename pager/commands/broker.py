@@ -41,8 +41,8 @@ def add_commands(commands: Any) -> None:
     ).add_argument("--json", action="store_true", help="print the status as JSON")
     commands.add_parser(
         "status",
-        description="Show the running broker: pid, MCP endpoint, database, versions, uptime. "
-        "Exit status 0 when running, 3 when not.",
+        description="Show the running broker: pid, its address (for /v1 and curl), its MCP"
+        " endpoint, database, versions, uptime. Exit status 0 when running, 3 when not.",
     ).add_argument("--json", action="store_true", help="print the status as JSON")
     commands.add_parser(
         "exit",
@@ -141,6 +141,7 @@ def _status_lines(report: dict[str, Any]) -> list[str]:
         ]
     lines = [
         f"Pager broker running (pid {report['pid']}, up {_duration(report['uptime_s'])})",
+        f"  broker        {report['url']}  (/v1, curl)",
         f"  MCP endpoint  {report['mcp_url']}",
     ]
     store = report.get("store")

@@ -22,7 +22,15 @@ from pager.commands.common import (
     call_broker,
     state_paths,
 )
-from pager.commands.show import ago, first_line, json_text, one_line, print_json, table
+from pager.commands.show import (
+    ago,
+    first_line,
+    json_text,
+    one_line,
+    person_view,
+    print_json,
+    table,
+)
 from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
@@ -105,24 +113,27 @@ def _wake_text(wake: str, implementation: object) -> str:
 def cmd_inbox(args: argparse.Namespace) -> int:
     if args.all:
         return _all_inboxes(args)
-    inbox = Me().call("GET", f"/inbox?limit={args.limit}")
+    me = Me()
+    inbox = me.call("GET", f"/inbox?limit={args.limit}")
     if args.json:
         print_json(inbox)
         return EXIT_OK
     messages = inbox["messages"]
     if not messages:
         print("no mail waiting")
-        return EXIT_OK
-    now = time.time()
-    rows = [
-        [m["id"], m["from"], ago(m["sent_at"], now), m["thread"] or "-", first_line(m["body"])]
-        for m in messages
-    ]
-    print(table(["ID", "FROM", "AGE", "THREAD", "FIRST LINE"], rows))
-    more = inbox["waiting"] - len(messages)
-    if more > 0:
-        print(f"… and {more} more (pager inbox -n {inbox['waiting']})")
-    print("read them with `pager read`")
+    else:
+        now = time.time()
+        rows = [
+            [m["id"], m["from"], ago(m["sent_at"], now), m["thread"] or "-", first_line(m["body"])]
+            for m in messages
+        ]
+        print(table(["ID", "FROM", "AGE", "THREAD", "FIRST LINE"], rows))
+        more = inbox["waiting"] - len(messages)
+        if more > 0:
+            print(f"… and {more} more (pager inbox -n {inbox['waiting']})")
+        print("read them with `pager read`")
+    if _view(me, args) == PERSON:
+        _say_mail_elsewhere(me)
     return EXIT_OK
 
 
@@ -144,25 +155,74 @@ def _all_inboxes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: The two ways `read` shows mail without --json (docs/cli.md): a person's, and an agent's.
+PERSON, AGENT = "person", "agent"
+
+
+def _view(me: Me, args: argparse.Namespace) -> str:
+    """The person's view for the person at a terminal; Pager's envelope for a session or a
+    harness's identity (an agent's shell tool), and for output that is not a terminal (a
+    script, a pipe into a model); `--view` says which."""
+    if args.view is not None:
+        return str(args.view)
+    return PERSON if me.acts_as_person and sys.stdout.isatty() else AGENT
+
+
+def _say_mail_elsewhere(me: Me) -> None:
+    """Tell the person where else mail waits for them: their identities in the other
+    workspaces of this machine (each reads it there)."""
+    import shlex
+
+    mine = me.call("GET", "")
+    secret = me.paths.secret.read_text().strip()
+    snapshot = call_broker(me.url, "GET", "/v1/snapshot", token=secret)
+    here = [
+        agent
+        for workspace in snapshot["workspaces"]
+        for agent in workspace["agents"]
+        if agent["agent_id"] == mine["agent_id"]
+    ]
+    host = here[0]["host"] if here else None
+    for workspace in snapshot["workspaces"]:
+        for agent in workspace["agents"]:
+            waiting = int(agent["inbox"]["queued"])
+            if (
+                waiting
+                and agent["implementation"] == mine["implementation"]  # the person's
+                and agent["durable"]
+                and not agent["archived"]
+                and agent["agent_id"] != mine["agent_id"]
+                and agent["host"] == host  # a path of this machine
+            ):
+                go = f"cd {shlex.quote(workspace['path'])} && pager read"
+                print(one_line(f"{waiting} more for you in {workspace['slug']}: {go}"))
+
+
 def cmd_read(args: argparse.Namespace) -> int:
     me = Me()
+    view = "json" if args.json else _view(me, args)
     if not args.follow:
-        return _read(me, args)
-    attached = _attach_person(me)
+        found = _read(me, args, view)
+        if view == PERSON:
+            _say_mail_elsewhere(me)
+        return found
+    who = me.call("GET", "")
+    attached = _attach_person(me, who["alias"])
+    if sys.stderr.isatty() and me.acts_as_person:
+        print(f"waiting for mail to {one_line(who['address'])}; Ctrl-C to stop", file=sys.stderr)
     try:
-        return _read(me, args)
+        return _read(me, args, view)
     finally:
         if attached:
             _detach(me)
 
 
-def _attach_person(me: Me) -> bool:
+def _attach_person(me: Me, alias: str) -> bool:
     """While `read --follow` runs, the person shows as attached (SPEC §4.2): it reads through
     a session of the person's identity, detached when it ends (or lapsing with its lease when
     it is killed). A second follower in the workspace reads as the person, without one."""
-    if me.query != me.person_query:
+    if not me.acts_as_person:
         return False  # a session or a harness's identity: attached or not by its own launch
-    alias = me.call("GET", "")["alias"]
     request = {"workspace": os.getcwd(), "implementation": "human", "session_name": alias}
     try:
         opened = call_broker(me.url, "POST", "/v1/register", token=me.credential, body=request)
@@ -181,7 +241,7 @@ def _detach(me: Me) -> None:
         call_broker(me.url, "POST", "/v1/sessions/current/detach", token=me.credential, body={})
 
 
-def _read(me: Me, args: argparse.Namespace) -> int:
+def _read(me: Me, args: argparse.Namespace, view: str) -> int:
     wait = args.wait
     while True:
         # The broker waits at most 60 s per call; --wait longer, and --follow, call again.
@@ -193,7 +253,7 @@ def _read(me: Me, args: argparse.Namespace) -> int:
             claims = me.call("POST", "/claim", body, timeout=slice_s + 30)["claims"]
             if claims or (not args.follow and time.monotonic() >= deadline):
                 break
-        _show(claims, args)
+        _show(claims, args, view)
         if not args.no_ack and claims:
             me.call("POST", "/ack", {"tokens": [c["token"] for c in claims]})
         if not args.follow:
@@ -204,17 +264,20 @@ def _read(me: Me, args: argparse.Namespace) -> int:
             return EXIT_NO_MAIL  # a script tells "nothing came" from mail by the status
 
 
-def _show(claims: list[dict[str, Any]], args: argparse.Namespace) -> None:
+def _show(claims: list[dict[str, Any]], args: argparse.Namespace, view: str) -> None:
     """Writes the claims (before any is acknowledged: a crash here means redelivery)."""
     for claim in claims:
-        if args.json:
+        token = claim["token"] if args.no_ack else None
+        if view == "json":
             shown = {"message": claim["message"]}
-            if args.no_ack:
-                shown["token"] = claim["token"]
+            if token is not None:
+                shown["token"] = token
             sys.stdout.write(json_text(shown) + "\n")
+        elif view == PERSON:
+            sys.stdout.write(person_view(claim["message"], token=token) + "\n\n")
         else:
-            if args.no_ack:
-                sys.stdout.write(f"token: {claim['token']}\n")
+            if token is not None:
+                sys.stdout.write(f"token: {token}\n")
             sys.stdout.write(for_terminal(claim["envelope"]) + "\n\n")
     sys.stdout.flush()
 
@@ -312,13 +375,16 @@ def cmd_history(args: argparse.Namespace) -> int:
         query["thread"] = args.thread
     if args.full:
         query["full"] = "true"
-    history = Me().call("GET", f"/history?{urlencode(query)}")
+    me = Me()
+    history = me.call("GET", f"/history?{urlencode(query)}")
     if args.json:
         print_json(history)
         return EXIT_OK
     if args.full:  # each message whole, oldest first
+        person = _view(me, args) == PERSON
         for message in reversed(history["messages"]):
-            sys.stdout.write(for_terminal(message["envelope"]) + "\n\n")
+            shown = person_view(message) if person else for_terminal(message["envelope"])
+            sys.stdout.write(shown + "\n\n")
         return EXIT_OK
     now = time.time()
     rows = [
@@ -383,11 +449,14 @@ def add_commands(commands: Any) -> None:
     inbox.add_argument(
         "--all", action="store_true", help="every inbox with mail waiting: INBOX WAITING ATTACHED"
     )
+    _view_option(inbox)
     _json(inbox)
     read = commands.add_parser(
         "read",
-        description="Claim up to N waiting messages (default 10), print each whole inside"
-        " Pager's envelope, and acknowledge them once written. Exit status 0 when it read"
+        description="Claim up to N waiting messages (default 10), print each whole, and"
+        " acknowledge them once written: for the person at a terminal, a header (from, when,"
+        " thread, reply to, id) and the body; for an agent (inside a session, or output not"
+        " a terminal), inside Pager's envelope. Exit status 0 when it read"
         f" mail, {EXIT_NO_MAIL} when none came (none waited, or none within --wait).",
         epilog="example: pager read --wait 30",
     )
@@ -397,6 +466,7 @@ def add_commands(commands: Any) -> None:
     read.add_argument("--follow", action="store_true", help="keep reading until interrupted")
     read.add_argument("--no-ack", action="store_true",
                       help="print the claim tokens instead of acknowledging")  # fmt: skip
+    _view_option(read)
     _json(read, lines=True)
     ack = commands.add_parser(
         "ack",
@@ -443,6 +513,7 @@ def add_commands(commands: Any) -> None:
     history.add_argument("--thread", metavar="T", help="only thread T")
     history.add_argument("-n", dest="limit", type=int, default=20, help="the last N (default 20)")
     history.add_argument("--full", action="store_true", help="print each message whole")
+    _view_option(history)
     _json(history)
     sent = commands.add_parser(
         "sent",
@@ -482,6 +553,15 @@ def _how_many(text: str) -> int:
             f"{text!r} is not a number of messages; give 1 or more, such as `pager read 5`"
         )
     return value
+
+
+def _view_option(parser: Any) -> None:
+    parser.add_argument(
+        "--view",
+        choices=(PERSON, AGENT),
+        help="person: a header and the body; agent: Pager's envelope for a model (default:"
+        " person for you at a terminal, agent inside a session or when output is not a terminal)",
+    )
 
 
 def _json(parser: Any, *, lines: bool = False) -> None:

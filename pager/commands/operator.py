@@ -14,6 +14,7 @@ import sys
 
 from pager.commands.acting import Operator, resolve
 from pager.commands.common import EXIT_OK, EXIT_USAGE, CommandError, ensure_running, state_paths
+from pager.commands.show import counted
 from pager.domain.display import for_terminal
 
 TYPE_CHECKING = False
@@ -133,11 +134,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         if out is not sys.stdout.buffer:
             out.close()
     where = "" if args.output in (None, "-") else f" to {args.output}"
-    print(
-        f"{chr(13) if show else ''}exported {counts['identity']} identities and"
-        f" {counts['message']} messages{where}",
-        file=sys.stderr,
-    )
+    identities = counted(counts["identity"], "identity", "identities")
+    messages = counted(counts["message"], "message", "messages")
+    print(f"{chr(13) if show else ''}exported {identities} and {messages}{where}", file=sys.stderr)
     return EXIT_OK
 
 

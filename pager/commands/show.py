@@ -46,6 +46,11 @@ def ago(stamp: str | None, now: float | None = None) -> str:
     return f"{seconds}s ago"
 
 
+def counted(count: int, one: str, many: str) -> str:
+    """`1 message`, `2 messages`: a count with its noun in the right number."""
+    return f"{count} {one if count == 1 else many}"
+
+
 def first_line(text: str, width: int = 60) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= width else line[: width - 1] + "…"
@@ -60,3 +65,38 @@ def table(header: list[str], rows: list[list[str]]) -> str:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
     return "\n".join(lines)
+
+
+def person_view(message: dict[str, Any], *, token: str | None = None) -> str:
+    """One message for a person at a terminal (docs/cli.md): a header, a field a line (who
+    sent it, when, its thread and what it answers when it has them, its id), then the body
+    indented by two spaces. Every value is shown escaped and on one line, and every body line
+    is indented, so nothing a sender wrote can pass for a header line or for the next
+    message; the body keeps its line breaks and tabs."""
+    fields = [("From", message["from"])]
+    if message.get("direction") == "sent":  # in `history`: one of the person's own
+        fields.append(("To", message["to"]))
+    fields.append(("When", _when(message["sent_at"])))
+    if message.get("thread"):
+        fields.append(("Thread", message["thread"]))
+    if message.get("reply_to"):
+        fields.append(("Reply to", message["reply_to"]))
+    attempt = int(message.get("attempt") or 1)
+    again = f" (shown {attempt} times: it was not acknowledged before)" if attempt > 1 else ""
+    fields.append(("Message", f"{message['id']}{again}"))
+    if token is not None:
+        fields.append(("Token", token))
+    header = [f"{name + ':':<10}{one_line(value)}" for name, value in fields]
+    body = [f"  {line}" if line else "" for line in for_terminal(message["body"]).split("\n")]
+    return "\n".join([*header, "", *body])
+
+
+def _when(stamp: str) -> str:
+    """`2026-12-03 17:02:11 (2m ago)`, in this machine's time zone."""
+    from datetime import datetime
+
+    try:
+        then = datetime.fromisoformat(stamp).astimezone()
+    except ValueError:
+        return stamp
+    return f"{then:%Y-%m-%d %H:%M:%S} ({ago(stamp)})"

@@ -87,6 +87,16 @@ def workspace_slug(conn: Conn, key: str) -> str:
     return str(row[0])
 
 
+def workspace_of_key(conn: Conn, key: str) -> Workspace:
+    """The workspace recorded under `key` (LookupError when there is none)."""
+    row = conn.execute(
+        "SELECT key, slug, path, host FROM workspaces WHERE key = ?", (key,)
+    ).fetchone()
+    if row is None:
+        raise LookupError(f"no workspace {key!r}")
+    return Workspace(key=str(row[0]), slug=str(row[1]), path=str(row[2]), host=str(row[3] or ""))
+
+
 def workspace_path(conn: Conn, key: str) -> str:
     row = conn.execute("SELECT path FROM workspaces WHERE key = ?", (key,)).fetchone()
     if row is None:

@@ -198,6 +198,13 @@ class Accounts(Protocol):
         `alias_conflict` when an agent holds `alias` there or it is reserved for another."""
         ...
 
+    async def person_beside(self, caller_id: str, alias: str, *, now: float) -> Resolved:
+        """The person's identity in the caller's workspace as a recipient, made on first use
+        with `alias` as `person` makes it (mail to the person's name from a workspace where
+        the person has not run a command yet). PagerError `ended` when the caller is gone,
+        `alias_conflict` as `person`."""
+        ...
+
     async def bind_conversation(
         self,
         implementation: str,

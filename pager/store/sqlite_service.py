@@ -145,6 +145,14 @@ class SqliteAccounts:
     async def person(self, workspace: Workspace, alias: str, *, now: float) -> Identity:
         return await self._writer.write(lambda conn: person_identity(conn, workspace, alias, now))
 
+    async def person_beside(self, caller_id: str, alias: str, *, now: float) -> Resolved:
+        def op(conn: Conn) -> Resolved:
+            workspace = ms.workspace_of_key(conn, _me(conn, caller_id).workspace_key)
+            person = person_identity(conn, workspace, alias, now)
+            return Resolved(person.id, format_address(person.alias, workspace.slug), PERSON)
+
+        return await self._writer.write(op)
+
     async def bind_conversation(
         self,
         implementation: str,

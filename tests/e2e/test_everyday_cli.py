@@ -332,6 +332,18 @@ async def test_export_streams_every_identity_then_every_message(
     assert "give an ISO 8601 time" in bad.stderr
 
 
+def test_export_counts_in_the_right_number(broker: Broker, places: dict[str, Path]) -> None:
+    """`1 identity and 1 message`, not `1 identities and 1 messages`."""
+    desk = places["desk"]
+    me = answer(pager(broker, desk, "whoami", "--json"))
+    assert pager(broker, desk, "send", me["alias"], "a note to self").returncode == 0
+    done = pager(broker, desk, "export")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "exported 1 identity and 1 message"
+    none = pager(broker, desk, "export", "--since", "2099-01-01")
+    assert none.stderr.strip() == "exported 1 identity and 0 messages"
+
+
 @pytest.mark.parametrize(
     ("query", "token", "status"),
     [("", "", 401), ("?since=soon", "SECRET", 400), ("?colour=red", "SECRET", 400)],

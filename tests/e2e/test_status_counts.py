@@ -22,7 +22,9 @@ async def test_status_counts_agents_sessions_and_mail(broker: Broker) -> None:
             structured(await client.call_tool("send", {"to": "bob", "body": "hi"}))
     result = broker.home.run("status", "--json")
     assert result.returncode == 0, result.stderr
-    counts = json.loads(result.stdout)["counts"]
+    report = json.loads(result.stdout)
+    assert (report["url"], report["mcp_url"]) == (broker.url, broker.url + "/mcp")
+    counts = report["counts"]
     assert counts == {
         "workspaces": 1,
         "agents": 3,
@@ -35,6 +37,9 @@ async def test_status_counts_agents_sessions_and_mail(broker: Broker) -> None:
     human = broker.home.run("status").stdout
     assert "3 in 1 workspaces, 2 attached, 0 archived" in human
     assert "1 waiting, 0 claimed, 0 dead" in human
+    # Both addresses: the broker's for /v1 and curl (docs/paging.md), and the MCP endpoint.
+    assert f"  broker        {broker.url}  (/v1, curl)\n" in human
+    assert f"  MCP endpoint  {broker.url}/mcp\n" in human
 
 
 def test_status_with_a_replaced_secret_does_not_trust_the_broker(broker: Broker) -> None:
