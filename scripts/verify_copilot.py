@@ -10,7 +10,13 @@ run and their output taken.
 
 from __future__ import annotations
 
+import json
+import os
+import pty
 import re
+import subprocess
+import threading
+import time
 from pathlib import Path
 
 from verify_harnesses import (
@@ -92,7 +98,12 @@ def check_copilot(ctx: Context) -> list[Check]:
         def hooks() -> str:
             outputs = _grep(text, r"\[hook stdout\] \{\"additionalContext\"")
             errors = _grep(text, r"(?i)hook.*(fail|error|invalid|timed out)")
-            errors = [line for line in errors if "managed hooks" not in line]
+            errors = [
+                line
+                for line in errors
+                # Not about hooks: the session's settings an extension joins with, logged whole.
+                if "managed hooks" not in line and "session.resume request" not in line
+            ]
             if errors:
                 raise Rejected("\n".join(errors[:6]))
             if not outputs:
@@ -153,8 +164,126 @@ def check_copilot(ctx: Context) -> list[Check]:
         evidence=None,
     )
     checks += check_wake(ctx, setup)
+    checks.append(_idle_wake(ctx))
     checks.append(_users_copilot_dir(ctx))
     return checks
+
+
+#: How long an interactive Copilot CLI may take to start and load the plugin's extension.
+START_BOUND = 60.0
+
+
+class Terminal:
+    """An interactive Copilot CLI on a pseudo-terminal; what it draws is drained and kept."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        primary, secondary = pty.openpty()
+        self.primary, self.screen = primary, bytearray()
+        self.popen = subprocess.Popen(
+            argv,
+            env={**env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"},
+            cwd=cwd,
+            stdin=secondary,
+            stdout=secondary,
+            stderr=secondary,
+            start_new_session=True,  # its own group: stopping it stops its extension too
+        )
+        os.close(secondary)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.primary, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.screen += chunk
+
+    def text(self) -> str:
+        plain = re.sub(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]", b"", self.screen)
+        return plain.decode(errors="replace")
+
+    def stop(self) -> None:
+        from verify_harnesses import _stop
+
+        _stop(self.popen)
+        os.close(self.primary)
+
+
+def _trust(ctx: Context, folder: Path) -> None:
+    """The user trusted the workspace (an interactive Copilot CLI asks first otherwise)."""
+    path = ctx.home / ".copilot" / "config.json"
+    text = path.read_text() if path.exists() else "{}"
+    config = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("//")))
+    config["trustedFolders"] = sorted({*config.get("trustedFolders", []), str(folder)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def _wait_log(directory: Path, pattern: str, bound: float) -> str | None:
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        found = _grep(_read_logs(directory), pattern)
+        if found:
+            return found[-1]
+        time.sleep(0.5)
+    return None
+
+
+def _idle_wake(ctx: Context) -> Check:
+    """An interactive session, idle at its prompt: mail sent to it must start a turn (the
+    extension's `[pager]` knock) whose model request carries the mail, acknowledged, and the
+    knock must not count as typed (the identity's cause stays set)."""
+    logs, log_dir = _log_args(ctx, "idle")
+    _trust(ctx, ctx.workspace)
+    with ctx.launch(logs) as launch:
+
+        def idle() -> str:
+            terminal = Terminal(launch.argv, launch.env, ctx.workspace)
+            try:
+                ready = _wait_log(log_dir, r"extension_bootstrap", START_BOUND)
+                mcp = _wait_log(log_dir, r"Service initialized as client", START_BOUND)
+                if terminal.popen.poll() is not None or mcp is None:
+                    raise Unchecked(
+                        f"copilot did not start (exit {terminal.popen.poll()}):"
+                        f" {_tail(terminal.text())}"
+                    )
+                time.sleep(3)  # idle: no prompt typed, the startup over
+                before = len(ctx.model.requests)
+                body = "verify: copilot idle wake"
+                message = ctx.broker.send(ctx.workspace, launch.address, body)
+                try:
+                    path, request = ctx.model.wait_for(body, 60)
+                except Rejected:
+                    lines = _grep(_read_logs(log_dir), r"(?i)extension")[-8:]
+                    after = len(ctx.model.requests) - before
+                    raise Rejected(
+                        f"the idle session took no turn with the mail ({after} model requests"
+                        " after the send); extension log lines:\n"
+                        + "\n".join(line[:300] for line in lines)
+                        + f"\nscreen: {_one_line(terminal.text()[-3000:], 1500)}"
+                    ) from None
+                if "[pager] Mail is waiting" not in request:
+                    raise Rejected("the request that carried the mail had no `[pager]` knock")
+                state = ctx.broker.wait_state(ctx.workspace, message, 10)
+                if state != "acknowledged":
+                    raise Rejected(f"the mail reached the model but is {state}")
+                hop, cause = ctx.broker.cause(str(launch.session["agent_id"]))
+                if cause is None:
+                    raise Rejected("the knock was counted as a typed prompt: the cause is NULL")
+                return (
+                    f"an interactive copilot on a pty, idle with no prompt typed; mail sent: the"
+                    f" extension's `[pager]` prompt started a turn, the userPromptSubmitted hook"
+                    f" added the mail (POST {path} carried the knock and the mail),"
+                    f" acknowledged; the identity's cause stayed set (cause_hop {hop}: the"
+                    f" knock is not typed). Extension: {_one_line(ready or '', 160)}"
+                )
+            finally:
+                terminal.stop()
+
+        return ctx.check("idle wake: the extension's knock on a pty", launch, idle)
 
 
 def _users_copilot_dir(ctx: Context) -> Check:
@@ -168,17 +297,22 @@ def _users_copilot_dir(ctx: Context) -> Check:
         left.append("a `pager` server in mcp-config.json")
     if any((own / "hooks").glob("*")):
         left.append(f"hooks: {sorted(p.name for p in (own / 'hooks').iterdir())}")
+    settings = own / "settings.json"
+    if settings.exists() and re.search(r'"experimental"|EXTENSIONS', settings.read_text()):
+        left.append("an experimental or EXTENSIONS setting in settings.json")
+    if any((own / "extensions").glob("*")):
+        left.append(f"extensions: {sorted(p.name for p in (own / 'extensions').iterdir())}")
     if any((own / "installed-plugins").glob("*")):
         left.append(f"plugins: {sorted(p.name for p in (own / 'installed-plugins').iterdir())}")
     data = sorted((own / "plugin-data" / "_direct").glob("*"))
-    if len(data) > 1:
+    if len(data) > 2:  # the interactive plugin's fixed path and the wake run's
         left.append(f"{len(data)} plugin data directories (one per launch?)")
     if left:
         return Check(name, REJECTED, "; ".join(left))
     return Check(
         name,
         ACCEPTED,
-        "no `pager` server in mcp-config.json, no hooks, no installed plugin; Copilot CLI's data"
-        f" directories for --plugin-dir plugins: {len(data)} (the plugin's fixed path), after"
-        " every launch of these checks",
+        "no `pager` server in mcp-config.json, no hooks, no extension, no installed plugin, no"
+        " experimental setting; Copilot CLI's data directories for --plugin-dir plugins:"
+        f" {len(data)} (the plugins' two fixed paths), after every launch of these checks",
     )
