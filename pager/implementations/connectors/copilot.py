@@ -79,7 +79,7 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     mcp_file = os.path.join(context.directory, "mcp-config.json")
     _write(Path(mcp_file), _json(mcp), exclusive=True)
     plugin = Path(values["state_dir"]) / (HEADLESS_PLUGIN_DIR if context.headless else PLUGIN_DIR)
-    write_plugin(plugin, plugin_files(manifest, values, extension=not context.headless))
+    write_plugin(plugin, launch_plugin_files(manifest, values, extension=not context.headless))
     return {
         "mcp_config_file": mcp_file,
         "config_dir": str(plugin),
@@ -93,7 +93,7 @@ def feature_flags(own: str) -> str:
     return ",".join(flags if EXTENSIONS_FLAG in flags else [*flags, EXTENSIONS_FLAG])
 
 
-def plugin_files(
+def launch_plugin_files(
     manifest: Manifest, values: Mapping[str, str], *, extension: bool = True
 ) -> dict[str, bytes]:
     """The plugin's files, by path relative to its directory; with `extension`, Pager's
