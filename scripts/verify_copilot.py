@@ -10,18 +10,23 @@ run and their output taken.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
 import re
+import shutil
+import sqlite3
 import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from verify_harnesses import (
     ACCEPTED,
     REJECTED,
+    UNCHECKED,
     Check,
     Context,
     Launch,
@@ -34,6 +39,10 @@ from verify_harnesses import (
     check_wake,
     run,
 )
+
+from pager.install.command import pager_argv
+from pager.install.plugin import PluginContext
+from pager.install.plugins.copilot import plugin_files
 
 
 def _copilot_home(ctx: Context) -> None:
@@ -165,6 +174,7 @@ def check_copilot(ctx: Context) -> list[Check]:
     )
     checks += check_wake(ctx, setup)
     checks.append(_idle_wake(ctx))
+    checks.append(_without_pager(ctx))
     checks.append(_users_copilot_dir(ctx))
     return checks
 
@@ -284,6 +294,92 @@ def _idle_wake(ctx: Context) -> Check:
                 terminal.stop()
 
         return ctx.check("idle wake: the extension's knock on a pty", launch, idle)
+
+
+def _conversations(ctx: Context) -> dict[str, tuple[str, str]]:
+    """The broker's Copilot conversations: key -> (identity id, alias)."""
+    uri = ctx.broker.paths.database.as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+        rows = conn.execute(
+            "SELECT c.key, i.id, i.alias FROM conversations c JOIN identities i"
+            " ON i.id = c.identity_id WHERE c.implementation = 'copilot'"
+        ).fetchall()
+    return {key: (agent, alias) for key, agent, alias in rows}
+
+
+def _without_pager(ctx: Context) -> Check:
+    """`pager setup`'s wiring (the hooks file and the `pager` stdio server, as
+    pager/install/plugins/copilot.py plans them) in a throwaway home of its own, and a plain
+    interactive `copilot` on a pty: its `pager mcp` registers and binds the session, mail sent
+    to that identity reaches the model request of the next typed prompt, acknowledged."""
+    name = "started without pager: setup's hooks file and MCP server"
+    home = ctx.home.parent / "home-copilot-setup"
+    env = {**ctx.env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    context = PluginContext(home=home, pager=pager_argv(os.environ), environ=env)
+    plan = plugin_files(ctx.manifest, context)
+    for planned in plan.files:
+        planned.path.parent.mkdir(parents=True, exist_ok=True)
+        planned.path.write_bytes(planned.content)
+    for entry in plan.entries:  # into a fresh mcp-config.json, as `pager setup` adds it
+        data: dict[str, Any] = {}
+        node = data
+        for key in entry.keys[:-1]:
+            node = node.setdefault(key, {})
+        node[entry.keys[-1]] = entry.value
+        entry.path.write_text(json.dumps(data, indent=2) + "\n")
+    (home / ".copilot").mkdir(exist_ok=True)
+    (home / ".copilot" / "config.json").write_text(
+        json.dumps({"trustedFolders": [str(ctx.workspace)]}) + "\n"
+    )
+    log_dir = ctx.workspace / "copilot-logs-without-pager"
+    program = shutil.which("copilot", path=ctx.env["PATH"])
+    if program is None:
+        return Check(name, UNCHECKED, "copilot is not installed")
+    argv = [program, "--log-level", "debug", "--log-dir", str(log_dir)]
+    known = set(_conversations(ctx))
+    terminal = Terminal(argv, env, ctx.workspace)
+    try:
+        deadline = time.monotonic() + START_BOUND
+        while not (fresh := set(_conversations(ctx)) - known):
+            if time.monotonic() > deadline or terminal.popen.poll() is not None:
+                servers = _grep(_read_logs(log_dir), r"(?i)mcp.*(pager|error|fail)")[-6:]
+                return Check(
+                    name,
+                    REJECTED,
+                    "no Copilot conversation was bound (pager mcp with"
+                    " --conversation-key-env COPILOT_AGENT_SESSION_ID):\n"
+                    + "\n".join(line[:300] for line in servers),
+                )
+            time.sleep(0.5)
+        [key] = fresh
+        _agent, alias = _conversations(ctx)[key]
+        body = "verify: copilot without pager"
+        message = ctx.broker.send(ctx.workspace, alias, body)
+        time.sleep(2)  # the session idle at its prompt
+        os.write(terminal.primary, b"ping")
+        time.sleep(0.5)
+        os.write(terminal.primary, b"\r")
+        try:
+            path, _ = ctx.model.wait_for(body, 60)
+        except Rejected as exc:
+            hooks = _grep(_read_logs(log_dir), r"(?i)hook")[-6:]
+            screen = _one_line(terminal.text()[-2000:], 800)
+            raise_text = f"{exc}; hook lines:\n" + "\n".join(h[:300] for h in hooks)
+            return Check(name, REJECTED, f"{raise_text}\nscreen: {screen}")
+        state = ctx.broker.wait_state(ctx.workspace, message, 10)
+        if state != "acknowledged":
+            return Check(name, REJECTED, f"the mail reached the model but is {state}")
+        return Check(
+            name,
+            ACCEPTED,
+            f"a plain interactive `copilot` (no wrapper) with ~/.copilot/hooks/pager.json and"
+            f" mcpServers.pager in ~/.copilot/mcp-config.json: `pager mcp` registered {alias}"
+            f" and bound the session {key} (COPILOT_AGENT_SESSION_ID); mail sent to {alias},"
+            f" then a typed `ping`: the userPromptSubmitted hook added it (POST {path} carried"
+            " it), acknowledged",
+        )
+    finally:
+        terminal.stop()
 
 
 def _users_copilot_dir(ctx: Context) -> Check:

@@ -288,7 +288,10 @@ def test_copilot_hooks_file_and_the_mcp_server_it_asks_for(
         assert entry["type"] == "command"
         assert shlex.split(entry["bash"]) == [VENV_PAGER, "hook", "--implementation", "copilot",
             "--format", "copilot", "--max-chars", "9000", event]  # fmt: skip
-    add = f"copilot mcp add pager -- {VENV_PAGER} mcp --implementation copilot"
+    add = (
+        f"copilot mcp add pager -- {VENV_PAGER} mcp --implementation copilot"
+        " --conversation-key-env COPILOT_AGENT_SESSION_ID"
+    )
     assert any(add in step for step in report["next_steps"])
     tree = env.tree()
     status, report = run_json(capsys, "plugin", "install", "copilot")

@@ -271,7 +271,13 @@ def test_copilot_setup_adds_the_mcp_server_and_undo_keeps_the_users_servers(
     assert servers["pager"] == {
         "type": "local",
         "command": VENV_PAGER,
-        "args": ["mcp", "--implementation", "copilot"],
+        "args": [
+            "mcp",
+            "--implementation",
+            "copilot",
+            "--conversation-key-env",
+            "COPILOT_AGENT_SESSION_ID",
+        ],
         "tools": ["*"],
     }
     assert (env.home / ".copilot" / "hooks" / "pager.json").is_file()

@@ -2,9 +2,10 @@
 MCP configuration, for sessions started without `pager copilot`.
 
     ~/.copilot/hooks/pager.json      `pager hook` on the manifest's [hooks] events (Pager's file)
-    ~/.copilot/mcp-config.json       mcpServers.pager: `pager mcp` over stdio (the user's file:
-                                     `pager setup` adds the entry; `pager plugin install` prints
-                                     the `copilot mcp add` command instead)
+    ~/.copilot/mcp-config.json       mcpServers.pager: `pager mcp` over stdio, which reads the
+                                     session's id from COPILOT_AGENT_SESSION_ID (the user's
+                                     file: `pager setup` adds the entry; `pager plugin install`
+                                     prints the `copilot mcp add` command instead)
 
 Copilot CLI 1.0.102 runs the hooks of every `*.json` file in `~/.copilot/hooks/` (layout
 `{"version": 1, "hooks": {EVENT: [{"type": "command", "bash": …}]}}`, payloads naming the
@@ -28,6 +29,9 @@ from pager.install.plugin import PluginContext, PluginPlan
 from pager.install.plugins._json import dump
 
 SERVER = "pager"
+#: What Copilot CLI 1.0.102 names the session in its MCP servers' environment (the hooks'
+#: `sessionId`): `pager mcp` binds it, so that the hooks find the identity it registered.
+SESSION_ENV = "COPILOT_AGENT_SESSION_ID"
 HOOKS_FILE = "pager.json"
 #: Seconds Copilot CLI gives each hook.
 HOOK_TIMEOUT_S = 10
@@ -56,7 +60,8 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
         },
     }
     server = context.mcp_server(manifest)
-    command, args = str(server["command"]), cast(list[str], server["args"])
+    command = str(server["command"])
+    args = [*cast(list[str], server["args"]), "--conversation-key-env", SESSION_ENV]
     mcp_config = home / "mcp-config.json"
     entry = Entry(
         mcp_config,
