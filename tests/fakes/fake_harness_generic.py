@@ -582,7 +582,8 @@ def main() -> int:
                 host = PluginHost(kind, argv)
                 started = host.started()
                 log({"plugin": started})
-                knocks = [str(sent["prompt"]) for sent in started.get("sent", [])]
+                if kind == "copilot":  # the prompts the extension sent
+                    knocks = [str(sent["prompt"]) for sent in started.get("sent", [])]
             elif name == "knocked":  # Copilot CLI runs the extension's prompt through the hook
                 assert knocks, "knocked needs a prompt the extension sent"
                 log({"hook": run_hook(kind, argv, "userPromptSubmitted", session, knocks[-1])})
