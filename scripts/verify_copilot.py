@@ -6,6 +6,11 @@ login, no telemetry, no GitHub MCP server) with an OpenAI-compatible provider at
 writes its debug log (`--log-level debug --log-dir`) into the workspace, where the checks read
 what Copilot CLI did with Pager's wiring: the `pager` MCP server connected, the plugin's hooks
 run and their output taken.
+
+Two checks run an interactive Copilot CLI on a pseudo-terminal, its workspace trusted in the
+throwaway `~/.copilot/config.json`: idle wake (mail sent to a session idle at its prompt must
+start a turn through Pager's extension) and a plain `copilot` with the wiring `pager setup`
+writes for sessions started without `pager`.
 """
 
 from __future__ import annotations
