@@ -6,16 +6,32 @@ login, no telemetry, no GitHub MCP server) with an OpenAI-compatible provider at
 writes its debug log (`--log-level debug --log-dir`) into the workspace, where the checks read
 what Copilot CLI did with Pager's wiring: the `pager` MCP server connected, the plugin's hooks
 run and their output taken.
+
+Two checks run an interactive Copilot CLI on a pseudo-terminal, its workspace trusted in the
+throwaway `~/.copilot/config.json`: idle wake (mail sent to a session idle at its prompt must
+start a turn through Pager's extension) and a plain `copilot` with the wiring `pager setup`
+writes for sessions started without `pager`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import pty
 import re
+import shutil
+import sqlite3
+import subprocess
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from verify_harnesses import (
     ACCEPTED,
     REJECTED,
+    UNCHECKED,
     Check,
     Context,
     Launch,
@@ -28,6 +44,10 @@ from verify_harnesses import (
     check_wake,
     run,
 )
+
+from pager.install.command import pager_argv
+from pager.install.plugin import PluginContext
+from pager.install.plugins.copilot import plugin_files
 
 
 def _copilot_home(ctx: Context) -> None:
@@ -92,7 +112,12 @@ def check_copilot(ctx: Context) -> list[Check]:
         def hooks() -> str:
             outputs = _grep(text, r"\[hook stdout\] \{\"additionalContext\"")
             errors = _grep(text, r"(?i)hook.*(fail|error|invalid|timed out)")
-            errors = [line for line in errors if "managed hooks" not in line]
+            errors = [
+                line
+                for line in errors
+                # Not about hooks: the session's settings an extension joins with, logged whole.
+                if "managed hooks" not in line and "session.resume request" not in line
+            ]
             if errors:
                 raise Rejected("\n".join(errors[:6]))
             if not outputs:
@@ -153,8 +178,213 @@ def check_copilot(ctx: Context) -> list[Check]:
         evidence=None,
     )
     checks += check_wake(ctx, setup)
+    checks.append(_idle_wake(ctx))
+    checks.append(_without_pager(ctx))
     checks.append(_users_copilot_dir(ctx))
     return checks
+
+
+#: How long an interactive Copilot CLI may take to start and load the plugin's extension.
+START_BOUND = 60.0
+
+
+class Terminal:
+    """An interactive Copilot CLI on a pseudo-terminal; what it draws is drained and kept."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        primary, secondary = pty.openpty()
+        self.primary, self.screen = primary, bytearray()
+        self.popen = subprocess.Popen(
+            argv,
+            env={**env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"},
+            cwd=cwd,
+            stdin=secondary,
+            stdout=secondary,
+            stderr=secondary,
+            start_new_session=True,  # its own group: stopping it stops its extension too
+        )
+        os.close(secondary)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.primary, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.screen += chunk
+
+    def text(self) -> str:
+        plain = re.sub(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]", b"", self.screen)
+        return plain.decode(errors="replace")
+
+    def stop(self) -> None:
+        from verify_harnesses import _stop
+
+        _stop(self.popen)
+        os.close(self.primary)
+
+
+def _trust(ctx: Context, folder: Path) -> None:
+    """The user trusted the workspace (an interactive Copilot CLI asks first otherwise)."""
+    path = ctx.home / ".copilot" / "config.json"
+    text = path.read_text() if path.exists() else "{}"
+    config = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("//")))
+    config["trustedFolders"] = sorted({*config.get("trustedFolders", []), str(folder)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def _wait_log(directory: Path, pattern: str, bound: float) -> str | None:
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        found = _grep(_read_logs(directory), pattern)
+        if found:
+            return found[-1]
+        time.sleep(0.5)
+    return None
+
+
+def _idle_wake(ctx: Context) -> Check:
+    """An interactive session, idle at its prompt: mail sent to it must start a turn (the
+    extension's `[pager]` knock) whose model request carries the mail, acknowledged, and the
+    knock must not count as typed (the identity's cause stays set)."""
+    logs, log_dir = _log_args(ctx, "idle")
+    _trust(ctx, ctx.workspace)
+    with ctx.launch(logs) as launch:
+
+        def idle() -> str:
+            terminal = Terminal(launch.argv, launch.env, ctx.workspace)
+            try:
+                ready = _wait_log(log_dir, r"extension_bootstrap", START_BOUND)
+                mcp = _wait_log(log_dir, r"Service initialized as client", START_BOUND)
+                if terminal.popen.poll() is not None or mcp is None:
+                    raise Unchecked(
+                        f"copilot did not start (exit {terminal.popen.poll()}):"
+                        f" {_tail(terminal.text())}"
+                    )
+                time.sleep(3)  # idle: no prompt typed, the startup over
+                before = len(ctx.model.requests)
+                body = "verify: copilot idle wake"
+                message = ctx.broker.send(ctx.workspace, launch.address, body)
+                try:
+                    path, request = ctx.model.wait_for(body, 60)
+                except Rejected:
+                    lines = _grep(_read_logs(log_dir), r"(?i)extension")[-8:]
+                    after = len(ctx.model.requests) - before
+                    raise Rejected(
+                        f"the idle session took no turn with the mail ({after} model requests"
+                        " after the send); extension log lines:\n"
+                        + "\n".join(line[:300] for line in lines)
+                        + f"\nscreen: {_one_line(terminal.text()[-3000:], 1500)}"
+                    ) from None
+                if "[pager] Mail is waiting" not in request:
+                    raise Rejected("the request that carried the mail had no `[pager]` knock")
+                state = ctx.broker.wait_state(ctx.workspace, message, 10)
+                if state != "acknowledged":
+                    raise Rejected(f"the mail reached the model but is {state}")
+                hop, cause = ctx.broker.cause(str(launch.session["agent_id"]))
+                if cause is None:
+                    raise Rejected("the knock was counted as a typed prompt: the cause is NULL")
+                return (
+                    f"an interactive copilot on a pty, idle with no prompt typed; mail sent: the"
+                    f" extension's `[pager]` prompt started a turn, the userPromptSubmitted hook"
+                    f" added the mail (POST {path} carried the knock and the mail),"
+                    f" acknowledged; the identity's cause stayed set (cause_hop {hop}: the"
+                    f" knock is not typed). Extension: {_one_line(ready or '', 160)}"
+                )
+            finally:
+                terminal.stop()
+
+        return ctx.check("idle wake: the extension's knock on a pty", launch, idle)
+
+
+def _conversations(ctx: Context) -> dict[str, tuple[str, str]]:
+    """The broker's Copilot conversations: key -> (identity id, alias)."""
+    uri = ctx.broker.paths.database.as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+        rows = conn.execute(
+            "SELECT c.key, i.id, i.alias FROM conversations c JOIN identities i"
+            " ON i.id = c.identity_id WHERE c.implementation = 'copilot'"
+        ).fetchall()
+    return {key: (agent, alias) for key, agent, alias in rows}
+
+
+def _without_pager(ctx: Context) -> Check:
+    """`pager setup`'s wiring (the hooks file and the `pager` stdio server, as
+    pager/install/plugins/copilot.py plans them) in a throwaway home of its own, and a plain
+    interactive `copilot` on a pty: its `pager mcp` registers and binds the session, mail sent
+    to that identity reaches the model request of the next typed prompt, acknowledged."""
+    name = "started without pager: setup's hooks file and MCP server"
+    home = ctx.home.parent / "home-copilot-setup"
+    env = {**ctx.env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    context = PluginContext(home=home, pager=pager_argv(os.environ), environ=env)
+    plan = plugin_files(ctx.manifest, context)
+    for planned in plan.files:
+        planned.path.parent.mkdir(parents=True, exist_ok=True)
+        planned.path.write_bytes(planned.content)
+    for entry in plan.entries:  # into a fresh mcp-config.json, as `pager setup` adds it
+        data: dict[str, Any] = {}
+        node = data
+        for key in entry.keys[:-1]:
+            node = node.setdefault(key, {})
+        node[entry.keys[-1]] = entry.value
+        entry.path.write_text(json.dumps(data, indent=2) + "\n")
+    (home / ".copilot").mkdir(exist_ok=True)
+    (home / ".copilot" / "config.json").write_text(
+        json.dumps({"trustedFolders": [str(ctx.workspace)]}) + "\n"
+    )
+    log_dir = ctx.workspace / "copilot-logs-without-pager"
+    program = shutil.which("copilot", path=ctx.env["PATH"])
+    if program is None:
+        return Check(name, UNCHECKED, "copilot is not installed")
+    argv = [program, "--log-level", "debug", "--log-dir", str(log_dir)]
+    known = set(_conversations(ctx))
+    terminal = Terminal(argv, env, ctx.workspace)
+    try:
+        deadline = time.monotonic() + START_BOUND
+        while not (fresh := set(_conversations(ctx)) - known):
+            if time.monotonic() > deadline or terminal.popen.poll() is not None:
+                servers = _grep(_read_logs(log_dir), r"(?i)mcp.*(pager|error|fail)")[-6:]
+                return Check(
+                    name,
+                    REJECTED,
+                    "no Copilot conversation was bound (pager mcp with"
+                    " --conversation-key-env COPILOT_AGENT_SESSION_ID):\n"
+                    + "\n".join(line[:300] for line in servers),
+                )
+            time.sleep(0.5)
+        [key] = fresh
+        _agent, alias = _conversations(ctx)[key]
+        body = "verify: copilot without pager"
+        message = ctx.broker.send(ctx.workspace, alias, body)
+        time.sleep(2)  # the session idle at its prompt
+        os.write(terminal.primary, b"ping")
+        time.sleep(0.5)
+        os.write(terminal.primary, b"\r")
+        try:
+            path, _ = ctx.model.wait_for(body, 60)
+        except Rejected as exc:
+            hooks = _grep(_read_logs(log_dir), r"(?i)hook")[-6:]
+            screen = _one_line(terminal.text()[-2000:], 800)
+            raise_text = f"{exc}; hook lines:\n" + "\n".join(h[:300] for h in hooks)
+            return Check(name, REJECTED, f"{raise_text}\nscreen: {screen}")
+        state = ctx.broker.wait_state(ctx.workspace, message, 10)
+        if state != "acknowledged":
+            return Check(name, REJECTED, f"the mail reached the model but is {state}")
+        return Check(
+            name,
+            ACCEPTED,
+            f"a plain interactive `copilot` (no wrapper) with ~/.copilot/hooks/pager.json and"
+            f" mcpServers.pager in ~/.copilot/mcp-config.json: `pager mcp` registered {alias}"
+            f" and bound the session {key} (COPILOT_AGENT_SESSION_ID); mail sent to {alias},"
+            f" then a typed `ping`: the userPromptSubmitted hook added it (POST {path} carried"
+            " it), acknowledged",
+        )
+    finally:
+        terminal.stop()
 
 
 def _users_copilot_dir(ctx: Context) -> Check:
@@ -168,17 +398,22 @@ def _users_copilot_dir(ctx: Context) -> Check:
         left.append("a `pager` server in mcp-config.json")
     if any((own / "hooks").glob("*")):
         left.append(f"hooks: {sorted(p.name for p in (own / 'hooks').iterdir())}")
+    settings = own / "settings.json"
+    if settings.exists() and re.search(r'"experimental"|EXTENSIONS', settings.read_text()):
+        left.append("an experimental or EXTENSIONS setting in settings.json")
+    if any((own / "extensions").glob("*")):
+        left.append(f"extensions: {sorted(p.name for p in (own / 'extensions').iterdir())}")
     if any((own / "installed-plugins").glob("*")):
         left.append(f"plugins: {sorted(p.name for p in (own / 'installed-plugins').iterdir())}")
     data = sorted((own / "plugin-data" / "_direct").glob("*"))
-    if len(data) > 1:
+    if len(data) > 2:  # the interactive plugin's fixed path and the wake run's
         left.append(f"{len(data)} plugin data directories (one per launch?)")
     if left:
         return Check(name, REJECTED, "; ".join(left))
     return Check(
         name,
         ACCEPTED,
-        "no `pager` server in mcp-config.json, no hooks, no installed plugin; Copilot CLI's data"
-        f" directories for --plugin-dir plugins: {len(data)} (the plugin's fixed path), after"
-        " every launch of these checks",
+        "no `pager` server in mcp-config.json, no hooks, no extension, no installed plugin, no"
+        " experimental setting; Copilot CLI's data directories for --plugin-dir plugins:"
+        f" {len(data)} (the plugins' two fixed paths), after every launch of these checks",
     )

@@ -675,3 +675,48 @@ async def test_copilot_typed_prompt_restarts_the_chain_and_its_delivery_does_not
             gate.touch()
         status, err = await finish(wrapper)
     assert status == 0, err
+
+
+# -- Copilot: the extension's idle wake --------------------------------------------------------
+
+
+@needs_node
+async def test_copilot_extension_knocks_an_idle_session_without_claiming_the_mail(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """Mail (hop 2) waits for x (`pager copilot`), idle at its prompt. Pager's extension, in
+    the launch's plugin, asks the broker with the session's relay credential what waits,
+    leaves it unclaimed, and sends the session one `[pager]` prompt. Copilot CLI runs that
+    prompt through the userPromptSubmitted hook, which adds the mail to the turn and
+    acknowledges it; the knock is not a typed prompt, so x's next send has hop 3."""
+    gates = [tmp_path / f"gate-{n}" for n in range(3)]
+    steps = [f"wait:{gates[0]}", "plugin", f"wait:{gates[1]}", "knocked", f"wait:{gates[2]}",
+             "exit:0"]  # fmt: skip
+    wrapper = launch(broker, "copilot", ",".join(steps), "--session-name", "x")
+    try:
+        wait_for(lambda: any("argv" in r for r in records(fakes)), "the fake to start")
+        [start] = [r for r in records(fakes) if "argv" in r]
+        assert start["env"]["COPILOT_CLI_ENABLED_FEATURE_FLAGS"] == "EXTENSIONS"
+        alice, message_id = await send_hop_2(broker, "x")
+        gates[0].touch()
+        wait_for(lambda: any("plugin" in r for r in records(fakes)), "the extension", 30)
+        plugin = record(fakes, "plugin")
+        assert "error" not in plugin, plugin
+        assert plugin["errors"] == []
+        [knock] = plugin["sent"]  # one knock for the message
+        assert knock["prompt"].startswith("[pager] Mail is waiting for you in Pager")
+        assert "mail for x" not in knock["prompt"]  # the hook, not the knock, carries the mail
+        assert await state_of(broker, alice, message_id) == "queued"  # nothing claimed
+
+        gates[1].touch()
+        wait_for(lambda: any("hook" in r for r in records(fakes)), "the userPromptSubmitted hook")
+        hook = record(fakes, "hook")
+        assert hook["status"] == 0, hook["stderr"]
+        assert "mail for x" in json.loads(hook["stdout"])["additionalContext"]
+        assert await state_of(broker, alice, message_id) == "acknowledged"
+        assert await hop_of_next_send(broker, start) == 3
+    finally:
+        for gate in gates:
+            gate.touch()
+        status, err = await finish(wrapper)
+    assert status == 0, err

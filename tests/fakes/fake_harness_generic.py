@@ -24,6 +24,10 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   `node`; it runs until the fake exits) and, once mail was delivered, records what it did:
   tools registered, messages pushed into the session (OpenCode: each also passed to the
   plugin's `chat.message`, as OpenCode does), reports of typed prompts;
+- after `plugin` (Copilot: Pager's extension in the `--plugin-dir` plugin, with a stand-in
+  `@github/copilot-sdk`; it records the prompts the extension sent with `session.send`),
+  `knocked`: runs the userPromptSubmitted hook with the last of those prompts, as Copilot CLI
+  does for a sent prompt;
 - after `plugin`, `typed:TEXT`: the person types TEXT (OpenCode: a user message in the root
   session through `chat.message`; Pi: an `input` event with source "interactive");
   `subtask:TEXT` (OpenCode): a user message in the child session, as the task tool makes;
@@ -63,6 +67,7 @@ ENV_KEYS = (
     "GEMINI_CLI_HOME",
     "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
     "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+    "COPILOT_CLI_ENABLED_FEATURE_FLAGS",
 )
 
 
@@ -318,7 +323,9 @@ def hook_command(kind: str, argv: list[str], event: str) -> str:
     return str(commands[-1])
 
 
-def run_hook(kind: str, argv: list[str], event: str, session: str) -> dict[str, Any]:
+def run_hook(
+    kind: str, argv: list[str], event: str, session: str, prompt: str = "hello"
+) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "session_id": session,
         "transcript_path": f"/tmp/fake-{kind}/{session}.json",
@@ -327,14 +334,14 @@ def run_hook(kind: str, argv: list[str], event: str, session: str) -> dict[str, 
         "timestamp": datetime.now(UTC).isoformat(),
     }
     if event in ("BeforeAgent", "UserPromptSubmit"):
-        payload["prompt"] = "hello"
+        payload["prompt"] = prompt
     if event == "SessionStart":
         payload["source"] = "startup"
     if kind == "copilot":  # Copilot CLI 1.0.102's payloads: camelCase, no event name
         payload = {"sessionId": session, "timestamp": int(time.time() * 1000), "cwd": os.getcwd()}
         payload |= {
             "sessionStart": {"source": "new"},
-            "userPromptSubmitted": {"prompt": "hello"},
+            "userPromptSubmitted": {"prompt": prompt},
         }.get(event, {})
     if kind == "cline":  # Cline CLI 3.0.65's payloads: a per-run taskId, the session's id
         names = {"PostToolUse": "tool_result", "TaskStart": "agent_start"}
@@ -476,7 +483,49 @@ await caught(() => handlers.session_shutdown({}, ctx));
 process.exit(0);
 """
 
-DRIVERS = {"opencode": OPENCODE_DRIVER, "kilo": OPENCODE_DRIVER, "pi": PI_DRIVER}
+# Copilot CLI forks the extension and gives it `@github/copilot-sdk/extension`: here a stand-in
+# module (written next to the extension) whose `joinSession` returns this fake session. The
+# session is idle (waiting for its first prompt); `session.send` records the prompt.
+COPILOT_DRIVER = r"""
+const listeners = [];
+const sent = [];
+globalThis.fakeCopilotSession = {
+  sessionId: "fake-session",
+  on: (type, handler) => {
+    listeners.push(typeof type === "function" ? type : (e) => e.type === type && handler(e));
+    return () => {};
+  },
+  send: async (options) => { sent.push(options); return "msg-1"; },
+};
+await import(plugin);
+await delivered(() => sent.length);
+console.log(JSON.stringify({ joined: globalThis.fakeCopilotJoined ?? null, sent,
+  listeners: listeners.length, errors: [...errors] }));
+await serve(({ step }) => { throw new Error(`no step ${step} for Copilot`); });
+process.exit(0);
+"""
+
+COPILOT_SDK = """
+export const joinSession = async (config) => {
+  globalThis.fakeCopilotJoined = config ?? {};
+  return globalThis.fakeCopilotSession;
+};
+"""
+
+DRIVERS = {
+    "opencode": OPENCODE_DRIVER,
+    "kilo": OPENCODE_DRIVER,
+    "pi": PI_DRIVER,
+    "copilot": COPILOT_DRIVER,
+}
+
+
+def plugin_module(kind: str, argv: list[str]) -> str:
+    """The file of Pager's code the host loads: OpenCode's plugin, Pi's extension, or the
+    extension inside Copilot CLI's `--plugin-dir` plugin."""
+    if kind == "copilot":
+        return str(Path(option(argv, "--plugin-dir") or "", "extensions", "pager", "extension.mjs"))
+    return pointed_files(kind, argv)[0]
 
 
 class PluginHost:
@@ -488,7 +537,14 @@ class PluginHost:
         # As an .mjs copy: Node runs it as an ES module (Bun and Pi's jiti need no hint), and
         # the Pi extension as plain JavaScript (it has no type annotations).
         module = os.path.join(self.scratch, "module.mjs")
-        Path(module).write_bytes(Path(pointed_files(kind, argv)[0]).read_bytes())
+        Path(module).write_bytes(Path(plugin_module(kind, argv)).read_bytes())
+        sdk = Path(self.scratch, "node_modules", "@github", "copilot-sdk")
+        sdk.mkdir(parents=True)
+        package = {"name": "@github/copilot-sdk", "type": "module"}
+        (sdk / "package.json").write_text(
+            json.dumps({**package, "exports": {"./extension": "./extension.js"}})
+        )
+        (sdk / "extension.js").write_text(COPILOT_SDK)
         script = os.path.join(self.scratch, "driver.mjs")
         Path(script).write_text(DRIVER_PRELUDE + DRIVERS[kind], encoding="utf-8")
         self.stderr = open(os.path.join(self.scratch, "stderr"), "w+", encoding="utf-8")  # noqa: SIM115
@@ -571,6 +627,7 @@ def main() -> int:
         or "thread-unknown"
     )
     host: PluginHost | None = None
+    knocks: list[str] = []
     try:
         for step in filter(None, os.environ.get("FAKE_HARNESS_STEPS", "").split(",")):
             name, _, arg = step.partition(":")
@@ -581,7 +638,13 @@ def main() -> int:
                 log({"hook": run_hook(kind, argv, arg, session)})
             elif name == "plugin":
                 host = PluginHost(kind, argv)
-                log({"plugin": host.started()})
+                started = host.started()
+                log({"plugin": started})
+                if kind == "copilot":  # the prompts the extension sent
+                    knocks = [str(sent["prompt"]) for sent in started.get("sent", [])]
+            elif name == "knocked":  # Copilot CLI runs the extension's prompt through the hook
+                assert knocks, "knocked needs a prompt the extension sent"
+                log({"hook": run_hook(kind, argv, "userPromptSubmitted", session, knocks[-1])})
             elif name in ("typed", "subtask", "extension"):
                 assert host is not None, f"{name} needs the plugin step first"
                 log({"prompt": host.step(name, arg)})

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pager.implementations import discover
-from pager.implementations.connectors import opencode
+from pager.implementations.connectors import copilot, opencode
 from pager.implementations.launching import launch_spec
 from pager.implementations.manifest import Manifest
 from pager.launch.wrapper import LaunchContext, harness_command
@@ -180,11 +180,9 @@ def test_opencode_headless_config_is_otherwise_the_same(ident: str, tmp_path: Pa
 # ------------------------------------------------------------------------------ Codex and Pi
 
 
-@pytest.mark.parametrize("ident", ["codex", "pi", "copilot", "cline"])
+@pytest.mark.parametrize("ident", ["codex", "pi", "cline"])
 def test_codex_and_pi_are_wired_the_same_when_headless(ident: str, tmp_path: Path) -> None:
-    """Codex's hooks wait for nothing; Pi's extension sees for itself that it has no UI;
-    Copilot CLI's userPromptSubmitted hook sees the wake prompt itself, not the sessionStart
-    hook's context."""
+    """Codex's hooks wait for nothing; Pi's extension sees for itself that it has no UI."""
     interactive = prepare(ident, tmp_path / "a", headless=False)
     headless = prepare(ident, tmp_path / "b", headless=True)
     assert sorted(interactive) == sorted(headless)
@@ -200,6 +198,50 @@ def test_codex_and_pi_are_wired_the_same_when_headless(ident: str, tmp_path: Pat
                                        Path(headless[name]).rglob("*"))  # fmt: skip
         else:
             assert headless[name].replace(str(tmp_path / "b"), str(tmp_path / "a")) == value
+
+
+# --------------------------------------------------------------------------- GitHub Copilot CLI
+
+
+def plugin_tree(directory: str) -> dict[str, bytes]:
+    root = Path(directory)
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_copilot_headless_plugin_has_the_hooks_without_the_extension(tmp_path: Path) -> None:
+    """A wake run's plugin (a fixed path of its own, so that it never races an interactive
+    launch's) has the same hooks (the userPromptSubmitted hook sees the wake prompt itself) but
+    not the idle-wake extension: nobody waits for a next turn there."""
+    interactive = prepare("copilot", tmp_path / "a", headless=False)
+    headless = prepare("copilot", tmp_path / "b", headless=True)
+    assert Path(interactive["config_dir"]).name == copilot.PLUGIN_DIR
+    assert Path(headless["config_dir"]).name == copilot.HEADLESS_PLUGIN_DIR
+    shown, hidden = plugin_tree(interactive["config_dir"]), plugin_tree(headless["config_dir"])
+    extension = (
+        resources.files("pager.implementations.connectors")
+        .joinpath(*copilot.EXTENSION_ASSET)
+        .read_bytes()
+    )
+    assert shown.pop(copilot.EXTENSION_FILE) == extension
+    # The rest is the same, but for where each launch's state directory is.
+    a, b = str(tmp_path / "a").encode(), str(tmp_path / "b").encode()
+    assert shown == {name: content.replace(b, a) for name, content in hidden.items()}
+    assert interactive["config_content"] == headless["config_content"] == "EXTENSIONS"
+
+
+@pytest.mark.parametrize(
+    ("own", "flags"),
+    [
+        ("", "EXTENSIONS"),
+        ("VOICE", "VOICE,EXTENSIONS"),
+        (" VOICE , ,MCP_APPS", "VOICE,MCP_APPS,EXTENSIONS"),
+        ("EXTENSIONS,VOICE", "EXTENSIONS,VOICE"),
+    ],
+)
+def test_copilot_feature_flags_keep_the_users_own(own: str, flags: str) -> None:
+    """Copilot CLI runs extensions only under its EXTENSIONS feature flag; the launch's
+    variable keeps the flags the user enabled in their own environment."""
+    assert copilot.feature_flags(own) == flags
 
 
 # --------------------------------------------------------------------- the wake.launch commands

@@ -183,7 +183,7 @@ def test_no_harness_is_a_usage_error_listing_those_with_a_plugin(
 ) -> None:
     assert main(["plugin", "install"]) == 2
     err = capsys.readouterr().err
-    for ident in ("claude", "codex", "gemini", "opencode", "pi", "qwen"):
+    for ident in ("claude", "codex", "copilot", "gemini", "opencode", "pi", "qwen"):
         assert f"  {ident} " in err
     assert "shell" not in err
     assert env.tree() == []
@@ -268,6 +268,37 @@ def test_other_harnesses_install_idempotently_and_uninstall_cleanly(
                     "args": ["mcp", "--implementation", ident],
                 }
     status, _ = run_json(capsys, "plugin", "install", ident, "--uninstall")
+    assert status == 0
+    assert env.tree() == []
+
+
+def test_copilot_hooks_file_and_the_mcp_server_it_asks_for(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hooks file of Pager's own in ~/.copilot/hooks (Copilot CLI's layout: `bash` commands,
+    its camelCase events), idempotent and removed on uninstall; the user's mcp-config.json is
+    not written by `plugin install`, which prints the `copilot mcp add` command instead."""
+    status, report = run_json(capsys, "plugin", "install", "copilot")
+    assert status == 0
+    hooks_file = env.home / ".copilot" / "hooks" / "pager.json"
+    assert paths_with(report, "written") == env.files() == {str(hooks_file)}
+    data = json.loads(hooks_file.read_text())
+    assert data["version"] == 1
+    assert sorted(data["hooks"]) == ["sessionStart", "userPromptSubmitted"]
+    for event, (entry,) in data["hooks"].items():
+        assert entry["type"] == "command"
+        assert shlex.split(entry["bash"]) == [VENV_PAGER, "hook", "--implementation", "copilot",
+            "--format", "copilot", "--max-chars", "9000", event]  # fmt: skip
+    add = (
+        f"copilot mcp add pager -- {VENV_PAGER} mcp --implementation copilot"
+        " --conversation-key-env COPILOT_AGENT_SESSION_ID"
+    )
+    assert any(add in step for step in report["next_steps"])
+    tree = env.tree()
+    status, report = run_json(capsys, "plugin", "install", "copilot")
+    assert {item["status"] for item in report["files"]} == {"unchanged"}
+    assert env.tree() == tree
+    status, _ = run_json(capsys, "plugin", "install", "copilot", "--uninstall")
     assert status == 0
     assert env.tree() == []
 

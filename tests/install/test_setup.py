@@ -273,3 +273,38 @@ def test_help(capsys: pytest.CaptureFixture[str]) -> None:
     listing = capsys.readouterr().out
     assert "setup" in listing
     assert "doctor" in listing
+
+
+def test_copilot_setup_adds_the_mcp_server_and_undo_keeps_the_users_servers(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GitHub Copilot CLI found: the hooks file, and `mcpServers.pager` (stdio `pager mcp`)
+    added to the user's own ~/.copilot/mcp-config.json beside their servers; `--undo` gives
+    the file back byte for byte."""
+    fake_harness(env, "copilot")
+    config = env.home / ".copilot" / "mcp-config.json"
+    config.parent.mkdir()
+    own = b'{\n  "mcpServers": {\n    "theirs": {"type": "http", "url": "https://x.test"}\n  }\n}\n'
+    config.write_bytes(own)
+    before = env.tree()
+    status, report = run_json(capsys, "setup", "--only", "copilot")
+    assert status == 0
+    assert {(e["key"], e["status"]) for e in _entries(report)} == {("mcpServers.pager", "added")}
+    servers = json.loads(config.read_text())["mcpServers"]
+    assert servers["theirs"] == {"type": "http", "url": "https://x.test"}
+    assert servers["pager"] == {
+        "type": "local",
+        "command": VENV_PAGER,
+        "args": [
+            "mcp",
+            "--implementation",
+            "copilot",
+            "--conversation-key-env",
+            "COPILOT_AGENT_SESSION_ID",
+        ],
+        "tools": ["*"],
+    }
+    assert (env.home / ".copilot" / "hooks" / "pager.json").is_file()
+    assert main(["setup", "--undo"]) == 0
+    assert config.read_bytes() == own
+    assert env.tree() == before

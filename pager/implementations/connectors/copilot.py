@@ -17,8 +17,17 @@ creates a data directory in the user's `~/.copilot/plugin-data/_direct/<hash of 
 path>` for every plugin directory it is given and never removes it, so a plugin at a fresh
 path per launch would leave a new empty directory there at every launch (Copilot CLI 1.0.102).
 
+Idle wake: the plugin also holds Pager's extension (`extensions/pager/extension.mjs`, from
+`assets/copilot/`), which waits, without claiming, for mail while the session is idle and then
+sends it a `[pager]` prompt (`session.send`), so the userPromptSubmitted hook delivers the mail
+as for any turn. Copilot CLI 1.0.102 runs extensions only under its `EXTENSIONS` feature flag:
+`{config_content}` is the value of `COPILOT_CLI_ENABLED_FEATURE_FLAGS` for this launch, the
+user's own flags plus `EXTENSIONS` (`--experimental` would turn the flag on too, but Copilot CLI
+saves it in the user's settings.json). A wake run (headless) gets a plugin without the
+extension, at a fixed path of its own: nobody waits for a next turn there.
+
 Nothing is written to the user's `~/.copilot`: no `mcp-config.json` entry, no installed plugin,
-no hooks file.
+no hooks file, no setting.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import os
 import shlex
 import tempfile
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +50,14 @@ SERVER = "pager"
 #: The plugin's name and its directory in Pager's state directory.
 PLUGIN = "pager-launch"
 PLUGIN_DIR = "copilot-plugin"
+#: A wake run's plugin: the hooks without the extension.
+HEADLESS_PLUGIN_DIR = "copilot-plugin-headless"
+#: Pager's extension, and where the plugin holds it.
+EXTENSION_ASSET = ("assets", "copilot", "extension.mjs")
+EXTENSION_FILE = os.path.join("extensions", "pager", "extension.mjs")
+#: Copilot CLI's variable of enabled feature flags (comma-separated), and the one extensions need.
+FEATURE_FLAGS = "COPILOT_CLI_ENABLED_FEATURE_FLAGS"
+EXTENSIONS_FLAG = "EXTENSIONS"
 #: Seconds Copilot CLI gives each hook.
 HOOK_TIMEOUT_S = 10
 
@@ -60,23 +78,40 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     }
     mcp_file = os.path.join(context.directory, "mcp-config.json")
     _write(Path(mcp_file), _json(mcp), exclusive=True)
-    plugin = Path(values["state_dir"]) / PLUGIN_DIR
-    write_plugin(plugin, plugin_files(manifest, values))
-    return {"mcp_config_file": mcp_file, "config_dir": str(plugin)}
+    plugin = Path(values["state_dir"]) / (HEADLESS_PLUGIN_DIR if context.headless else PLUGIN_DIR)
+    write_plugin(plugin, launch_plugin_files(manifest, values, extension=not context.headless))
+    return {
+        "mcp_config_file": mcp_file,
+        "config_dir": str(plugin),
+        "config_content": feature_flags(context.environ.get(FEATURE_FLAGS, "")),
+    }
 
 
-def plugin_files(manifest: Manifest, values: Mapping[str, str]) -> dict[str, bytes]:
-    """The plugin's files, by path relative to its directory."""
+def feature_flags(own: str) -> str:
+    """The user's own enabled feature flags, plus the one that runs extensions."""
+    flags = [flag.strip() for flag in own.split(",") if flag.strip()]
+    return ",".join(flags if EXTENSIONS_FLAG in flags else [*flags, EXTENSIONS_FLAG])
+
+
+def launch_plugin_files(
+    manifest: Manifest, values: Mapping[str, str], *, extension: bool = True
+) -> dict[str, bytes]:
+    """The plugin's files, by path relative to its directory; with `extension`, Pager's
+    extension for idle wake."""
     meta = {
         "name": PLUGIN,
         "description": "Pager, for `pager copilot` launches: waiting mail added as context.",
         "version": "1.0.0",
     }
     hooks = {"version": 1, "hooks": hook_entries(manifest, values)}
-    return {
+    files = {
         os.path.join(".plugin", "plugin.json"): _json(meta),
         os.path.join("hooks", "hooks.json"): _json(hooks),
     }
+    if extension:
+        source = resources.files("pager.implementations.connectors").joinpath(*EXTENSION_ASSET)
+        files[EXTENSION_FILE] = source.read_bytes()
+    return files
 
 
 def hook_entries(manifest: Manifest, values: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
