@@ -337,6 +337,7 @@ async def hold_lease(
     *,
     decides_the_end: bool = True,
     on_mail: Callable[[], None] | None = None,
+    live: trio.Event | None = None,
 ) -> None:
     """Keeps the session's event stream open (it holds the lease); reconnects when it drops
     (backing off), at once with the new token when the token changes, and rejoins when the
@@ -348,7 +349,8 @@ async def hold_lease(
     it: after an `ended` event it reconnects (a forced takeover leaves the token to a fresh
     agent, whose lease it goes on holding), and after an `expired` refusal the rejoin did not
     cure it waits until someone else registers again (the next tool call). `on_mail` is called
-    at each `mail` event (mail waits that nobody took: docs/protocol.md)."""
+    at each `mail` event (mail waits that nobody took: docs/protocol.md); `live` is set once
+    a stream was accepted."""
     delay = FIRST_DELAY
     while session.ended is None:
         changed = session.changed
@@ -359,7 +361,7 @@ async def hold_lease(
             with trio.CancelScope() as scope:
                 async with trio.open_nursery() as watch:
                     watch.start_soon(_cancel_when_set, changed, scope)
-                    outcome = await _follow(url, token, session.notices, on_mail)
+                    outcome = await _follow(url, token, session.notices, on_mail, live)
                     watch.cancel_scope.cancel()
             if scope.cancelled_caught:  # the token changed: its stream at once
                 delay = FIRST_DELAY
@@ -393,7 +395,11 @@ async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
 
 
 async def _follow(
-    url: str, token: str, notices: SessionNotices, on_mail: Callable[[], None] | None = None
+    url: str,
+    token: str,
+    notices: SessionNotices,
+    on_mail: Callable[[], None] | None = None,
+    live: trio.Event | None = None,
 ) -> SseEvent | StreamRefusal | str:
     """One event stream: its `ended` event, the broker's refusal, or what became of it."""
     host, _, port = url.removeprefix("http://").rpartition(":")
@@ -413,6 +419,8 @@ async def _follow(
                 raw = await _small_body(stream, body, rest)
                 return StreamRefusal(head.status, head.line, _loads(raw))
             events = head.status == 200
+            if events and live is not None:
+                live.set()
             ended = await _until_ended(stream, body, rest, events, notices, on_mail)
             if ended is not None:
                 return ended

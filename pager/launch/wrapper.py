@@ -49,6 +49,9 @@ from pager.sse import SseEvent
 #: Signals sent to the wrapper itself that the harness must get too. SIGINT is not among
 #: them: a terminal sends it to the whole foreground group, the harness included.
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: Seconds a harness with an input file waits, at most, for the session's event stream (its
+#: `mail` events knock) before it starts.
+STREAM_WAIT = 5.0
 
 
 class LaunchError(Exception):
@@ -326,9 +329,13 @@ async def _run_harness(harness: HarnessCommand, relay: Relay, session: SessionCl
     """The launch's small tree: the relay, the lease holder (which knocks on the harness's
     input file when mail waits, if it has one) and the harness (stdio inherited)."""
     on_mail = None if harness.knock is None else harness.knock.knock
+    live = trio.Event()
     async with trio.open_nursery() as nursery:
         await nursery.start(relay.serve, session)
-        nursery.start_soon(partial(hold_lease, session, on_mail=on_mail))
+        nursery.start_soon(partial(hold_lease, session, on_mail=on_mail, live=live))
+        if on_mail is not None:  # so that mail sent once the harness runs knocks
+            with trio.move_on_after(STREAM_WAIT):
+                await live.wait()
         with trio.open_signal_receiver(*FORWARDED) as signals:
             process = await trio.lowlevel.open_process(list(harness.argv), env=dict(harness.env))
 
