@@ -173,9 +173,9 @@ async def test_idle_qwen_is_knocked_through_its_input_file(
     """An interactive `pager qwen` gets a private `--input-file` (0600, in the launch's 0700
     directory: no other local user can type into the session, and it is gone after the
     launch). Mail sent to the idle session makes the wrapper append Qwen Code's submit line
-    with the `[pager]` prompt, claiming nothing; the UserPromptSubmit hook run for that prompt
-    claims, shows and acknowledges the mail, and does not count the prompt as typed: the
-    session's next send goes on the chain (hop 2)."""
+    with the `[pager]` prompt (which `pager hook` never counts as typed), claiming nothing; the
+    UserPromptSubmit hook run for that prompt claims, shows and acknowledges the mail, which
+    becomes the session's cause: its next send is hop 2."""
     go = tmp_path / "go"
     wrapper = launch(broker, "qwen", f"input,wait:{go},exit:0", "--session-name", "x")
     try:
@@ -201,7 +201,7 @@ async def test_idle_qwen_is_knocked_through_its_input_file(
     context = json.loads(hook["stdout"])["hookSpecificOutput"]["additionalContext"]
     assert "mail for the idle qwen" in context
     assert await state_of(broker, alice, message_id) == "acknowledged"
-    assert hop == 2  # the `[pager]` prompt was not reported as typed
+    assert hop == 2  # on the chain of the mail the knock's turn delivered
 
 
 async def test_qwen_subcommands_get_no_input_file(broker: Broker, qwen: Path) -> None:
