@@ -28,7 +28,7 @@ from actors.identity_protocol import (
     StreamClosed,
     StreamOpened,
 )
-from actors.sessions import Attachment, SessionIndex
+from actors.sessions import Attachment, MailBell, SessionIndex
 from pager.config import Windows
 from pager.domain import ids
 from pager.domain.api import Caller
@@ -298,6 +298,12 @@ class Identities:
             return ended
         self.tell(attachment.identity_id, StreamOpened(session_id, stream))
         return attachment.ended
+
+    def mail_bell(self, session_id: str) -> MailBell:
+        """The bell rung when mail waits for the session and nobody waits for it (a fresh,
+        silent one when the session is not attached here)."""
+        attachment = self.index.by_session(session_id)
+        return MailBell() if attachment is None else attachment.bell
 
     def stream_closed(self, session_id: str, stream: Hashable) -> None:
         attachment = self.index.by_session(session_id)

@@ -498,7 +498,7 @@ class IdentityActor(Pushes, LaunchOnMail):
             former = found.former
             if found.session.id != session.id:
                 former = (*former, found.session.id)
-            attachment = Attachment(session, implementation, found.ended, former)
+            attachment = Attachment(session, implementation, found.ended, former, found.bell)
             index.publish(attachment, replacing=found)
         else:
             attachment = found  # a crashed incarnation's, carried on

@@ -127,18 +127,21 @@ class Pushes(Actor[IdentityMessage]):
             await self._pushed(Pushed(self.push_id, self.push_tokens))
 
     async def _wake(self) -> None:
-        """A session without a delivery address may still be told that mail waits, by its
-        implementation's wake helper (if it has one); at most once every WAKE_EVERY."""
+        """A session without a delivery address may still be told that mail waits: its event
+        streams say `mail` (a launch that can nudge its harness listens), and its
+        implementation's wake helper runs (if it has one); at most once every WAKE_EVERY.
+        Neither claims anything: the mail waits for the turn the nudge starts."""
         binding = self.binding
         if binding is None or binding.session.delivery is not None:
             return
         now = trio.current_time()
         if now - self.last_wake < WAKE_EVERY:
             return
+        self.last_wake = now
+        binding.bell.ring()
         provider = await self.deps.providers(binding.implementation)
         if provider is None:
             return
-        self.last_wake = now
         key = binding.session.conversation_key
         if key is None and self.deps.wake is not None:
             # A harness that picks its own ids names the conversation at its first hook, after

@@ -20,6 +20,27 @@ import trio
 from pager.domain.records import Session
 
 
+class MailBell:
+    """Rung by the identity's actor when mail waits for an attached session that nobody
+    waits for (no long poll, no delivery address): its event streams say `mail`, so that a
+    launch can nudge an idle harness (docs/protocol.md). Rings are counted, so a stream
+    misses none between two waits."""
+
+    def __init__(self) -> None:
+        self.rung = 0
+        self._event = trio.Event()
+
+    def ring(self) -> None:
+        self.rung += 1
+        self._event.set()
+        self._event = trio.Event()
+
+    async def wait_past(self, seen: int) -> None:
+        """Return once the bell rang more than `seen` times."""
+        while self.rung <= seen:
+            await self._event.wait()
+
+
 @attrs.frozen(eq=False)
 class Attachment:
     """An attached session as requests see it: replaced whole when its actor rebinds."""
@@ -30,6 +51,8 @@ class Attachment:
     # Sessions this attachment carried on from (a takeover by alias): streams opened under
     # those ids still reach it.
     former: tuple[str, ...] = ()
+    # Carried on with `ended` when the attachment is replaced, as its streams hold it.
+    bell: MailBell = attrs.field(factory=MailBell)
 
     @property
     def identity_id(self) -> str:

@@ -26,6 +26,7 @@ from actors.identity_protocol import (
     StartChain,
     Unrenderable,
 )
+from actors.sessions import MailBell
 from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.body_limit import body_size, oversized_body
@@ -171,6 +172,11 @@ class BrokerService:
         """`stream` (the caller's, if it has one) holds the lease while open: said again
         now and then; the event is set when the session ends."""
         return self.identities.stream_opened(_session_of(caller), stream)
+
+    def mail_bell(self, caller: Caller) -> MailBell:
+        """Rung when mail waits for the caller's session and nobody waits for it (no long
+        poll, no delivery address): its event stream says `mail`."""
+        return self.identities.mail_bell(_session_of(caller))
 
     async def stream_closed(self, caller: Caller, stream: Hashable = None) -> None:
         self.identities.stream_closed(_session_of(caller), stream)

@@ -23,6 +23,7 @@ server stack.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -331,7 +332,13 @@ class SessionClient:
 DROPPED, STREAMED = "dropped", "streamed"
 
 
-async def hold_lease(session: SessionHandle, *, decides_the_end: bool = True) -> None:
+async def hold_lease(
+    session: SessionHandle,
+    *,
+    decides_the_end: bool = True,
+    on_mail: Callable[[], None] | None = None,
+    live: trio.Event | None = None,
+) -> None:
     """Keeps the session's event stream open (it holds the lease); reconnects when it drops
     (backing off), at once with the new token when the token changes, and rejoins when the
     broker refuses the token (`expired`, unknown). The URL comes from the session before every
@@ -341,7 +348,9 @@ async def hold_lease(session: SessionHandle, *, decides_the_end: bool = True) ->
     `decides_the_end` False (`pager mcp`, whose tool calls decide) only a refusal `ended` ends
     it: after an `ended` event it reconnects (a forced takeover leaves the token to a fresh
     agent, whose lease it goes on holding), and after an `expired` refusal the rejoin did not
-    cure it waits until someone else registers again (the next tool call)."""
+    cure it waits until someone else registers again (the next tool call). `on_mail` is called
+    at each `mail` event (mail waits that nobody took: docs/protocol.md); `live` is set once
+    a stream was accepted."""
     delay = FIRST_DELAY
     while session.ended is None:
         changed = session.changed
@@ -352,7 +361,7 @@ async def hold_lease(session: SessionHandle, *, decides_the_end: bool = True) ->
             with trio.CancelScope() as scope:
                 async with trio.open_nursery() as watch:
                     watch.start_soon(_cancel_when_set, changed, scope)
-                    outcome = await _follow(url, token, session.notices)
+                    outcome = await _follow(url, token, session.notices, on_mail, live)
                     watch.cancel_scope.cancel()
             if scope.cancelled_caught:  # the token changed: its stream at once
                 delay = FIRST_DELAY
@@ -385,7 +394,13 @@ async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
-async def _follow(url: str, token: str, notices: SessionNotices) -> SseEvent | StreamRefusal | str:
+async def _follow(
+    url: str,
+    token: str,
+    notices: SessionNotices,
+    on_mail: Callable[[], None] | None = None,
+    live: trio.Event | None = None,
+) -> SseEvent | StreamRefusal | str:
     """One event stream: its `ended` event, the broker's refusal, or what became of it."""
     host, _, port = url.removeprefix("http://").rpartition(":")
     request = (
@@ -403,7 +418,10 @@ async def _follow(url: str, token: str, notices: SessionNotices) -> SseEvent | S
             if 400 <= head.status < 500:
                 raw = await _small_body(stream, body, rest)
                 return StreamRefusal(head.status, head.line, _loads(raw))
-            ended = await _until_ended(stream, body, rest, head.status == 200, notices)
+            events = head.status == 200
+            if events and live is not None:
+                live.set()
+            ended = await _until_ended(stream, body, rest, events, notices, on_mail)
             if ended is not None:
                 return ended
             return STREAMED if head.status == 200 else DROPPED
@@ -454,6 +472,7 @@ async def _until_ended(
     rest: bytes,
     events: bool,
     notices: SessionNotices,
+    on_mail: Callable[[], None] | None = None,
 ) -> SseEvent | None:
     """The stream's `ended` event, or None when the stream ends without one. Another answer
     than 200 carries no events: it is read to its end."""
@@ -467,6 +486,8 @@ async def _until_ended(
                     return event
                 if event.event == "closing":
                     notices.info("the broker is shutting down")
+                if event.event == "mail" and on_mail is not None:
+                    on_mail()
             if body.done or not (data := await _receive(stream)):
                 return None
     except ValueError:  # malformed chunks: as if the stream dropped

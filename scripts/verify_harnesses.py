@@ -84,7 +84,7 @@ from pager.launch.discovery import BrokerLocator  # noqa: E402
 from pager.launch.discovery import discover as discover_broker  # noqa: E402
 from pager.launch.paths import StatePaths  # noqa: E402
 from pager.launch.relay import Relay  # noqa: E402
-from pager.launch.wake_command import wake_prompt  # noqa: E402
+from pager.launch.wake_prompt import wake_prompt  # noqa: E402
 from pager.launch.wrapper import (  # noqa: E402
     HarnessCommand,
     LaunchPlan,

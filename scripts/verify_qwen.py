@@ -9,12 +9,28 @@ docs/implementations/qwen.md ("Verified against the real harness").
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
+import pty
 import re
+import shutil
+import sqlite3
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import attrs
 from verify_harnesses import (
+    ACCEPTED,
     MAIL_BOUND,
+    REJECTED,
     UNCHECKED,
     Check,
     Context,
@@ -24,6 +40,7 @@ from verify_harnesses import (
     Unchecked,
     WakeSetup,
     _cause_after_delivery,
+    _stop,
     _tail,
     check_wake,
     run,
@@ -108,19 +125,7 @@ def check_qwen(ctx: Context) -> list[Check]:
         checks.append(ctx.check("the user's ~/.qwen after the launch", launch, state))
 
     checks.append(check_typed_prompt(ctx))
-    checks.append(
-        Check(
-            "idle wake",
-            UNCHECKED,
-            "not wired: Qwen Code takes input into a running session only in its TUI, from"
-            ' `--input-file F` (a `{"type":"submit","text":…}` line appended to F runs'
-            " that prompt, UserPromptSubmit hook included), or over ACP. Pager has no process"
-            " that waits for mail beside the TUI and writes F (Qwen Code's hooks have no"
-            " background form, as Claude Code's asyncRewake), and the `[launch] args` would put"
-            " `--input-file` before subcommands, which reject it (docs/implementations/qwen.md,"
-            " Known gaps)",
-        )
-    )
+    checks.append(check_idle_wake(ctx))
 
     def session(launch: Launch, _out: str) -> tuple[str, str]:
         key = launch.plan.conversation.key or ""  # the wrapper chose it (--session-id)
@@ -186,6 +191,183 @@ def check_typed_prompt(ctx: Context) -> Check:
                 process.stop()
                 output = launch.redact("".join(process.output))
                 (ctx.workspace / "qwen-stream.log").write_text(output)  # for --keep
+
+
+#: A user manifest put over the built-in for the idle wake check only (a broken copy of the
+#: wiring, to see the check reject it): the path of a TOML file, or unset.
+BROKEN_MANIFEST = "VERIFY_QWEN_MANIFEST"
+#: Seconds for the interactive TUI to start and run its SessionStart hook.
+TUI_BOUND = 60.0
+
+
+def check_idle_wake(ctx: Context) -> Check:
+    """The real `pager qwen` wrapper with an interactive Qwen Code in a pseudo-terminal: once
+    it idles, mail is sent; the wrapper's knock on the input file must start a turn whose
+    UserPromptSubmit hook puts the mail into the model request (acknowledged) without counting
+    the `[pager]` prompt as typed (the identity's cause stays set)."""
+    name = "verify-qwen-idle"
+    env = {**ctx.env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    env.pop("NO_COLOR", None)
+    broken = os.environ.get(BROKEN_MANIFEST)
+    if broken:  # a broken copy over the built-in, in the throwaway home's manifests
+        manifests = ctx.home / ".config" / "pager" / "implementations"
+        manifests.mkdir(parents=True, exist_ok=True)
+        shutil.copy(broken, manifests / "qwen.toml")
+    argv = [sys.executable, "-m", "pager", "qwen", "--session-name", name]
+    shown = ["pager", "qwen", "--session-name", name]
+    terminal = Terminal(argv, env, ctx.workspace)
+    try:
+        observed = _idle_wake(ctx, terminal, name)
+        verdict = ACCEPTED
+    except Rejected as exc:
+        verdict, observed = REJECTED, str(exc)
+    except Unchecked as exc:
+        verdict, observed = UNCHECKED, str(exc)
+    except Exception as exc:  # the check itself broke: say so, do not guess a verdict
+        verdict, observed = UNCHECKED, f"the check failed: {type(exc).__name__}: {exc}"
+    finally:
+        terminal.stop()
+        (ctx.workspace / "qwen-tui.log").write_text(terminal.text())  # for --keep
+    return Check("idle wake (input file)", verdict, observed, shown, {})
+
+
+def _idle_wake(ctx: Context, terminal: Terminal, name: str) -> str:
+    agent = _attached(ctx, name, terminal)
+    # Idle: the TUI drew its input box and the SessionStart hook ran (nothing was waiting).
+    terminal.expect(lambda text: "Type your message" in text, TUI_BOUND, "the TUI's input box")
+    time.sleep(3)
+    first = _knocked(ctx, terminal, name, "verify: mail for the idle qwen")
+    # A second knock, with the first mail's cause set: a prompt reported as typed would reset
+    # the chain (the identity's chain_resets counts it); the `[pager]` prompt must not.
+    second = _knocked(ctx, terminal, name, "verify: a second knock for qwen")
+    hop, cause, resets = _guard(ctx, agent)
+    if resets is not None:
+        raise Rejected(
+            f"both knocks' turns delivered their mail, but the identity's chain was reset"
+            f" (chain_resets {resets}): the knock's prompt was reported as typed by a person"
+        )
+    return (
+        f"Qwen Code idle in its TUI (a pseudo-terminal); mail sent to {name}: {first}. Again,"
+        f" with that mail's cause set: {second}; the chain was never reset (chain_resets NULL;"
+        f" cause_hop {hop}, cause_id {cause}): the `[pager]` prompt was not counted as typed"
+    )
+
+
+#: The prompt the manifest's `[wake.input] line` submits (the wake prompt's start).
+KNOCK = "[pager] Mail is waiting for you in Pager"
+
+
+def _knocked(ctx: Context, terminal: Terminal, name: str, body: str) -> str:
+    """Mail sent to the idle session reached a model request through a knock's turn and was
+    acknowledged: what was seen."""
+    requests = len(ctx.model.requests)
+    sent_at = time.monotonic()
+    message = ctx.broker.send(ctx.workspace, name, body)
+    try:
+        path, request = ctx.model.wait_for(body, MAIL_BOUND)
+    except Rejected:
+        state = ctx.broker.state(ctx.workspace, message)
+        raise Rejected(
+            f"mail sent to the idle session did not reach a model request within"
+            f" {MAIL_BOUND:.0f} s ({len(ctx.model.requests) - requests} new requests; the"
+            f" message is {state}); the terminal showed:\n{terminal.tail()}"
+        ) from None
+    took = time.monotonic() - sent_at
+    if KNOCK not in request:
+        raise Rejected(
+            f"the mail reached a model request (POST {path}), but its turn's prompt was not"
+            f" the knock's `{KNOCK} …`: the UserPromptSubmit hook saw another prompt"
+        )
+    state = ctx.broker.wait_state(ctx.workspace, message, 20)
+    if state != "acknowledged":
+        raise Rejected(f"the model request (POST {path}) carried the mail; it is {state}")
+    return (
+        f"{took:.1f} s later a model request (POST {path}) carried it, added by"
+        f" {_delivered_by(ctx, body)} at the turn of the knock's `{KNOCK} …` prompt (appended"
+        " to the launch's --input-file by the wrapper); acknowledged"
+    )
+
+
+def _guard(ctx: Context, agent: str) -> tuple[Any, Any, Any]:
+    """The identity's loop-guard cause and chain resets, read read-only from `pager.db`."""
+    uri = ctx.broker.paths.database.as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+        row = conn.execute(
+            "SELECT cause_hop, cause_id, chain_resets FROM identities WHERE id = ?", (agent,)
+        ).fetchone()
+    if row is None:
+        raise Unchecked(f"the identity {agent} is not in the broker's pager.db")
+    return row[0], row[1], row[2]
+
+
+def _attached(ctx: Context, name: str, terminal: Terminal) -> str:
+    """The agent id of the wrapper's session, once it registered."""
+    deadline = time.monotonic() + TUI_BOUND
+    while time.monotonic() < deadline:
+        token = ctx.broker.sender(ctx.workspace)
+        roster = ctx.broker.tool(token, "roster", {})
+        for entry in roster.get("agents", []):
+            if entry.get("alias") == name and entry.get("attached"):
+                return str(entry["agent_id"])
+        if terminal.ended():
+            break
+        time.sleep(0.5)
+    raise Unchecked(f"`pager qwen` did not attach {name}; the terminal showed:\n{terminal.tail()}")
+
+
+class Terminal:
+    """A program in a pseudo-terminal of its own (120x40); its output collected as it comes."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        self._master, self._chunks = master, list[bytes]()
+        self.popen = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,  # its own group and controlling terminal
+        )
+        os.close(slave)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self._chunks.append(chunk)
+
+    def text(self) -> str:
+        raw = b"".join(self._chunks).decode(errors="replace")
+        return re.sub(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]", "", raw)
+
+    def tail(self, chars: int = 1500) -> str:
+        return self.text().strip()[-chars:]
+
+    def ended(self) -> bool:
+        return self.popen.poll() is not None
+
+    def expect(self, predicate: Callable[[str], bool], bound: float, what: str) -> None:
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            if predicate(self.text()):
+                return
+            if self.ended():
+                break
+            time.sleep(0.3)
+        raise Unchecked(f"{what} did not show ({bound:.0f} s); the terminal showed:\n{self.tail()}")
+
+    def stop(self) -> None:
+        _stop(self.popen)
+        with contextlib.suppress(OSError):
+            os.close(self._master)
 
 
 def _user(text: str) -> str:

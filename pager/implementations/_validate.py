@@ -30,6 +30,7 @@ from pager.implementations.manifest import (
     Skill,
     Source,
     Wake,
+    WakeInput,
     WakeLaunch,
     freeze,
 )
@@ -97,7 +98,7 @@ _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "hooks": ("events", "output", "max_chars", "prompt_events"),
         "skill": ("dirs",),
         "plugin": ("supported",),
-        "wake": ("command", "timeout", "launch"),
+        "wake": ("command", "timeout", "launch", "input"),
         "detect": ("executables", "paths"),
     }
 )
@@ -353,7 +354,9 @@ class _Validator:
                 "wake.timeout", f"expected seconds between 0 and 300, got {_type_name(timeout)}"
             )
             timeout = 10.0
-        return Wake(tuple(command), float(timeout), self._wake_launch(table))
+        return Wake(
+            tuple(command), float(timeout), self._wake_launch(table), self._wake_input(table)
+        )
 
     def _wake_launch(self, table: Mapping[str, Any]) -> WakeLaunch | None:
         """`[wake.launch]`: non-empty `args`, each a template (`{prompt}` included)."""
@@ -374,6 +377,36 @@ class _Validator:
         for index, arg in enumerate(args):
             self.template(f"wake.launch.args[{index}]", arg)
         return WakeLaunch(tuple(args))
+
+    def _wake_input(self, table: Mapping[str, Any]) -> WakeInput | None:
+        """`[wake.input]`: `args` naming `{input_file}`, and `line`, a table of templates."""
+        if "input" not in table:
+            return None
+        given = table["input"]
+        if not isinstance(given, Mapping):
+            self.fail("wake.input", f"expected a table, got {_type_name(given)}")
+            return None
+        for key in given:
+            if key not in ("args", "line"):
+                self.warnings.append(f"wake.input.{key} is not a key Pager knows; ignored")
+        args = self.strings(given, "wake.input", "args")
+        for index, arg in enumerate(args):
+            self.template(f"wake.input.args[{index}]", arg)
+        if not any("{input_file}" in arg for arg in args):
+            self.fail("wake.input.args", "expected the option that names {input_file}")
+        line = given.get("line")
+        fields: dict[str, str] = {}
+        if not isinstance(line, Mapping) or not line:
+            self.fail("wake.input.line", f"expected a table of strings, got {_type_name(line)}")
+        else:
+            for name, value in line.items():
+                where = _key("wake.input.line", name)
+                if not isinstance(value, str):
+                    self.fail(where, f"expected a string, got {_type_name(value)}")
+                else:
+                    self.template(where, value)
+                    fields[name] = value
+        return WakeInput(tuple(args), MappingProxyType(fields))
 
     def _detect(self, table: Mapping[str, Any]) -> Detect:
         """`[detect]`: program names (no path: PATH is searched) and directory paths."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from pager.implementations.manifest import Manifest
+from pager.launch.input_wake import InputWake
 from pager.launch.wrapper import LaunchSpec
 
 
@@ -28,4 +29,7 @@ def launch_spec(manifest: Manifest) -> LaunchSpec:
         resume_subcommand=manifest.resume.subcommand,
         other_subcommands=manifest.resume.other_subcommands,
         prepare=lambda context: connector.prepare(manifest, context),
+        input_wake=None
+        if manifest.wake.input is None
+        else InputWake(manifest.wake.input.args, manifest.wake.input.line),
     )

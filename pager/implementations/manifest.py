@@ -237,14 +237,28 @@ class WakeLaunch:
 
 
 @attrs.frozen
+class WakeInput:
+    """`[wake.input]`: idle wake through a file an interactive session reads prompts from.
+    `pager <id>` adds `args` (with `{input_file}`) to an interactive launch (not to a
+    subcommand, not to a wake run) and appends `line` to the file, as one JSON object, when
+    the broker says mail waits (docs/protocol.md, `event: mail`). `line`'s string values are
+    templates (`{prompt}`: a prompt starting with `[pager]`)."""
+
+    args: tuple[str, ...]
+    line: Mapping[str, str]
+
+
+@attrs.frozen
 class Wake:
     """`[wake]`: a helper command the provider runs (with a timeout) to tell an attached
-    session that mail waits, for harnesses with a queue/knock command (empty: none), and the
-    headless launch of `[wake.launch]` (None: the harness has no headless resume)."""
+    session that mail waits, for harnesses with a queue/knock command (empty: none), the
+    headless launch of `[wake.launch]` (None: the harness has no headless resume), and the
+    input file of `[wake.input]` (None: none)."""
 
     command: tuple[str, ...] = ()
     timeout: float = 10.0
     launch: WakeLaunch | None = None
+    input: WakeInput | None = None
 
 
 @attrs.frozen
@@ -324,6 +338,9 @@ class Manifest:
                 "launch": None
                 if self.wake.launch is None
                 else {"args": list(self.wake.launch.args)},
+                "input": None
+                if self.wake.input is None
+                else {"args": list(self.wake.input.args), "line": dict(self.wake.input.line)},
             },
             "detect": {
                 "executables": list(self.detect.executables),

@@ -39,7 +39,9 @@ PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
         "hook_command": "the command line the harness runs for Pager's hooks",
         "python": "the absolute path of the Python interpreter that runs Pager",
         "prompt": "the prompt a wake run starts with: mail waits and how to read it "
-        "(only in `[wake.launch]`, docs/wake.md)",
+        "(only in `[wake.launch]` and `[wake.input] line`, docs/wake.md)",
+        "input_file": "a private (0600) file an interactive session reads prompts from, to "
+        "which the launch appends `[wake.input] line` when mail waits (only in `[wake.input]`)",
     }
 )
 

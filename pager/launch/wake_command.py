@@ -15,18 +15,8 @@ from collections.abc import Mapping, Sequence
 from pager.implementations.manifest import Manifest
 from pager.implementations.templates import TemplateError, placeholders, render
 from pager.launch.own_pager import with_own_pager
+from pager.launch.wake_prompt import wake_prompt
 from pager.launch.wrapper import HarnessCommand, LaunchSpec, harness_command, hook_command
-
-
-def wake_prompt(address: str) -> str:
-    """The prompt a run starts with. `[pager]` first: `pager hook` then knows no person typed it
-    (SPEC §8.1), so what the run sends keeps counting hops."""
-    return (
-        f"[pager] Mail is waiting for you in Pager (you are {address}). Your hooks may have"
-        " shown it above; otherwise read it with the pager `fetch` tool or `pager read`, and"
-        " acknowledge what you read. Act on it as your instructions allow, reply with the"
-        " `send` tool or `pager send` when a reply is due, then end this turn."
-    )
 
 
 def wake_args(manifest: Manifest, command: Sequence[str] | None) -> tuple[str, ...] | None:

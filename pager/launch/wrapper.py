@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import attrs
 import trio
 
 from pager.launch.discovery import BrokerLocator
+from pager.launch.input_wake import InputKnock, InputWake
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 from pager.launch.own_pager import own_command, with_own_pager
 from pager.launch.paths import StatePaths
@@ -47,6 +49,9 @@ from pager.sse import SseEvent
 #: Signals sent to the wrapper itself that the harness must get too. SIGINT is not among
 #: them: a terminal sends it to the whole foreground group, the harness included.
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: Seconds a harness with an input file waits, at most, for the session's event stream (its
+#: `mail` events knock) before it starts.
+STREAM_WAIT = 5.0
 
 
 class LaunchError(Exception):
@@ -70,6 +75,8 @@ class LaunchSpec:
     resume_subcommand: str | None = None
     other_subcommands: tuple[str, ...] = ()
     prepare: Any = None  # Callable[[LaunchContext], dict[str, str]]: per-launch files
+    #: Idle wake through an input file (`[wake.input]`), for interactive launches only.
+    input_wake: InputWake | None = None
 
 
 @attrs.frozen
@@ -101,6 +108,9 @@ class HarnessCommand:
 
     argv: tuple[str, ...]
     env: Mapping[str, str]
+    #: Appends the `[pager]` prompt to the harness's input file when mail waits (None: the
+    #: harness has none, or this launch is not interactive).
+    knock: InputKnock | None = None
 
 
 def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int:
@@ -141,7 +151,7 @@ async def _launch(
         harness = harness_command(spec, program, plan.args, values, directory, environ)
         if spec.greeting:  # who the launch joined as, where the harness does not say it
             _say(_render(spec.greeting, values))
-        return await _run_harness(list(harness.argv), dict(harness.env), relay, session)
+        return await _run_harness(harness, relay, session)
     finally:
         with trio.CancelScope(shield=True):
             await session.detach()  # not when the broker is gone or ended the session
@@ -240,14 +250,23 @@ def harness_command(
     removes it after the harness ended), then fills the manifest's templates. The command is
     the program, the manifest's `[launch]` args, `templates` filled the same way (a wake
     run's headless arguments, docs/wake.md), then `args` as given (the user's own). `environ`
-    is the environment the harness inherits (default: this process's)."""
+    is the environment the harness inherits (default: this process's). An interactive launch
+    (not headless, no subcommand) of a harness with `[wake.input]` also gets its input file:
+    the options naming it follow the `[launch]` args."""
     # Whatever the harness runs as `pager` (its shell tool, its hooks) is this Pager.
     inherited = with_own_pager(os.environ if environ is None else environ, directory)
     filled = dict(values)
     if spec.prepare is not None:
         context = LaunchContext(directory, dict(values), inherited, headless=headless)
         filled.update(spec.prepare(context))
-    rendered = (_render(t, filled) for t in (*spec.args, *templates))
+    knock: InputKnock | None = None
+    input_args: tuple[str, ...] = ()
+    subcommand = bool(args) and args[0] in spec.other_subcommands  # `qwen mcp list`
+    if spec.input_wake is not None and not headless and not subcommand:
+        knock = InputKnock.create(directory, spec.input_wake, filled)
+        filled["input_file"] = str(knock.path)
+        input_args = spec.input_wake.args
+    rendered = (_render(t, filled) for t in (*spec.args, *input_args, *templates))
     argv = (program, *rendered, *args)
     env = {
         **inherited,
@@ -260,7 +279,7 @@ def harness_command(
         "PAGER_TOKEN_FILE": filled["token_file"],
         **{key: _render(value, filled) for key, value in spec.env.items()},
     }
-    return HarnessCommand(argv, env)
+    return HarnessCommand(argv, env, knock)
 
 
 async def register(session: SessionClient) -> dict[str, Any]:
@@ -306,15 +325,19 @@ def private_directory() -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-async def _run_harness(
-    command: list[str], env: dict[str, str], relay: Relay, session: SessionClient
-) -> int:
-    """The launch's small tree: the relay, the lease holder and the harness (stdio inherited)."""
+async def _run_harness(harness: HarnessCommand, relay: Relay, session: SessionClient) -> int:
+    """The launch's small tree: the relay, the lease holder (which knocks on the harness's
+    input file when mail waits, if it has one) and the harness (stdio inherited)."""
+    on_mail = None if harness.knock is None else harness.knock.knock
+    live = trio.Event()
     async with trio.open_nursery() as nursery:
         await nursery.start(relay.serve, session)
-        nursery.start_soon(hold_lease, session)
+        nursery.start_soon(partial(hold_lease, session, on_mail=on_mail, live=live))
+        if on_mail is not None:  # so that mail sent once the harness runs knocks
+            with trio.move_on_after(STREAM_WAIT):
+                await live.wait()
         with trio.open_signal_receiver(*FORWARDED) as signals:
-            process = await trio.lowlevel.open_process(command, env=env)
+            process = await trio.lowlevel.open_process(list(harness.argv), env=dict(harness.env))
 
             async def forward() -> None:
                 async for signum in signals:

@@ -665,8 +665,9 @@ ROUTES: tuple[Route, ...] = (
         "get",
         "/v1/sessions/current/events",
         "sessionEvents",
-        "The session's event stream (SSE): holds the lease while open; `ready`, `ended`,"
-        " `closing` events and heartbeat comments",
+        "The session's event stream (SSE): holds the lease while open; `ready`, `mail` (mail"
+        " waits that nobody took; nothing claimed), `ended`, `closing` events and heartbeat"
+        " comments",
         SESSION,
         (200, "an open text/event-stream", None),
         errors=(401,),

@@ -125,13 +125,21 @@ async def _session_stream(
     shutdown: Callable[[], Awaitable[None]],
 ) -> AsyncIterator[bytes]:
     """Holds the lease while open (said again at each heartbeat, so an identity actor started
-    again meanwhile learns of it); tells the connector when its session ends."""
+    again meanwhile learns of it); tells the connector when mail waits that nobody waits for
+    (`mail`: it claims nothing) and when its session ends."""
     stream = object()
     ended = await service.stream_opened(caller, stream)
+    bell = service.mail_bell(caller)
+    seen = bell.rung
     try:
         yield frame("ready", {"session_id": caller.session_id, "epoch": caller.epoch})
         while True:
-            outcome = await _next_event(ended, shutdown)
+            outcome = await _next_event(ended, shutdown, partial(bell.wait_past, seen))
+            if outcome == "mail":
+                seen = bell.rung
+                yield frame("mail", {})
+                await service.stream_opened(caller, stream)  # as at a heartbeat
+                continue
             if outcome == "closing":
                 yield frame("closing", {"reason": "broker shutting down"})
                 return
@@ -152,8 +160,12 @@ async def _session_stream(
             await service.stream_closed(caller, stream)
 
 
-async def _next_event(ended: trio.Event, shutdown: Callable[[], Awaitable[None]]) -> str:
-    """ "ended", "closing" or "heartbeat", whichever comes first."""
+async def _next_event(
+    ended: trio.Event,
+    shutdown: Callable[[], Awaitable[None]],
+    mail: Callable[[], Awaitable[None]],
+) -> str:
+    """ "ended", "closing", "mail" or "heartbeat", whichever comes first."""
     outcome = "heartbeat"
     async with trio.open_nursery() as nursery:
 
@@ -165,5 +177,6 @@ async def _next_event(ended: trio.Event, shutdown: Callable[[], Awaitable[None]]
 
         nursery.start_soon(wait, "ended", ended.wait)
         nursery.start_soon(wait, "closing", shutdown)
+        nursery.start_soon(wait, "mail", mail)
         nursery.start_soon(wait, "heartbeat", partial(trio.sleep, HEARTBEAT_S))
     return outcome

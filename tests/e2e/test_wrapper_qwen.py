@@ -20,12 +20,15 @@ import pytest
 from tests.e2e.conftest import ROOT, Broker
 from tests.e2e.test_wrapper_harnesses import (
     finish,
+    hop_of_next_send,
     launch,
     launch_with_mail,
     record,
     records,
+    send,
     state_of,
 )
+from tests.launch.conftest import wait_for
 
 
 @pytest.fixture
@@ -57,9 +60,11 @@ async def test_wrapped_qwen_is_wired_per_launch(broker: Broker, qwen: Path) -> N
     token = start["env"]["PAGER_TOKEN"]
     assert token.startswith("prl_")
     assert not any(token in arg for arg in start["argv"]), "the token is on the command line"
-    assert start["argv"][0] == "--session-id"
-    uuid.UUID(start["argv"][1])
-    assert start["argv"][2:] == ["--model", "m"]
+    assert start["argv"][0] == "--input-file"  # interactive: idle wake through the file
+    assert Path(start["argv"][1]).parent == Path(start["env"]["PAGER_TOKEN_FILE"]).parent
+    assert start["argv"][2] == "--session-id"
+    uuid.UUID(start["argv"][3])
+    assert start["argv"][4:] == ["--model", "m"]
     extension = Path(start["env"]["QWEN_HOME"], "extensions", "pager-launch")
     files = start["files"]
     assert sorted(files) == [
@@ -160,3 +165,49 @@ async def test_qwen_home_links_the_users_own_directory(
     assert "token" not in (planted / "qwen-extension.json").read_text()
     who = record(qwen, "mcp")  # through the launch's extension
     assert (who["alias"], who["implementation"]) == ("x", "qwen")
+
+
+async def test_idle_qwen_is_knocked_through_its_input_file(
+    broker: Broker, qwen: Path, tmp_path: Path
+) -> None:
+    """An interactive `pager qwen` gets a private `--input-file` (0600, in the launch's 0700
+    directory: no other local user can type into the session, and it is gone after the
+    launch). Mail sent to the idle session makes the wrapper append Qwen Code's submit line
+    with the `[pager]` prompt (which `pager hook` never counts as typed), claiming nothing; the
+    UserPromptSubmit hook run for that prompt claims, shows and acknowledges the mail, which
+    becomes the session's cause: its next send is hop 2."""
+    go = tmp_path / "go"
+    wrapper = launch(broker, "qwen", f"input,wait:{go},exit:0", "--session-name", "x")
+    try:
+        wait_for(lambda: any("argv" in r for r in records(qwen)), "the fake to start")
+        alice, message_id = await send(broker, "x", "mail for the idle qwen")
+        entry = wait_for(lambda: next((r["input"] for r in records(qwen) if "input" in r), None),
+                         "the knock")  # fmt: skip
+        hop = await hop_of_next_send(broker, start_record(qwen))
+        go.touch()
+    finally:
+        status, err = await finish(wrapper)
+    assert status == 0, err
+    start = start_record(qwen)
+    path = Path(start["argv"][1])
+    assert entry is not None
+    assert entry["mode"] == 0o600
+    assert Path(start["env"]["PAGER_TOKEN_FILE"]).parent == path.parent  # the private dir
+    assert not path.exists()  # noqa: ASYNC240
+    assert entry["line"]["type"] == "submit"
+    assert entry["line"]["text"].startswith("[pager] Mail is waiting for you in Pager (you are x@")
+    hook = entry["hook"]
+    assert hook["status"] == 0, hook["stderr"]
+    context = json.loads(hook["stdout"])["hookSpecificOutput"]["additionalContext"]
+    assert "mail for the idle qwen" in context
+    assert await state_of(broker, alice, message_id) == "acknowledged"
+    assert hop == 2  # on the chain of the mail the knock's turn delivered
+
+
+async def test_qwen_subcommands_get_no_input_file(broker: Broker, qwen: Path) -> None:
+    """`pager qwen -- mcp list`: Qwen Code's subcommands reject `--input-file`, so the wrapper
+    adds none (nor `--session-id`)."""
+    wrapper = launch(broker, "qwen", "exit:0", "--session-name", "x", "--", "mcp", "list")
+    status, err = await finish(wrapper)
+    assert status == 0, err
+    assert start_record(qwen)["argv"] == ["mcp", "list"]

@@ -11,6 +11,9 @@ FAKE_HARNESS_STEPS says (comma-separated):
 - `hook:EVENT`: runs the hook command configured for EVENT (settings and extensions' `hooks`)
   with Qwen Code's payload (`session_id`, `hook_event_name`, `prompt` on UserPromptSubmit),
   recording its exit status and output;
+- `input`: as the idle TUI with `--input-file F`: waits for a line in F (read from its start,
+  as appended), and for a `{"type": "submit", "text": …}` line runs the UserPromptSubmit hook
+  with `prompt` that text;
 - `wait:PATH`, `exit:N` as in tests/fakes/fake_harness_generic.py.
 
 Everything goes to FAKE_HARNESS_LOG as JSON lines.
@@ -89,7 +92,7 @@ def launch_files() -> list[str]:
     ]
 
 
-def run_hook(event: str, session: str) -> dict[str, Any]:
+def run_hook(event: str, session: str, prompt: str | None = None) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "session_id": session,
         "transcript_path": str(qwen_dir() / "projects" / "p" / "chats" / f"{session}.jsonl"),
@@ -98,7 +101,7 @@ def run_hook(event: str, session: str) -> dict[str, Any]:
         "timestamp": datetime.now(UTC).isoformat(),
     }
     if event == "UserPromptSubmit":
-        payload["prompt"] = os.environ.get("FAKE_QWEN_PROMPT", "hello")
+        payload["prompt"] = prompt or os.environ.get("FAKE_QWEN_PROMPT", "hello")
     if event == "SessionStart":
         payload["source"] = "startup"
     groups = settings()["hooks"][event]
@@ -113,6 +116,25 @@ def run_hook(event: str, session: str) -> dict[str, Any]:
     )
     return {"event": event, "command": commands[-1], "status": done.returncode,
             "stdout": done.stdout, "stderr": done.stderr, "session_id": session}  # fmt: skip
+
+
+def submitted(argv: list[str], session: str) -> dict[str, Any]:
+    """The next line of the `--input-file`, and the hook run for it when it is a submit."""
+    path = Path(option(argv, "--input-file") or "")
+    offset = int(os.environ.get("FAKE_QWEN_INPUT_OFFSET", "0"))
+    while True:
+        with path.open("rb") as file:
+            file.seek(offset)
+            line = file.readline()
+        if line.endswith(b"\n"):
+            break
+        time.sleep(0.02)
+    os.environ["FAKE_QWEN_INPUT_OFFSET"] = str(offset + len(line))
+    entry = json.loads(line)
+    record: dict[str, Any] = {"line": entry, "mode": path.stat().st_mode & 0o777}
+    if entry.get("type") == "submit":
+        record["hook"] = run_hook("UserPromptSubmit", session, entry["text"])
+    return record
 
 
 def main() -> int:
@@ -139,6 +161,8 @@ def main() -> int:
             log({"mcp": call_tool(server["httpUrl"], server.get("headers", {}), "whoami", {})})
         elif name == "hook":
             log({"hook": run_hook(arg, session)})
+        elif name == "input":
+            log({"input": submitted(argv, session)})
         elif name == "wait":
             while not os.path.exists(arg):
                 time.sleep(0.02)

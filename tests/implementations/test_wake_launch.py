@@ -10,7 +10,8 @@ import pytest
 
 from pager.implementations import Manifest, ManifestInvalid, Source, SourceKind, parse_text
 from pager.implementations.launching import launch_spec
-from pager.launch.wake_command import wake_command, wake_prompt, wake_values, why_not
+from pager.launch.wake_command import wake_command, wake_values, why_not
+from pager.launch.wake_prompt import wake_prompt
 
 SOURCE = Source(SourceKind.USER, "/cfg/implementations/x.toml", "x.toml")
 BASE = 'id = "mine"\nname = "Mine"\nexecutable = "mine"\n'
