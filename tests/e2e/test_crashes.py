@@ -7,11 +7,21 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import trio
 
-from tests.e2e.conftest import BOTH, Broker, mcp_session, structured
+from tests.e2e.conftest import (
+    BOTH,
+    FAST_WINDOWS,
+    Broker,
+    mcp_session,
+    start_broker,
+    structured,
+)
+from tests.launch.conftest import PagerHome
 
 STORES = BOTH
 
@@ -52,9 +62,20 @@ async def test_broker_sigkill_after_sends_loses_nothing(broker: Broker) -> None:
     assert {m["state"] for m in messages} == {"acknowledged"}
 
 
-async def test_recipient_sigkill_before_ack_is_redelivered(broker: Broker) -> None:
+@pytest.fixture
+def slower_broker(tmp_path: Path, store_env: dict[str, str]) -> Iterator[Broker]:
+    """A broker whose ack wait is long enough for a loaded machine to fetch and ack within it
+    (600 ms was not, once, on PostgreSQL), and short enough to wait out."""
+    home = PagerHome(tmp_path / "home")
+    windows = {**FAST_WINDOWS, "PAGER_WINDOW_ACK_WAIT": "3s"}
+    yield start_broker(home, tmp_path / "repo", **windows, **store_env)
+    home.kill_all()
+
+
+async def test_recipient_sigkill_before_ack_is_redelivered(slower_broker: Broker) -> None:
     """A recipient killed after fetching, before acking, gets the message again after the ack
     wait once it rejoins by its conversation key."""
+    broker = slower_broker
     alice = await broker.register("alice")
     bob = await broker.register("bob", conversation_key="bob-conv")
     with trio.fail_after(120):
