@@ -18,7 +18,6 @@ from pager.commands.common import (
     EXIT_OK,
     BrokerRefused,
     CommandError,
-    add_site_packages,
     call_broker,
     state_paths,
 )
@@ -78,28 +77,17 @@ def cmd_send(args: argparse.Namespace) -> int:
         print_json(sent)
         return EXIT_OK
     again = " (a repeat of an earlier send: nothing new was sent)" if sent.get("duplicate") else ""
-    wake = _wake_text(str(sent.get("wake")), sent["recipient"].get("implementation"))
+    wake = _wake_text(str(sent.get("wake")), sent["recipient"])
     address = one_line(sent["recipient"]["address"])
     print(f"sent {one_line(sent['message_id'])} to {address}{again}; {one_line(wake)}")
     return EXIT_OK
 
 
-def _wake_text(wake: str, implementation: object) -> str:
-    """What a send's wake outcome means for this recipient: a queued message is seen at the
-    next turn only by a harness whose manifest has a capability that shows it mail."""
-    if wake == "queued" and isinstance(implementation, str):
-        # Before the registry's import: under scripts/pager's `python -S` its attrs and the
-        # manifests of installed packages' entry points are in site-packages.
-        add_site_packages()
-        from pager.implementations import UnknownImplementation, discover
-
-        try:  # the manifests are read only here: most sends are not `queued`
-            manifest = discover().get(implementation).manifest
-        except UnknownImplementation:
-            pass  # a person, a bare MCP client: it reads when it takes its next turn
-        else:
-            if not manifest.sees_mail_at_turns:
-                return QUEUED_UNTIL_READ
+def _wake_text(wake: str, recipient: dict[str, Any]) -> str:
+    """What a send's wake outcome means for this recipient: queued mail is seen at the next
+    turn only by a harness that is shown mail at its turns (the broker says which is not)."""
+    if wake == "queued" and recipient.get("waits_to_be_read") is True:
+        return QUEUED_UNTIL_READ
     return WAKES.get(wake, wake)
 
 

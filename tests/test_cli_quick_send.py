@@ -1,0 +1,67 @@
+"""`pager send`'s arguments read by hand (`quick_send_args`) are what argparse reads from the
+same command line, or left to argparse (None), which then reads them or says what is wrong."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from pager.cli import _module, _parser_of
+from pager.commands.everyday import quick_send_args
+
+LINES = [
+    ["api", "hello"],
+    ["api"],
+    ["api", "-"],
+    ["api", "hello", "--json"],
+    ["--json", "api", "hello"],
+    ["api", "hello", "--thread", "t1", "--reply-to", "msg_1", "--key", "k"],
+    ["--thread=t1", "api", "hello", "--key=k", "--thread", "t2"],
+    ["api", "--thread", "t1"],
+    ["api", "--thread", ""],
+    ["api", "--thread="],
+    ["api", "hello", "--json", "--json"],
+    ["api", "a body with = and spaces"],
+    # argparse takes TO and BODY only as one run: these are errors
+    ["api", "--json", "hello"],
+    ["api", "--thread", "t1", "hello"],
+    # left to argparse: help, unknown or abbreviated options, `--`, values like options
+    ["api", "-h"],
+    ["api", "hello", "--thr", "t1"],
+    ["api", "hello", "--bogus"],
+    ["--", "api", "-hello"],
+    ["api", "-5"],
+    ["api", "hello", "--thread"],
+    ["api", "hello", "--thread", "-x"],
+    ["api", "hello", "extra"],
+    [],
+]
+
+
+def _argparse(argv: list[str]) -> dict[str, object] | None:
+    """What argparse reads from `pager send ARGV`, or None when it refuses it."""
+    parser = _parser_of("send", _module("send"))[0]
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return vars(parser.parse_args(["send", *argv]))
+        except SystemExit:
+            return None
+
+
+@pytest.mark.parametrize("argv", LINES, ids=[" ".join(line) or "(none)" for line in LINES])
+def test_a_send_line_read_by_hand_is_what_argparse_reads(argv: list[str]) -> None:
+    quick = quick_send_args(argv)
+    expected = _argparse(argv)
+    if quick is None:
+        return  # argparse reads it (or refuses it) itself
+    assert expected is not None, f"read by hand, refused by argparse: {argv}"
+    assert vars(quick) == expected
+
+
+def test_the_plainest_lines_are_read_by_hand() -> None:
+    """Else the quick path would never be taken, and a send would build argparse again."""
+    assert quick_send_args(["api", "hello"]) is not None
+    assert quick_send_args(["api", "hello", "--json", "--thread", "t"]) is not None
+    assert quick_send_args(["api", "-"]) is not None
