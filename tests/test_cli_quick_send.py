@@ -24,6 +24,8 @@ LINES = [
     ["api", "--thread="],
     ["api", "hello", "--json", "--json"],
     ["api", "a body with = and spaces"],
+    ["api", "--key=x"],  # a body that looks like an option is one, to both
+    ["api", "--json=1"],
     # argparse takes TO and BODY only as one run: these are errors
     ["api", "--json", "hello"],
     ["api", "--thread", "t1", "hello"],
