@@ -67,3 +67,17 @@ def test_the_plainest_lines_are_read_by_hand() -> None:
     assert quick_send_args(["api", "hello"]) is not None
     assert quick_send_args(["api", "hello", "--json", "--thread", "t"]) is not None
     assert quick_send_args(["api", "-"]) is not None
+
+
+def test_the_hand_reader_knows_every_option_of_send() -> None:
+    """A new option added to the parser alone would send its lines to argparse (slower, never
+    read differently); this says to add it to `SEND_VALUES` too."""
+    from pager.commands.everyday import SEND_VALUES
+
+    parser = _parser_of("send", _module("send"))[1]
+    options = {
+        action.option_strings[-1]: action.dest
+        for action in parser._actions
+        if action.option_strings and action.dest != "help"
+    }
+    assert options == {**SEND_VALUES, "--json": "json"}
