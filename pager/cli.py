@@ -160,7 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return cmd_launch(first, arguments[1:], [*COMMANDS, *OWN_PARSER])
         module = _module(first)
-        args = _parser_of(first, module)[0].parse_args(arguments)
+        quick = getattr(module, "QUICK_PARSERS", {}).get(first)
+        args = quick(arguments[1:]) if quick is not None else None
+        if args is None:
+            args = _parser_of(first, module)[0].parse_args(arguments)
         handler: Any = module.HANDLERS[first]
         return int(handler(args))
     except CommandError as exc:

@@ -168,7 +168,7 @@ def request_json(
         headers += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
     request = ("\r\n".join(headers) + "\r\n\r\n").encode() + payload
     try:
-        with socket.create_connection((host.strip("[]"), port), timeout=timeout) as sock:
+        with _connect(host, port, timeout) as sock:
             sock.sendall(request)
             head, body_reader, rest = _answer(url, sock.recv)
             raw = b"".join(_body(body_reader, rest, sock.recv))
@@ -187,6 +187,16 @@ def _address(url: str) -> tuple[str, int]:
     if not url.startswith("http://") or not sep or not host or not port.isdigit():
         raise BrokerUnreachable(f"{url!r} is not a broker address (http://HOST:PORT)")
     return host, int(port)
+
+
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A connection to the broker's address. An ASCII host is handed over as bytes: as a str,
+    `getaddrinfo` encodes it with the `idna` codec, which imports `encodings.idna`, `stringprep`
+    and `unicodedata` (about a millisecond of every command) for an address that needs none
+    (CPython's `getaddrinfo` takes bytes; typeshed says only str)."""
+    name = host.strip("[]")
+    address = (name.encode() if name.isascii() else name, port)
+    return socket.create_connection(address, timeout=timeout)  # type: ignore[arg-type]
 
 
 def _answer(url: str, recv: Callable[[int], bytes]) -> tuple[ResponseHead, BodyReader, bytes]:
@@ -231,7 +241,7 @@ def stream_lines(url: str, path: str, *, token: str, timeout: float = 30.0) -> I
         f"Authorization: Bearer {token}\r\n\r\n"
     ).encode()
     try:
-        sock = socket.create_connection((host.strip("[]"), port), timeout=timeout)
+        sock = _connect(host, port, timeout)
     except OSError as exc:
         raise BrokerUnreachable(f"{url}: {exc}") from exc
     with sock:

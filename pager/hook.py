@@ -22,7 +22,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 #: One long poll of `--wait` (the broker allows up to 60 s).
 WAIT_SLICE = 50.0

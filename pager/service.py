@@ -31,7 +31,7 @@ from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.body_limit import body_size, oversized_body
 from pager.domain.clock import WallClock, iso
-from pager.domain.delivery import NotApplied, Via
+from pager.domain.delivery import NotApplied, Via, Wake
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.harness_process import check_harness
@@ -112,6 +112,7 @@ class BrokerService:
         accounts: Accounts,
         resolve: Callable[[str], Awaitable[Workspace]] | None = None,
         hosts: HostBoard | None = None,
+        never_shown_mail: frozenset[str],
     ) -> None:
         self.directory = directory
         # The identity actors, found by id without a mailbox hop (started when not running).
@@ -124,6 +125,9 @@ class BrokerService:
         self.config = config
         self.clock = clock
         self._harnesses: dict[str, str] = {}  # harness process -> identity (see _bind_harness)
+        # The implementations whose sessions are never shown waiting mail at their turns (a
+        # shell program): a send queued for one says it waits to be read.
+        self.never_shown_mail = never_shown_mail
         # This broker's host (SPEC §4.1 `who`, `whoami`, §13): with a store of its own, every
         # identity's; with a shared store, that of the identities of this machine's workspaces.
         self.host = config.host_name
@@ -336,6 +340,7 @@ class BrokerService:
 
     async def _enqueue(self, recipient: Resolved, request: Enqueue) -> SendResult:
         sent = await self._call_identity(recipient.id, request)
+        waits = sent.wake == Wake.QUEUED and recipient.implementation in self.never_shown_mail
         return SendResult(
             message_id=sent.message.id,
             state=sent.message.state,
@@ -344,6 +349,7 @@ class BrokerService:
                 agent_id=recipient.id,
                 address=recipient.address,
                 implementation=recipient.implementation,
+                waits_to_be_read=waits,
             ),
             wake=sent.wake,
         )

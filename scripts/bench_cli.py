@@ -23,7 +23,12 @@ Targets (issue 28): `pager send` <= 4x hcom's send; `pager --version` and `pager
 the bare interpreter of the same venv; `pager hook` <= 1.0x that interpreter importing json and
 http.client.
 
-    .venv/bin/python scripts/bench_cli.py [--runs 15] [--seconds 4] [--json]
+`--vs REV` adds a third Pager, installed from the wheel of revision REV (checked out into a
+temporary worktree) into a venv of its own: a change and its baseline side by side in one run.
+The checkout's bytecode is compiled first (PYTHONDONTWRITEBYTECODE would otherwise have every
+run compile what changed since the last one that wrote it).
+
+    .venv/bin/python scripts/bench_cli.py [--runs 15] [--seconds 4] [--vs REV] [--json]
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench_ab import worktrees
 from benchlib import (
     CACHE,
     NO_SEND_LIMITS,
@@ -117,26 +123,27 @@ def rate(argv: list[str], env: dict[str, str], seconds: float, senders: int = 4)
 # -- Pager from its wheel ----------------------------------------------------------------------
 
 
-def source_hash() -> str:
+def source_hash(root: Path) -> str:
     digest = hashlib.sha256()
-    for path in sorted([ROOT / "pyproject.toml", *(ROOT / "pager").rglob("*")]):
+    for path in sorted([root / "pyproject.toml", *(root / "pager").rglob("*")]):
         if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def wheel_venv() -> Path:
-    """A venv under .cache/ with Pager installed from a wheel of this checkout; its bin."""
-    venv = CACHE / "pager-wheel"
+def wheel_venv(root: Path = ROOT, name: str = "pager-wheel") -> Path:
+    """A venv under .cache/ with Pager installed from a wheel of `root` (this checkout, or a
+    worktree of another revision); its bin."""
+    venv = CACHE / name
     stamp = venv / ".bench-stamp"
-    want = source_hash()
+    want = source_hash(root)
     if stamp.is_file() and stamp.read_text().strip() == want:
         return venv / "bin"
-    progress("building Pager's wheel and installing it into .cache/pager-wheel")
+    progress(f"building Pager's wheel of {root} and installing it into .cache/{name}")
     with tempfile.TemporaryDirectory(prefix="pager-bench-wheel-") as out:
         subprocess.run(
             [str(CHECKOUT_BIN / "pip"), "wheel", "-q", "--no-deps", "--disable-pip-version-check",
-             "-w", out, str(ROOT)],
+             "-w", out, str(root)],
             check=True, capture_output=True,
         )  # fmt: skip
         [wheel] = Path(out).glob("pager-*.whl")
@@ -201,9 +208,25 @@ def pager_broker(tmp: Path) -> Iterator[tuple[dict[str, str], dict[str, str], di
         subprocess.run([pager, "exit"], env=env, capture_output=True, check=False)
 
 
-def measure(runs: int, seconds: float) -> dict[str, Any]:
+def compile_checkout() -> None:
+    """The checkout's bytecode, written now: the figures are of a start that reads it."""
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *(str(ROOT / d) for d in PACKAGES)],
+        check=True,
+        capture_output=True,
+    )
+
+
+PACKAGES = ("pager", "actors", "supervisors")
+
+
+def measure(runs: int, seconds: float, vs: str | None) -> dict[str, Any]:
     hcom_bin = peer_venv(f"hcom-{HCOM.split('==')[1]}", HCOM)
-    wheel_bin = wheel_venv()
+    pagers = {"checkout": CHECKOUT_BIN, "wheel": wheel_venv()}
+    if vs is not None:
+        with worktrees([vs]) as [tree]:
+            pagers["vs"] = wheel_venv(tree, "pager-wheel-vs")
+    compile_checkout()
     hcom = str(hcom_bin / "hcom")
     times: dict[str, list[float]] = {}
 
@@ -222,7 +245,6 @@ def measure(runs: int, seconds: float) -> dict[str, Any]:
                 {"session_id": "k", "hook_event_name": "UserPromptSubmit",
                  "cwd": harness["PWD"], "prompt": "hi"}
             ).encode()  # fmt: skip
-            pagers = {"checkout": CHECKOUT_BIN, "wheel": wheel_bin}
             for n in range(runs):
                 progress(f"round {n + 1}/{runs}")
                 timed("hcom_version", [hcom, "--version"], hcom_env)
@@ -269,7 +291,7 @@ def measure(runs: int, seconds: float) -> dict[str, Any]:
             }
     medians = {key: round(statistics.median(values) * 1000, 1) for key, values in times.items()}
     ratios: dict[str, float] = {}
-    for way in ("checkout", "wheel"):
+    for way in pagers:
         ratios[f"{way}_send_over_hcom"] = round(medians[f"{way}_send"] / medians["hcom_send"], 2)
         ratios[f"{way}_receipt_over_hcom"] = round(
             medians[f"{way}_receipt"] / medians["hcom_receipt"], 2
@@ -285,6 +307,7 @@ def measure(runs: int, seconds: float) -> dict[str, Any]:
         "machine": machine(),
         "runs": runs,
         "peer": HCOM,
+        "vs": vs,
         "medians_ms": medians,
         "sends_per_s_4_senders": {k: round(v, 1) for k, v in rates.items()},
         "ratios": ratios,
@@ -303,7 +326,10 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("hcom send; send -> receipt", f"{m['hcom_send']} ms; {m['hcom_receipt']} ms", "(peer)"),
         ("hcom, 4 CLI senders", f"{s['hcom']} sends/s", "(peer)"),
     ]
-    for way, label in (("checkout", "checkout .venv"), ("wheel", "installed wheel")):
+    ways = [("checkout", "checkout .venv"), ("wheel", "installed wheel")]
+    if results.get("vs"):
+        ways.append(("vs", f"wheel of {results['vs']}"))
+    for way, label in ways:
         rows += [
             (
                 f"bare interpreter ({label}): -c pass; json+http.client",
@@ -344,10 +370,11 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
 def main() -> int:
     parser = bench_parser(__doc__, runs=15, runs_help="interleaved rounds (default 15)")
     parser.add_argument("--seconds", type=float, default=4.0, help="per 4-sender run (4)")
+    parser.add_argument("--vs", metavar="REV", help="also Pager installed from REV's wheel")
     args = parser.parse_args()
     if args.runs < 1 or args.seconds <= 0:
         parser.error("--runs must be at least 1 and --seconds above 0")
-    results = measure(args.runs, args.seconds)
+    results = measure(args.runs, args.seconds, args.vs)
     return report(results, table(results), as_json=args.json)
 
 

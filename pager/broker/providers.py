@@ -32,6 +32,16 @@ def manifest_of(implementation: str) -> Manifest | None:
         return None
 
 
+def never_shown_mail_at_turns() -> frozenset[str]:
+    """The implementations whose sessions are never shown waiting mail at their turns (their
+    manifests have none of the capabilities that show it): read once, when the broker starts,
+    as each provider reads its manifest when it starts."""
+    from pager.implementations import discover
+
+    registry = discover()
+    return frozenset(i.id for i in registry.all() if not i.manifest.sees_mail_at_turns)
+
+
 #: Wake runs of one provider that crash (they never restart) before its supervisor gives up.
 RUN_MAX_RESTARTS = 100
 

@@ -25,7 +25,7 @@ from actors.identities import Identities
 from actors.providers import ProviderHub, disabled_event
 from actors.wake_run import WakeRuns
 from pager.broker.messaging import run_messaging
-from pager.broker.providers import delivery_provider, manifest_of
+from pager.broker.providers import delivery_provider, manifest_of, never_shown_mail_at_turns
 from pager.config import Config, is_loopback, remote_warning
 from pager.domain.clock import SystemClock, WallClock
 from pager.health import HealthBoard
@@ -300,6 +300,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         # and the sweeper's (its plan scans every identity).
         reads = backend.read_side()
         sweep_reads = backend.read_side()
+        never_shown_mail = await trio.to_thread.run_sync(never_shown_mail_at_turns)  # files
 
         def service(directory: ActorRef[DirectoryMessage], identities: Identities) -> BrokerService:
             checkpoint = store.get()
@@ -312,6 +313,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 listings=SqliteListings(reads),
                 accounts=SqliteAccounts(checkpoint),
                 hosts=backend.hosts,
+                never_shown_mail=never_shown_mail,
             )
 
         try:

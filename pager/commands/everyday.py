@@ -18,7 +18,6 @@ from pager.commands.common import (
     EXIT_OK,
     BrokerRefused,
     CommandError,
-    add_site_packages,
     call_broker,
     state_paths,
 )
@@ -86,27 +85,17 @@ def cmd_send(args: argparse.Namespace) -> int:
         print_json(sent)
         return EXIT_OK
     again = " (a repeat of an earlier send: nothing new was sent)" if sent.get("duplicate") else ""
-    wake = _wake_text(str(sent.get("wake")), sent["recipient"].get("implementation"))
+    wake = _wake_text(str(sent.get("wake")), sent["recipient"])
     address = one_line(sent["recipient"]["address"])
     print(f"sent {one_line(sent['message_id'])} to {address}{again}; {one_line(wake)}")
     return EXIT_OK
 
 
-def _wake_text(wake: str, implementation: object) -> str:
-    """What a send's wake outcome means for this recipient: a queued message is seen at the
-    next turn only by a harness whose manifest has a capability that shows it mail."""
-    if wake == "queued" and isinstance(implementation, str):
-        from pager.implementations import UnknownImplementation, discover
-
-        add_site_packages()  # the manifests of installed packages' entry points too
-
-        try:  # the manifests are read only here: most sends are not `queued`
-            manifest = discover().get(implementation).manifest
-        except UnknownImplementation:
-            pass  # a person, a bare MCP client: it reads when it takes its next turn
-        else:
-            if not manifest.sees_mail_at_turns:
-                return QUEUED_UNTIL_READ
+def _wake_text(wake: str, recipient: dict[str, Any]) -> str:
+    """What a send's wake outcome means for this recipient: queued mail is seen at the next
+    turn only by a harness that is shown mail at its turns (the broker says which is not)."""
+    if wake == "queued" and recipient.get("waits_to_be_read") is True:
+        return QUEUED_UNTIL_READ
     return WAKES.get(wake, wake)
 
 
@@ -568,6 +557,54 @@ def _json(parser: Any, *, lines: bool = False) -> None:
     what = "one JSON object per line" if lines else "JSON"
     parser.add_argument("--json", action="store_true", help=f"print {what} for scripts")
 
+
+#: `send`'s options that take a value, by their attribute (the parser's `dest`).
+SEND_VALUES = {"--thread": "thread", "--reply-to": "reply_to", "--key": "key"}
+
+
+def quick_send_args(argv: list[str]) -> Any:
+    """`pager send`'s arguments read by hand, as argparse would read them, for the plainest
+    command lines (TO, BODY and these options spelt out): importing argparse and building
+    the parser is a tenth of a script's send. None for anything else (help, an error, an
+    abbreviation, `--`, a value that starts with `-`): argparse then reads it, and speaks."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(command="send", version=False, to=None, body=None, json=False)
+    for dest in SEND_VALUES.values():
+        setattr(args, dest, None)
+    positionals: list[str] = []
+    ended = False  # argparse takes TO and BODY only as one run: `TO --json BODY` is an error
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "-" or not word.startswith("-"):
+            if ended and positionals:
+                return None
+            positionals.append(word)
+        elif word == "--json":
+            args.json = True
+            ended = bool(positionals)
+        else:
+            name, eq, value = word.partition("=")
+            if name not in SEND_VALUES:
+                return None
+            if not eq:
+                i += 1
+                if i == len(argv) or argv[i].startswith("-"):
+                    return None
+                value = argv[i]
+            setattr(args, SEND_VALUES[name], value)
+            ended = bool(positionals)
+        i += 1
+    if not 1 <= len(positionals) <= 2:
+        return None
+    args.to = positionals[0]
+    args.body = positionals[1] if len(positionals) == 2 else None
+    return args
+
+
+#: The commands whose plainest command lines are read without argparse.
+QUICK_PARSERS = {"send": quick_send_args}
 
 HANDLERS = {
     "send": cmd_send,

@@ -88,9 +88,12 @@ class MeActing(Me):
 class Recipient:
     agent_id: str
     address: str
-    #: Its implementation (`claude`, `shell`, …): whether a session of it sees mail at its
-    #: turns or must read it (the manifest's capabilities say).
+    #: Its implementation (`claude`, `shell`, …).
     implementation: str
+    #: The mail is queued for a session that is never shown waiting mail at its turns (its
+    #: manifest has none of the capabilities that show it: a shell program): it waits until
+    #: the session reads it. False for every other outcome.
+    waits_to_be_read: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -7,8 +7,6 @@ secret (pager/launch/proof.py). Nothing sends a credential to a URL this module 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from pager.client import BrokerUnreachable, request_json
 from pager.launch.files import read_json
 from pager.launch.lock import holder_alive, read_lock_identity
@@ -16,26 +14,57 @@ from pager.launch.paths import StatePaths
 from pager.launch.proof import new_challenge, proof_holds
 from pager.versions import identity_mismatch
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
-class RunningBroker(NamedTuple):  # not a dataclass: `dataclasses` costs the hook ~10 ms
-    """A broker whose lock, `broker.json` and `/health` agree."""
 
-    url: str
-    pid: int
-    instance_id: str
-    version: str
-    schema_version: int
-    started_at: str
-    warnings: tuple[str, ...] = ()  # what the broker wants its user told (e.g. a squatted port)
+class RunningBroker:
+    """A broker whose lock, `broker.json` and `/health` agree. A plain class, not a dataclass
+    or a NamedTuple: `dataclasses` and `typing` cost every quick command milliseconds."""
+
+    __slots__ = ("instance_id", "pid", "schema_version", "started_at", "url", "version", "warnings")
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        pid: int,
+        instance_id: str,
+        version: str,
+        schema_version: int,
+        started_at: str,
+        warnings: tuple[str, ...] = (),  # what the broker wants its user told (a squatted port)
+    ) -> None:
+        self.url, self.pid, self.instance_id, self.version = url, pid, instance_id, version
+        self.schema_version, self.started_at, self.warnings = schema_version, started_at, warnings
+
+    def _key(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunningBroker) and other._key() == self._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"RunningBroker({fields})"
 
     @property
     def mcp_url(self) -> str:
         return f"{self.url}/mcp"
 
 
-class Discovery(NamedTuple):
-    broker: RunningBroker | None
-    reason: str  # why no broker was adopted ("" when one was)
+class Discovery:
+    """What `discover` found: the broker, or why none was adopted."""
+
+    __slots__ = ("broker", "reason")
+
+    def __init__(self, broker: RunningBroker | None, reason: str) -> None:
+        self.broker = broker
+        self.reason = reason  # why no broker was adopted ("" when one was)
 
 
 def discover(paths: StatePaths, *, timeout: float = 1.0) -> Discovery:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:

@@ -14,9 +14,12 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 
 class LockHeld(Exception):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import NamedTuple
 
 from pager.launch.statedir import UnsupportedPlatform, state_dir
 
@@ -22,10 +21,23 @@ def default_state_dir() -> Path:
         raise StateDirError(f"{exc} Set PAGER_HOME only on a supported platform.") from None
 
 
-class StatePaths(NamedTuple):  # not a dataclass: `dataclasses` costs the hook ~10 ms
-    """The files inside one state directory."""
+class StatePaths:
+    """The files inside one state directory. A plain class, not a dataclass or a NamedTuple:
+    `dataclasses` and `typing` cost every quick command (`send`, the hook) milliseconds."""
 
-    root: Path
+    __slots__ = ("root",)
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StatePaths) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    def __repr__(self) -> str:
+        return f"StatePaths(root={self.root!r})"
 
     @property
     def database(self) -> Path:

@@ -1,15 +1,24 @@
 """What `pager send` loads, against a live broker: the everyday family and the shared modules
-of the command line, and none of the others, the TUI, the installers or the server (a set from
-`python -X importtime`, never a time). tests/test_cli_layering.py covers the commands that
-need no broker."""
+of the command line, and none of the others, the TUI, the installers or the server; and for
+a plain send not even the argument parser (a set from `python -X importtime`, never a time).
+tests/test_cli_layering.py covers the commands that need no broker."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from tests.e2e.conftest import Broker
 from tests.e2e.test_everyday_cli import pager
-from tests.test_cli_layering import family, heavy, loaded
+from tests.launch.conftest import PROCESS_BOUND
+from tests.test_cli_layering import ROOT, family, heavy, loaded
+
+#: What a plain send must not load: the argument parser (and the gettext, locale, shutil,
+#: bz2 and lzma it pulls in), typing, and the idna codec a str host costs getaddrinfo.
+NOT_FOR_A_SEND = {"argparse", "gettext", "locale", "shutil", "typing", "encodings.idna"}
 
 
 def test_send_loads_the_everyday_family_alone(broker: Broker) -> None:
@@ -23,3 +32,45 @@ def test_send_loads_the_everyday_family_alone(broker: Broker) -> None:
     assert "pager.implementations" not in names  # a recipient with no session: no manifests
     history = pager(broker, broker.workspace, "history", "--json")
     assert [m["body"] for m in json.loads(history.stdout)["messages"]] == ["hi"]  # sent, to oneself
+
+
+@pytest.mark.parametrize("options", [[], ["--json"], ["--thread", "t1", "--key", "k1"]])
+async def test_a_plain_send_to_an_attached_agent_loads_no_parser_nor_manifests(
+    broker: Broker, options: list[str]
+) -> None:
+    """The recipient is attached and not reading: its mail is queued, and the broker, not the
+    command, says what its harness does with queued mail."""
+    sender = await broker.register("me")
+    await broker.register("api", implementation="shell")
+    env = {**broker.home.env, "PAGER_TOKEN": sender["token"]}
+    names = loaded(["send", "api", "hello", *options], env, broker.workspace)
+    assert "pager.commands.everyday" in names  # it ran
+    assert names & NOT_FOR_A_SEND == set()
+    assert "pager.implementations" not in names
+
+
+def _script(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """scripts/pager ARGS: the checkout's quick start (Python without `site`)."""
+    return subprocess.run(
+        [str(ROOT / "scripts" / "pager"), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_BOUND,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "python").exists(), reason="no .venv")
+async def test_the_quick_script_sends_to_a_shell_agent_whose_mail_is_queued(
+    broker: Broker,
+) -> None:
+    """The reply names what a shell does with queued mail: `python -S` leaves site-packages
+    out, so nothing on this path may need an installed package."""
+    sender = await broker.register("me")
+    await broker.register("sh", implementation="shell")
+    env = {**broker.home.env, "PAGER_TOKEN": sender["token"]}
+    done = _script(["send", "sh", "hello"], env, broker.workspace)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.rstrip().endswith("; it waits in its inbox: pager read")

@@ -125,3 +125,30 @@ def test_the_installed_pagers_launches_run_it_as_pager(installed: Path, tmp_path
         assert json.loads(done.stdout)["alias"] == "w"
     finally:
         run(installed, tmp_path, "exit")
+
+
+def _imports(argv: list[str], tmp_path: Path) -> set[str]:
+    """The modules `argv` loads, from Python's import report (a set, never a time)."""
+    done = subprocess.run(
+        argv,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "PAGER_HOME": str(tmp_path / "h")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=True,
+    )
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def test_the_installed_pager_version_loads_pager_alone(installed: Path, tmp_path: Path) -> None:
+    """Beyond what the bare interpreter of its venv loads, `pager --version` loads the entry
+    point and the version: not `re`, which pip's console-script template imports."""
+    bare = _imports([str(installed / "python"), "-c", "pass"], tmp_path)
+    version = _imports([str(installed / "pager"), "--version"], tmp_path)
+    # `from __future__ import annotations` loads that tiny module too
+    assert version - bare - {"__future__"} == {"pager", "pager.cli", "pager.versions"}

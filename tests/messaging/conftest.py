@@ -4,6 +4,7 @@ connection too), trio's mock clock, and a FAKE provider standing in for delivery
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import sqlite3
@@ -23,6 +24,7 @@ from actors.identity_delivery import Deliver, ProviderMessage, WakeSession
 from actors.identity_protocol import Pushed
 from actors.provider import notification
 from pager.broker.messaging import run_messaging
+from pager.broker.providers import never_shown_mail_at_turns
 from pager.config import Config, Limits, Windows
 from pager.domain import results
 from pager.domain.api import Caller
@@ -194,9 +196,15 @@ def inline_service(
             listings=SqliteListings(reads),
             accounts=SqliteAccounts(checkpoint),
             resolve=_resolve_inline,
+            never_shown_mail=_never_shown_mail(),
         )
 
     return service
+
+
+@functools.cache
+def _never_shown_mail() -> frozenset[str]:
+    return never_shown_mail_at_turns()  # the manifests, read once for every test
 
 
 @contextlib.asynccontextmanager

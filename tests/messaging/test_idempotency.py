@@ -28,6 +28,7 @@ async def test_idempotency_repeat_answers_original_with_its_recipient(
             "agent_id": bob_info["agent_id"],
             "address": bob_info["address"],
             "implementation": "shell",
+            "waits_to_be_read": True,  # a shell is never shown mail at its turns
         }
         assert len((await harness.service.fetch(bob))["claims"]) == 1
 
