@@ -58,6 +58,9 @@ def _check_body(body: str) -> None:
     if size <= BODY_CAP:
         return  # under the default; the broker checks a lowered limit itself
     from pager.commands.acting import CommandRefused
+    from pager.commands.common import add_site_packages
+
+    add_site_packages()  # the configuration's reader needs installed packages (attrs)
     from pager.config import ConfigError, load_config
 
     try:

@@ -307,5 +307,6 @@ def main(argv: Sequence[str]) -> int:
             if not check.ok:
                 print(f"      do: {check.fix}")
         todo = sum(not check.ok for check in checks)
-        print("All is well." if healthy else f"{todo} thing(s) to do (see `do:` above).")
+        things = "1 thing" if todo == 1 else f"{todo} things"
+        print("All is well." if healthy else f"{things} to do (see `do:` above).")
     return EXIT_OK if healthy else EXIT_NEEDS_DOING

@@ -74,3 +74,18 @@ async def test_the_quick_script_sends_to_a_shell_agent_whose_mail_is_queued(
     done = _script(["send", "sh", "hello"], env, broker.workspace)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.rstrip().endswith("; it waits in its inbox: pager read")
+
+
+async def test_the_quick_script_refuses_an_oversized_body_in_its_own_words(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """A body over the limit is refused before it is sent, with the limit named: the check
+    reads the configuration, which needs installed packages that `python -S` leaves out."""
+    sender = await broker.register("me")
+    await broker.register("api")
+    env = {**broker.home.env, "PAGER_TOKEN": sender["token"]}
+    done = _script(["send", "api", "x" * 40_000], env, broker.workspace)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.strip() == (
+        "pager: the body is 40000 bytes; the limit is 32768. Send less, or split it"
+    )
