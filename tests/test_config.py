@@ -15,7 +15,6 @@ from pager.config import (
     Config,
     ConfigError,
     StoreConfig,
-    Windows,
     default_host_name,
     load_config,
     parse_duration,
@@ -23,6 +22,7 @@ from pager.config import (
     parse_size,
     remote_warning,
 )
+from pager.domain.windows import Windows
 
 
 @pytest.mark.parametrize(

@@ -209,7 +209,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService  # the server stack, lazily
         from pager.store.sqlite_operator import SqliteOperatorViews
-        from pager.store.wake_ports import StoreWakeBook
+        from pager.store.wake_book import StoreWakeBook
         from pager.wake_service import WakeService
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint

@@ -29,7 +29,7 @@ from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_ports import Reads, SqliteInbox, SqliteRetention, SqliteSessions, Writer
 from pager.store.sqlite_writer import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
-from pager.store.wake_ports import StoreWakeBook
+from pager.store.wake_book import StoreWakeBook
 
 if TYPE_CHECKING:
     from pager.store.backend import StoreAccess

@@ -23,11 +23,12 @@ from actors.identity_delivery import Deliver, ProviderMessage, WakeSession
 from actors.identity_protocol import Pushed
 from actors.provider import notification
 from pager.broker.messaging import run_messaging
-from pager.config import Config, Limits, Windows
+from pager.config import Config, Limits
 from pager.domain import results
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
 from pager.domain.views import AgentView, MessageView
+from pager.domain.windows import Windows
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.health import HealthBoard
 from pager.requests import HttpDelivery, RegisterRequest

@@ -26,6 +26,7 @@ from actors._runtime import start_actor
 from pager.domain.clock import iso
 from pager.domain.delivery import Via
 from pager.domain.records import MessageState
+from pager.domain.retention import Action
 from pager.domain.views import AgentView, Correspondent, InboxCounts, SessionView, Totals
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
@@ -69,7 +70,7 @@ class Backend:
         agent_id, op = contract.new_identity(alias, workspace)
         await self.checkpoint.write(op)
         if archived:
-            await self.directory.retire(agent_id, ms.Action.ARCHIVE, "operator", now=NOW)
+            await self.directory.retire(agent_id, Action.ARCHIVE, "operator", now=NOW)
         return agent_id
 
     @contextlib.asynccontextmanager

@@ -22,7 +22,7 @@ from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import Checkpoint
-from pager.store.wake_ports import StoreWakeBook
+from pager.store.wake_book import StoreWakeBook
 
 #: Every port Protocol (what actors, services and edges call of the store).
 PORTS: tuple[type, ...] = (

@@ -21,9 +21,10 @@ import attrs
 import psycopg
 import trio
 
-from pager.config import StoreConfig, Windows
+from pager.config import StoreConfig
 from pager.domain.clock import WallClock
 from pager.domain.hosts import HostBoard, HostView
+from pager.domain.windows import Windows
 from pager.health import HealthBoard
 from pager.store._conn import Conn
 from pager.store._errors import StoreFault
