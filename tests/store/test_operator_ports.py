@@ -23,6 +23,7 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
+from actors.store_writer import Checkpoint, CheckpointActor
 from pager.domain.clock import iso
 from pager.domain.delivery import Via
 from pager.domain.records import MessageState
@@ -39,7 +40,7 @@ from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_ports import SqliteInbox, Writer
-from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
+from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from tests.store import test_ports_contract as contract
 
 NOW, POLICY, LIMITS = contract.NOW, contract.POLICY, contract.LIMITS
@@ -133,7 +134,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
     database = tmp_path / "pager.db"
     async with trio.open_nursery() as nursery:
         ref = await start_actor(
-            nursery, CheckpointActor(database, None, lambda: "now"), name="store"
+            nursery, CheckpointActor(SqliteWriter(database, None, lambda: "now")), name="store"
         )
         quick = QuickReads(database)
         checkpoint = Checkpoint(ref, quick)

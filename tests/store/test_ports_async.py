@@ -9,6 +9,7 @@ import inspect
 
 import pytest
 
+from actors.store_writer import Checkpoint
 from pager.store import backend as store_backend
 from pager.store import operator_ports, ports, service_ports
 from pager.store.off_loop import ThreadedEventLog, ThreadedExportReader
@@ -21,7 +22,6 @@ from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
-from pager.store.sqlite_writer import Checkpoint
 from pager.store.wake_book import StoreWakeBook
 
 #: Every port Protocol (what actors, services and edges call of the store).

@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
+from actors.store_writer import Checkpoint, CheckpointActor
 from pager.config import StoreConfig
 from pager.domain import ids
 from pager.domain.clock import iso
@@ -50,7 +51,7 @@ from pager.store.ports import (
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions, Writer
-from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
+from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from tests.store.test_pg_schema import pg_store
 
 NOW = 1_800_000_000.0
@@ -128,7 +129,9 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
     database = tmp_path / "pager.db"
     async with trio.open_nursery() as nursery:
         ref = await start_actor(
-            nursery, CheckpointActor(database, None, lambda: "now", inline=True), name="store"
+            nursery,
+            CheckpointActor(SqliteWriter(database, None, lambda: "now", inline=True)),
+            name="store",
         )
         quick = QuickReads(database)
         checkpoint = Checkpoint(ref, quick)
