@@ -15,11 +15,11 @@ import trio
 
 from pager.config import Config
 from pager.domain.clock import WallClock
+from pager.domain.exports import Exports
 from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
 from pager.store._conn import Conn
-from pager.store.operator_ports import Exports
 from pager.store.ports import EventLog, Leadership, Wakeups
 from pager.store.sqlite_writer import BrokerRunInfo
 

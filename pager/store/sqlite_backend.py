@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from pager.domain.clock import WallClock
+from pager.domain.exports import Exports
 from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.store.events import open_event_log
-from pager.store.operator_ports import Exports
 from pager.store.ports import (
     AlwaysLead,
     EventLog,

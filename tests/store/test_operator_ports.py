@@ -26,13 +26,14 @@ from actors._runtime import start_actor
 from actors.store_writer import Checkpoint, CheckpointActor
 from pager.domain.clock import iso
 from pager.domain.delivery import Via
+from pager.domain.exports import Exports
 from pager.domain.records import MessageState
 from pager.domain.retention import Action
 from pager.domain.views import AgentView, Correspondent, InboxCounts, SessionView, Totals
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store.events import open_event_log
-from pager.store.operator_ports import Exports, OperatorViews, Slice
+from pager.store.operator_ports import OperatorViews, Slice
 from pager.store.pg._export import PgExports
 from pager.store.ports import Directory, EventLog, Inbox, NewMessage
 from pager.store.read_views import ReadViews

@@ -23,6 +23,7 @@ import trio
 
 from pager.config import StoreConfig
 from pager.domain.clock import WallClock
+from pager.domain.exports import Exports
 from pager.domain.hosts import HostBoard, HostView
 from pager.domain.windows import Windows
 from pager.health import HealthBoard
@@ -31,7 +32,6 @@ from pager.store._errors import StoreFault
 from pager.store.backend import StoreAccess
 from pager.store.events import EventLogReader
 from pager.store.off_loop import ThreadedEventLog
-from pager.store.operator_ports import Exports
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import PgUnreachable, connect, first_line, pg_fault, upgrade
 from pager.store.pg._export import PgExports
