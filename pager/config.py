@@ -92,13 +92,13 @@ def parse_size(value: object, *, source: str) -> int:
 @attrs.frozen
 class Limits:
     """Size limits of SPEC §9, in bytes; the operator stream's buffer, in events; and the loop
-    guard and send rates of SPEC §8.1 (counts; 0 turns one off)."""
+    guard and send rates of SPEC §8.1 (`send`, pager/domain/limits.py: counts, 0 turns one
+    off), read from the same `[limits]` table."""
 
     body_cap: int = BODY_CAP
     display_cap: int = 4 * 1024
     request_cap: int = 1024 * 1024
     event_buffer: int = 1024  # a count of events, not bytes: see _limit_value
-    #: The loop guard and send rates, read from the same `[limits]` table by their keys.
     send: SendLimits = attrs.field(factory=SendLimits)
     #: Wake runs at once on this broker (docs/wake.md), and the size each run's log is cut at.
     wake_runs: int = 2

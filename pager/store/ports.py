@@ -8,7 +8,8 @@ announced) and answers, beside its value, the identity's next due time, which th
 for the scheduler in the same transaction. A backend (SQLite
 today, `pager/store/sqlite_ports.py`; PostgreSQL next) implements these, calling the delivery
 state machine of `pager/domain/delivery.py`; `tests/store/test_ports_contract.py` holds every
-backend to the same behaviour.
+backend to the same behaviour. The values they take and answer are the domain's
+(`pager/domain/`): this contract names no backend's module (tests/test_store_layering.py).
 """
 
 from __future__ import annotations
