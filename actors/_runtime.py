@@ -48,8 +48,9 @@ class MailboxFull(ActorError):
     """``try_cast`` found the mailbox full."""
 
 
-class CallTimeout(ActorError):
-    """``call`` got no reply within its timeout."""
+class CallTimeout(ActorError, TimeoutError):
+    """``call`` got no reply within its timeout (a ``TimeoutError``: an edge answers it as the
+    broker being unavailable for the moment, without knowing of actors)."""
 
 
 class _State(enum.Enum):

@@ -22,7 +22,6 @@ from actors._runtime import Actor, ActorError, Call, Reply
 from actors.identities import Identities
 from actors.identity_protocol import Rebind
 from actors.wake_run import WakeRuns
-from pager.config import Windows
 from pager.domain import ids
 from pager.domain.api import Caller
 from pager.domain.clock import WallClock
@@ -30,12 +29,13 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Hint
 from pager.domain.names import validate_alias
 from pager.domain.records import Session
+from pager.domain.registration import Registered, Registration
 from pager.domain.results import AliasResult
+from pager.domain.retention import Action, Applied
 from pager.domain.session_errors import takeovers_off
+from pager.domain.windows import Windows
 from pager.domain.workspace import Workspace
-from pager.store import messaging as ms
 from pager.store._errors import StoreFault
-from pager.store._registration import Registered, Registration
 from pager.store.ports import Directory, NoWakeups, Wakeups
 
 log = logging.getLogger("pager.directory")
@@ -64,7 +64,7 @@ class Move(Call[AliasResult]):
 
 
 @attrs.frozen
-class ArchiveIdentity(Call[ms.Applied]):
+class ArchiveIdentity(Call[Applied]):
     """Archive now (operator action): its sessions end (`ended`, "archived"), mail waits."""
 
     agent_id: str
@@ -72,7 +72,7 @@ class ArchiveIdentity(Call[ms.Applied]):
 
 
 @attrs.frozen
-class ReapIdentity(Call[ms.Applied]):
+class ReapIdentity(Call[Applied]):
     """Reap now: sessions end, unsettled mail is dead-lettered (`reaped`), it is gone."""
 
     agent_id: str
@@ -80,7 +80,7 @@ class ReapIdentity(Call[ms.Applied]):
 
 
 @attrs.frozen
-class UnarchiveIdentity(Call[ms.Applied]):
+class UnarchiveIdentity(Call[Applied]):
     """Show an archived identity again (operator action); its mail kept waiting."""
 
     agent_id: str
@@ -88,7 +88,7 @@ class UnarchiveIdentity(Call[ms.Applied]):
 
 
 @attrs.frozen
-class PurgeIdentity(Call[ms.Applied]):
+class PurgeIdentity(Call[Applied]):
     """Purge now (operator action): a reap whose dead letters say `purged`, and whose session
     tokens answer `ended` (purged) from then on."""
 
@@ -142,24 +142,24 @@ class DirectoryActor(Actor[DirectoryMessage]):
             case Move():
                 return lambda: self._move(message)
             case ArchiveIdentity(agent_id=agent_id, reason=reason):
-                return lambda: self._retire(agent_id, ms.Action.ARCHIVE, reason)
+                return lambda: self._retire(agent_id, Action.ARCHIVE, reason)
             case ReapIdentity(agent_id=agent_id, reason=reason):
-                return lambda: self._retire(agent_id, ms.Action.REAP, reason)
+                return lambda: self._retire(agent_id, Action.REAP, reason)
             case UnarchiveIdentity(agent_id=agent_id, reason=reason):
-                return lambda: self._retire(agent_id, ms.Action.UNARCHIVE, reason)
+                return lambda: self._retire(agent_id, Action.UNARCHIVE, reason)
             case PurgeIdentity(agent_id=agent_id, reason=reason):
-                return lambda: self._retire(agent_id, ms.Action.PURGE, reason)
+                return lambda: self._retire(agent_id, Action.PURGE, reason)
             case _:
                 self.unhandled(message)
 
     # -- retention (SPEC §9) ---------------------------------------------------------------
 
-    async def _retire(self, agent_id: str, action: ms.Action, reason: str) -> ms.Applied:
+    async def _retire(self, agent_id: str, action: Action, reason: str) -> Applied:
         """Archive, unarchive, reap or purge one identity now, attached or not; its live
         session ends first. `not_found` for an unknown identity, `conflict` for archiving an
         archived one or unarchiving one that is not."""
         now, identities = self.deps.clock.now(), self.deps.identities
-        if action in (ms.Action.REAP, ms.Action.PURGE):
+        if action in (Action.REAP, Action.PURGE):
             # Its inbox is dead-lettered with its actor stopped first (long polls answered):
             # no actor works on an inbox the store is emptying.
             async with identities.retiring([agent_id]):
@@ -168,7 +168,7 @@ class DirectoryActor(Actor[DirectoryMessage]):
             return done
         done = await self.deps.directory.retire(agent_id, action, reason, now=now)
         await self._tell_others(agent_id)
-        if action is ms.Action.ARCHIVE and identities.index.of_identity(agent_id):
+        if action is Action.ARCHIVE and identities.index.of_identity(agent_id):
             # The commit ended its session: its actor tells the streams and long polls.
             await self._rebind(agent_id)
         return done

@@ -29,13 +29,13 @@ from actors.identity_protocol import (
     StreamOpened,
 )
 from actors.sessions import Attachment, MailBell, SessionIndex
-from pager.config import Windows
 from pager.domain import ids
 from pager.domain.api import Caller
 from pager.domain.clock import WallClock
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import SessionState
 from pager.domain.session_errors import not_attached, unknown_token
+from pager.domain.windows import Windows
 from pager.store._errors import StoreFault
 from pager.store.ports import Sessions
 from supervisors import ChildSpec, ChildStartFailed, DynamicSupervisor, Restart

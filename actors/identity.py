@@ -53,14 +53,14 @@ from actors.identity_protocol import (
 from actors.sessions import Attachment, SessionIndex
 from actors.timers import TimerService
 from actors.wake_run import RunEnded
-from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
-from pager.domain.delivery import DeadReason, Via, Wake
+from pager.domain.delivery import ClaimPolicy, DeadReason, Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.lease import Lease
+from pager.domain.limits import SendLimits
 from pager.domain.records import SessionState
 from pager.domain.wake import WakeSettings
-from pager.store import messaging as ms
+from pager.domain.windows import Windows
 from pager.store._errors import StoreFault
 from pager.store.ports import (
     Changed,
@@ -93,13 +93,15 @@ class IdentityDeps:
     timers: TimerService
     clock: WallClock
     windows: Windows
+    #: The windows every claim follows (`Windows.claim_policy`), built once for all actors.
+    policy: ClaimPolicy
     providers: Callable[[str], Awaitable[ActorRef[ProviderMessage] | None]]  # by implementation
     index: SessionIndex
     #: Told when the actor stops idle: (identity, its ref, its next due time for the scheduler).
     on_passivate: Callable[[str, ActorRef[IdentityMessage], float | None], None]
     #: Cast to another identity's actor (started if need be): streams carried on to it.
     tell: Callable[[str, IdentityMessage], None]
-    send_limits: ms.SendLimits = attrs.Factory(ms.SendLimits)
+    send_limits: SendLimits = attrs.Factory(SendLimits)
     #: This broker's host as sessions record it ('' when it has the store alone): a session
     #: attached through another host is that broker's to bind, lease, poll and push.
     host: str = ""
@@ -127,12 +129,7 @@ class IdentityActor(Pushes, LaunchOnMail):
     def __init__(self, identity_id: str, deps: IdentityDeps) -> None:
         self.identity_id = identity_id
         self.deps = deps
-        self.policy = ms.ClaimPolicy(
-            ack_wait=deps.windows.ack_wait,
-            max_attempts=deps.windows.max_attempts,
-            message_expiry=deps.windows.message_expiry,
-            redelivery=deps.windows.redelivery_schedule,
-        )
+        self.policy = deps.policy
         # The attached session: its snapshot (published in the index for authentication,
         # replaced whole) and its lease (this actor's alone).
         self.binding: Attachment | None = None

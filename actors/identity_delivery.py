@@ -20,14 +20,13 @@ import trio
 from actors._runtime import Actor, ActorError, ActorRef
 from actors.identity_launch import LaunchRun
 from actors.identity_protocol import IdentityMessage, Pushed
-from pager.domain.delivery import Via
+from pager.domain.delivery import ClaimPolicy, Via
 from pager.domain.records import Delivery
 from pager.store.ports import Changed, ClaimView
 
 if TYPE_CHECKING:
     from actors.identity import IdentityDeps
     from actors.sessions import Attachment
-    from pager.store import messaging as ms
 
 log = logging.getLogger("pager.identity")
 T = TypeVar("T")
@@ -73,7 +72,7 @@ class Pushes(Actor[IdentityMessage]):
 
     identity_id: str
     deps: IdentityDeps
-    policy: ms.ClaimPolicy
+    policy: ClaimPolicy
     binding: Attachment | None
     last_wake: float
     push_deadline: float | None

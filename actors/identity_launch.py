@@ -19,12 +19,12 @@ import trio
 from actors._runtime import Actor, ActorError, ActorRef
 from actors.identity_protocol import IdentityMessage
 from actors.wake_run import RunEnded
+from pager.domain.delivery import ClaimPolicy
 
 if TYPE_CHECKING:
     from actors.identity import IdentityDeps
     from actors.sessions import Attachment
     from pager.domain.wake import WakeSettings
-    from pager.store import messaging as ms
 
 log = logging.getLogger("pager.identity")
 
@@ -43,7 +43,7 @@ class LaunchOnMail(Actor[IdentityMessage]):
 
     identity_id: str
     deps: IdentityDeps
-    policy: ms.ClaimPolicy
+    policy: ClaimPolicy
     binding: Attachment | None
     wake_settings: WakeSettings | None
     launch_pending: bool

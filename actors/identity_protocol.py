@@ -14,9 +14,8 @@ import attrs
 
 from actors._runtime import Call
 from actors.wake_run import RunEnded
-from pager.domain.delivery import Via, Wake
+from pager.domain.delivery import AckResult, Via, Wake
 from pager.domain.records import Message, SessionState
-from pager.store import messaging as ms
 from pager.store.ports import ClaimView, NewMessage
 
 
@@ -34,7 +33,7 @@ class Fetch(Call[list[ClaimView]]):
 
 
 @attrs.frozen
-class Ack(Call[ms.AckResult]):
+class Ack(Call[AckResult]):
     tokens: tuple[str, ...]
 
 

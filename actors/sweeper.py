@@ -21,11 +21,11 @@ import trio
 from actors._runtime import Actor, Reply
 from actors.identities import Identities
 from actors.timers import TimerService
-from pager.config import Windows
 from pager.domain.clock import WallClock, trio_deadline
 from pager.domain.hosts import HostBoard
+from pager.domain.retention import Action, Applied, Due, Pruned
+from pager.domain.windows import Windows
 from pager.store import StoreFault
-from pager.store import messaging as ms
 from pager.store.ports import AlwaysLead, Leadership, Retention
 
 log = logging.getLogger("pager.sweeper")
@@ -64,8 +64,8 @@ class SweepNow:
 
 @attrs.frozen
 class SweepReport:
-    applied: list[ms.Applied]
-    pruned: ms.Pruned
+    applied: list[Applied]
+    pruned: Pruned
 
 
 SweeperMessage = SweepNow
@@ -109,13 +109,13 @@ class SweeperActor(Actor[SweeperMessage]):
     async def _sweep(self, reply: Reply[Any] | None) -> None:
         now = self.deps.clock.now()
         windows, retention = self.deps.windows, self.deps.retention
-        applied: list[ms.Applied] = []
+        applied: list[Applied] = []
         try:
             if not await self.deps.leadership.lead():
                 # Another broker sharing the store sweeps; ask again next period, to take
                 # over if it died (its lock went with its connection).
                 if reply is not None:
-                    reply.send(SweepReport([], ms.Pruned(0, 0)))
+                    reply.send(SweepReport([], Pruned(0, 0)))
                 self._arm(None, more=False)
                 return
             hosts = self.deps.hosts
@@ -126,7 +126,7 @@ class SweeperActor(Actor[SweeperMessage]):
             plan = await retention.plan(now=now, windows=windows, limit=BATCH)
             for step in _by_identity(plan.due, APPLY_STEP):
                 began = trio.current_time()
-                reaping = [due.agent_id for due in step if due.action is ms.Action.REAP]
+                reaping = [due.agent_id for due in step if due.action is Action.REAP]
                 # Their actors stop first: no actor works on an inbox the store is emptying.
                 async with self.deps.identities.retiring(reaping):
                     done = await retention.apply(step, now=now, windows=windows)
@@ -150,8 +150,8 @@ class SweeperActor(Actor[SweeperMessage]):
             log.info(
                 "sweep: %d archived, %d reaped, %d idempotency keys, %d events and %d refusal"
                 " counts pruned",
-                sum(1 for a in applied if a.action is ms.Action.ARCHIVE),
-                sum(1 for a in applied if a.action is ms.Action.REAP),
+                sum(1 for a in applied if a.action is Action.ARCHIVE),
+                sum(1 for a in applied if a.action is Action.REAP),
                 pruned.idempotency,
                 pruned.events,
                 pruned.refusals,
@@ -172,9 +172,9 @@ class SweeperActor(Actor[SweeperMessage]):
         self.deps.timers.schedule(("sweeper",), deadline, self.ref, SweepNow())
 
 
-def _by_identity(due: list[ms.Due], identities: int) -> list[list[ms.Due]]:
+def _by_identity(due: list[Due], identities: int) -> list[list[Due]]:
     """The plan's steps in chunks of whole identities (an identity's steps stay together)."""
-    chunks: list[list[ms.Due]] = []
+    chunks: list[list[Due]] = []
     seen: set[str] = set()
     for step in due:
         if step.agent_id not in seen and len(seen) == identities:

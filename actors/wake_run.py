@@ -41,11 +41,11 @@ import trio
 from pager.domain import ids
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import SessionState
-from pager.domain.wake import HOUR, RunOutcome
+from pager.domain.registration import Registered, WakeStart
+from pager.domain.wake import HOUR, RunOutcome, WakeTarget
 from pager.launch.files import write_private_text
 from pager.store._errors import StoreFault
-from pager.store._registration import Registered, WakeStart
-from pager.store._wake import RUN_OVER, WakeTarget
+from pager.store._wake import RUN_OVER
 
 if TYPE_CHECKING:
     from actors._runtime import ActorRef

@@ -24,10 +24,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import attrs
 
 from pager.domain.body_limit import BODY_CAP
-from pager.domain.delivery import DEFAULT_REDELIVERY, RedeliverySchedule
 from pager.domain.errors import PagerError
 from pager.domain.json_bounds import STRING_CHARS_MAX
+from pager.domain.limits import SEND_LIMIT_KEYS, SendLimits
 from pager.domain.names import validate_alias
+from pager.domain.windows import Windows
 
 T = TypeVar("T")
 
@@ -89,48 +90,16 @@ def parse_size(value: object, *, source: str) -> int:
 
 
 @attrs.frozen
-class Windows:
-    """The windows of SPEC §9, in seconds (the schedule as a tuple; the last delay repeats)."""
-
-    lease_ttl: float = 90.0
-    stream_grace: float = 15.0
-    ack_wait: float = 60.0
-    redelivery: tuple[float, ...] = DEFAULT_REDELIVERY
-    max_attempts: int = 50
-    message_expiry: float = 7 * 86400.0
-    unused: float = 3600.0
-    resumable_retention: float = 7 * 86400.0
-    named_archive: float = 30 * 86400.0
-    archive_retention: float = 30 * 86400.0
-    idempotency: float = 86400.0
-    event_retention: float = 7 * 86400.0
-    event_heartbeat: float = 15.0  # a comment line on an idle operator stream
-    #: How often a broker on a shared (PostgreSQL) store tells the others it is alive; a host
-    #: whose last heartbeat is older than three of these is shown as not alive (SPEC §13).
-    host_heartbeat: float = 5.0
-    #: A wake run told to stop (SIGTERM) is killed (SIGKILL) this long after (docs/wake.md).
-    wake_kill_after: float = 10.0
-
-    @property
-    def redelivery_schedule(self) -> RedeliverySchedule:
-        return RedeliverySchedule(self.redelivery)
-
-
-@attrs.frozen
 class Limits:
     """Size limits of SPEC §9, in bytes; the operator stream's buffer, in events; and the loop
-    guard and send rates of SPEC §8.1 (counts; 0 turns one off)."""
+    guard and send rates of SPEC §8.1 (`send`, pager/domain/limits.py: counts, 0 turns one
+    off), read from the same `[limits]` table."""
 
     body_cap: int = BODY_CAP
     display_cap: int = 4 * 1024
     request_cap: int = 1024 * 1024
     event_buffer: int = 1024  # a count of events, not bytes: see _limit_value
-    max_hops: int = 3
-    agent_sends_per_hour: int = 120
-    pair_sends_per_hour: int = 60
-    token_sends_per_hour: int = 600
-    #: Typed-prompt reports an hour that start an agent's chain again after mail from agents.
-    chain_resets_per_hour: int = 20
+    send: SendLimits = attrs.field(factory=SendLimits)
     #: Wake runs at once on this broker (docs/wake.md), and the size each run's log is cut at.
     wake_runs: int = 2
     wake_log_cap: int = 1024 * 1024
@@ -430,7 +399,7 @@ def _password_file(raw: object, path: Path, env: Mapping[str, str]) -> Path:
 class Config:
     host: str = DEFAULT_HOST
     port: int | None = None  # None: chosen at first start, then kept
-    windows: Windows = Windows()
+    windows: Windows = attrs.field(factory=Windows)
     limits: Limits = Limits()
     allow_force: bool = True  # false: every `force` (registration, alias tool) is refused
     allow_remote: bool = False  # true: `host` may be a non-loopback address (warned about)
@@ -443,12 +412,12 @@ class Config:
 
 
 _WINDOW_FIELDS = {field.name: field for field in attrs.fields(Windows)}
-_LIMIT_FIELDS = {field.name: field for field in attrs.fields(Limits)}
-#: Limits that are counts, where 0 turns the limit off (SPEC §8.1).
-_GUARD_COUNTS = {
-    "max_hops", "agent_sends_per_hour", "pair_sends_per_hour", "token_sends_per_hour",
-    "chain_resets_per_hour",
-}  # fmt: skip
+#: Every `[limits]` key: the sizes and counts of `Limits`, and the send limits' keys (counts,
+#: where 0 turns the limit off).
+_LIMIT_FIELDS: dict[str, attrs.Attribute[Any]] = {
+    **{field.name: field for field in attrs.fields(Limits) if field.name != "send"},
+    **dict(zip(SEND_LIMIT_KEYS, attrs.fields(SendLimits), strict=True)),
+}
 _TOP_KEYS = {
     "host", "port", "allow_force", "allow_remote", "windows", "limits", "cli",
     "store", "store_password_file",
@@ -478,7 +447,7 @@ def _limit_value(name: str, raw: object, source: str) -> int:
     # An operator stream may fall this many events behind before it is cut off: a count.
     if name in ("event_buffer", "wake_runs"):
         return parse_count(raw, source=source)
-    if name in _GUARD_COUNTS:
+    if name in SEND_LIMIT_KEYS:
         return parse_count(raw, source=source, zero=True)
     return parse_size(raw, source=source)
 
@@ -652,7 +621,8 @@ def load_config(
             else f"{len(problems)} problems in the configuration:\n- " + "\n- ".join(problems)
         )
 
-    config_limits = Limits(**limits)  # type: ignore[arg-type]
+    send = SendLimits(**{key: limits.pop(key) for key in SEND_LIMIT_KEYS if key in limits})  # type: ignore[arg-type]
+    config_limits = Limits(**limits, send=send)  # type: ignore[arg-type]
     if config_limits.display_cap > config_limits.body_cap:
         raise ConfigError("display_cap must not exceed body_cap; lower display_cap")
     if config_limits.body_cap > STRING_CHARS_MAX:

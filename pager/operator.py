@@ -30,6 +30,7 @@ from pager import wire
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hosts import HostBoard
 from pager.domain.records import MessageState
+from pager.domain.retention import Applied
 from pager.domain.views import (
     AgentPage,
     AgentView,
@@ -42,7 +43,6 @@ from pager.domain.views import (
     encode_cursor,
 )
 from pager.health import HealthBoard
-from pager.store import messaging as ms
 from pager.store.operator_ports import OperatorViews
 
 #: The `reason` operator actions record in their events.
@@ -153,5 +153,5 @@ class OperatorService:
             done.agent_id, done.alias, done.address, done.ended_sessions, done.dead_lettered
         )
 
-    async def _act(self, message: Call[ms.Applied]) -> ms.Applied:
+    async def _act(self, message: Call[Applied]) -> Applied:
         return await self.directory.call(message)

@@ -31,6 +31,7 @@ from pager.config import Config
 from pager.domain.api import JSON, Caller
 from pager.domain.body_limit import body_size, oversized_body
 from pager.domain.clock import WallClock, iso
+from pager.domain.delivery import AckResult as Acknowledged
 from pager.domain.delivery import NotApplied, Via, Wake
 from pager.domain.envelope import ShownMessage, render_batch
 from pager.domain.errors import ErrorCode, PagerError
@@ -38,6 +39,7 @@ from pager.domain.harness_process import check_harness
 from pager.domain.hints import Hint
 from pager.domain.hosts import HostBoard
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
+from pager.domain.mailbox_tokens import UNUSABLE, MailboxToken
 from pager.domain.names import alias_key, alias_of_login, format_address, parse_address
 from pager.domain.pages import Page
 from pager.domain.records import Delivery, DeliveryKind, SessionState
@@ -65,24 +67,14 @@ from pager.domain.results import (
     mail_message,
     placeholder_fields,
 )
+from pager.domain.roster import RosterEntry as StoreRosterEntry
+from pager.domain.roster import RosterKey
 from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.rendering import RENDER_ERRORS, cause, render_each
 from pager.requests import MAX_WAIT_S, HttpDelivery, RegisterRequest
-from pager.store import messaging as ms
 from pager.store.ports import ClaimView
-from pager.store.service_ports import (
-    UNUSABLE,
-    Accounts,
-    Addressed,
-    Listings,
-    Lookups,
-    MailboxToken,
-    Resolved,
-    RosterKey,
-    TokenView,
-)
-from pager.store.service_ports import RosterEntry as StoreRosterEntry
+from pager.store.service_ports import Accounts, Addressed, Listings, Lookups, Resolved, TokenView
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -681,7 +673,7 @@ def _with(cls: type[M], **extra: Any) -> Callable[[dict[str, Any]], M]:
     return lambda fields: cls(**fields, **extra)
 
 
-def _ack_result(result: ms.AckResult) -> AckResult:
+def _ack_result(result: Acknowledged) -> AckResult:
     return AckResult(
         applied=tuple(result.applied),
         not_applied=tuple(

@@ -20,6 +20,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.wake import (
     DEFAULT_RUNS_PER_HOUR,
     DEFAULT_TIMEOUT,
+    WakeEntry,
     WakeRun,
     WakeSettings,
     check_settings,
@@ -29,7 +30,6 @@ from pager.implementations.templates import TemplateError, placeholders
 from pager.launch.wake_command import wake_args, why_not
 from pager.store._errors import StoreFault
 from pager.store._registration import PERSON
-from pager.store._wake import WakeEntry
 from pager.store.ports import WakeBook, Wakeups
 
 JSON = dict[str, Any]

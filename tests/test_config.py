@@ -15,7 +15,6 @@ from pager.config import (
     Config,
     ConfigError,
     StoreConfig,
-    Windows,
     default_host_name,
     load_config,
     parse_duration,
@@ -23,6 +22,9 @@ from pager.config import (
     parse_size,
     remote_warning,
 )
+from pager.domain.delivery import ClaimPolicy
+from pager.domain.limits import SendLimits
+from pager.domain.windows import Windows
 
 
 @pytest.mark.parametrize(
@@ -106,6 +108,30 @@ def test_load_config_redelivery_as_toml_list(tmp_path: Path) -> None:
     config = load_config(path, environ={})
     assert config.windows.redelivery == (1.0, 3.0)
     assert config.windows.max_attempts == 3
+
+
+def test_the_send_limits_are_read_into_their_one_definition(tmp_path: Path) -> None:
+    """`[limits]` and PAGER_LIMIT_* name the send limits by the keywords `SendLimits` is built
+    with: what the guard checks is what the person wrote, with no copy in between."""
+    path = tmp_path / "config.toml"
+    path.write_text("[limits]\nmax_hops = 0\ntoken_sends_per_hour = 7\nbody_cap = '8KiB'\n")
+    config = load_config(path, environ={"PAGER_LIMIT_PAIR_SENDS_PER_HOUR": "2"})
+    assert config.limits.send == SendLimits(
+        max_hops=0, token_sends_per_hour=7, pair_sends_per_hour=2
+    )
+    assert (config.limits.send.script_per_hour, config.limits.send.pair_per_hour) == (7, 2)
+    assert config.limits.body_cap == 8 * 1024
+    assert load_config(tmp_path / "none.toml", environ={}).limits.send == SendLimits()
+
+
+def test_the_claim_policy_is_the_windows_own() -> None:
+    windows = Windows(ack_wait=5.0, max_attempts=2, message_expiry=60.0, redelivery=(1.0, 3.0))
+    assert windows.claim_policy == ClaimPolicy(
+        ack_wait=5.0,
+        max_attempts=2,
+        message_expiry=60.0,
+        redelivery=windows.redelivery_schedule,
+    )
 
 
 @pytest.mark.parametrize(

@@ -40,10 +40,9 @@ from pager.config import Config
 from pager.domain.clock import WallClock
 from pager.domain.errors import PagerError
 from pager.domain.wake import RunOutcome
-from pager.store import messaging as ms
 from pager.store._errors import StoreFault
 from pager.store.ports import MessagingPorts, WakeBook
-from pager.store.wake_ports import CUT_SHORT
+from pager.store.wake_book import CUT_SHORT
 from supervisors import DynamicSupervisor
 
 log = logging.getLogger("pager.messaging")
@@ -93,11 +92,12 @@ def build_messaging(
         timers=timers,
         clock=clock,
         windows=config.windows,
+        policy=config.windows.claim_policy,
         providers=providers,
         index=index,
         on_passivate=passivated,
         tell=lambda agent_id, message: identities.tell(agent_id, message),
-        send_limits=ms.SendLimits.of(config.limits),
+        send_limits=config.limits.send,
         host=store.host,
         wakeups=store.wakeups,
         wake=None if launching is None else launching[1],

@@ -23,6 +23,7 @@ from actors.directory import DirectoryMessage
 from actors.events import CommitSignal, EventFeed
 from actors.identities import Identities
 from actors.providers import ProviderHub, disabled_event
+from actors.store_writer import serve_sqlite_writer
 from actors.wake_run import WakeRuns
 from pager.broker.messaging import run_messaging
 from pager.broker.providers import delivery_provider, manifest_of, never_shown_mail_at_turns
@@ -107,7 +108,14 @@ class BrokerContext:
     #: clock `clock` should be (serve.py builds the backend first and passes both).
     backend: Backend = attrs.field(
         default=attrs.Factory(
-            lambda ctx: open_backend(ctx.config, ctx.paths, ctx.run, ctx.utc_now, ctx.clock),
+            lambda ctx: open_backend(
+                ctx.config,
+                ctx.paths,
+                ctx.run,
+                ctx.utc_now,
+                ctx.clock,
+                serve_sqlite=serve_sqlite_writer,
+            ),
             takes_self=True,
         )
     )
@@ -130,7 +138,9 @@ def broker_context(
         "schema_version": SCHEMA_VERSION,
         "started_at": run.started_at,
     }
-    backend = open_backend(config, paths, run, utc_now, SystemClock())
+    backend = open_backend(
+        config, paths, run, utc_now, SystemClock(), serve_sqlite=serve_sqlite_writer
+    )
     return BrokerContext(
         paths=paths,
         config=config,
@@ -209,7 +219,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService  # the server stack, lazily
         from pager.store.sqlite_operator import SqliteOperatorViews
-        from pager.store.wake_ports import StoreWakeBook
+        from pager.store.wake_book import StoreWakeBook
         from pager.wake_service import WakeService
         from pager.web.openapi import openapi_blueprint
         from pager.web.routes_events import events_blueprint

@@ -169,3 +169,21 @@ def next_due(
         candidates.append(oldest_unsettled_sent_at + message_expiry)
     found = [value for value in candidates if value is not None]
     return min(found) if found else None
+
+
+@attrs.frozen
+class ClaimPolicy:
+    """The windows a claim follows."""
+
+    ack_wait: float
+    max_attempts: int
+    message_expiry: float
+    redelivery: RedeliverySchedule = attrs.Factory(RedeliverySchedule)
+
+
+@attrs.frozen
+class AckResult:
+    """What an acknowledgement did: the tokens applied, and why each other one was not."""
+
+    applied: list[str]
+    not_applied: list[tuple[str, str]]  # (token, reason)

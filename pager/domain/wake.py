@@ -10,6 +10,8 @@ import enum
 import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.records import Identity
+from pager.domain.workspace import Workspace
 
 #: Defaults of `pager wake on` (each can be given per identity).
 DEFAULT_RUNS_PER_HOUR = 4
@@ -101,3 +103,31 @@ def hourly_retry_after(starts: list[float], limit: int, now: float) -> float | N
     if len(recent) < limit:
         return None
     return max(0.0, recent[len(recent) - limit] + HOUR - now)
+
+
+@attrs.frozen
+class WakeCandidate:
+    """An identity as `pager wake on` judges it (may it be woken by a launch?): its address
+    and the conversation a run would resume."""
+
+    identity: Identity
+    address: str
+    conversation_key: str | None
+
+
+@attrs.frozen
+class WakeTarget(WakeCandidate):
+    """What deciding on and starting a wake run reads about an identity, in one go."""
+
+    settings: WakeSettings
+    workspace: Workspace
+    available: int  # messages waiting that may be offered now
+
+
+@attrs.frozen
+class WakeEntry:
+    """One agent with launch on mail on, as `pager wake list` shows it."""
+
+    settings: WakeSettings
+    candidate: WakeCandidate
+    runs: tuple[WakeRun, ...]

@@ -11,17 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from pager.domain.faults import Unavailable
 
-class StoreFault(Exception):
+
+class StoreFault(Unavailable):
     """The store cannot do this right now, for a reason outside the broker's own state: its
     disk, its lock, its server (ARCHITECTURE.md, "Errors by kind"). Raised by each backend
     where it runs the statement (never recognised afterwards); the transaction was rolled back,
     so nothing changed. Its caller is answered `unavailable` with this message (what is wrong,
     then what to do), the store is marked degraded on /health until a write succeeds again, and
     no actor crashes for it: only a broken invariant of an actor's own state does."""
-
-    #: Whether it marks the store degraded on /health (a lost race is no trouble of the store).
-    degrades: ClassVar[bool] = True
 
 
 class StoreFull(StoreFault):
@@ -58,7 +57,7 @@ class StoreUnavailable(StoreFault):
     says what to check."""
 
 
-class StoreError(Exception):
+class StoreError(Unavailable):
     """The database at `path` cannot be used as asked."""
 
     def __init__(self, message: str, *, path: Path) -> None:

@@ -7,8 +7,8 @@ import math
 
 import attrs
 
-from pager.config import Limits
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from pager.store._conn import Conn
 from pager.store._identities import addresses
 from pager.store._tokens import MAILBOX_PREFIX, page_with_token
@@ -21,28 +21,6 @@ HOUR = 3600.0
 #: (`agent`) and its `pager run` pages (`script`); a token's and a run's cap count pages alone.
 AGENTS = "'agent', 'script'"
 SCRIPTS = "'script'"
-
-
-@attrs.frozen
-class SendLimits:
-    """SPEC §8.1's limits (0: off)."""
-
-    max_hops: int = 3
-    agent_per_hour: int = 120
-    pair_per_hour: int = 60
-    script_per_hour: int = 600  # pages per mailbox token, or per identity's `pager run`
-    chain_resets_per_hour: int = 20  # typed-prompt reports that start a chain again
-
-    @classmethod
-    def of(cls, limits: Limits) -> SendLimits:
-        """The loop guard's and send rates' part of the configured limits."""
-        return cls(
-            max_hops=limits.max_hops,
-            agent_per_hour=limits.agent_sends_per_hour,
-            pair_per_hour=limits.pair_sends_per_hour,
-            script_per_hour=limits.token_sends_per_hour,
-            chain_resets_per_hour=limits.chain_resets_per_hour,
-        )
 
 
 @attrs.frozen

@@ -14,7 +14,7 @@ import attrs
 
 from pager.domain import delivery
 from pager.domain.clock import iso
-from pager.domain.delivery import Via
+from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._conn import Conn
@@ -173,16 +173,6 @@ def remember_idempotency(conn: Conn, sender_id: str, key: str, message_id: str, 
 
 
 # -- claiming --------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class ClaimPolicy:
-    """The windows a claim follows."""
-
-    ack_wait: float
-    max_attempts: int
-    message_expiry: float
-    redelivery: delivery.RedeliverySchedule = attrs.Factory(delivery.RedeliverySchedule)
 
 
 def claim_waiting(
@@ -519,12 +509,6 @@ def dead_letter_claims(
     if events:
         record_events(conn, now, events)
     return dead
-
-
-@attrs.frozen
-class AckResult:
-    applied: list[str]
-    not_applied: list[tuple[str, str]]  # (token, reason)
 
 
 def acknowledge(

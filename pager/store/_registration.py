@@ -15,43 +15,19 @@ import attrs
 from pager.domain import ids
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address, generate_handle
-from pager.domain.records import Delivery, Identity, Session, SessionState
+from pager.domain.records import Identity, Session, SessionState
+from pager.domain.registration import (
+    Outcome,
+    Registered,
+    Registration,
+    Takeover,
+    WakeStart,
+)
 from pager.domain.wake import HOUR, WakeRun, hourly_retry_after
 from pager.domain.workspace import Workspace
 from pager.store import _wake as wk
 from pager.store import messaging as ms
 from pager.store._conn import Conn
-
-
-@attrs.frozen
-class WakeStart:
-    """A wake run's registration (docs/wake.md): a session for `agent_id` only while none is
-    attached, it is not archived and the hourly bound allows; recorded as run `run_id`."""
-
-    agent_id: str
-    run_id: str
-    max_runs_per_hour: int
-
-
-@attrs.frozen
-class Registration:
-    workspace: Workspace
-    implementation: str
-    session_name: str | None
-    conversation_key: str | None
-    delivery: Delivery | None
-    force: bool
-    resume_token: str | None = None
-    wake: WakeStart | None = None
-
-
-@attrs.frozen
-class Registered:
-    identity: Identity
-    slug: str
-    session: Session
-    token: str
-    resume_token: str
 
 
 def identity_of(conn: Conn, agent_id: str) -> Identity:
@@ -123,17 +99,6 @@ WAKE_YIELDED = "a session attached to this agent: the wake run ends"
 
 #: The end reason of a holder's session. Its token never answers with it: it runs on (below).
 TAKEN_OVER = "taken over by another session (force)"
-
-
-@attrs.frozen
-class Takeover:
-    """What one forced takeover did, for the directory's bookkeeping."""
-
-    identity: Identity  # the identity taken over, as it is now
-    session: Session  # the caller's session on it
-    ended: Session | None  # the holder's session, ended (None: nobody was attached)
-    handed: Session | None  # the holder's token from now on: a session of a fresh identity
-    handed_implementation: str
 
 
 def take_over(
@@ -269,13 +234,6 @@ def _hand_to_fresh_identity(
     )
     ms.insert_session(conn, session)
     return session
-
-
-@attrs.frozen
-class Outcome:
-    registered: Registered
-    ended: list[Session]
-    started: list[tuple[Session, str]]  # with the identity's implementation
 
 
 @attrs.frozen

@@ -9,57 +9,17 @@ attached identity is never archived or reaped by a window.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection, Sequence
 from typing import Any
 
-import attrs
-
-from pager.config import Windows
 from pager.domain.clock import iso
+from pager.domain.retention import Action, Applied, Due, Plan, Pruned
+from pager.domain.windows import Windows
 from pager.store._conn import Conn
 from pager.store._events import record_event
 from pager.store._identities import describe_identity
 from pager.store._messages import dead_letter_inbox
 from pager.store._refusals import prune_refusals
-
-
-class Action(enum.StrEnum):
-    ARCHIVE = "archive"
-    REAP = "reap"
-    UNARCHIVE = "unarchive"  # operator actions only: never planned by a sweep
-    PURGE = "purge"
-
-
-@attrs.frozen
-class Due:
-    """One identity whose window has passed: what to do, why, and when it became due."""
-
-    agent_id: str
-    action: Action
-    reason: str
-    due_at: float
-
-
-@attrs.frozen
-class Plan:
-    """What one sweep does to identities, and when the next not-yet-passed window ends."""
-
-    due: list[Due]
-    next_due: float | None  # wall clock; None when no window is pending
-    more: bool  # the batch limit cut the list; sweep again at once
-
-
-@attrs.frozen
-class Applied:
-    agent_id: str
-    action: Action
-    reason: str
-    dead_lettered: int
-    ended_sessions: int = 0  # sessions that were attached
-    alias: str = ""
-    address: str = ""
-
 
 # The retention rules of SPEC §9, written once: each identity's steps (what, why, when), the
 # first and the one that may follow it (a named identity is archived, then reaped), computed
@@ -361,14 +321,6 @@ def apply_due(conn: Conn, due: Sequence[Due], now: float, windows: Windows) -> l
         if done is not None:
             applied.append(done)
     return applied
-
-
-@attrs.frozen
-class Pruned:
-    idempotency: int
-    events: int
-    purged_sessions: int = 0
-    refusals: int = 0  # rows of counted refusals (a minute of one sender for one reason each)
 
 
 def prune(conn: Conn, now: float, windows: Windows) -> Pruned:

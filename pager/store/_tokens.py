@@ -13,24 +13,11 @@ from typing import Any
 import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.mailbox_tokens import UNUSABLE, MailboxToken
 from pager.store._conn import Conn
 
 #: A mailbox token id's prefix: a page's sender id is its token's id.
 MAILBOX_PREFIX = "mbx_"
-
-
-@attrs.frozen
-class MailboxToken:
-    id: str
-    identity_id: str
-    label: str
-    created_at: float
-    last_used_at: float | None
-    expires_at: float | None
-    revoked_at: float | None
-
-    def usable(self, now: float) -> bool:
-        return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
 
 
 _COLUMNS = "id, identity_id, label, created_at, last_used_at, expires_at, revoked_at"
@@ -109,10 +96,3 @@ def page_with_token(conn: Conn, token_id: str, recipient_id: str, now: float) ->
     if token is None or not token.usable(now) or token.identity_id != recipient_id:
         raise PagerError(ErrorCode.UNAUTHENTICATED, UNUSABLE)
     conn.execute("UPDATE mailbox_tokens SET last_used_at = ? WHERE id = ?", (now, token_id))
-
-
-#: Why a token is refused; the same words whether it is unknown, revoked or expired.
-UNUSABLE = (
-    "this mailbox token is unknown, revoked or expired; ask the person for a new one"
-    " (`pager token create TO`)"
-)

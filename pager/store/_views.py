@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import attrs
-
 from pager.domain.clock import iso
 from pager.domain.names import format_address
 from pager.domain.records import MessageState
+from pager.domain.roster import RosterEntry, RosterKey
 from pager.domain.views import (
     AgentView,
     Correspondent,
@@ -277,23 +276,6 @@ def get_agent(conn: Conn, agent_id: str) -> AgentView | None:
     found = _agents(conn, rows.fetchall())
     return found[0][0] if found else None
 
-
-@attrs.frozen
-class RosterEntry:
-    """One identity of a roster page (SPEC §8 `roster`), as the store knows it."""
-
-    agent_id: str
-    alias: str
-    address: str
-    implementation: str
-    last_seen: str
-    waiting: int  # queued, claimed and delivered: its mail not yet acknowledged
-    host: str  # its workspace's host ('' on a store of one broker)
-    attached_host: str | None  # the host its attached session came through; None: detached
-
-
-#: Where a roster page starts after: the (workspace slug, alias key) of the last one shown.
-RosterKey = tuple[str, str]
 
 _ROSTER_SELECT = (
     "SELECT i.id, i.alias, i.alias_key, w.slug, i.implementation, i.last_seen, w.host,"

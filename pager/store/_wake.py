@@ -12,11 +12,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import attrs
-
 from pager.domain.names import format_address
-from pager.domain.records import Identity, SessionState
-from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
+from pager.domain.records import SessionState
+from pager.domain.wake import (
+    RunOutcome,
+    WakeCandidate,
+    WakeEntry,
+    WakeRun,
+    WakeSettings,
+    WakeTarget,
+)
 from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
 from pager.store._events import record_event
@@ -121,16 +126,6 @@ def conversation_to_resume(conn: Conn, agent_id: str, implementation: str) -> st
     return None if row is None else str(row[0])
 
 
-@attrs.frozen
-class WakeCandidate:
-    """An identity as `pager wake on` judges it (may it be woken by a launch?): its address
-    and the conversation a run would resume."""
-
-    identity: Identity
-    address: str
-    conversation_key: str | None
-
-
 def wake_candidate(conn: Conn, agent_id: str) -> WakeCandidate | None:
     identity = get_identity(conn, agent_id)
     if identity is None:
@@ -141,15 +136,6 @@ def wake_candidate(conn: Conn, agent_id: str) -> WakeCandidate | None:
         format_address(identity.alias, slug),
         conversation_to_resume(conn, agent_id, identity.implementation),
     )
-
-
-@attrs.frozen
-class WakeTarget(WakeCandidate):
-    """What deciding on and starting a wake run reads about an identity, in one go."""
-
-    settings: WakeSettings
-    workspace: Workspace
-    available: int  # messages waiting that may be offered now
 
 
 def wake_target(conn: Conn, agent_id: str, *, now: float) -> WakeTarget | None:
@@ -174,15 +160,6 @@ def wake_target(conn: Conn, agent_id: str, *, now: float) -> WakeTarget | None:
         workspace=Workspace(key, str(row[0]), str(row[1]), str(row[2])),
         available=int(available),
     )
-
-
-@attrs.frozen
-class WakeEntry:
-    """One agent with launch on mail on, as `pager wake list` shows it."""
-
-    settings: WakeSettings
-    candidate: WakeCandidate
-    runs: tuple[WakeRun, ...]
 
 
 def wake_entries(conn: Conn, runs_each: int) -> list[WakeEntry]:

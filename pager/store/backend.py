@@ -9,19 +9,22 @@ and never learns which one it is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import trio
 
 from pager.config import Config
 from pager.domain.clock import WallClock
+from pager.domain.exports import Exports
 from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
 from pager.store._conn import Conn
-from pager.store.operator_ports import Exports
 from pager.store.ports import EventLog, Leadership, Wakeups
 from pager.store.sqlite_writer import BrokerRunInfo
+
+if TYPE_CHECKING:
+    from pager.store.sqlite_backend import ServeWriter
 
 T = TypeVar("T")
 
@@ -90,11 +93,16 @@ def open_backend(
     run: BrokerRunInfo,
     utc_now: Callable[[], str],
     clock: WallClock,
+    *,
+    serve_sqlite: ServeWriter,
 ) -> Backend:
+    """The configured store; `serve_sqlite` runs the SQLite writer (the composition root's)."""
     if config.store.kind == "postgresql":
         from pager.store.pg.backend import PgBackend  # psycopg only when it is used
 
         return PgBackend(config.store, config.host_name, run, utc_now, config.windows)
     from pager.store.sqlite_backend import SqliteBackend
 
-    return SqliteBackend(paths.database, run, utc_now, clock, HostBoard(config.host_name))
+    return SqliteBackend(
+        paths.database, run, utc_now, clock, HostBoard(config.host_name), serve_sqlite
+    )

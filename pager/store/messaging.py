@@ -1,7 +1,7 @@
 """The messaging part of the store, as one namespace: `from pager.store import messaging as ms`."""
 
 from pager.store._events import Event, events_after, latest_event_seq, record_event
-from pager.store._guard import SendLimits, origin_and_hop, start_chain
+from pager.store._guard import origin_and_hop, start_chain
 from pager.store._identities import (
     addresses,
     alias_reserved_by,
@@ -42,8 +42,6 @@ from pager.store._identities import (
     workspace_slug,
 )
 from pager.store._messages import (
-    AckResult,
-    ClaimPolicy,
     acknowledge,
     claim_waiting,
     dead_letter_claims,
@@ -66,11 +64,6 @@ from pager.store._messages import (
 from pager.store._refusals import count_refusal
 from pager.store._sessions_admin import revoke_sessions
 from pager.store._sweep import (
-    Action,
-    Applied,
-    Due,
-    Plan,
-    Pruned,
     apply_due,
     archive_identity,
     plan_sweep,
@@ -82,8 +75,6 @@ from pager.store._sweep import (
 )
 from pager.store._tokens import (
     MAILBOX_PREFIX,
-    UNUSABLE,
-    MailboxToken,
     insert_mailbox_token,
     list_mailbox_tokens,
     mailbox_token_by_hash,
@@ -92,17 +83,7 @@ from pager.store._tokens import (
 
 __all__ = [
     "MAILBOX_PREFIX",
-    "UNUSABLE",
-    "AckResult",
-    "Action",
-    "Applied",
-    "ClaimPolicy",
-    "Due",
     "Event",
-    "MailboxToken",
-    "Plan",
-    "Pruned",
-    "SendLimits",
     "acknowledge",
     "addresses",
     "alias_reserved_by",

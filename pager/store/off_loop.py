@@ -13,7 +13,7 @@ import trio
 T = TypeVar("T")
 
 
-async def _off_loop(fn: Callable[[], T], *, inline: bool) -> T:
+async def off_loop(fn: Callable[[], T], *, inline: bool) -> T:
     if inline:
         return fn()
     return await trio.to_thread.run_sync(fn)
@@ -22,7 +22,7 @@ async def _off_loop(fn: Callable[[], T], *, inline: bool) -> T:
 async def _closing(close: Callable[[], None], *, inline: bool) -> None:
     # Closed on the way out of a cancelled task too: the connection must not be left open.
     with trio.CancelScope(shield=True):
-        await _off_loop(close, inline=inline)
+        await off_loop(close, inline=inline)
 
 
 class BlockingEventLog(Protocol):
@@ -43,14 +43,14 @@ class ThreadedEventLog:
         self._inline = inline
 
     async def latest_seq(self) -> int:
-        return await _off_loop(self._reader.latest_seq, inline=self._inline)
+        return await off_loop(self._reader.latest_seq, inline=self._inline)
 
     async def oldest_seq(self) -> int | None:
-        return await _off_loop(self._reader.oldest_seq, inline=self._inline)
+        return await off_loop(self._reader.oldest_seq, inline=self._inline)
 
     async def rows_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
         reader = self._reader
-        return await _off_loop(lambda: reader.rows_after(seq, limit), inline=self._inline)
+        return await off_loop(lambda: reader.rows_after(seq, limit), inline=self._inline)
 
     async def close(self) -> None:
         await _closing(self._reader.close, inline=self._inline)
@@ -70,7 +70,7 @@ class ThreadedExportReader:
 
     async def batch(self, size: int) -> list[dict[str, Any]]:
         reader = self._reader
-        return await _off_loop(lambda: reader.batch(size), inline=False)
+        return await off_loop(lambda: reader.batch(size), inline=False)
 
     async def close(self) -> None:
         await _closing(self._reader.close, inline=False)
@@ -78,4 +78,4 @@ class ThreadedExportReader:
 
 async def open_export(open_reader: Callable[[], BlockingExportReader]) -> ThreadedExportReader:
     """Open one export in a worker thread (it connects and starts its snapshot)."""
-    return ThreadedExportReader(await _off_loop(open_reader, inline=False))
+    return ThreadedExportReader(await off_loop(open_reader, inline=False))

@@ -8,7 +8,8 @@ announced) and answers, beside its value, the identity's next due time, which th
 for the scheduler in the same transaction. A backend (SQLite
 today, `pager/store/sqlite_ports.py`; PostgreSQL next) implements these, calling the delivery
 state machine of `pager/domain/delivery.py`; `tests/store/test_ports_contract.py` holds every
-backend to the same behaviour.
+backend to the same behaviour. The values they take and answer are the domain's
+(`pager/domain/`): this contract names no backend's module (tests/test_store_layering.py).
 """
 
 from __future__ import annotations
@@ -18,19 +19,24 @@ from typing import Generic, Protocol, TypeVar
 
 import attrs
 
-from pager.config import Windows
 from pager.domain.api import Caller
-from pager.domain.delivery import Via
+from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.hosts import HostBoard
+from pager.domain.limits import SendLimits
 from pager.domain.records import Claim, Message, Session, SessionState
+from pager.domain.registration import Outcome, Registration, Takeover
 from pager.domain.results import AliasResult
-from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
+from pager.domain.retention import Action, Applied, Due, Plan, Pruned
+from pager.domain.wake import (
+    RunOutcome,
+    WakeCandidate,
+    WakeEntry,
+    WakeRun,
+    WakeSettings,
+    WakeTarget,
+)
+from pager.domain.windows import Windows
 from pager.domain.workspace import Workspace
-from pager.store._guard import SendLimits
-from pager.store._messages import AckResult, ClaimPolicy
-from pager.store._registration import Outcome, Registration, Takeover
-from pager.store._sweep import Action, Applied, Due, Plan, Pruned
-from pager.store._wake import WakeCandidate, WakeEntry, WakeTarget
 
 T_co = TypeVar("T_co", covariant=True)
 

@@ -17,24 +17,20 @@ from typing import Protocol
 
 import attrs
 
+from pager.domain.mailbox_tokens import MailboxToken
 from pager.domain.names import Address
 from pager.domain.records import Identity, Message
+from pager.domain.roster import RosterEntry, RosterKey
 from pager.domain.workspace import Workspace
-from pager.store._tokens import UNUSABLE, MailboxToken
-from pager.store._views import RosterEntry, RosterKey
 
 __all__ = [
-    "UNUSABLE",
     "Accounts",
     "Addressed",
     "Listings",
     "Located",
     "Lookups",
     "MailboxTarget",
-    "MailboxToken",
     "Resolved",
-    "RosterEntry",
-    "RosterKey",
     "RosterPage",
     "SentMessage",
     "TokenView",

@@ -1,21 +1,22 @@
 """The SQLite backend, assembled: the store child of the broker tree, and the ports it hands
-the messaging subtree (the PostgreSQL backend reuses `messaging_ports` over its own writer)."""
+the messaging subtree (the PostgreSQL backend reuses `messaging_ports` over its own writer).
+
+The writer is a plain object (sqlite_writer.py); what runs it (its mailbox, so its group
+commit) is handed in by the composition root (`ServeWriter`): the store imports no actor."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from actors._runtime import run_actor
 from pager.domain.clock import WallClock
+from pager.domain.exports import Exports
 from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.store.events import open_event_log
-from pager.store.operator_ports import Exports
 from pager.store.ports import (
     AlwaysLead,
     EventLog,
@@ -28,8 +29,8 @@ from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_ports import Reads, SqliteInbox, SqliteRetention, SqliteSessions, Writer
-from pager.store.sqlite_writer import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
-from pager.store.wake_ports import StoreWakeBook
+from pager.store.sqlite_writer import BrokerRunInfo, QuickReads, SqliteWriter
+from pager.store.wake_book import StoreWakeBook
 
 if TYPE_CHECKING:
     from pager.store.backend import StoreAccess
@@ -60,6 +61,19 @@ def messaging_ports(
     )
 
 
+class ServeWriter(Protocol):
+    """Runs `writer` until cancelled (opened on start, closed on the way out), handing out the
+    access the broker's children share: the broker's runner, actors/store_writer.py."""
+
+    async def __call__(
+        self,
+        writer: SqliteWriter,
+        quick: QuickReads,
+        *,
+        task_status: trio.TaskStatus[StoreAccess],
+    ) -> None: ...
+
+
 class SqliteBackend:
     """The embedded default: one database file in the state directory, one broker."""
 
@@ -73,8 +87,10 @@ class SqliteBackend:
         utc_now: Callable[[], str],
         clock: WallClock,
         hosts: HostBoard,
+        serve_writer: ServeWriter,
     ) -> None:
         self._database = database
+        self._serve_writer = serve_writer
         self._run = run
         self._utc_now = utc_now
         self.clock = clock
@@ -90,14 +106,12 @@ class SqliteBackend:
         board: HealthBoard,
         task_status: trio.TaskStatus[StoreAccess] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        actor = CheckpointActor(
+        writer = SqliteWriter(
             self._database, self._run, self._utc_now, on_commit=on_commit, board=board
         )
         quick = QuickReads(self._database)
         try:
-            async with trio.open_nursery() as nursery:
-                ref = await nursery.start(partial(run_actor, actor, name="store"))
-                task_status.started(Checkpoint(ref, quick))
+            await self._serve_writer(writer, quick, task_status=task_status)
         finally:
             quick.close()
 

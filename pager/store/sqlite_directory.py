@@ -8,15 +8,14 @@ from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address
 from pager.domain.records import Session
+from pager.domain.registration import Outcome, Registration, Takeover
 from pager.domain.results import AliasResult, SessionRef, TakenOver
+from pager.domain.retention import Action, Applied
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store._conn import Conn
 from pager.store._registration import (
-    Outcome,
     RegisterPlan,
-    Registration,
-    Takeover,
     claim_alias,
     holder_details,
     identity_of,
@@ -137,10 +136,8 @@ class SqliteDirectory:
 
         return await self._writer.write(op)
 
-    async def retire(
-        self, agent_id: str, action: ms.Action, reason: str, *, now: float
-    ) -> ms.Applied:
-        def op(conn: Conn) -> ms.Applied:
+    async def retire(self, agent_id: str, action: Action, reason: str, *, now: float) -> Applied:
+        def op(conn: Conn) -> Applied:
             identity = ms.get_identity(conn, agent_id)
             if identity is None:
                 raise PagerError(
@@ -148,16 +145,16 @@ class SqliteDirectory:
                     f"no identity {agent_id!r} to {action.value}",
                     agent_id=agent_id,
                 )
-            if action is ms.Action.ARCHIVE:
+            if action is Action.ARCHIVE:
                 done = ms.archive_identity(conn, agent_id, now=now, at=now, reason=reason)
-            elif action is ms.Action.UNARCHIVE:
+            elif action is Action.UNARCHIVE:
                 done = ms.unarchive_identity(conn, agent_id, now=now, reason=reason)
-            elif action is ms.Action.PURGE:
+            elif action is Action.PURGE:
                 done = ms.purge_identity(conn, agent_id, now=now, reason=reason)
             else:
                 done = ms.reap_identity(conn, agent_id, now=now, reason=reason)
             if done is None:
-                state = "already archived" if action is ms.Action.ARCHIVE else "not archived"
+                state = "already archived" if action is Action.ARCHIVE else "not archived"
                 raise PagerError(
                     ErrorCode.CONFLICT,
                     f"{identity.alias} ({agent_id}) is {state}; nothing to {action.value}",

@@ -7,10 +7,10 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from pager.domain.exports import ExportReader
 from pager.store._database import open_read_only
 from pager.store._export import export_records
 from pager.store.off_loop import open_export
-from pager.store.operator_ports import ExportReader
 
 
 class SqliteExportReader:

@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
-from pager.config import Windows
 from pager.domain import ids
-from pager.domain.delivery import Via
+from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from pager.domain.records import Session, SessionState
+from pager.domain.retention import Applied, Due, Plan, Pruned
+from pager.domain.windows import Windows
 from pager.store import messaging as ms
 from pager.store._conn import Conn
 from pager.store.ports import Changed, ClaimFor, ClaimView, Enqueued, NewMessage
@@ -55,7 +57,7 @@ class SqliteInbox:
         op: Callable[[Conn], T],
         *,
         now: float,
-        policy: ms.ClaimPolicy,
+        policy: ClaimPolicy,
         heavy: bool = False,
     ) -> Changed[T]:
         """Run `op` and refresh the identity's next due time in the same transaction."""
@@ -77,8 +79,8 @@ class SqliteInbox:
         *,
         now: float,
         idempotent_since: float,
-        limits: ms.SendLimits,
-        policy: ms.ClaimPolicy,
+        limits: SendLimits,
+        policy: ClaimPolicy,
         claim_for: ClaimFor | None = None,
     ) -> Changed[Enqueued]:
         def op(conn: Conn) -> Enqueued:
@@ -138,7 +140,7 @@ class SqliteInbox:
         limit: int,
         via: Via,
         now: float,
-        policy: ms.ClaimPolicy,
+        policy: ClaimPolicy,
     ) -> Changed[list[ClaimView]]:
         def op(conn: Conn) -> list[ClaimView]:
             return _claim(conn, recipient_id, ClaimFor(session_id, limit, via), now, policy)
@@ -147,9 +149,9 @@ class SqliteInbox:
         return await self._change(recipient_id, op, now=now, policy=policy, heavy=heavy)
 
     async def ack(
-        self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ms.ClaimPolicy
-    ) -> Changed[ms.AckResult]:
-        def op(conn: Conn) -> ms.AckResult:
+        self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ClaimPolicy
+    ) -> Changed[AckResult]:
+        def op(conn: Conn) -> AckResult:
             return ms.acknowledge(
                 conn, identity_id=identity_id, tokens=tokens, now=now, hash_token=ids.hash_token
             )
@@ -158,7 +160,7 @@ class SqliteInbox:
         return await self._change(identity_id, op, now=now, policy=policy, heavy=heavy)
 
     async def release(
-        self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ms.ClaimPolicy
+        self, identity_id: str, tokens: Sequence[str], *, now: float, policy: ClaimPolicy
     ) -> Changed[int]:
         hashes = [ids.hash_token(token) for token in tokens]
 
@@ -175,7 +177,7 @@ class SqliteInbox:
         *,
         reason: str,
         now: float,
-        policy: ms.ClaimPolicy,
+        policy: ClaimPolicy,
     ) -> Changed[list[str]]:
         hashes = [ids.hash_token(token) for token in tokens]
 
@@ -191,7 +193,7 @@ class SqliteInbox:
         tokens: Sequence[str],
         *,
         now: float,
-        policy: ms.ClaimPolicy,
+        policy: ClaimPolicy,
     ) -> Changed[int]:
         hashes = [ids.hash_token(token) for token in tokens]
 
@@ -207,7 +209,7 @@ class SqliteInbox:
         heavy = len(tokens) > ROWS_ON_LOOP
         return await self._change(identity_id, op, now=now, policy=policy, heavy=heavy)
 
-    async def lapse(self, identity_id: str, *, now: float, policy: ms.ClaimPolicy) -> Changed[int]:
+    async def lapse(self, identity_id: str, *, now: float, policy: ClaimPolicy) -> Changed[int]:
         def op(conn: Conn) -> int:
             lapsed = ms.expire_claims(conn, identity_id, now, policy.max_attempts)
             return lapsed + ms.dead_letter_expired(conn, identity_id, now, policy.message_expiry)
@@ -218,7 +220,7 @@ class SqliteInbox:
     async def record(self, now: float, kind: str, data: dict[str, object]) -> None:
         await self._writer.write(lambda conn: ms.record_event(conn, now, kind, data))
 
-    async def start_chain(self, identity_id: str, *, now: float, limits: ms.SendLimits) -> bool:
+    async def start_chain(self, identity_id: str, *, now: float, limits: SendLimits) -> bool:
         return await self._writer.write(lambda conn: ms.start_chain(conn, identity_id, now, limits))
 
     async def count_refusal(
@@ -240,7 +242,7 @@ def _claim(
     recipient_id: str,
     claim_for: ClaimFor,
     now: float,
-    policy: ms.ClaimPolicy,
+    policy: ClaimPolicy,
 ) -> list[ClaimView]:
     claims = ms.claim_waiting(
         conn,
@@ -308,16 +310,14 @@ class SqliteRetention:
         self._writer = writer
         self._reads = reads
 
-    async def plan(self, *, now: float, windows: Windows, limit: int) -> ms.Plan:
-        def read(conn: Conn) -> ms.Plan:
+    async def plan(self, *, now: float, windows: Windows, limit: int) -> Plan:
+        def read(conn: Conn) -> Plan:
             attached = ms.attached_identity_ids(conn)
             return ms.plan_sweep(conn, now, windows, attached, limit=limit)
 
         return await self._reads.read(read)
 
-    async def apply(
-        self, due: Sequence[ms.Due], *, now: float, windows: Windows
-    ) -> list[ms.Applied]:
+    async def apply(self, due: Sequence[Due], *, now: float, windows: Windows) -> list[Applied]:
         steps = list(due)
         # Small steps run on the loop like any write (a few identities: under a millisecond);
         # in the writer's thread they would hold the GIL against the loop for its switch
@@ -326,7 +326,7 @@ class SqliteRetention:
             lambda conn: ms.apply_due(conn, steps, now, windows), heavy=len(steps) > ROWS_ON_LOOP
         )
 
-    async def prune(self, *, now: float, windows: Windows) -> ms.Pruned:
+    async def prune(self, *, now: float, windows: Windows) -> Pruned:
         return await self._writer.write(lambda conn: ms.prune(conn, now, windows), heavy=True)
 
     async def expire_sessions_of(self, hosts: Sequence[str], *, now: float) -> list[str]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import TypeVar
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.mailbox_tokens import MailboxToken
 from pager.domain.names import Address, alias_key, format_address, parse_address
 from pager.domain.records import Identity, Message
+from pager.domain.roster import RosterKey
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store import views
@@ -24,9 +26,7 @@ from pager.store.service_ports import (
     Addressed,
     Located,
     MailboxTarget,
-    MailboxToken,
     Resolved,
-    RosterKey,
     RosterPage,
     SentMessage,
     TokenView,

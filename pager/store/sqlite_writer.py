@@ -1,4 +1,5 @@
-"""The checkpoint actor: the one owner of the SQLite connection.
+"""The SQLite writer: the one owner of the writing connection, a plain object. Its runner
+(`actors/store_writer.py`, started by the composition root) hands it one batch at a time.
 
 Writes that queue up while a commit is in flight are committed together (group commit), each
 inside its own savepoint so that one failing write fails only its own caller. A batch's
@@ -10,14 +11,13 @@ the thread too, the statements were slowed by the thread's scheduling (p50 ~1 ms
 per batch with 8 busy clients on 2 cores, against ~0.3 and ~0.6 ms on the loop), and every
 write waited on that.
 Writes that may touch many rows (retention sweeps, purges, requeuing lapsed claims) say
-`heavy`: their batch runs whole in the thread. Reads through the actor always run in the
+`heavy`: their batch runs whole in the thread. Reads through the writer always run in the
 thread; short lookups go through `QuickReads`. The connection never has two users at once.
 Functions passed in get the connection and must not touch any actor's state.
 
 A SQLite failure of the moment (a full disk, an I/O error, the lock held past the busy timeout)
-is raised to the caller as its `StoreFault` here, where the statement ran, and marks the store
-degraded on /health; the next committed batch clears it. A writer that does not answer in time
-(a wedged disk) or is not running is `StoreUnavailable` to its caller.
+is the caller's `StoreFault`, raised where the statement ran, and marks the store degraded on
+/health; the next committed batch clears it.
 """
 
 from __future__ import annotations
@@ -31,18 +31,14 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from actors._runtime import Actor, ActorError, ActorRef, CallTimeout, Reply, off_loop
 from pager import store
 from pager.health import STORE, HealthBoard
-from pager.store import StoreFault, StoreUnavailable, as_fault, faults_typed
+from pager.store import StoreFault, as_fault, faults_typed
+from pager.store.off_loop import off_loop
 
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
 
-#: Writes committed in one transaction at most; bounds how long one batch holds the thread.
-MAX_BATCH = 128
-#: A store call that takes longer than this is reported as a failure (a wedged disk).
-CALL_TIMEOUT = 60.0
 #: Once another process has held the write lock past the busy timeout, how long each later
 #: batch still waits for it (a moment, for a holder that lets go and takes it again).
 BUSY_GRACE = 0.1
@@ -69,7 +65,12 @@ class Write:
     heavy: bool = False  # may touch many rows: kept off the event loop
 
 
+#: The connection the functions given to the writer get (its runner never names sqlite3).
+Connection = sqlite3.Connection
+#: What the writer's runner queues: a read or a write, each with its caller's answer.
 CheckpointMessage = Read | Write
+#: One write's outcome in its batch: (True, its value) or (False, the error to raise).
+Outcome = tuple[bool, Any]
 
 
 class QuickReads:
@@ -106,48 +107,9 @@ class QuickReads:
             conn.close()
 
 
-class Checkpoint:
-    """What other actors hold: `await read(fn)` (fn runs in a worker thread), `await write(fn)`
-    (on the event loop, its commit in the thread), and `await lookup(fn)` for short reads (fn
-    runs at once, on the event loop: no thread handoff, it awaits nothing)."""
-
-    def __init__(self, ref: ActorRef[CheckpointMessage], quick: QuickReads) -> None:
-        self.ref = ref
-        self.quick = quick
-
-    async def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run a short read (a few index lookups) now, on the last committed state."""
-        return self.quick.run(fn)
-
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        result: T = await self._call(Read(fn))
-        return result
-
-    async def write(self, fn: Callable[[sqlite3.Connection], T], *, heavy: bool = False) -> T:
-        """Run `fn` inside a committed transaction; returns once the commit is durable.
-
-        `fn` runs on the event loop unless `heavy`: say so for writes that may touch many rows.
-        Raises the `StoreFault` the store met (nothing of `fn` was committed then)."""
-        result: T = await self._call(Write(fn, heavy))
-        return result
-
-    async def _call(self, message: CheckpointMessage) -> Any:
-        try:
-            return await self.ref.call(message, timeout=CALL_TIMEOUT)
-        except CallTimeout:
-            raise StoreUnavailable(
-                f"the broker's database did not answer within {CALL_TIMEOUT:g}s (its disk may be"
-                " slow or stuck); retry shortly, and check the disk holding Pager's state"
-                " directory if it lasts"
-            ) from None
-        except ActorError as exc:  # the writer is restarting: its supervisor brings it back
-            raise StoreUnavailable(
-                f"the broker's database writer is restarting ({exc}); retry shortly"
-            ) from exc
-
-
-class CheckpointActor(Actor[CheckpointMessage]):
-    mailbox_size = 1024
+class SqliteWriter:
+    """The writing connection and what is done on it: `open`, a `read`, a batch of writes
+    committed together (`commit`), `close`. One caller at a time: its runner."""
 
     def __init__(
         self,
@@ -181,10 +143,11 @@ class CheckpointActor(Actor[CheckpointMessage]):
 
     @property
     def conn(self) -> sqlite3.Connection:
-        assert self._conn is not None, "the checkpoint is used before on_start opened it"
+        assert self._conn is not None, "the writer is used before `open`"
         return self._conn
 
-    async def on_start(self) -> None:
+    async def open(self) -> None:
+        """Open (and migrate) the database, and record this broker's run in it."""
         self._conn = await self._in_thread(lambda: store.open_database(self._database))
         self._busy_timeout_ms = int(self.conn.execute("PRAGMA busy_timeout").fetchone()[0])
         run = self._run
@@ -204,32 +167,16 @@ class CheckpointActor(Actor[CheckpointMessage]):
                 raise
         log.info("database %s ready (schema %d)", self._database, store.CURRENT_SCHEMA_VERSION)
 
-    async def handle(self, message: CheckpointMessage, reply: Reply[Any] | None) -> None:
-        match message:
-            case Read(fn=fn):
-                await self._read(fn, reply)
-            case Write():
-                items = [(message, reply), *self.take_queued(MAX_BATCH - 1)]
-                writes = [(m, r) for m, r in items if isinstance(m, Write)]
-                await self._commit([m for m, _ in writes], [r for _, r in writes])
-                for other, other_reply in items:
-                    if isinstance(other, Read):
-                        await self._read(other.fn, other_reply)
-            case _:
-                self.unhandled(message)
-
-    async def _read(
-        self, fn: Callable[[sqlite3.Connection], Any], reply: Reply[Any] | None
-    ) -> None:
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn` on the connection in the worker thread; a SQLite error raised as its fault."""
         conn = self.conn
         try:
-            value = await self._in_thread(lambda: fn(conn))
+            return await self._in_thread(lambda: fn(conn))
         except Exception as exc:
-            if reply is not None:
-                reply.fail(as_fault(exc))
-            return
-        if reply is not None:
-            reply.send(value)
+            fault = as_fault(exc)
+            if fault is exc:
+                raise
+            raise fault from exc
 
     def _begin_within(self, wait_ms: int) -> None:
         """`BEGIN IMMEDIATE`, waiting at most `wait_ms` for another process's write lock."""
@@ -261,7 +208,9 @@ class CheckpointActor(Actor[CheckpointMessage]):
             await self._in_thread(lambda: self._begin_within(wait_ms))
         self._busy_since = None
 
-    async def _commit(self, writes: list[Write], replies: list[Reply[Any] | None]) -> None:
+    async def commit(self, writes: list[Write]) -> list[Outcome]:
+        """Every write of the batch in one transaction, each in its own savepoint: one outcome
+        per write, in order. A batch whose commit failed fails every write with its fault."""
         conn = self.conn
 
         def apply() -> list[tuple[bool, Any]]:
@@ -315,23 +264,14 @@ class CheckpointActor(Actor[CheckpointMessage]):
             else:
                 log.error("commit of %d writes failed: %r", len(writes), exc)
             self._mark(failure)
-            for reply in replies:
-                if reply is not None:
-                    reply.fail(failure)
-            return
+            return [(False, failure)] * len(writes)
         faults = [value for ok, value in outcomes if not ok and isinstance(value, StoreFault)]
         wrote = any(ok for ok, _ in outcomes)
         if faults or wrote:  # a batch whose writes all failed otherwise proves nothing
             self._mark(faults[0] if faults else None)
         if self._on_commit is not None and wrote:
             self._on_commit()
-        for reply, (ok, value) in zip(replies, outcomes, strict=True):
-            if reply is None:
-                continue
-            if ok:
-                reply.send(value)
-            else:
-                reply.fail(value)
+        return outcomes
 
     def _mark(self, failure: BaseException | None) -> None:
         """Keep /health's store mark in step: a fault marks it, a batch that wrote clears it
@@ -344,7 +284,8 @@ class CheckpointActor(Actor[CheckpointMessage]):
         elif failure is None:
             self._board.recover(STORE)
 
-    async def on_stop(self) -> None:
+    async def close(self) -> None:
+        """Record this broker's stop, checkpoint the WAL and close (a no-op when not open)."""
         if self._conn is None:
             return
         conn, self._conn = self._conn, None

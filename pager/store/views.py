@@ -1,9 +1,8 @@
 """The read views of the store (the operator's, and the roster), as one namespace:
 `from pager.store import views`."""
 
+from pager.domain.roster import RosterEntry, RosterKey
 from pager.store._views import (
-    RosterEntry,
-    RosterKey,
     agent_messages,
     correspondents,
     get_agent,

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from typing import Any, TypeVar
 
 import trio
 from quart import Blueprint, Response, request
 
-from actors.events import EventFeed, Subscription
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.event_feed import EventFeed, EventSubscription
 from pager.sse import HEARTBEAT, frame
 from pager.web.routes_v1 import require_secret
 
 #: A Last-Event-ID longer than this is refused unread (2**63 - 1 has 19 digits).
 MAX_ID_DIGITS = 19
 MAX_ID = 2**63 - 1
+S = TypeVar("S", bound=EventSubscription)
 
 
 def parse_last_event_id(header: str | None, query: str | None) -> int | None:
@@ -49,7 +51,7 @@ def parse_last_event_id(header: str | None, query: str | None) -> int | None:
     return seq
 
 
-def events_blueprint(feed: EventFeed, secret: str, *, heartbeat: float) -> Blueprint:
+def events_blueprint(feed: EventFeed[Any], secret: str, *, heartbeat: float) -> Blueprint:
     bp = Blueprint("v1_events", __name__, url_prefix="/v1")
 
     @bp.get("/events")
@@ -80,7 +82,7 @@ def events_blueprint(feed: EventFeed, secret: str, *, heartbeat: float) -> Bluep
 
 
 async def subscribed_stream(
-    feed: EventFeed, after: int | None, heartbeat: float
+    feed: EventFeed[S], after: int | None, heartbeat: float
 ) -> AsyncGenerator[bytes, None]:
     """`stream` on a subscription taken when the body is first read, so a client that hangs
     up before its response starts (the body is then never iterated, nor closed) leaves no
@@ -92,7 +94,7 @@ async def subscribed_stream(
 
 
 async def stream(
-    feed: EventFeed, sub: Subscription, after: int | None, heartbeat: float
+    feed: EventFeed[S], sub: S, after: int | None, heartbeat: float
 ) -> AsyncGenerator[bytes, None]:
     """Replay (when resuming), `ready`, then live events until the feed lets go."""
     last = sub.start  # the newest seq this client has been sent (or skipped as live-only)
@@ -148,7 +150,7 @@ def _reset(after: int, oldest: int | None) -> bytes:
     )
 
 
-def _farewell(sub: Subscription, last: int) -> bytes:
+def _farewell(sub: EventSubscription, last: int) -> bytes:
     if sub.closed == "overflow":
         return frame(
             "overflow",

@@ -14,8 +14,8 @@ from quart import Blueprint, Response, request
 
 from pager.domain.display import json_for_terminal
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.exports import Exports
 from pager.domain.json_bounds import dumps
-from pager.store.operator_ports import Exports
 from pager.web.routes_operator import query
 from pager.web.routes_v1 import require_secret
 

@@ -4,16 +4,16 @@ own message (what is wrong, what to do: free the disk, fix permissions, retry), 
 the broker's health board (pager/health.py).
 
 Each backend raises its `StoreFault` where it ran the statement (pager/store/_errors.py); a
-`StoreError` is a SQLite file that cannot be used (its permissions, its disk). Nothing else is
-the store's trouble: it answers `internal`.
+`StoreError` is a SQLite file that cannot be used (its permissions, its disk): both are the
+domain's `Unavailable`, so the edge knows them without knowing the store. A call that got no
+answer in time is a `TimeoutError`. Nothing else is the store's trouble: it answers `internal`.
 """
 
 from __future__ import annotations
 
-from actors._runtime import CallTimeout
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.faults import Unavailable
 from pager.health import STORE, HealthBoard
-from pager.store._errors import StoreError, StoreFault
 
 
 def unavailable_cause(
@@ -24,10 +24,10 @@ def unavailable_cause(
     fault marks the store degraded with its message, until the store writes again."""
     fault = _fault_in(error)
     if fault is not None:
-        if board is not None and getattr(fault, "degrades", True):
+        if board is not None and fault.degrades:
             board.degrade(STORE, str(fault))
         return PagerError(ErrorCode.UNAVAILABLE, str(fault))
-    if isinstance(error, CallTimeout):
+    if isinstance(error, TimeoutError):
         return PagerError(
             ErrorCode.UNAVAILABLE,
             "the broker did not finish this request in time (its disk may be slow or stuck);"
@@ -36,8 +36,8 @@ def unavailable_cause(
     return None
 
 
-def _fault_in(error: BaseException) -> StoreFault | StoreError | None:
-    if isinstance(error, StoreFault | StoreError):
+def _fault_in(error: BaseException) -> Unavailable | None:
+    if isinstance(error, Unavailable):
         return error
     if isinstance(error, BaseExceptionGroup):
         for inner in error.exceptions:

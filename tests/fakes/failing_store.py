@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from pager.store.sqlite_writer import CheckpointActor
+from pager.store.sqlite_writer import SqliteWriter
 
 
 def disk_full() -> sqlite3.OperationalError:
@@ -50,7 +50,7 @@ class FailingCommits:
 
 
 @contextlib.contextmanager
-def failing_commits(writer: CheckpointActor) -> Iterator[FailingCommits]:
+def failing_commits(writer: SqliteWriter) -> Iterator[FailingCommits]:
     """Put the fault under a running writer for the block's length."""
     real = writer.conn
     failing = FailingCommits(real)

@@ -23,13 +23,15 @@ from actors.identities import Identities
 from actors.identity_delivery import Deliver, ProviderMessage, WakeSession
 from actors.identity_protocol import Pushed
 from actors.provider import notification
+from actors.store_writer import Checkpoint, CheckpointActor
 from pager.broker.messaging import run_messaging
 from pager.broker.providers import never_shown_mail_at_turns
-from pager.config import Config, Limits, Windows
+from pager.config import Config, Limits
 from pager.domain import results
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
 from pager.domain.views import AgentView, MessageView
+from pager.domain.windows import Windows
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.health import HealthBoard
 from pager.requests import HttpDelivery, RegisterRequest
@@ -41,7 +43,7 @@ from pager.store.read_views import ReadViews
 from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
-from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
+from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from pager.wire import unstructure
 
 WINDOWS = Windows(
@@ -131,7 +133,7 @@ class Harness:
     views: OperatorViews
     event_log: ev.EventLogReader  # blocking: a test reads it in place
     #: The SQLite writer itself (a fault can be injected under it: tests/fakes/failing_store.py).
-    writer: CheckpointActor | None = None
+    writer: SqliteWriter | None = None
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
         """Every operator event retained, as (type, data), in seq order."""
@@ -234,7 +236,7 @@ async def open_harness(
     reads = ReadViews(tmp_path / "pager.db", inline=True)
     async with reads_closed(reads), trio.open_nursery() as nursery:
         store = CheckpointActor(
-            tmp_path / "pager.db", None, lambda: "now", inline=True, board=board
+            SqliteWriter(tmp_path / "pager.db", None, lambda: "now", inline=True, board=board)
         )
         store_ref = await start_actor(nursery, store, name="store")
         inbox = FakeInbox()
@@ -265,7 +267,7 @@ async def open_harness(
                 checkpoint,
                 SqliteOperatorViews(reads),
                 log,
-                store,
+                store.writer,
             )
         finally:
             log.close()

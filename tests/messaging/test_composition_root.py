@@ -11,6 +11,7 @@ import trio
 
 from actors._runtime import ActorRef, start_actor
 from actors.identity_delivery import ProviderMessage
+from actors.store_writer import Checkpoint, CheckpointActor
 from actors.wake_run import WakeRuns
 from pager.broker import broker_context, build_broker_tree
 from pager.broker.messaging import build_messaging, run_messaging
@@ -20,7 +21,7 @@ from pager.launch.paths import StatePaths
 from pager.service import BrokerService
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_backend import messaging_ports
-from pager.store.sqlite_writer import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
+from pager.store.sqlite_writer import BrokerRunInfo, QuickReads, SqliteWriter
 from tests.messaging.conftest import WINDOWS, inline_service, reads_closed
 
 
@@ -46,7 +47,9 @@ async def test_messaging_parts_get_all_they_need_before_any_starts(tmp_path: Pat
     reads = ReadViews(tmp_path / "pager.db", inline=True)
     with trio.fail_after(10):
         async with reads_closed(reads), trio.open_nursery() as nursery:
-            store = CheckpointActor(tmp_path / "pager.db", None, lambda: "now", inline=True)
+            store = CheckpointActor(
+                SqliteWriter(tmp_path / "pager.db", None, lambda: "now", inline=True)
+            )
             checkpoint = Checkpoint(
                 await start_actor(nursery, store, name="store"), QuickReads(tmp_path / "pager.db")
             )

@@ -12,6 +12,7 @@ from trio.testing import MockClock
 from pager.config import Limits
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from tests.messaging.conftest import Harness, open_harness
 
 
@@ -85,8 +86,8 @@ async def test_a_later_hop_0_message_brings_the_chain_back_down(
 @pytest.mark.parametrize(
     ("limits", "to", "refused_at"),
     [
-        (Limits(pair_sends_per_hour=3, agent_sends_per_hour=0), ["b"] * 5, 3),
-        (Limits(pair_sends_per_hour=0, agent_sends_per_hour=4), ["b", "c"] * 3, 4),
+        (Limits(send=SendLimits(pair_sends_per_hour=3, agent_sends_per_hour=0)), ["b"] * 5, 3),
+        (Limits(send=SendLimits(pair_sends_per_hour=0, agent_sends_per_hour=4)), ["b", "c"] * 3, 4),
     ],
 )
 async def test_send_rates_refuse_with_a_retry_time_and_recover_after_the_hour(
@@ -114,7 +115,7 @@ async def test_send_rates_refuse_with_a_retry_time_and_recover_after_the_hour(
 
 async def test_the_person_is_not_rate_limited(tmp_path: Path, autojump_clock: MockClock) -> None:
     with trio.fail_after(60):
-        limits = Limits(pair_sends_per_hour=2, agent_sends_per_hour=2)
+        limits = Limits(send=SendLimits(pair_sends_per_hour=2, agent_sends_per_hour=2))
         async with open_harness(tmp_path, limits=limits) as harness:
             person = await harness.service.person(str(harness.workspace))
             await harness.register("b")
@@ -124,7 +125,7 @@ async def test_the_person_is_not_rate_limited(tmp_path: Path, autojump_clock: Mo
 
 async def test_limits_of_zero_turn_the_guard_off(tmp_path: Path, autojump_clock: MockClock) -> None:
     with trio.fail_after(60):
-        limits = Limits(max_hops=0, pair_sends_per_hour=0, agent_sends_per_hour=0)
+        limits = Limits(send=SendLimits(max_hops=0, pair_sends_per_hour=0, agent_sends_per_hour=0))
         async with open_harness(tmp_path, limits=limits) as harness:
             _, a = await harness.register("a")
             _, b = await harness.register("b")

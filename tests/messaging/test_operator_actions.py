@@ -10,7 +10,7 @@ import trio
 
 from actors.directory import ArchiveIdentity, DirectoryMessage, PurgeIdentity, UnarchiveIdentity
 from pager.domain.errors import ErrorCode, PagerError
-from pager.store import messaging as ms
+from pager.domain.retention import Action, Applied
 from tests.messaging.conftest import Harness
 
 
@@ -36,8 +36,8 @@ async def test_directory_unarchive_and_conflicts(harness: Harness) -> None:
         assert await _refused(h, UnarchiveIdentity(agent_id, "operator")) is ErrorCode.CONFLICT
         await directory.call(ArchiveIdentity(agent_id, "operator"))
         assert await _refused(h, ArchiveIdentity(agent_id, "operator")) is ErrorCode.CONFLICT
-        done: ms.Applied = await directory.call(UnarchiveIdentity(agent_id, "operator"))
-        assert done.action is ms.Action.UNARCHIVE
+        done: Applied = await directory.call(UnarchiveIdentity(agent_id, "operator"))
+        assert done.action is Action.UNARCHIVE
         agent = await h.agent(agent_id)
         assert agent is not None
         assert not agent.archived
@@ -60,7 +60,7 @@ async def test_directory_purge_ends_the_session_for_good(harness: Harness) -> No
         sent = await h.service.send(alice, to="bob", body="pending")
         directory = h.service.directory
         identities = h.service.identities
-        done: ms.Applied = await directory.call(PurgeIdentity(bob["agent_id"], "operator"))
+        done: Applied = await directory.call(PurgeIdentity(bob["agent_id"], "operator"))
         assert (done.ended_sessions, done.dead_lettered, done.alias) == (1, 1, "bob")
         with pytest.raises(PagerError) as caught:
             await h.service.authenticate(bob["token"])

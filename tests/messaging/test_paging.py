@@ -14,6 +14,7 @@ from trio.testing import MockClock
 from actors.directory import PurgeIdentity
 from pager.config import Limits
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from pager.domain.pages import parse_page
 from tests.messaging.conftest import Harness, open_harness
 
@@ -119,7 +120,9 @@ async def test_a_token_dies_with_its_identity(harness: Harness, autojump_clock: 
 
 
 async def test_the_per_token_rate(tmp_path: Path, autojump_clock: MockClock) -> None:
-    async with open_harness(tmp_path, limits=Limits(token_sends_per_hour=2)) as harness:
+    async with open_harness(
+        tmp_path, limits=Limits(send=SendLimits(token_sends_per_hour=2))
+    ) as harness:
         with trio.fail_after(7200):
             await harness.register("ci")
             mailbox = await harness.service.mailbox((await _token(harness, "ci"))["token"])

@@ -15,6 +15,7 @@ from trio.testing import MockClock
 from actors._runtime import Actor, Reply, run_actor, start_actor
 from actors.identity_delivery import ProviderMessage
 from actors.providers import ProviderHub
+from actors.store_writer import Checkpoint, CheckpointActor
 from pager.broker.messaging import run_messaging
 from pager.config import Config
 from pager.domain.clock import TrioWallClock
@@ -23,7 +24,7 @@ from pager.store import events as ev
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_operator import SqliteOperatorViews
-from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
+from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from supervisors import Supervisor
 from tests.messaging.conftest import (
     WINDOWS,
@@ -68,7 +69,9 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
 
     reads = ReadViews(tmp_path / "pager.db", inline=True)
     async with reads_closed(reads), trio.open_nursery() as nursery:
-        store = CheckpointActor(tmp_path / "pager.db", None, lambda: "now", inline=True)
+        store = CheckpointActor(
+            SqliteWriter(tmp_path / "pager.db", None, lambda: "now", inline=True)
+        )
         checkpoint = Checkpoint(
             await start_actor(nursery, store, name="store"), QuickReads(tmp_path / "pager.db")
         )

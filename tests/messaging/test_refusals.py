@@ -12,6 +12,7 @@ from trio.testing import MockClock
 
 from pager.config import Limits
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from tests.messaging.conftest import open_harness
 
 REFUSALS = 2000
@@ -34,7 +35,7 @@ async def test_2000_refusals_grow_the_store_by_under_100_kb(
     refused `rate_limited`, the snapshot counts all 2,000, the operator stream has one
     `send.refused` per minute, and the store grows by under 100 KB (before: an event row each,
     ~450 KB)."""
-    limits = Limits(pair_sends_per_hour=1, agent_sends_per_hour=0)
+    limits = Limits(send=SendLimits(pair_sends_per_hour=1, agent_sends_per_hour=0))
     with trio.fail_after(600):
         async with open_harness(tmp_path, limits=limits) as harness:
             _, mallory = await harness.register("mallory")

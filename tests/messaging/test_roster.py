@@ -18,6 +18,7 @@ from actors.directory import ArchiveIdentity
 from pager.config import Limits
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from pager.domain.views import encode_cursor
 from pager.store import _views
 from pager.store import messaging as ms
@@ -50,7 +51,7 @@ async def test_a_roster_of_250_pages_in_three_without_gaps_or_duplicates(
     one workspace to the next), every identity once, in workspace-then-alias order, each with
     its waiting count (queued and claimed mail; acknowledged mail does not wait), counted in
     one batched count per page, never one per identity."""
-    no_send_limits = Limits(agent_sends_per_hour=0, pair_sends_per_hour=0)
+    no_send_limits = Limits(send=SendLimits(agent_sends_per_hour=0, pair_sends_per_hour=0))
     with trio.fail_after(600):
         async with open_harness(tmp_path, limits=no_send_limits) as harness:
             await _page_through_250(harness, monkeypatch)

@@ -12,10 +12,10 @@ from trio.testing import MockClock, wait_all_tasks_blocked
 
 from actors.directory import ArchiveIdentity, ReapIdentity
 from actors.sweeper import MIN_PERIOD, sweep_period
-from pager.config import Windows
 from pager.domain.clock import TrioWallClock
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.views import AgentView
+from pager.domain.windows import Windows
 from pager.store import StoreBusy
 from pager.store.sqlite_ports import SqliteInbox, SqliteRetention
 from tests.messaging.conftest import Harness, open_harness

@@ -11,23 +11,19 @@ from typing import Any, TypeVar
 import pytest
 
 from pager.domain import ids
-from pager.domain.delivery import RedeliverySchedule, Via
+from pager.domain.delivery import AckResult, ClaimPolicy, RedeliverySchedule, Via
 from pager.domain.errors import PagerError
 from pager.domain.names import alias_key
 from pager.domain.records import Claim, Session, SessionState
+from pager.domain.registration import Registration
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.store import close_database, immediate_transaction, open_database
 from pager.store import messaging as ms
-from pager.store._registration import (
-    RegisterPlan,
-    Registration,
-    claim_alias,
-    take_over_by_alias,
-)
+from pager.store._registration import RegisterPlan, claim_alias, take_over_by_alias
 
 T = TypeVar("T")
 NOW = 1_800_000_000.0
-POLICY = ms.ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)
+POLICY = ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)
 
 
 class Store:
@@ -438,7 +434,7 @@ def test_ack_records_acknowledged_and_refused_tokens_nothing(
     [claim] = store.claim(bob)
     store.new_events()
 
-    def ack(tokens: list[str]) -> ms.AckResult:
+    def ack(tokens: list[str]) -> AckResult:
         return store.write(
             lambda c: ms.acknowledge(
                 c, identity_id=bob, tokens=tokens, now=NOW, hash_token=ids.hash_token

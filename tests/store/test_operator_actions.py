@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pager.config import Windows
 from pager.domain import ids
 from pager.domain.records import Identity, Session, SessionState
+from pager.domain.retention import Action
+from pager.domain.windows import Windows
 from pager.domain.workspace import Workspace
 from pager.store import close_database, open_database
 from pager.store import messaging as ms
@@ -106,7 +107,7 @@ def test_unarchive_identity_restarts_the_detach_clock(conn: sqlite3.Connection) 
     done = ms.unarchive_identity(conn, agent, now=NOW + 2000, reason="operator")
 
     assert done is not None
-    assert done.action is ms.Action.UNARCHIVE
+    assert done.action is Action.UNARCHIVE
     row = conn.execute(
         "SELECT archived_at, detached_at, first_archived_at FROM identities WHERE id = ?",
         (agent,),
@@ -132,7 +133,7 @@ def test_purge_identity_dead_letters_and_keeps_its_tokens(conn: sqlite3.Connecti
     done = ms.purge_identity(conn, agent, now=NOW, reason="operator")
 
     assert done is not None
-    assert (done.action, done.dead_lettered, done.ended_sessions) == (ms.Action.PURGE, 1, 1)
+    assert (done.action, done.dead_lettered, done.ended_sessions) == (Action.PURGE, 1, 1)
     assert ms.get_identity(conn, agent) is None
     dead = ms.get_message(conn, waiting)
     assert dead is not None
@@ -178,4 +179,4 @@ def test_sweep_step_leaves_an_identity_that_attached_since_the_plan(
 
     done = ms.apply_due(conn, plan.due, NOW + 2000, windows)
 
-    assert [(d.agent_id, d.action) for d in done] == [(idle, ms.Action.ARCHIVE)]
+    assert [(d.agent_id, d.action) for d in done] == [(idle, Action.ARCHIVE)]

@@ -23,14 +23,17 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
+from actors.store_writer import Checkpoint, CheckpointActor
 from pager.domain.clock import iso
 from pager.domain.delivery import Via
+from pager.domain.exports import Exports
 from pager.domain.records import MessageState
+from pager.domain.retention import Action
 from pager.domain.views import AgentView, Correspondent, InboxCounts, SessionView, Totals
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store.events import open_event_log
-from pager.store.operator_ports import Exports, OperatorViews, Slice
+from pager.store.operator_ports import OperatorViews, Slice
 from pager.store.pg._export import PgExports
 from pager.store.ports import Directory, EventLog, Inbox, NewMessage
 from pager.store.read_views import ReadViews
@@ -38,7 +41,7 @@ from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_ports import SqliteInbox, Writer
-from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
+from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from tests.store import test_ports_contract as contract
 
 NOW, POLICY, LIMITS = contract.NOW, contract.POLICY, contract.LIMITS
@@ -69,7 +72,7 @@ class Backend:
         agent_id, op = contract.new_identity(alias, workspace)
         await self.checkpoint.write(op)
         if archived:
-            await self.directory.retire(agent_id, ms.Action.ARCHIVE, "operator", now=NOW)
+            await self.directory.retire(agent_id, Action.ARCHIVE, "operator", now=NOW)
         return agent_id
 
     @contextlib.asynccontextmanager
@@ -132,7 +135,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
     database = tmp_path / "pager.db"
     async with trio.open_nursery() as nursery:
         ref = await start_actor(
-            nursery, CheckpointActor(database, None, lambda: "now"), name="store"
+            nursery, CheckpointActor(SqliteWriter(database, None, lambda: "now")), name="store"
         )
         quick = QuickReads(database)
         checkpoint = Checkpoint(ref, quick)

@@ -9,6 +9,8 @@ import inspect
 
 import pytest
 
+from actors.store_writer import Checkpoint
+from pager.domain import exports
 from pager.store import backend as store_backend
 from pager.store import operator_ports, ports, service_ports
 from pager.store.off_loop import ThreadedEventLog, ThreadedExportReader
@@ -21,8 +23,7 @@ from pager.store.sqlite_export import SqliteExports
 from pager.store.sqlite_operator import SqliteOperatorViews
 from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
-from pager.store.sqlite_writer import Checkpoint
-from pager.store.wake_ports import StoreWakeBook
+from pager.store.wake_book import StoreWakeBook
 
 #: Every port Protocol (what actors, services and edges call of the store).
 PORTS: tuple[type, ...] = (
@@ -38,8 +39,8 @@ PORTS: tuple[type, ...] = (
     service_ports.Listings,
     service_ports.Accounts,
     operator_ports.OperatorViews,
-    operator_ports.ExportReader,
-    operator_ports.Exports,
+    exports.ExportReader,
+    exports.Exports,
     store_backend.StoreAccess,
     store_backend.ReadSide,
 )
@@ -60,9 +61,9 @@ IMPLEMENTATIONS: tuple[tuple[type, type], ...] = (
     (SqliteListings, service_ports.Listings),
     (SqliteAccounts, service_ports.Accounts),
     (SqliteOperatorViews, operator_ports.OperatorViews),
-    (ThreadedExportReader, operator_ports.ExportReader),
-    (SqliteExports, operator_ports.Exports),
-    (PgExports, operator_ports.Exports),
+    (ThreadedExportReader, exports.ExportReader),
+    (SqliteExports, exports.Exports),
+    (PgExports, exports.Exports),
     (Checkpoint, store_backend.StoreAccess),
     (PgWriter, store_backend.StoreAccess),
     (ReadViews, store_backend.ReadSide),

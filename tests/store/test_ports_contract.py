@@ -19,17 +19,21 @@ import pytest
 import trio
 
 from actors._runtime import start_actor
-from pager.config import StoreConfig, Windows
+from actors.store_writer import Checkpoint, CheckpointActor
+from pager.config import StoreConfig
 from pager.domain import ids
 from pager.domain.clock import iso
-from pager.domain.delivery import RedeliverySchedule, Via
+from pager.domain.delivery import ClaimPolicy, RedeliverySchedule, Via
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from pager.domain.names import alias_key
 from pager.domain.records import Identity, MessageState, Session, SessionState
+from pager.domain.registration import Registration
+from pager.domain.retention import Action
+from pager.domain.windows import Windows
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store._refusals import refused_sends
-from pager.store._registration import Registration
 from pager.store.events import EventLogReader, open_event_log
 from pager.store.off_loop import ThreadedEventLog
 from pager.store.pg._conn import PgConn
@@ -47,12 +51,14 @@ from pager.store.ports import (
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions, Writer
-from pager.store.sqlite_writer import Checkpoint, CheckpointActor, QuickReads
+from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from tests.store.test_pg_schema import pg_store
 
 NOW = 1_800_000_000.0
-POLICY = ms.ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)
-LIMITS = ms.SendLimits(max_hops=0, agent_per_hour=0, pair_per_hour=0, script_per_hour=0)
+POLICY = ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)
+LIMITS = SendLimits(
+    max_hops=0, agent_sends_per_hour=0, pair_sends_per_hour=0, token_sends_per_hour=0
+)
 WORKSPACE = "/contract/repo"
 HERE = Workspace(WORKSPACE, "repo-contract", WORKSPACE)
 
@@ -123,7 +129,9 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
     database = tmp_path / "pager.db"
     async with trio.open_nursery() as nursery:
         ref = await start_actor(
-            nursery, CheckpointActor(database, None, lambda: "now", inline=True), name="store"
+            nursery,
+            CheckpointActor(SqliteWriter(database, None, lambda: "now", inline=True)),
+            name="store",
         )
         quick = QuickReads(database)
         checkpoint = Checkpoint(ref, quick)
@@ -471,16 +479,16 @@ async def test_ports_register_creates_then_refuses_an_attached_name(backend: Bac
 async def test_ports_retire_rules(backend: Backend) -> None:
     """Archive once (twice is a conflict), unarchive, purge; an unknown identity is not_found."""
     agent = await backend.identity("old")
-    done = await backend.directory.retire(agent, ms.Action.ARCHIVE, "operator", now=NOW)
-    assert done.action is ms.Action.ARCHIVE
+    done = await backend.directory.retire(agent, Action.ARCHIVE, "operator", now=NOW)
+    assert done.action is Action.ARCHIVE
     with pytest.raises(PagerError) as twice:
-        await backend.directory.retire(agent, ms.Action.ARCHIVE, "operator", now=NOW)
+        await backend.directory.retire(agent, Action.ARCHIVE, "operator", now=NOW)
     assert twice.value.code is ErrorCode.CONFLICT
-    await backend.directory.retire(agent, ms.Action.UNARCHIVE, "operator", now=NOW)
-    await backend.directory.retire(agent, ms.Action.PURGE, "operator", now=NOW)
+    await backend.directory.retire(agent, Action.UNARCHIVE, "operator", now=NOW)
+    await backend.directory.retire(agent, Action.PURGE, "operator", now=NOW)
     assert not await backend.sessions.exists(agent)
     with pytest.raises(PagerError) as gone:
-        await backend.directory.retire(agent, ms.Action.REAP, "operator", now=NOW)
+        await backend.directory.retire(agent, Action.REAP, "operator", now=NOW)
     assert gone.value.code is ErrorCode.NOT_FOUND
 
 
@@ -497,7 +505,7 @@ async def test_ports_retention_plans_on_a_snapshot_and_applies_what_still_stands
     assert {step.agent_id for step in plan.due} == {idle, back}
     await backend.attach(back)
     done = await backend.retention.apply(plan.due, now=later, windows=WINDOWS)
-    assert [(d.agent_id, d.action) for d in done] == [(idle, ms.Action.ARCHIVE)]
+    assert [(d.agent_id, d.action) for d in done] == [(idle, Action.ARCHIVE)]
     assert plan.next_due is not None
 
 

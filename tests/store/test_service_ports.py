@@ -18,6 +18,7 @@ import trio
 from pager.domain import ids
 from pager.domain.delivery import Via
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from pager.domain.names import alias_key, parse_address
 from pager.domain.records import MessageState
 from pager.domain.workspace import Workspace
@@ -271,7 +272,7 @@ async def test_start_chain_makes_the_next_send_start_a_chain(backend: Backend) -
     bob = await backend.identity("bob")
     await backend.send(alice, bob, "first")
     await backend.claim(bob)  # bob was handed hop 1: his answer would be hop 2
-    await backend.inbox.start_chain(bob, now=NOW + 2, limits=ms.SendLimits())
+    await backend.inbox.start_chain(bob, now=NOW + 2, limits=SendLimits())
     answer = await backend.send(bob, alice, "answer")
     found = await backend.lookups.sent_message(bob, answer)
     assert found is not None
@@ -284,7 +285,7 @@ async def test_start_chain_restarts_once_per_delivered_batch_within_its_budget(
     """A report restarts a chain only after mail from an agent was delivered, once per batch,
     at most `chain_resets_per_hour`, refilled evenly over the hour: past it `rate_limited`
     with `retry_after_s`, and the chain stays as it is."""
-    limits = ms.SendLimits(chain_resets_per_hour=2)
+    limits = SendLimits(chain_resets_per_hour=2)
     alice, bob = await backend.identity("alice"), await backend.identity("bob")
     assert not await backend.inbox.start_chain(bob, now=NOW, limits=limits)  # no chain
     for _ in range(2):

@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from actors._runtime import start_actor
+from actors.store_writer import Checkpoint, CheckpointActor
 from pager.store import (
     StoreBusy,
     _database,
@@ -25,14 +26,14 @@ from pager.store import (
     open_database,
     set_meta,
 )
-from pager.store.sqlite_writer import BrokerRunInfo, Checkpoint, CheckpointActor, QuickReads
+from pager.store.sqlite_writer import BrokerRunInfo, QuickReads, SqliteWriter
 
 
 @asynccontextmanager
 async def running_checkpoint(database: Path) -> AsyncIterator[Checkpoint]:
     async with trio.open_nursery() as nursery:
         ref = await start_actor(
-            nursery, CheckpointActor(database, None, lambda: "now"), name="store"
+            nursery, CheckpointActor(SqliteWriter(database, None, lambda: "now")), name="store"
         )
         quick = QuickReads(database)
         try:
@@ -112,7 +113,7 @@ async def test_a_batch_cancelled_before_its_commit_is_rolled_back(tmp_path: Path
     run = BrokerRunInfo(instance_id="run-1", pid=1, version="test", started_at="then")
     async with trio.open_nursery() as nursery:
         ref = await start_actor(
-            nursery, CheckpointActor(database, run, lambda: "now"), name="store"
+            nursery, CheckpointActor(SqliteWriter(database, run, lambda: "now")), name="store"
         )
         quick = QuickReads(database)
         try:

@@ -8,9 +8,9 @@ import itertools
 from typing import Any
 
 from pager.config import StoreConfig
+from pager.domain.exports import ExportReader
 from pager.store._export import export_records
 from pager.store.off_loop import open_export
-from pager.store.operator_ports import ExportReader
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import connect
 

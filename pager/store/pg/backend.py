@@ -21,16 +21,17 @@ import attrs
 import psycopg
 import trio
 
-from pager.config import StoreConfig, Windows
+from pager.config import StoreConfig
 from pager.domain.clock import WallClock
+from pager.domain.exports import Exports
 from pager.domain.hosts import HostBoard, HostView
+from pager.domain.windows import Windows
 from pager.health import HealthBoard
 from pager.store._conn import Conn
 from pager.store._errors import StoreFault
 from pager.store.backend import StoreAccess
 from pager.store.events import EventLogReader
 from pager.store.off_loop import ThreadedEventLog
-from pager.store.operator_ports import Exports
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import PgUnreachable, connect, first_line, pg_fault, upgrade
 from pager.store.pg._export import PgExports

@@ -1,4 +1,4 @@
-"""The store side of launch on mail (`WakeBook`, pager/store/ports.py), on either backend:
+"""The store side of launch on mail, the `WakeBook` port (pager/store/ports.py) on either backend:
 each call is one function of pager/store/_wake.py on the backend's writer."""
 
 from __future__ import annotations
@@ -6,10 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from pager.domain.wake import RunOutcome, WakeRun, WakeSettings
+from pager.domain.wake import (
+    RunOutcome,
+    WakeCandidate,
+    WakeEntry,
+    WakeRun,
+    WakeSettings,
+    WakeTarget,
+)
 from pager.store import _wake as wk
 from pager.store._conn import Conn
-from pager.store._wake import WakeCandidate, WakeEntry, WakeTarget
 
 T = TypeVar("T")
 
