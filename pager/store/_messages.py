@@ -589,33 +589,40 @@ def acknowledge(
 # -- timers and views ------------------------------------------------------------------------
 
 
-def next_deadline(conn: Conn, recipient_id: str, now: float, message_expiry: float) -> float | None:
-    """The earliest time after `now` when something changes for this inbox on its own: an ack
-    wait ends, a retry becomes available, a message expires. (Mail available already needs no
-    timer: whoever consumes it is woken when it arrives.)"""
-    # Three indexed lookups (each a single index probe), not one scan of the inbox.
-    candidates = [
-        conn.execute(
-            "SELECT MIN(expires_at) FROM claims WHERE identity_id = ? AND state = 'open'",
-            (recipient_id,),
-        ).fetchone()[0],
-        conn.execute(
-            "SELECT MIN(available_at) FROM messages WHERE recipient_id = ?"
-            " AND state = 'queued' AND available_at > ?",
-            (recipient_id, now),
-        ).fetchone()[0],
-        conn.execute(
-            "SELECT MIN(sent_at) FROM messages WHERE recipient_id = ?"
-            " AND state IN ('queued', 'claimed', 'delivered')",
-            (recipient_id,),
-        ).fetchone()[0],
-    ]
-    claim_deadline, retry, oldest = (None if v is None else float(v) for v in candidates)
-    return delivery.next_due(
-        open_claim_deadline=claim_deadline,
-        next_retry=retry,
-        oldest_unsettled_sent_at=oldest,
-        message_expiry=message_expiry,
+@attrs.frozen
+class InboxDue:
+    """Where an inbox stands after a change: whether its identity still exists, the next due
+    time the store holds for it, and the one the inbox needs now (`next_deadline`)."""
+
+    exists: bool
+    recorded: float | None
+    needed: float | None
+
+
+def inbox_due(conn: Conn, recipient_id: str, now: float, message_expiry: float) -> InboxDue:
+    """The identity's row and the inbox's three deadlines, in one statement (each deadline an
+    index probe, not a scan of the inbox)."""
+    row = conn.execute(
+        "SELECT i.id IS NOT NULL, i.next_due,"
+        " (SELECT MIN(expires_at) FROM claims WHERE identity_id = :id AND state = 'open'),"
+        " (SELECT MIN(available_at) FROM messages WHERE recipient_id = :id"
+        "   AND state = 'queued' AND available_at > :now),"
+        " (SELECT MIN(sent_at) FROM messages WHERE recipient_id = :id"
+        "   AND state IN ('queued', 'claimed', 'delivered'))"
+        " FROM (SELECT CAST(:id AS TEXT) AS wanted) AS k"
+        " LEFT JOIN identities AS i ON i.id = k.wanted",
+        {"id": recipient_id, "now": now},
+    ).fetchone()
+    exists, recorded, claim_deadline, retry, oldest = row
+    return InboxDue(
+        exists=bool(exists),
+        recorded=None if recorded is None else float(recorded),
+        needed=delivery.next_due(
+            open_claim_deadline=None if claim_deadline is None else float(claim_deadline),
+            next_retry=None if retry is None else float(retry),
+            oldest_unsettled_sent_at=None if oldest is None else float(oldest),
+            message_expiry=message_expiry,
+        ),
     )
 
 

@@ -57,16 +57,21 @@ class SqliteInbox:
         now: float,
         policy: ms.ClaimPolicy,
         heavy: bool = False,
+        gone: PagerError | None = None,
     ) -> Changed[T]:
-        """Run `op` and refresh the identity's next due time in the same transaction."""
+        """Run `op` and refresh the identity's next due time in the same transaction. With
+        `gone`: raised (the transaction rolled back) when the identity no longer exists, its
+        row checked in the statement that reads the inbox's deadlines."""
 
         def with_due(conn: Conn) -> Changed[T]:
             ms.lock_inbox(conn, identity_id)
             value = op(conn)
-            due = ms.next_deadline(conn, identity_id, now, policy.message_expiry)
-            if due != ms.next_due_of(conn, identity_id):  # an index probe, not a write
-                ms.set_next_due(conn, identity_id, due)
-            return Changed(value, due)
+            due = ms.inbox_due(conn, identity_id, now, policy.message_expiry)
+            if gone is not None and not due.exists:
+                raise gone
+            if due.needed != due.recorded:  # read with the deadlines: no statement of its own
+                ms.set_next_due(conn, identity_id, due.needed)
+            return Changed(value, due.needed)
 
         return await self._writer.write(with_due, heavy=heavy)
 
@@ -82,11 +87,6 @@ class SqliteInbox:
         claim_for: ClaimFor | None = None,
     ) -> Changed[Enqueued]:
         def op(conn: Conn) -> Enqueued:
-            # Checked in the same transaction: a reap that committed just before must win.
-            if ms.get_identity(conn, recipient_id) is None:
-                raise PagerError(
-                    ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped; see `roster`"
-                )
             key = send.idempotency_key
             if key is not None:
                 # A true repeat answers the original; a reuse for another send is refused.
@@ -127,8 +127,15 @@ class SqliteInbox:
             claims = _claim(conn, recipient_id, claim_for, now, policy)
             return Enqueued(message, False, tuple(claims))
 
+        # Checked in the same transaction, with the inbox's deadlines (the recipient's row
+        # read once): a reap that committed just before must win.
+        reaped = PagerError(
+            ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped; see `roster`"
+        )
         heavy = claim_for is not None and claim_for.limit > ROWS_ON_LOOP
-        return await self._change(recipient_id, op, now=now, policy=policy, heavy=heavy)
+        return await self._change(
+            recipient_id, op, now=now, policy=policy, heavy=heavy, gone=reaped
+        )
 
     async def claim(
         self,
