@@ -18,7 +18,7 @@ from pager.domain.clock import WallClock
 from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
-from pager.store._conn import Conn
+from pager.store._conn import AfterCommit, Conn
 from pager.store.operator_ports import Exports
 from pager.store.ports import EventLog, Leadership, Wakeups
 from pager.store.sqlite_writer import BrokerRunInfo
@@ -35,6 +35,10 @@ class StoreAccess(Protocol):
     async def read(self, fn: Callable[[Conn], T]) -> T: ...
 
     async def write(self, fn: Callable[[Conn], T], *, heavy: bool = False) -> T: ...
+
+    async def write_late(
+        self, fn: Callable[[Conn], AfterCommit[T]], *, heavy: bool = False
+    ) -> T: ...
 
 
 class ReadSide(Protocol):
@@ -57,6 +61,8 @@ class Backend(Protocol):
     #: This broker's host as the store records it on sessions ('' when not shared).
     store_host: str
     wakeups: Wakeups
+    #: How a write tells the other brokers of mail inside its transaction (None: no others).
+    wake_in_write: Callable[[Conn, str], None] | None
     leadership: Leadership
 
     async def run(

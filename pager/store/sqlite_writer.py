@@ -35,6 +35,7 @@ from actors._runtime import Actor, ActorError, ActorRef, CallTimeout, Reply, off
 from pager import store
 from pager.health import STORE, HealthBoard
 from pager.store import StoreFault, StoreUnavailable, as_fault, faults_typed
+from pager.store._conn import AfterCommit
 
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
@@ -130,6 +131,13 @@ class Checkpoint:
         Raises the `StoreFault` the store met (nothing of `fn` was committed then)."""
         result: T = await self._call(Write(fn, heavy))
         return result
+
+    async def write_late(
+        self, fn: Callable[[sqlite3.Connection], AfterCommit[T]], *, heavy: bool = False
+    ) -> T:
+        """`write`, for an answer read as late as possible (`AfterCommit`): on SQLite, where
+        a statement costs no round trip, built at once, inside the transaction."""
+        return await self.write(lambda conn: fn(conn).finish(), heavy=heavy)
 
     async def _call(self, message: CheckpointMessage) -> Any:
         try:
