@@ -106,6 +106,7 @@ class PgHarness:
     service: BrokerService
     wire: Wire
     workspace: Path
+    writer: PgWriter  # to read the rows as stored
 
     async def register(self, name: str) -> Caller:
         request = RegisterRequest(
@@ -177,7 +178,7 @@ async def pg_messaging(
                     service=service,
                 )
             )
-            yield PgHarness(started, wire, workspace)
+            yield PgHarness(started, wire, workspace, writer)
             nursery.cancel_scope.cancel()
     finally:
         await reads.aclose()
@@ -226,3 +227,37 @@ async def test_the_other_brokers_are_told_at_the_commit(
             notifying = [line for line in writes if "pg_notify" in line]
             assert len(notifying) == 1, "\n".join(writes)
             assert "COMMIT" in notifying[0], "\n".join(writes)
+
+
+#: What an agent may write to try to break out of a statement whose values are bound on this
+#: side (pg/_batch.py): quotes, a statement separator, comments, backslashes (escapes in a
+#: non-standard string), a dollar quote, a placeholder, and characters outside ASCII.
+HOSTILE = (
+    "x'); DELETE FROM messages; --\n"
+    "\\'; DROP TABLE identities; /* $$ $q$ %s %(id)s ? :name E'\\x41' */ ‮ ünïcødé 🎉"
+)
+
+
+async def test_a_hostile_body_is_stored_as_written(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's text goes into statements bound by psycopg on this side: it comes back as
+    written, in a thread and a reply_to too, and nothing else changed."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            first = await pg.service.send(alice, to="bob", body="before")
+            sent = await pg.service.send(
+                alice, to="bob", body=HOSTILE, thread=HOSTILE[:60], reply_to=first.message_id
+            )
+            rows = await pg.writer.read(
+                lambda conn: conn.execute(
+                    "SELECT id, body, thread, reply_to FROM messages ORDER BY seq"
+                ).fetchall()
+            )
+            assert rows == [
+                (first.message_id, "before", None, None),
+                (sent.message_id, HOSTILE, HOSTILE[:60], first.message_id),
+            ]
+            assert (await pg.service.whoami(bob)).alias == "bob"  # identities intact

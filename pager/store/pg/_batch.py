@@ -69,13 +69,15 @@ class LazyCursor:
 
 class BatchConn:
     """The store's `Conn` over one autocommit psycopg connection, statements queued until a
-    result is read (see the module's docstring). `round_trips` counts the messages sent."""
+    result is read (see the module's docstring)."""
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
         self._cursor = psycopg.ClientCursor(raw)
         self._queued: list[tuple[bytes, LazyCursor]] = []
-        self.round_trips = 0
+        #: Set once the COMMIT is queued: from then on a lost connection leaves the outcome
+        #: unknown; before it, nothing of the transaction was done.
+        self.committing = False
 
     def execute(self, sql: str, parameters: Parameters = (), /) -> LazyCursor:
         cursor = LazyCursor(self)
@@ -99,7 +101,6 @@ class BatchConn:
         queued, self._queued = self._queued, []
         if not queued:
             return
-        self.round_trips += 1
         self._cursor.execute(b"; ".join(statement for statement, _ in queued))
         for n, (_, cursor) in enumerate(queued):
             if n and not self._cursor.nextset():

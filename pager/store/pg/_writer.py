@@ -105,8 +105,13 @@ class _Connection:
                     if self._bare:  # read-only statements: a retry below changes nothing
                         return fn(PgConn(raw))
                     if self._batched:
-                        began = True
-                        return _batched(raw, fn)
+                        batch = BatchConn(raw)
+                        try:
+                            return _batched(batch, fn)
+                        finally:
+                            # Nothing is done before the COMMIT goes: a connection lost before
+                            # then (one that died while idle) is tried once more below.
+                            began = batch.committing
                     with raw.transaction():
                         began = True
                         return fn(PgConn(raw))
@@ -157,16 +162,17 @@ class _Connection:
             self._drop()
 
 
-def _batched(raw: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:
+def _batched(conn: BatchConn, fn: Callable[[Conn], T]) -> T:
     """`fn` in one transaction whose statements go out together: BEGIN with the first batch,
     COMMIT with the last (pg/_batch.py). A value that `fn` answers as `AfterCommit` is built
     once the commit's answer is in (its cursors' rows come with it). A failure leaves no
     transaction open behind it."""
-    conn = BatchConn(raw)
+    raw = conn.raw
     conn.execute("BEGIN")
     try:
         value = fn(conn)
         conn.execute("COMMIT")
+        conn.committing = True
         conn.flush()
     except BaseException:
         if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not raw.broken:
