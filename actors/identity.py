@@ -318,6 +318,9 @@ class IdentityActor(Pushes, LaunchOnMail):
             claim_for = ClaimFor(poll.session_id, poll.limit, _poll_via(poll))
         elif push is not None:
             claim_for = ClaimFor(push.session_id, PUSH_BATCH, Via.DELIVERY)
+        # Mail nobody here waits for, to an identity not bound here: the other brokers are
+        # told by the send's own transaction (at its commit), not by a write after it.
+        elsewhere = claim_for is None and self._served_elsewhere()
         try:
             enqueued = self._due(
                 await self.deps.inbox.enqueue(
@@ -328,6 +331,7 @@ class IdentityActor(Pushes, LaunchOnMail):
                     limits=self.deps.send_limits,
                     policy=self.policy,
                     claim_for=claim_for,
+                    tell_others=elsewhere,
                 )
             )
         except PagerError as exc:
@@ -362,27 +366,26 @@ class IdentityActor(Pushes, LaunchOnMail):
         if await self._serve_polls():
             _answer(reply, Sent(message, False, Wake.DELIVERED))
             return
-        elsewhere = await self._tell_elsewhere()
-        attached = self.session_id is not None or elsewhere
+        attached = self.session_id is not None or (elsewhere and await self._attached_elsewhere())
         _answer(reply, Sent(message, False, Wake.QUEUED if attached else Wake.NO_SESSION))
         await self._push()
         await self._wake()
         if not attached:
             await self._launch()
 
-    async def _tell_elsewhere(self) -> bool:
-        """With a store shared by several brokers, after a commit that left the mail waiting
-        here: tell the others. The broker its session is attached through holds its pushes
-        and long polls, and one with no session may hold a person's waiting read. Whether a
-        session is attached elsewhere (the answer) is read from the store each time, as the
-        attachment may have moved a moment ago."""
-        if not self.deps.wakeups.shared or self.binding is not None:
-            return False
+    def _served_elsewhere(self) -> bool:
+        """Whether another broker may serve this identity: the store is shared and no session
+        is bound here (the broker its session is attached through holds its pushes and long
+        polls, and one with no session may hold a person's waiting read)."""
+        return self.deps.wakeups.shared and self.binding is None
+
+    async def _attached_elsewhere(self) -> bool:
+        """Whether a session of this identity is attached through another broker, read from
+        the store each time (the attachment may have moved a moment ago)."""
         try:
-            await self.deps.wakeups.notify(self.identity_id)
             session, _ = await self.deps.sessions.attached(self.identity_id)
-        except StoreFault as exc:  # the send is committed: a lost hint only delays
-            log.warning("could not tell other brokers of mail for %s: %s", self.identity_id, exc)
+        except StoreFault as exc:  # the send is committed: only its answer's wording is lost
+            log.warning("could not tell where %s is attached: %s", self.identity_id, exc)
             return False
         return session is not None and session.host != self.deps.host
 

@@ -18,6 +18,7 @@ import trio
 
 from actors._runtime import Actor, ActorError, ActorRef, CallTimeout, Reply, run_actor
 from pager.store import StoreUnavailable
+from pager.store._conn import AfterCommit
 from pager.store.sqlite_writer import (
     CheckpointMessage,
     Connection,
@@ -59,6 +60,13 @@ class Checkpoint:
         Raises the `StoreFault` the store met (nothing of `fn` was committed then)."""
         result: T = await self._call(Write(fn, heavy))
         return result
+
+    async def write_late(
+        self, fn: Callable[[Connection], AfterCommit[T]], *, heavy: bool = False
+    ) -> T:
+        """`write`, for an answer read as late as possible (`AfterCommit`): on SQLite, where
+        a statement costs no round trip, built at once, inside the transaction."""
+        return await self.write(lambda conn: fn(conn).finish(), heavy=heavy)
 
     async def _call(self, message: CheckpointMessage) -> Any:
         try:

@@ -335,6 +335,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                     wakeups=backend.wakeups,
                     leadership=backend.leadership,
                     hosts=backend.hosts,
+                    wake_in_write=backend.wake_in_write,
                 ),
                 providers=hub.get,
                 config=ctx.config,

@@ -8,8 +8,8 @@ SQLite 3.35+ and PostgreSQL both speak, with `?` placeholders, against this prot
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 
 class Cursor(Protocol):
@@ -33,3 +33,20 @@ class Conn(Protocol):
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
 
     def close(self) -> None: ...
+
+
+T = TypeVar("T")
+
+
+class AfterCommit(Generic[T]):
+    """A write's answer built from results read as late as possible: a backend that sends a
+    transaction's statements together (PostgreSQL, pg/_batch.py) builds it once the COMMIT's
+    answer is in, so reading it costs no round trip of its own; SQLite builds it at once."""
+
+    def __init__(self, finish: Callable[[], T]) -> None:
+        self.finish = finish
+
+
+def finished(value: T | AfterCommit[T]) -> T:
+    """The value itself, an `AfterCommit` built."""
+    return value.finish() if isinstance(value, AfterCommit) else value

@@ -46,31 +46,87 @@ def origin_and_hop(
     (`pager run`), which starts a chain like a person's message."""
     if sender_id.startswith(MAILBOX_PREFIX):
         page_with_token(conn, sender_id, recipient_id, now)
-        _within_rate(conn, limits.script_per_hour, "sender_id = ?", (sender_id,), SCRIPTS, now,
+        _within_rate(limits.script_per_hour, _token_pages(conn, sender_id, now), now,
                      "this token sent")  # fmt: skip
         return SendOrigin(SCRIPT, 0, None)
-    row = conn.execute(
-        "SELECT implementation, cause_hop, cause_id FROM identities WHERE id = ?", (sender_id,)
-    ).fetchone()
-    if row is None:
+    sender = _sender(conn, sender_id, recipient_id, now)
+    if sender is None:
         raise PagerError(ErrorCode.ENDED, "the sending identity no longer exists (purged)")
-    implementation, cause_hop, cause_id = row
     if script:
-        _within_rate(conn, limits.script_per_hour, "sender_id = ?", (sender_id,), SCRIPTS, now,
-                     "you paged")  # fmt: skip
-    if implementation == PERSON_IMPLEMENTATION:
+        _within_rate(limits.script_per_hour, sender.script, now, "you paged")
+    if sender.implementation == PERSON_IMPLEMENTATION:
         return SendOrigin(SCRIPT, 0, None) if script else SendOrigin(HUMAN, 0, None)
+    hop = 1 + sender.cause_hop
     if not script:  # a run-page starts a chain: no hop to check
-        _within_hops(conn, sender_id, recipient_id, 1 + int(cause_hop or 0), cause_id, limits)
+        _within_hops(conn, sender_id, recipient_id, hop, sender.cause_id, limits)
     # An agent's sends and its `pager run` pages share its budgets: a run-page starts no
     # chain, but it is still this agent writing to that recipient.
-    _within_rate(conn, limits.agent_per_hour, "sender_id = ?", (sender_id,), AGENTS, now,
-                 "you sent")  # fmt: skip
-    _within_rate(conn, limits.pair_per_hour, "sender_id = ? AND recipient_id = ?",
-                 (sender_id, recipient_id), AGENTS, now, "you sent this recipient")  # fmt: skip
+    _within_rate(limits.agent_per_hour, sender.agent, now, "you sent")
+    _within_rate(limits.pair_per_hour, sender.pair, now, "you sent this recipient")
     if script:
         return SendOrigin(SCRIPT, 0, None)
-    return SendOrigin(AGENT, 1 + int(cause_hop or 0), None if cause_id is None else str(cause_id))
+    return SendOrigin(AGENT, hop, sender.cause_id)
+
+
+@attrs.frozen
+class _Sent:
+    """How many messages of a kind were sent in the last hour, and when the oldest was."""
+
+    count: int
+    oldest: float | None
+
+
+@attrs.frozen
+class _Sender:
+    implementation: str
+    cause_hop: int
+    cause_id: str | None
+    agent: _Sent  # its sends and run-pages (origins agent and script)
+    pair: _Sent  # the same, to this recipient
+    script: _Sent  # its run-pages
+
+
+def _token_pages(conn: Conn, token_id: str, now: float) -> _Sent:
+    """The pages a mailbox token sent in the last hour."""
+    count, oldest = conn.execute(
+        "SELECT COUNT(*), MIN(sent_at) FROM messages WHERE sender_id = ? AND sent_at > ?"
+        f" AND origin IN ({SCRIPTS})",
+        (token_id, now - HOUR),
+    ).fetchone()
+    return _Sent(int(count), None if oldest is None else float(oldest))
+
+
+def _sender(conn: Conn, sender_id: str, recipient_id: str, now: float) -> _Sender | None:
+    """The sender's chain and its sends of the last hour, in one statement (one walk of its
+    recent sends, on the index by sender and time)."""
+    row = conn.execute(
+        "SELECT i.implementation, i.cause_hop, i.cause_id, r.agent, r.agent_oldest, r.pair,"
+        " r.pair_oldest, r.script, r.script_oldest FROM identities i,"
+        f" (SELECT COUNT(CASE WHEN origin IN ({AGENTS}) THEN 1 END) AS agent,"
+        f"  MIN(CASE WHEN origin IN ({AGENTS}) THEN sent_at END) AS agent_oldest,"
+        f"  COUNT(CASE WHEN origin IN ({AGENTS}) AND recipient_id = :to THEN 1 END) AS pair,"
+        f"  MIN(CASE WHEN origin IN ({AGENTS}) AND recipient_id = :to THEN sent_at END)"
+        "   AS pair_oldest,"
+        f"  COUNT(CASE WHEN origin IN ({SCRIPTS}) THEN 1 END) AS script,"
+        f"  MIN(CASE WHEN origin IN ({SCRIPTS}) THEN sent_at END) AS script_oldest"
+        "  FROM messages WHERE sender_id = :from AND sent_at > :since) AS r"
+        " WHERE i.id = :from",
+        {"from": sender_id, "to": recipient_id, "since": now - HOUR},
+    ).fetchone()
+    if row is None:
+        return None
+
+    def sent(count: object, oldest: object) -> _Sent:
+        return _Sent(int(str(count)), None if oldest is None else float(str(oldest)))
+
+    return _Sender(
+        implementation=str(row[0]),
+        cause_hop=int(row[1] or 0),
+        cause_id=None if row[2] is None else str(row[2]),
+        agent=sent(row[3], row[4]),
+        pair=sent(row[5], row[6]),
+        script=sent(row[7], row[8]),
+    )
 
 
 def _within_hops(
@@ -96,33 +152,19 @@ def _within_hops(
         )
 
 
-def _within_rate(
-    conn: Conn,
-    limit: int,
-    where: str,
-    params: tuple[str, ...],
-    origins: str,
-    now: float,
-    who: str,
-) -> None:
-    """PagerError `rate_limited` when the sends of `origins` (SQL literals, constants of this
-    module) that `where` picks reached `limit` in the last hour (0: no limit)."""
-    if not limit:
+def _within_rate(limit: int, sent: _Sent, now: float, who: str) -> None:
+    """PagerError `rate_limited` when `sent` reached `limit` in the last hour (0: no limit)."""
+    if not limit or sent.count < limit:
         return
-    count, oldest = conn.execute(
-        f"SELECT COUNT(*), MIN(sent_at) FROM messages WHERE {where} AND sent_at > ?"
-        f" AND origin IN ({origins})",
-        (*params, now - HOUR),
-    ).fetchone()
-    if count >= limit:
-        retry = max(1, math.ceil(float(oldest) + HOUR - now))
-        raise PagerError(
-            ErrorCode.RATE_LIMITED,
-            f"not sent: {who} {count} messages in the last hour (the limit is {limit})."
-            f" Wait {retry} s, and ask your person whether this many are needed.",
-            retry_after_s=retry,
-            limit=limit,
-        )
+    oldest = now if sent.oldest is None else sent.oldest
+    retry = max(1, math.ceil(oldest + HOUR - now))
+    raise PagerError(
+        ErrorCode.RATE_LIMITED,
+        f"not sent: {who} {sent.count} messages in the last hour (the limit is {limit})."
+        f" Wait {retry} s, and ask your person whether this many are needed.",
+        retry_after_s=retry,
+        limit=limit,
+    )
 
 
 def _chain(conn: Conn, cause_id: object, longest: int) -> list[str]:

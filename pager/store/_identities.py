@@ -122,6 +122,36 @@ def identity_by_alias(conn: Conn, workspace_key: str, alias_key: str) -> Identit
     return None if row is None else _identity(row)
 
 
+def addressed_identity(
+    conn: Conn,
+    *,
+    agent_id: str | None,
+    alias_key: str | None,
+    beside: str | None = None,
+    slug: str | None = None,
+) -> tuple[Identity, str] | None:
+    """The identity an address names and its workspace's slug, in one statement: by its id,
+    or by its alias in the workspace `slug` names or (`beside`) the workspace of that
+    identity. None when no identity answers to it now."""
+    columns = ", ".join(f"i.{column.strip()}" for column in _IDENTITY_COLUMNS.split(","))
+    select = (
+        f"SELECT {columns}, w.slug FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
+    )
+    if agent_id is not None:
+        row = conn.execute(f"{select} WHERE i.id = ?", (agent_id,)).fetchone()
+    elif slug is not None:
+        row = conn.execute(
+            f"{select} WHERE w.slug = ? AND i.alias_key = ?", (slug, alias_key)
+        ).fetchone()
+    else:
+        row = conn.execute(
+            f"{select} WHERE i.alias_key = ? AND i.workspace_key ="
+            " (SELECT workspace_key FROM identities WHERE id = ?)",
+            (alias_key, beside),
+        ).fetchone()
+    return None if row is None else (_identity(row), str(row[-1]))
+
+
 def alias_reserved_by(conn: Conn, workspace_key: str, alias_key: str) -> str | None:
     """The identity holding (now or in the past) this alias in this workspace."""
     row = conn.execute(
@@ -231,9 +261,11 @@ def touch_identity(
 
 
 def mark_exchanged(conn: Conn, identity_ids: Iterable[str]) -> None:
-    conn.executemany(
-        "UPDATE identities SET exchanged = 1 WHERE id = ? AND exchanged = 0",
-        [(identity_id,) for identity_id in identity_ids],
+    """The identities have sent or received mail (one statement for all of them)."""
+    wanted = sorted(set(identity_ids))
+    marks = ", ".join("?" for _ in wanted)
+    conn.execute(
+        f"UPDATE identities SET exchanged = 1 WHERE id IN ({marks}) AND exchanged = 0", wanted
     )
 
 

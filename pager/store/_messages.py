@@ -17,7 +17,7 @@ from pager.domain.clock import iso
 from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
-from pager.store._conn import Conn
+from pager.store._conn import Conn, Cursor
 from pager.store._events import record_event, record_events
 from pager.store._identities import addresses
 
@@ -63,6 +63,55 @@ def insert_message(
     cause_id: str | None = None,
     fields: str | None = None,
 ) -> Message:
+    """A new queued message, and its `message.queued` event."""
+    queued = add_message(
+        conn,
+        message_id=message_id,
+        sender_id=sender_id,
+        recipient_id=recipient_id,
+        body=body,
+        thread=thread,
+        reply_to=reply_to,
+        now=now,
+        origin=origin,
+        hop=hop,
+        cause_id=cause_id,
+        fields=fields,
+    )
+    record_queued(conn, queued)
+    return queued.message()
+
+
+@attrs.define
+class Queued:
+    """A message just inserted, its seq not read yet (a backend that batches statements reads
+    it late: `message()`)."""
+
+    unread: Message  # seq 0 until read
+    _seq: Cursor
+
+    def message(self) -> Message:
+        if not self.unread.seq:
+            self.unread = attrs.evolve(self.unread, seq=int(self._seq.fetchone()[0]))
+        return self.unread
+
+
+def add_message(
+    conn: Conn,
+    *,
+    message_id: str,
+    sender_id: str,
+    recipient_id: str,
+    body: str,
+    thread: str | None,
+    reply_to: str | None,
+    now: float,
+    origin: str = "agent",
+    hop: int = 0,
+    cause_id: str | None = None,
+    fields: str | None = None,
+) -> Queued:
+    """Insert a new queued message (its event is the caller's: `record_queued`)."""
     cursor = conn.execute(
         "INSERT INTO messages (id, sender_id, recipient_id, body, thread, reply_to, sent_at,"
         " state, attempts, available_at, origin, hop, cause_id, fields)"
@@ -72,16 +121,8 @@ def insert_message(
             cause_id, fields,
         ),
     )  # fmt: skip
-    seq = int(cursor.fetchone()[0])
-    record_event(
-        conn,
-        now,
-        "message.queued",
-        {"message_id": message_id, "sender_id": sender_id, "recipient_id": recipient_id,
-         "origin": origin, "hop": hop},
-    )  # fmt: skip
-    return Message(
-        seq=seq,
+    unread = Message(
+        seq=0,
         id=message_id,
         sender_id=sender_id,
         recipient_id=recipient_id,
@@ -96,6 +137,19 @@ def insert_message(
         hop=hop,
         fields=fields,
     )
+    return Queued(unread, cursor)
+
+
+def record_queued(conn: Conn, queued: Queued) -> None:
+    """The `message.queued` event of a message just inserted."""
+    message = queued.unread
+    record_event(
+        conn,
+        message.sent_at,
+        "message.queued",
+        {"message_id": message.id, "sender_id": message.sender_id,
+         "recipient_id": message.recipient_id, "origin": message.origin, "hop": message.hop},
+    )  # fmt: skip
 
 
 def get_message(conn: Conn, message_id: str) -> Message | None:
@@ -573,34 +627,71 @@ def acknowledge(
 # -- timers and views ------------------------------------------------------------------------
 
 
-def next_deadline(conn: Conn, recipient_id: str, now: float, message_expiry: float) -> float | None:
-    """The earliest time after `now` when something changes for this inbox on its own: an ack
-    wait ends, a retry becomes available, a message expires. (Mail available already needs no
-    timer: whoever consumes it is woken when it arrives.)"""
-    # Three indexed lookups (each a single index probe), not one scan of the inbox.
-    candidates = [
-        conn.execute(
-            "SELECT MIN(expires_at) FROM claims WHERE identity_id = ? AND state = 'open'",
-            (recipient_id,),
-        ).fetchone()[0],
-        conn.execute(
-            "SELECT MIN(available_at) FROM messages WHERE recipient_id = ?"
-            " AND state = 'queued' AND available_at > ?",
-            (recipient_id, now),
-        ).fetchone()[0],
-        conn.execute(
-            "SELECT MIN(sent_at) FROM messages WHERE recipient_id = ?"
-            " AND state IN ('queued', 'claimed', 'delivered')",
-            (recipient_id,),
-        ).fetchone()[0],
-    ]
-    claim_deadline, retry, oldest = (None if v is None else float(v) for v in candidates)
-    return delivery.next_due(
-        open_claim_deadline=claim_deadline,
-        next_retry=retry,
-        oldest_unsettled_sent_at=oldest,
-        message_expiry=message_expiry,
+@attrs.frozen
+class InboxDue:
+    """Where an inbox stands: whether its identity still exists, the next due time the store
+    holds for it, and the deadlines the inbox has (see `delivery.next_due`)."""
+
+    exists: bool
+    recorded: float | None
+    open_claim_deadline: float | None
+    next_retry: float | None
+    oldest_unsettled_sent_at: float | None
+    message_expiry: float
+
+    @property
+    def needed(self) -> float | None:
+        """The next due time these deadlines make."""
+        return delivery.next_due(
+            open_claim_deadline=self.open_claim_deadline,
+            next_retry=self.next_retry,
+            oldest_unsettled_sent_at=self.oldest_unsettled_sent_at,
+            message_expiry=self.message_expiry,
+        )
+
+    def with_new_mail(self, sent_at: float) -> InboxDue:
+        """The inbox once a message sent at `sent_at`, available at once, is queued in it."""
+        oldest = self.oldest_unsettled_sent_at
+        return attrs.evolve(
+            self, oldest_unsettled_sent_at=sent_at if oldest is None else min(oldest, sent_at)
+        )
+
+
+def inbox_due(conn: Conn, recipient_id: str, now: float, message_expiry: float) -> InboxDue:
+    """The identity's row and the inbox's three deadlines, in one statement (each deadline an
+    index probe, not a scan of the inbox)."""
+    return inbox_due_later(conn, recipient_id, now, message_expiry)()
+
+
+def inbox_due_later(
+    conn: Conn, recipient_id: str, now: float, message_expiry: float
+) -> Callable[[], InboxDue]:
+    """`inbox_due`, its answer read when called (a backend that batches statements sends
+    this one with the next whose answer is read)."""
+    cursor = conn.execute(
+        "SELECT i.id IS NOT NULL, i.next_due,"
+        " (SELECT MIN(expires_at) FROM claims WHERE identity_id = :id AND state = 'open'),"
+        " (SELECT MIN(available_at) FROM messages WHERE recipient_id = :id"
+        "   AND state = 'queued' AND available_at > :now),"
+        " (SELECT MIN(sent_at) FROM messages WHERE recipient_id = :id"
+        "   AND state IN ('queued', 'claimed', 'delivered'))"
+        " FROM (SELECT CAST(:id AS TEXT) AS wanted) AS k"
+        " LEFT JOIN identities AS i ON i.id = k.wanted",
+        {"id": recipient_id, "now": now},
     )
+
+    def read() -> InboxDue:
+        exists, recorded, claim_deadline, retry, oldest = cursor.fetchone()
+        return InboxDue(
+            exists=bool(exists),
+            recorded=None if recorded is None else float(recorded),
+            open_claim_deadline=None if claim_deadline is None else float(claim_deadline),
+            next_retry=None if retry is None else float(retry),
+            oldest_unsettled_sent_at=None if oldest is None else float(oldest),
+            message_expiry=message_expiry,
+        )
+
+    return read
 
 
 def inbox_counts(conn: Conn, recipient_id: str) -> dict[str, int]:

@@ -19,7 +19,7 @@ from pager.domain.exports import Exports
 from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
 from pager.launch.paths import StatePaths
-from pager.store._conn import Conn
+from pager.store._conn import AfterCommit, Conn
 from pager.store.ports import EventLog, Leadership, Wakeups
 from pager.store.sqlite_writer import BrokerRunInfo
 
@@ -38,6 +38,10 @@ class StoreAccess(Protocol):
     async def read(self, fn: Callable[[Conn], T]) -> T: ...
 
     async def write(self, fn: Callable[[Conn], T], *, heavy: bool = False) -> T: ...
+
+    async def write_late(
+        self, fn: Callable[[Conn], AfterCommit[T]], *, heavy: bool = False
+    ) -> T: ...
 
 
 class ReadSide(Protocol):
@@ -60,6 +64,8 @@ class Backend(Protocol):
     #: This broker's host as the store records it on sessions ('' when not shared).
     store_host: str
     wakeups: Wakeups
+    #: How a write tells the other brokers of mail inside its transaction (None: no others).
+    wake_in_write: Callable[[Conn, str], None] | None
     leadership: Leadership
 
     async def run(

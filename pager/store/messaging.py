@@ -3,6 +3,7 @@
 from pager.store._events import Event, events_after, latest_event_seq, record_event
 from pager.store._guard import origin_and_hop, start_chain
 from pager.store._identities import (
+    addressed_identity,
     addresses,
     alias_reserved_by,
     attached_identity_ids,
@@ -42,7 +43,9 @@ from pager.store._identities import (
     workspace_slug,
 )
 from pager.store._messages import (
+    InboxDue,
     acknowledge,
+    add_message,
     claim_waiting,
     dead_letter_claims,
     dead_letter_expired,
@@ -52,8 +55,10 @@ from pager.store._messages import (
     history,
     idempotent_original,
     inbox_counts,
+    inbox_due,
+    inbox_due_later,
     insert_message,
-    next_deadline,
+    record_queued,
     refuse_claims,
     release_claims,
     remember_idempotency,
@@ -84,7 +89,10 @@ from pager.store._tokens import (
 __all__ = [
     "MAILBOX_PREFIX",
     "Event",
+    "InboxDue",
     "acknowledge",
+    "add_message",
+    "addressed_identity",
     "addresses",
     "alias_reserved_by",
     "apply_due",
@@ -114,6 +122,8 @@ __all__ = [
     "identity_of_conversation",
     "identity_of_implementation",
     "inbox_counts",
+    "inbox_due",
+    "inbox_due_later",
     "insert_identity",
     "insert_mailbox_token",
     "insert_message",
@@ -126,7 +136,6 @@ __all__ = [
     "mark_exchanged",
     "move_conversation",
     "name_conversation",
-    "next_deadline",
     "next_due_of",
     "origin_and_hop",
     "plan_sweep",
@@ -136,6 +145,7 @@ __all__ = [
     "reap_identity",
     "record_agent_event",
     "record_event",
+    "record_queued",
     "refuse_claims",
     "release_claims",
     "remember_idempotency",

@@ -105,10 +105,13 @@ class Inbox(Protocol):
         limits: SendLimits,
         policy: ClaimPolicy,
         claim_for: ClaimFor | None = None,
+        tell_others: bool = False,
     ) -> Changed[Enqueued]:
         """Queue a message (after the loop guard and rates of SPEC §8.1) and, for
         `claim_for`, claim waiting mail in the same transaction; PagerError when refused (the
-        recipient gone, a key reused, a hop or rate limit)."""
+        recipient gone, a key reused, a hop or rate limit). `tell_others`: the brokers
+        sharing the store are told of the mail by the same transaction, at its commit (the
+        `Wakeups` hint, without a write of its own)."""
         ...
 
     async def claim(

@@ -16,6 +16,7 @@ from pager.domain.clock import WallClock
 from pager.domain.exports import Exports
 from pager.domain.hosts import HostBoard
 from pager.health import HealthBoard
+from pager.store._conn import Conn
 from pager.store.events import open_event_log
 from pager.store.ports import (
     AlwaysLead,
@@ -44,12 +45,14 @@ def messaging_ports(
     wakeups: Wakeups | None = None,
     leadership: Leadership | None = None,
     hosts: HostBoard | None = None,
+    wake_in_write: Callable[[Conn, str], None] | None = None,
 ) -> MessagingPorts:
     """The ports over one writer; `sweep_reads` is the retention plan's own read connection.
     The rest is for a store several brokers share (pager/store/pg): this broker's host, the
-    wakes across hosts, the sweeping leader's lock and the hosts' liveness."""
+    wakes across hosts (and how a write tells of mail inside its transaction), the sweeping
+    leader's lock and the hosts' liveness."""
     return MessagingPorts(
-        inbox=SqliteInbox(writer),
+        inbox=SqliteInbox(writer, wake_in_write),
         sessions=SqliteSessions(writer, host),
         directory=SqliteDirectory(writer),
         retention=SqliteRetention(writer, sweep_reads),
@@ -97,6 +100,7 @@ class SqliteBackend:
         self.hosts = hosts
         self.store_host = ""
         self.wakeups: Wakeups = NoWakeups()
+        self.wake_in_write: Callable[[Conn, str], None] | None = None
         self.leadership: Leadership = AlwaysLead()
 
     async def run(

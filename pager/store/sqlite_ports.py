@@ -20,7 +20,7 @@ from pager.domain.records import Session, SessionState
 from pager.domain.retention import Applied, Due, Plan, Pruned
 from pager.domain.windows import Windows
 from pager.store import messaging as ms
-from pager.store._conn import Conn
+from pager.store._conn import AfterCommit, Conn
 from pager.store.ports import Changed, ClaimFor, ClaimView, Enqueued, NewMessage
 
 T = TypeVar("T")
@@ -37,6 +37,10 @@ class Writer(Protocol):
 
     async def write(self, fn: Callable[[Conn], T], *, heavy: bool = False) -> T: ...
 
+    async def write_late(
+        self, fn: Callable[[Conn], AfterCommit[T]], *, heavy: bool = False
+    ) -> T: ...
+
 
 class Reads(Protocol):
     """The read side (pager/store/read_views.py `ReadViews`): `fn` in one read transaction."""
@@ -45,8 +49,15 @@ class Reads(Protocol):
 
 
 class SqliteInbox:
-    def __init__(self, writer: Writer) -> None:
+    """`wake_in_write`: how a write tells the brokers sharing the store that an identity has
+    mail, inside its transaction (PostgreSQL's NOTIFY, delivered at the commit); None for a
+    store of one broker."""
+
+    def __init__(
+        self, writer: Writer, wake_in_write: Callable[[Conn, str], None] | None = None
+    ) -> None:
         self._writer = writer
+        self._wake_in_write = wake_in_write
 
     async def next_due(self, identity_id: str) -> float | None:
         return await self._writer.lookup(lambda conn: ms.next_due_of(conn, identity_id))
@@ -65,10 +76,10 @@ class SqliteInbox:
         def with_due(conn: Conn) -> Changed[T]:
             ms.lock_inbox(conn, identity_id)
             value = op(conn)
-            due = ms.next_deadline(conn, identity_id, now, policy.message_expiry)
-            if due != ms.next_due_of(conn, identity_id):  # an index probe, not a write
-                ms.set_next_due(conn, identity_id, due)
-            return Changed(value, due)
+            due = ms.inbox_due(conn, identity_id, now, policy.message_expiry)
+            if due.needed != due.recorded:  # read with the deadlines: no statement of its own
+                ms.set_next_due(conn, identity_id, due.needed)
+            return Changed(value, due.needed)
 
         return await self._writer.write(with_due, heavy=heavy)
 
@@ -82,34 +93,51 @@ class SqliteInbox:
         limits: SendLimits,
         policy: ClaimPolicy,
         claim_for: ClaimFor | None = None,
+        tell_others: bool = False,
     ) -> Changed[Enqueued]:
-        def op(conn: Conn) -> Enqueued:
-            # Checked in the same transaction: a reap that committed just before must win.
-            if ms.get_identity(conn, recipient_id) is None:
+        """The statements are ordered for a backend that sends them together (PostgreSQL:
+        pg/_batch.py): what the send must read before it decides (the inbox, the sender's
+        chain and rates) goes out in one batch with BEGIN; the rest, the event last (it holds
+        the events' order lock to the commit), goes with COMMIT."""
+
+        def op(conn: Conn) -> AfterCommit[Changed[Enqueued]]:
+            ms.lock_inbox(conn, recipient_id)
+            # The recipient's row, read once: it still exists (a reap that committed just
+            # before must win) and its next due time, with the inbox's deadlines.
+            inbox = ms.inbox_due_later(conn, recipient_id, now, policy.message_expiry)
+            key = send.idempotency_key
+            try:
+                original = None
+                if key is not None:
+                    # A true repeat answers the original; a reuse for another send is refused.
+                    original = ms.idempotent_original(
+                        conn,
+                        sender_id=send.sender_id,
+                        key=key,
+                        since=idempotent_since,
+                        recipient_id=recipient_id,
+                        body=send.body,
+                        thread=send.thread,
+                        reply_to=send.reply_to,
+                    )
+                if original is None:
+                    stands = ms.origin_and_hop(
+                        conn, send.sender_id, recipient_id, now, limits, script=send.script
+                    )
+            except PagerError:
+                inbox()  # its read finished: SQLite holds a statement open until it is read
+                raise
+            if original is not None:
+                return _settled(conn, recipient_id, inbox(), Enqueued(original, True))
+            before = inbox()
+            if not before.exists:
                 raise PagerError(
                     ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped; see `roster`"
                 )
-            key = send.idempotency_key
-            if key is not None:
-                # A true repeat answers the original; a reuse for another send is refused.
-                original = ms.idempotent_original(
-                    conn,
-                    sender_id=send.sender_id,
-                    key=key,
-                    since=idempotent_since,
-                    recipient_id=recipient_id,
-                    body=send.body,
-                    thread=send.thread,
-                    reply_to=send.reply_to,
-                )
-                if original is not None:
-                    return Enqueued(original, True)
-            stands = ms.origin_and_hop(
-                conn, send.sender_id, recipient_id, now, limits, script=send.script
-            )
-            message = ms.insert_message(
+            message_id = ids.new_message_id()
+            message = ms.add_message(
                 conn,
-                message_id=ids.new_message_id(),
+                message_id=message_id,
                 sender_id=send.sender_id,
                 recipient_id=recipient_id,
                 body=send.body,
@@ -122,15 +150,24 @@ class SqliteInbox:
                 fields=send.fields,
             )
             if key is not None:
-                ms.remember_idempotency(conn, send.sender_id, key, message.id, now)
+                ms.remember_idempotency(conn, send.sender_id, key, message_id, now)
             ms.mark_exchanged(conn, {send.sender_id, recipient_id})
+            claims: tuple[ClaimView, ...] = ()
             if claim_for is None:
-                return Enqueued(message, False)
-            claims = _claim(conn, recipient_id, claim_for, now, policy)
-            return Enqueued(message, False, tuple(claims))
+                after = before.with_new_mail(now)
+            else:
+                claims = tuple(_claim(conn, recipient_id, claim_for, now, policy))
+                after = ms.inbox_due(conn, recipient_id, now, policy.message_expiry)
+            if after.needed != before.recorded:
+                ms.set_next_due(conn, recipient_id, after.needed)
+            if tell_others and self._wake_in_write is not None:
+                self._wake_in_write(conn, recipient_id)
+            ms.record_queued(conn, message)
+            due = after.needed
+            return AfterCommit(lambda: Changed(Enqueued(message.message(), False, claims), due))
 
         heavy = claim_for is not None and claim_for.limit > ROWS_ON_LOOP
-        return await self._change(recipient_id, op, now=now, policy=policy, heavy=heavy)
+        return await self._writer.write_late(op, heavy=heavy)
 
     async def claim(
         self,
@@ -235,6 +272,16 @@ class SqliteInbox:
 
     async def earliest_due_after(self, now: float) -> float | None:
         return await self._writer.lookup(lambda conn: ms.earliest_due_after(conn, now))
+
+
+def _settled(
+    conn: Conn, recipient_id: str, inbox: ms.InboxDue, enqueued: Enqueued
+) -> AfterCommit[Changed[Enqueued]]:
+    """A send that changed nothing (a repeat): the due time kept as the inbox needs it."""
+    if inbox.needed != inbox.recorded:
+        ms.set_next_due(conn, recipient_id, inbox.needed)
+    due = inbox.needed
+    return AfterCommit(lambda: Changed(enqueued, due))
 
 
 def _claim(

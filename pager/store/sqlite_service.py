@@ -217,26 +217,25 @@ def _resolve(
     history: bool = False,
 ) -> Resolved:
     """An address → the identity it names now, or unknown_recipient / recipient_alias_changed;
-    with `history`, a renamed alias names its holder instead."""
-    if address.agent_id is not None:
-        identity = ms.get_identity(conn, address.agent_id)
-        if identity is None:
-            raise _unknown(text)
-        slug = ms.workspace_slug(conn, identity.workspace_key)
+    with `history`, a renamed alias names its holder instead. The address that names someone
+    now costs one statement (the identity with its workspace's slug)."""
+    key = None if address.alias is None else alias_key(address.alias)
+    found = ms.addressed_identity(
+        conn, agent_id=address.agent_id, alias_key=key, beside=caller_id, slug=address.slug
+    )
+    if found is not None:
+        identity, slug = found
         return Resolved(identity.id, format_address(identity.alias, slug), identity.implementation)
+    if address.agent_id is not None:
+        raise _unknown(text)
     if address.slug is not None:
-        found = ms.workspace_of_slug(conn, address.slug)
-        if found is None:
+        workspace = ms.workspace_of_slug(conn, address.slug)
+        if workspace is None:
             raise _unknown(text, f"no workspace {address.slug!r} is known")
-        workspace_key = found[0]
+        workspace_key = workspace[0]
     else:
         workspace_key = _me(conn, caller_id).workspace_key
-    assert address.alias is not None  # parse_address: an agent id or an alias
-    key = alias_key(address.alias)
-    identity = ms.identity_by_alias(conn, workspace_key, key)
-    if identity is not None:
-        slug = ms.workspace_slug(conn, identity.workspace_key)
-        return Resolved(identity.id, format_address(identity.alias, slug), identity.implementation)
+    assert key is not None  # parse_address: an agent id or an alias
     holder = ms.alias_reserved_by(conn, workspace_key, key)
     current = None if holder is None else ms.get_identity(conn, holder)
     if current is not None:

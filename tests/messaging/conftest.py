@@ -287,7 +287,7 @@ def http_delivery() -> HttpDelivery:
 def crash_on_mail_to(monkeypatch: pytest.MonkeyPatch, agent_id: str) -> None:
     """The next send to `agent_id` breaks an invariant inside its actor's handling (a bug, not
     the store's fault: no StoreFault), once."""
-    insert = ms.insert_message
+    insert = ms.add_message  # what a send inserts its message with
     tripped = False
 
     def failing(conn: sqlite3.Connection, **kwargs: Any) -> Any:
@@ -297,4 +297,4 @@ def crash_on_mail_to(monkeypatch: pytest.MonkeyPatch, agent_id: str) -> None:
             raise RuntimeError("a broken invariant")
         return insert(conn, **kwargs)
 
-    monkeypatch.setattr(ms, "insert_message", failing)
+    monkeypatch.setattr(ms, "add_message", failing)

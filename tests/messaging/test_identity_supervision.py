@@ -36,7 +36,7 @@ async def test_identity_store_fault_answers_unavailable_and_the_actor_lives_on(
         first_ref = identities.get(bob.agent_id)
         assert first_ref is not None
 
-        insert = ms.insert_message
+        insert = ms.add_message  # what a send inserts its message with
 
         def failing_for_bob(conn: sqlite3.Connection, **kwargs: Any) -> Any:
             if kwargs["recipient_id"] == bob.agent_id:
@@ -45,7 +45,7 @@ async def test_identity_store_fault_answers_unavailable_and_the_actor_lives_on(
                 raise error
             return insert(conn, **kwargs)
 
-        monkeypatch.setattr(ms, "insert_message", failing_for_bob)
+        monkeypatch.setattr(ms, "add_message", failing_for_bob)
         with pytest.raises(StoreIOError) as caught:
             await harness.service.send(alice, to="bob", body="lost to the fault")
         answer = unavailable_cause(caught.value)  # what every edge answers
@@ -54,7 +54,7 @@ async def test_identity_store_fault_answers_unavailable_and_the_actor_lives_on(
         assert "disk" in answer.message
         sent = await harness.service.send(alice, to="carol", body="meanwhile")
         assert sent["wake"] == "delivered"  # the neighbour never noticed
-        monkeypatch.setattr(ms, "insert_message", insert)
+        monkeypatch.setattr(ms, "add_message", insert)
 
         await wait_all_tasks_blocked()
         assert identities.get(bob.agent_id) is first_ref  # the same incarnation, running

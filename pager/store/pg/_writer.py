@@ -36,8 +36,9 @@ import trio
 
 from pager.config import StoreConfig
 from pager.health import STORE, HealthBoard
-from pager.store._conn import Conn
+from pager.store._conn import AfterCommit, Conn
 from pager.store._errors import StoreFault
+from pager.store.pg._batch import BatchConn
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import (
     CONNECT_TIMEOUT,
@@ -70,7 +71,8 @@ class _Connection:
     """One connection, used by one call at a time, each call its own transaction: read-write,
     or (`read_only`) REPEATABLE READ READ ONLY, so all of a read's statements see one state.
     `one_statement_snapshots`: no transaction around a call, each statement sees the latest
-    commit (the lookups: see PgWriter)."""
+    commit (the lookups: see PgWriter). `batched`: a write's statements go out together, as
+    few round trips as its reads allow (pg/_batch.py)."""
 
     def __init__(
         self,
@@ -79,10 +81,12 @@ class _Connection:
         *,
         read_only: bool = False,
         one_statement_snapshots: bool = False,
+        batched: bool = False,
         server: Mapping[str, str] | None = None,
         timeout: int = CONNECT_TIMEOUT,
     ) -> None:
         self._store = store
+        self._batched = batched
         self._name = name
         self._read_only = read_only
         self._bare = one_statement_snapshots
@@ -100,6 +104,14 @@ class _Connection:
                 try:
                     if self._bare:  # read-only statements: a retry below changes nothing
                         return fn(PgConn(raw))
+                    if self._batched:
+                        batch = BatchConn(raw)
+                        try:
+                            return _batched(batch, fn)
+                        finally:
+                            # Nothing is done before the COMMIT goes: a connection lost before
+                            # then (one that died while idle) is tried once more below.
+                            began = batch.committing
                     with raw.transaction():
                         began = True
                         return fn(PgConn(raw))
@@ -150,6 +162,26 @@ class _Connection:
             self._drop()
 
 
+def _batched(conn: BatchConn, fn: Callable[[Conn], T]) -> T:
+    """`fn` in one transaction whose statements go out together: BEGIN with the first batch,
+    COMMIT with the last (pg/_batch.py). A value that `fn` answers as `AfterCommit` is built
+    once the commit's answer is in (its cursors' rows come with it). A failure leaves no
+    transaction open behind it."""
+    raw = conn.raw
+    conn.execute("BEGIN")
+    try:
+        value = fn(conn)
+        conn.execute("COMMIT")
+        conn.committing = True
+        conn.flush()
+    except BaseException:
+        if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not raw.broken:
+            with contextlib.suppress(psycopg.Error):
+                raw.execute("ROLLBACK")
+        raise
+    return value.finish() if isinstance(value, AfterCommit) else value
+
+
 class _Pool:
     """Up to `size` connections, each lent to one worker thread at a time: the one used last
     first (a stack), so a quiet broker keeps reusing one open connection, not opening each in
@@ -162,6 +194,7 @@ class _Pool:
         size: int,
         *,
         one_statement_snapshots: bool = False,
+        batched: bool = False,
         timeout: int = CONNECT_TIMEOUT,
     ) -> None:
         self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue()
@@ -174,6 +207,7 @@ class _Pool:
                 f"{name} {n}",
                 server=server,
                 one_statement_snapshots=one_statement_snapshots,
+                batched=batched,
                 timeout=timeout,
             )
             for n in range(size)
@@ -214,7 +248,7 @@ class PgWriter:
         board: HealthBoard | None = None,
     ) -> None:
         self._store_url = store.url or ""
-        self._writes = _Pool(store, "writer", pool)
+        self._writes = _Pool(store, "writer", pool, batched=True)
         self._reads = _Connection(store, "reader", read_only=True)
         # Lookups are a few index reads each: no BEGIN and COMMIT round trips around them.
         # Their statements may see two commits apart, as two lookups may; what they find is
@@ -242,6 +276,12 @@ class PgWriter:
         if self._on_commit is not None:
             self._on_commit()
         return value
+
+    async def write_late(self, fn: Callable[[Conn], AfterCommit[T]], *, heavy: bool = False) -> T:
+        """`write`, the answer built once the COMMIT's answer is in: statements whose rows
+        it reads go out with the COMMIT, not in a round trip of their own."""
+        built: T = await self.write(fn, heavy=heavy)  # type: ignore[arg-type]  # see _batched
+        return built
 
     async def lookup(self, fn: Callable[[Conn], T]) -> T:
         if self._unresponsive:

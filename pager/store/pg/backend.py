@@ -131,6 +131,11 @@ class PgWakeups:
             lambda conn: conn.execute("SELECT pg_notify(?, ?)", (WAKE_CHANNEL, payload)).fetchone()
         )
 
+    def in_write(self, conn: Conn, identity_id: str) -> None:
+        """`notify` inside the caller's write transaction: delivered at its commit (none if
+        it rolls back), with no write of its own."""
+        conn.execute("SELECT pg_notify(?, ?)", (WAKE_CHANNEL, f"{identity_id} {self._host}"))
+
     async def on_wake(self, handler: WakeHandler | None) -> None:
         self._handler = handler
 
@@ -271,6 +276,7 @@ class PgBackend:
         self.store_host = host_name
         self._wakeups = PgWakeups(host_name)
         self.wakeups: Wakeups = self._wakeups
+        self.wake_in_write: Callable[[Conn, str], None] | None = self._wakeups.in_write
         self._leadership = PgLeadership(store)
         self.leadership: Leadership = self._leadership
         self.clock: WallClock = self._clock

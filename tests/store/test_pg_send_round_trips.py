@@ -1,0 +1,263 @@
+"""What one send costs on PostgreSQL, end to end through the service: the round trips to the
+server (each one a wait of the link: 40 ms at 20 ms each way), counted on the wire with
+libpq's trace of every connection the store opened (one `ReadyForQuery` answers each message
+the client waits on), and the statements, counted as they are sent.
+
+A send reads its recipient's address (one lookup), then writes: what the write must read before
+it decides (the inbox, the sender's chain and rates) goes out with BEGIN, the rest with COMMIT.
+The other brokers are told of the mail by a NOTIFY inside that transaction."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psycopg
+import pytest
+import trio
+
+from actors._runtime import ActorRef, start_actor
+from actors.directory import DirectoryMessage
+from actors.identities import Identities
+from actors.identity_delivery import ProviderMessage
+from pager.broker.messaging import run_messaging
+from pager.config import Config
+from pager.domain.api import Caller
+from pager.domain.clock import TrioWallClock
+from pager.domain.workspace import Workspace, resolve_workspace
+from pager.requests import RegisterRequest
+from pager.service import BrokerService
+from pager.store.pg import _writer
+from pager.store.pg._database import connect, upgrade
+from pager.store.pg._schema import WAKE_CHANNEL
+from pager.store.pg._writer import PgWriter
+from pager.store.pg.backend import PgReadSide, PgWakeups
+from pager.store.sqlite_backend import messaging_ports
+from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
+from tests.messaging.conftest import WINDOWS, FakeInbox
+from tests.store.test_pg_schema import pg_store
+
+#: One send to an identity whose session is bound on this broker: the address (one lookup),
+#: then the write in two messages (BEGIN with the reads it decides on, COMMIT with the rest).
+ROUND_TRIPS_PER_SEND = 3
+#: Of which the write's.
+WRITE_ROUND_TRIPS = 2
+HOST = "h1"
+
+
+class Wire:
+    """Every connection the store opens, traced by libpq while `counting`."""
+
+    def __init__(self) -> None:
+        self.connections: list[psycopg.Connection[Any]] = []
+
+    def connect(self, *args: Any, **kwargs: Any) -> psycopg.Connection[Any]:
+        conn = connect(*args, **kwargs)
+        self.connections.append(conn)
+        return conn
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[list[str]]:
+        """The protocol messages exchanged on every open connection while in the block."""
+        seen: list[str] = []
+        flags = psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE
+        with contextlib.ExitStack() as files:
+            traces = []
+            for conn in self.connections:
+                if conn.closed:
+                    continue
+                trace = files.enter_context(tempfile.TemporaryFile("w+"))
+                conn.pgconn.trace(trace.fileno())
+                conn.pgconn.set_trace_flags(flags)
+                traces.append((conn, trace))
+            try:
+                yield seen
+            finally:
+                for conn, trace in traces:
+                    conn.pgconn.untrace()
+                    trace.seek(0)
+                    seen += trace.read().splitlines()
+
+
+def round_trips(trace: list[str]) -> int:
+    """The waits on the server in a libpq trace: one `ReadyForQuery` ends each."""
+    return sum(1 for line in trace if "\tReadyForQuery" in line)
+
+
+def queries(trace: list[str]) -> list[str]:
+    """The statements sent (simple queries split at their separators, and prepared ones)."""
+    sent: list[str] = []
+    for line in trace:
+        fields = line.split("\t")
+        if len(fields) > 3 and fields[0] == "F" and fields[2] == "Query":
+            sent += [part.strip() for part in fields[3].strip(' "').split("; ")]
+        elif len(fields) > 3 and fields[0] == "F" and fields[2] == "Parse":
+            sent.append(fields[3].split('"')[3] if fields[3].count('"') >= 4 else fields[3])
+    return sent
+
+
+@attrs.define
+class PgHarness:
+    service: BrokerService
+    wire: Wire
+    workspace: Path
+    writer: PgWriter  # to read the rows as stored
+
+    async def register(self, name: str) -> Caller:
+        request = RegisterRequest(
+            workspace=str(self.workspace), implementation="shell", session_name=name
+        )
+        registered = await self.service.register(request)
+        return await self.service.authenticate(str(registered["token"]))
+
+
+async def _resolve_inline(path: str) -> Workspace:
+    return resolve_workspace(path).on_host(HOST)
+
+
+@contextlib.asynccontextmanager
+async def pg_messaging(
+    dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, shared: bool = False
+) -> AsyncIterator[PgHarness]:
+    """The messaging subtree on a PostgreSQL store, as one broker (`shared`: its wakes go
+    to other brokers, as PgBackend's do)."""
+    store = pg_store(dsn, tmp_path)
+    with connect(store) as conn:
+        upgrade(conn, where="test")
+    wire = Wire()
+    monkeypatch.setattr(_writer, "connect", wire.connect)
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    writer = PgWriter(store)
+    reads = PgReadSide(store)
+    wakeups = PgWakeups(HOST)
+    wakeups.writer = writer
+    config = Config(windows=WINDOWS)
+    clock = TrioWallClock()
+    try:
+        async with trio.open_nursery() as nursery:
+            inbox_ref: ActorRef[ProviderMessage] = await start_actor(
+                nursery, FakeInbox(), name="fake-inbox"
+            )
+
+            async def providers(implementation: str) -> ActorRef[ProviderMessage] | None:
+                return inbox_ref
+
+            def service(
+                directory: ActorRef[DirectoryMessage], identities: Identities
+            ) -> BrokerService:
+                return BrokerService(
+                    directory,
+                    identities,
+                    config,
+                    clock,
+                    lookups=SqliteLookups(writer),
+                    listings=SqliteListings(reads),
+                    accounts=SqliteAccounts(writer),
+                    resolve=_resolve_inline,
+                )
+
+            started: BrokerService = await nursery.start(
+                partial(
+                    run_messaging,
+                    ports=lambda: messaging_ports(
+                        writer,
+                        reads,
+                        host=HOST,
+                        wakeups=wakeups if shared else None,
+                        wake_in_write=wakeups.in_write if shared else None,
+                    ),
+                    providers=providers,
+                    config=config,
+                    clock=clock,
+                    service=service,
+                )
+            )
+            yield PgHarness(started, wire, workspace, writer)
+            nursery.cancel_scope.cancel()
+    finally:
+        await reads.aclose()
+        writer.close()
+
+
+async def test_a_send_costs_three_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the first one")
+            with pg.wire.counting() as trace:
+                sent = await pg.service.send(alice, to="bob", body="hello")
+            assert sent.recipient.agent_id == bob.agent_id
+            listing = "\n".join(queries(trace))
+            assert round_trips(trace) == ROUND_TRIPS_PER_SEND, listing
+            writes = [line for line in trace if "\tQuery\t" in line]
+            assert len(writes) == WRITE_ROUND_TRIPS, listing
+            assert "BEGIN" in writes[0], listing
+            assert "COMMIT" in writes[-1], listing
+
+
+async def test_the_other_brokers_are_told_at_the_commit(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mail to an identity with no session bound here: the NOTIFY that tells the other
+    brokers goes with the send's COMMIT, not in a write of its own after it."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch, shared=True) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.detach(bob)  # nobody bound here: another broker may be
+            listener = psycopg.connect(pg_dsn, autocommit=True)
+            try:
+                listener.execute(f"LISTEN {WAKE_CHANNEL}")
+                with pg.wire.counting() as trace:
+                    await pg.service.send(alice, to="bob", body="for whoever holds bob")
+                heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+            finally:
+                listener.close()
+            assert heard == [f"{bob.agent_id} {HOST}"]
+            writes = [line for line in trace if "\tQuery\t" in line]
+            notifying = [line for line in writes if "pg_notify" in line]
+            assert len(notifying) == 1, "\n".join(writes)
+            assert "COMMIT" in notifying[0], "\n".join(writes)
+
+
+#: What an agent may write to try to break out of a statement whose values are bound on this
+#: side (pg/_batch.py): quotes, a statement separator, comments, backslashes (escapes in a
+#: non-standard string), a dollar quote, a placeholder, and characters outside ASCII.
+HOSTILE = (
+    "x'); DELETE FROM messages; --\n"
+    "\\'; DROP TABLE identities; /* $$ $q$ %s %(id)s ? :name E'\\x41' */ ‮ ünïcødé 🎉"
+)
+
+
+async def test_a_hostile_body_is_stored_as_written(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's text goes into statements bound by psycopg on this side: it comes back as
+    written, in a thread and a reply_to too, and nothing else changed."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            first = await pg.service.send(alice, to="bob", body="before")
+            sent = await pg.service.send(
+                alice, to="bob", body=HOSTILE, thread=HOSTILE[:60], reply_to=first.message_id
+            )
+            rows = await pg.writer.read(
+                lambda conn: conn.execute(
+                    "SELECT id, body, thread, reply_to FROM messages ORDER BY seq"
+                ).fetchall()
+            )
+            assert rows == [
+                (first.message_id, "before", None, None),
+                (sent.message_id, HOSTILE, HOSTILE[:60], first.message_id),
+            ]
+            assert (await pg.service.whoami(bob)).alias == "bob"  # identities intact
