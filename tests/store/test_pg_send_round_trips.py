@@ -26,6 +26,7 @@ from actors.directory import DirectoryMessage
 from actors.identities import Identities
 from actors.identity_delivery import ProviderMessage
 from pager.broker.messaging import run_messaging
+from pager.broker.providers import never_shown_mail_at_turns
 from pager.config import Config
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
@@ -160,6 +161,7 @@ async def pg_messaging(
                     listings=SqliteListings(reads),
                     accounts=SqliteAccounts(writer),
                     resolve=_resolve_inline,
+                    never_shown_mail=never_shown_mail_at_turns(),
                 )
 
             started: BrokerService = await nursery.start(
