@@ -20,18 +20,7 @@ from typing import Any
 
 from pager.commands.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from pager.install.files import InstallError, Outcome, Status
-
-
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    """Usage errors exit 2 through `_Usage`, so that `main` returns instead of exiting."""
-
-    def error(self, message: str) -> Any:  # argparse declares NoReturn
-        self.print_usage(sys.stderr)
-        raise _Usage(f"{self.prog}: {message}")
+from pager.install.usage import Parser, UsageRefused
 
 
 def main(argv: Sequence[str]) -> int:
@@ -50,7 +39,7 @@ def main(argv: Sequence[str]) -> int:
         if arguments[:1] == ["skill"]:
             return _skill(arguments[1:])
         return _plugin(arguments[1:])
-    except _Usage as exc:
+    except UsageRefused as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help
@@ -61,12 +50,12 @@ def main(argv: Sequence[str]) -> int:
 
 
 def skill_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="pager skill",
         description="Install the Pager skill, which teaches a session to use the broker.",
         allow_abbrev=False,
     )
-    commands = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     install = commands.add_parser(
         "install",
         help="install the skill (or remove it with --uninstall)",
@@ -83,12 +72,12 @@ def skill_parser() -> argparse.ArgumentParser:
 
 
 def plugin_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="pager plugin",
         description="Install the plugin that lets sessions started without `pager` join.",
         allow_abbrev=False,
     )
-    commands = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     install = commands.add_parser(
         "install",
         help="install a harness's plugin (or remove it with --uninstall)",
@@ -134,7 +123,7 @@ def _skill(argv: list[str]) -> int:
     try:
         result = skill.install(discover(), state, extra, use_npx=not args.no_npx, force=args.force)
     except skill.UsageProblem as exc:
-        raise _Usage(f"pager skill install: {exc}") from None
+        raise UsageRefused(f"pager skill install: {exc}") from None
     report: dict[str, Any] = {
         "command": "skill install",
         "via": result.via,

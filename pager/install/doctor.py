@@ -28,6 +28,7 @@ from pager.install import detect, plugin, skill
 from pager.install.entries import EntryStatus, apply_entries
 from pager.install.files import InstallError, Status, load_record
 from pager.install.setup import ENTRIES_RECORD, nothing_to_wire
+from pager.install.usage import Parser, UsageRefused
 from pager.versions import SCHEMA_VERSION, VERSION
 
 EXIT_OK, EXIT_NEEDS_DOING, EXIT_USAGE = 0, 1, 2
@@ -262,18 +263,8 @@ def _pager_argv(environ: Mapping[str, str]) -> tuple[str, ...]:
 # -- the command line --------------------------------------------------------------------------
 
 
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse declares NoReturn
-        self.print_usage(sys.stderr)
-        raise _Usage(f"{self.prog}: {message}")
-
-
 def parser() -> argparse.ArgumentParser:
-    command = _Parser(
+    command = Parser(
         prog="pager doctor",
         description="Check that Pager is ready: its configuration, the broker and its store, "
         "that the first `pager` on PATH is this one, the skill, and each installed harness's "
@@ -291,7 +282,7 @@ def main(argv: Sequence[str]) -> int:
     """`argv` follows `doctor`."""
     try:
         args = parser().parse_args(list(argv))
-    except _Usage as exc:
+    except UsageRefused as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help

@@ -34,6 +34,7 @@ from pager.install.files import (
     record_path,
     remove,
 )
+from pager.install.usage import Parser, UsageRefused
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 SETUP_RECORD = "setup"  # installed/setup.json
@@ -249,18 +250,8 @@ def _save_setup(state_root: Path, made: dict[str, Any]) -> None:
 # -- the command line --------------------------------------------------------------------------
 
 
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse declares NoReturn
-        self.print_usage(sys.stderr)
-        raise _Usage(f"{self.prog}: {message}")
-
-
 def parser() -> argparse.ArgumentParser:
-    command = _Parser(
+    command = Parser(
         prog="pager setup",
         description="Find the harnesses installed here and install, for each, what sessions "
         "started without `pager` need: the Pager skill, its plugin or extension (hooks and "
@@ -285,7 +276,7 @@ def main(argv: Sequence[str]) -> int:
     """`argv` follows `setup`."""
     try:
         return _main(list(argv))
-    except _Usage as exc:
+    except UsageRefused as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help
