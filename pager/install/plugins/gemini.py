@@ -12,32 +12,16 @@ Gemini CLI reads every directory under `~/.gemini/extensions/` that holds a
 from __future__ import annotations
 
 from pager.implementations.manifest import Manifest
-from pager.install.files import Planned
 from pager.install.plugin import PluginContext, PluginPlan
-from pager.install.plugins._json import command_hooks, dump
-
-EXTENSION = "pager"
+from pager.install.plugins._extension import extension_plan
 
 
 def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
-    root = context.home / ".gemini" / "extensions" / EXTENSION
-    extension = {
-        "name": EXTENSION,
-        "version": context.version,
-        "description": "Pager: join the local Pager broker from sessions started without "
-        "`pager gemini` (MCP tools, and waiting mail added to the context on each prompt).",
-        "mcpServers": {EXTENSION: context.mcp_server(manifest)},
-    }
-    hooks = command_hooks(
-        {event: context.hook_command(manifest, event) for event in manifest.hooks.events}
-    )
-    files = (
-        Planned(root / "gemini-extension.json", dump(extension)),
-        Planned(root / "hooks" / "hooks.json", dump(hooks)),
-    )
-    return PluginPlan(
-        location=root,
-        files=files,
+    return extension_plan(
+        manifest,
+        context,
+        home=context.home / ".gemini",
+        manifest_name="gemini-extension.json",
         next_steps=(
             "Restart Gemini CLI; `gemini extensions list` shows `pager`.",
             "Its hooks run only where hooks are enabled in Gemini CLI's settings (Pager does"
