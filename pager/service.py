@@ -28,6 +28,7 @@ from actors.identity_protocol import (
 )
 from actors.sessions import MailBell
 from pager.config import Config
+from pager.domain import addressing
 from pager.domain.api import JSON, Caller
 from pager.domain.body_limit import body_size, oversized_body
 from pager.domain.clock import WallClock, iso
@@ -40,7 +41,7 @@ from pager.domain.hints import Hint
 from pager.domain.hosts import HostBoard
 from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_token
 from pager.domain.mailbox_tokens import UNUSABLE, MailboxToken
-from pager.domain.names import alias_key, alias_of_login, format_address, parse_address
+from pager.domain.names import alias_of_login, format_address, parse_address
 from pager.domain.pages import Page
 from pager.domain.records import Delivery, DeliveryKind, SessionState
 from pager.domain.results import (
@@ -225,10 +226,7 @@ class BrokerService:
             return await self.lookups.resolve(caller.agent_id, address, to)
         except PagerError as error:
             person = self._person_alias()
-            bare = address.alias is not None and address.slug is None
-            if error.code is not ErrorCode.UNKNOWN_RECIPIENT or not bare:
-                raise
-            if alias_key(str(address.alias)) != alias_key(person):
+            if not addressing.reaches_person(address, error, person):
                 raise
         return await self.accounts.person_beside(caller.agent_id, person, now=self.clock.now())
 

@@ -15,6 +15,7 @@ import trio
 
 from actors.identities import Identities
 from actors.identity_protocol import Poke
+from pager.domain.addressing import PERSON
 from pager.domain.clock import WallClock, iso
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.wake import (
@@ -29,7 +30,6 @@ from pager.implementations.manifest import Manifest
 from pager.implementations.templates import TemplateError, placeholders
 from pager.launch.wake_command import wake_args, why_not
 from pager.store._errors import StoreFault
-from pager.store._registration import PERSON
 from pager.store.ports import WakeBook, Wakeups
 
 JSON = dict[str, Any]

@@ -531,7 +531,7 @@ def addresses(conn: Conn, identity_ids: Iterable[str]) -> dict[str, str]:
         f" ON w.key = i.workspace_key WHERE i.id IN ({marks})",
         wanted,
     )
-    found = {str(row[0]): f"{row[1]}@{row[2]}" for row in rows}
+    found = {str(row[0]): format_address(str(row[1]), str(row[2])) for row in rows}
     found.update(script_names(conn, wanted))
     return found
 

@@ -1,5 +1,6 @@
-"""The identity rules of SPEC §7 for one registration, decided inside one transaction:
-create, rejoin (by name, conversation key or resume token), refuse, or take over.
+"""The identity rules of SPEC §7 applied inside one transaction: this module reads the rows
+a decision of `pager.domain.identity_rules` needs, asks it, and writes what it decided
+(create, rejoin by name, conversation key or resume token, refuse, or take over).
 
 A forced takeover has one implementation, `take_over`, for both edges that offer `force`
 (a registration and `update_agent_alias`). The SQLite directory port (sqlite_ports.py) runs
@@ -8,11 +9,13 @@ these in the writer's transaction; nothing here awaits.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import attrs
 
+from pager.domain import identity_rules as rules
 from pager.domain import ids
+from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address, generate_handle
 from pager.domain.records import Identity, Session, SessionState
@@ -23,7 +26,7 @@ from pager.domain.registration import (
     Takeover,
     WakeStart,
 )
-from pager.domain.wake import HOUR, WakeRun, hourly_retry_after
+from pager.domain.wake import HOUR, WakeRun
 from pager.domain.workspace import Workspace
 from pager.store import _wake as wk
 from pager.store import messaging as ms
@@ -49,6 +52,19 @@ def holder_details(conn: Conn, identity: Identity) -> dict[str, Any]:
     }
 
 
+def found(conn: Conn, identity: Identity) -> rules.Found:
+    """`identity` with its attached session and whether that session is a wake run's."""
+    attached = ms.attached_session(conn, identity.id)
+    wake_run = attached is not None and wk.open_run_of_session(conn, attached.id) is not None
+    return rules.Found(identity, attached, wake_run)
+
+
+def refuse(conn: Conn, refused: rules.Refuse) -> NoReturn:
+    """Raise the refusal, with the details of the identity it is about."""
+    about = refused.about
+    raise refused.error(None if about is None else holder_details(conn, about))
+
+
 def claim_alias(
     conn: Conn,
     workspace_key: str,
@@ -57,32 +73,23 @@ def claim_alias(
     *,
     force: bool,
 ) -> None:
-    """Make `alias` free for `agent_id` in the workspace, or raise alias_conflict.
-
-    An alias another identity holds now is never freed here, even with `force`: a forced
-    rename takes that identity over (`take_over_by_alias`) instead of renaming it. `force`
-    only frees an alias that is merely reserved by an identity that held it before."""
+    """Make `alias` free for `agent_id` in the workspace, or raise alias_conflict
+    (`identity_rules.decide_alias_claim`)."""
     key = alias_key(alias)
     holder = ms.identity_by_alias(conn, workspace_key, key)
-    if holder is not None and holder.id != agent_id:
-        attached = ms.attached_session(conn, holder.id) is not None
-        state = "attached" if attached else "not attached"
-        raise PagerError(
-            ErrorCode.ALIAS_CONFLICT,
-            f"the alias {alias!r} belongs to {holder.id} ({state}); choose another alias,"
-            " or pass force to take it",
-            **holder_details(conn, holder),
-        )
     reserved = ms.alias_reserved_by(conn, workspace_key, key)
-    if reserved is not None and reserved != agent_id:
-        if not force:
-            owner = ms.get_identity(conn, reserved)
-            details = holder_details(conn, owner) if owner is not None else {}
-            raise PagerError(
-                ErrorCode.ALIAS_CONFLICT,
-                f"the alias {alias!r} is reserved: {reserved} held it before; choose another",
-                **details,
-            )
+    reserver = None if reserved in (None, agent_id) else ms.get_identity(conn, str(reserved))
+    decided = rules.decide_alias_claim(
+        alias,
+        agent_id,
+        holder=None if holder is None else found(conn, holder),
+        reserved_by=reserved,
+        reserver=reserver,
+        force=force,
+    )
+    if isinstance(decided, rules.Refuse):
+        refuse(conn, decided)
+    if decided.reassign:
         conn.execute(
             "UPDATE alias_reservations SET identity_id = ? WHERE workspace_key = ?"
             " AND alias_key = ?",
@@ -90,21 +97,9 @@ def claim_alias(
         )
 
 
-def _is_wake_run(conn: Conn, session: Session) -> bool:
-    return wk.open_run_of_session(conn, session.id) is not None
-
-
-#: The end reason of a wake run's session when someone attaches to its identity.
-WAKE_YIELDED = "a session attached to this agent: the wake run ends"
-
-#: The end reason of a holder's session. Its token never answers with it: it runs on (below).
-TAKEN_OVER = "taken over by another session (force)"
-
-
 def take_over(
     conn: Conn,
-    identity: Identity,
-    holder: Session | None,
+    target: rules.Found,
     session: Session,
     *,
     via: Literal["register", "update_agent_alias"],
@@ -118,10 +113,12 @@ def take_over(
     own session on the identity it leaves (the alias tool): that identity stays as it was,
     detached, and the caller's token, resume token and conversation move with it.
     Records `agent.taken_over` with both sessions."""
+    identity, holder = target.identity, target.attached
     handed: Session | None = None
     if holder is not None:
-        ms.end_session(conn, holder.id, SessionState.ENDED, TAKEN_OVER, now, cause="taken_over")
-        if not _is_wake_run(conn, holder):  # a wake run just ends
+        ending = rules.TAKEN_OVER
+        ms.end_session(conn, holder.id, SessionState.ENDED, ending, now, cause="taken_over")
+        if rules.hands_on(target):
             handed = _hand_to_fresh_identity(conn, identity, holder, now, lease_ttl)
     if previous is not None:
         reason = f"took over {identity.alias} ({identity.id})"
@@ -150,8 +147,7 @@ def take_over(
 
 def take_over_by_alias(
     conn: Conn,
-    identity: Identity,
-    holder: Session | None,
+    target: rules.Found,
     mine: Session,
     alias: str,
     *,
@@ -160,8 +156,9 @@ def take_over_by_alias(
     lease_ttl: float,
 ) -> Takeover:
     """`update_agent_alias(alias, force=true)`: the caller's session `mine` takes over
-    `identity` (which holds the alias) as a new attachment of it, with the caller's token,
+    `target` (which holds the alias) as a new attachment of it, with the caller's token,
     and gives it the alias as spelled (a rename makes it durable, SPEC §7)."""
+    identity = target.identity
     latest = ms.latest_session(conn, identity.id)
     session = attrs.evolve(
         mine,
@@ -175,8 +172,7 @@ def take_over_by_alias(
     )
     done = take_over(
         conn,
-        identity,
-        holder,
+        target,
         session,
         via="update_agent_alias",
         now=now,
@@ -238,7 +234,8 @@ def _hand_to_fresh_identity(
 
 @attrs.frozen
 class RegisterPlan:
-    """Decides create / rejoin / refuse for one registration, inside the commit."""
+    """One registration: reads what `identity_rules.decide_registration` needs, inside the
+    commit, and applies its decision."""
 
     command: Registration
     now: float
@@ -251,45 +248,16 @@ class RegisterPlan:
         if command.wake is not None:
             return self._wake_run(conn, command.wake)
         ms.ensure_workspace(conn, ws, self.now)
-        target: Identity | None = None
-        forced = False
-        if command.resume_token is not None:
-            resumed = ms.session_by_resume(conn, ids.hash_token(command.resume_token))
-            target = None if resumed is None else ms.get_identity(conn, resumed.identity_id)
-            if target is None:
-                raise PagerError(
-                    ErrorCode.UNAUTHENTICATED,
-                    "unknown resume token (or its identity was purged); register without it",
-                )
-        if target is None and command.conversation_key is not None:
-            known = ms.identity_of_conversation(
-                conn, command.implementation, command.conversation_key
-            )
-            target = None if known is None else ms.get_identity(conn, known)
-        if target is None and command.session_name is not None:
-            target = self._by_name(conn, command.session_name)
-            attached = None if target is None else ms.attached_session(conn, target.id)
-            # A wake run's session is no holder: it yields (below), as to a resume.
-            if target is not None and attached is not None and not _is_wake_run(conn, attached):
-                if not command.force:
-                    raise PagerError(
-                        ErrorCode.ALIAS_CONFLICT,
-                        f"{command.session_name!r} is attached to another session; choose"
-                        " another name, or force a takeover",
-                        **holder_details(conn, target),
-                    )
-                forced = True
-        if target is None:
-            target = self._create(conn)
-        session = self._new_session(conn, target)
+        decided = rules.decide_registration(command, self._facts(conn))
+        if isinstance(decided, rules.Refuse):
+            refuse(conn, decided)
         ended: list[Session] = []
         started: list[tuple[Session, str]] = []
-        previous = ms.attached_session(conn, target.id)
-        if forced:
+        if isinstance(decided, rules.TakeOver):
+            session = self._new_session(conn, decided.found.identity)
             done = take_over(
                 conn,
-                target,
-                previous,
+                decided.found,
                 session,
                 via="register",
                 now=self.now,
@@ -301,23 +269,58 @@ class RegisterPlan:
             if done.handed is not None:
                 started.append((done.handed, done.handed_implementation))
         else:
+            if isinstance(decided, rules.Create):
+                target = self._create(conn, decided)
+                previous = None
+            else:
+                target, previous = decided.found.identity, rules.ending(decided.found)
+            session = self._new_session(conn, target)
             if previous is not None:
-                # A wake run's session yields to anyone attaching (docs/wake.md).
-                run = wk.open_run_of_session(conn, previous.id)
                 ms.end_session(
                     conn,
-                    previous.id,
+                    previous.session.id,
                     SessionState.ENDED,
-                    "replaced by a newer attachment" if run is None else WAKE_YIELDED,
+                    previous.reason,
                     self.now,
-                    cause="replaced" if run is None else "wake_yielded",
+                    cause=previous.cause,
                 )
-                ended.append(previous)
+                ended.append(previous.session)
             identity = attach_session(conn, target, session, self.now)
         if command.conversation_key is not None:
-            ms.bind_conversation(conn, command.implementation, command.conversation_key, target.id)
+            ms.bind_conversation(
+                conn, command.implementation, command.conversation_key, identity.id
+            )
         started.append((session, identity.implementation))
         return Outcome(self._registered(conn, identity, session), ended, started)
+
+    def _facts(self, conn: Conn) -> rules.RegistrationFacts:
+        """The rows the decision reads, each only when the request names it."""
+        command = self.command
+        resumed = conversation = None
+        name = rules.Name()
+        if command.resume_token is not None:
+            session = ms.session_by_resume(conn, ids.hash_token(command.resume_token))
+            resumed = None if session is None else self._found(conn, session.identity_id)
+        if command.conversation_key is not None:
+            bound = ms.identity_of_conversation(
+                conn, command.implementation, command.conversation_key
+            )
+            conversation = None if bound is None else self._found(conn, bound)
+        if command.session_name is not None:
+            key = alias_key(command.session_name)
+            holder = ms.identity_by_alias(conn, command.workspace.key, key)
+            if holder is not None:
+                name = rules.Name(holder=found(conn, holder))
+            else:
+                reserved = ms.alias_reserved_by(conn, command.workspace.key, key)
+                reserver = None if reserved is None else ms.get_identity(conn, reserved)
+                name = rules.Name(reserved_by=reserved, reserver=reserver)
+        return rules.RegistrationFacts(resumed, conversation, name)
+
+    @staticmethod
+    def _found(conn: Conn, identity_id: str) -> rules.Found | None:
+        identity = ms.get_identity(conn, identity_id)
+        return None if identity is None else found(conn, identity)
 
     def _registered(self, conn: Conn, identity: Identity, session: Session) -> Registered:
         slug = ms.workspace_slug(conn, identity.workspace_key)
@@ -342,25 +345,17 @@ class RegisterPlan:
         )
 
     def _wake_run(self, conn: Conn, wake: WakeStart) -> Outcome:
-        """Attach a wake run's session to its identity, or refuse: `not_found` (gone),
-        `conflict` (archived, or a session is attached: the ordinary wake applies then),
-        `rate_limited` with `retry_after_s` (the hourly bound)."""
+        """Attach a wake run's session to its identity, or refuse
+        (`identity_rules.decide_wake_run`)."""
         target = ms.get_identity(conn, wake.agent_id)
-        if target is None:
-            raise PagerError(ErrorCode.NOT_FOUND, f"no agent {wake.agent_id}")
-        if target.archived_at is not None:
-            raise PagerError(ErrorCode.CONFLICT, f"{wake.agent_id} is archived")
-        if ms.attached_session(conn, target.id) is not None:
-            raise PagerError(ErrorCode.CONFLICT, f"{wake.agent_id} has a session attached")
-        starts = wk.run_starts_since(conn, target.id, self.now - HOUR)
-        retry = hourly_retry_after(starts, wake.max_runs_per_hour, self.now)
-        if retry is not None:
-            raise PagerError(
-                ErrorCode.RATE_LIMITED,
-                f"{wake.agent_id} had {len(starts)} wake runs in the last hour"
-                f" (at most {wake.max_runs_per_hour})",
-                retry_after_s=round(retry, 3),
-            )
+        attached = target is not None and ms.attached_session(conn, target.id) is not None
+        starts = [] if target is None else wk.run_starts_since(conn, target.id, self.now - HOUR)
+        refused = rules.decide_wake_run(
+            wake, target, attached=attached, starts=starts, now=self.now
+        )
+        if refused is not None:
+            refuse(conn, refused)
+        assert target is not None  # decide_wake_run refuses an identity that is gone
         session = self._new_session(conn, target)
         identity = attach_session(conn, target, session, self.now)
         wk.insert_wake_run(
@@ -369,30 +364,16 @@ class RegisterPlan:
         registered = self._registered(conn, identity, session)
         return Outcome(registered, [], [(session, identity.implementation)])
 
-    def _by_name(self, conn: Conn, name: str) -> Identity | None:
+    def _create(self, conn: Conn, create: rules.Create) -> Identity:
         ws = self.command.workspace
-        key = alias_key(name)
-        holder = ms.identity_by_alias(conn, ws.key, key)
-        if holder is not None:
-            return holder
-        reserved = ms.alias_reserved_by(conn, ws.key, key)
-        if reserved is not None:
-            owner = ms.get_identity(conn, reserved)
-            raise PagerError(
-                ErrorCode.ALIAS_CONFLICT,
-                f"{name!r} is reserved for {reserved}, which held it before; choose another name",
-                **(holder_details(conn, owner) if owner is not None else {}),
-            )
-        return None
-
-    def _create(self, conn: Conn) -> Identity:
-        ws, name = self.command.workspace, self.command.session_name
-        alias = name or generate_handle(lambda h: ms.alias_reserved_by(conn, ws.key, h) is not None)
+        alias = create.alias or generate_handle(
+            lambda h: ms.alias_reserved_by(conn, ws.key, h) is not None
+        )
         identity = Identity(
             id=ids.new_agent_id(),
             workspace_key=ws.key,
             alias=alias,
-            durable=name is not None,
+            durable=create.durable,
             implementation=self.command.implementation,
             created_at=self.now,
             last_seen=self.now,
@@ -401,39 +382,26 @@ class RegisterPlan:
         return identity
 
 
-#: The implementation of the person's identity (SPEC §4.2): no harness, never a session.
-PERSON = "human"
-
-
 def person_identity(conn: Conn, workspace: Workspace, alias: str, now: float) -> Identity:
     """The person's durable identity in `workspace` (SPEC §4.2), created on first use with
     `alias` (later `pager alias` may rename it: it stays the person's); its use counts as
-    activity (last seen) and shows it again if it was archived."""
+    activity (last seen) and shows it again if it was archived
+    (`identity_rules.decide_person`)."""
     ms.ensure_workspace(conn, workspace, now)
     key = alias_key(alias)
-    holder = ms.identity_of_implementation(conn, workspace.key, PERSON)
-    if holder is None:
-        holder = ms.identity_by_alias(conn, workspace.key, key)
-    if holder is not None and holder.implementation != PERSON:
-        raise PagerError(
-            ErrorCode.ALIAS_CONFLICT,
-            f"the name {alias!r} in this workspace belongs to an agent ({holder.id},"
-            f" {holder.implementation}), so you cannot use it; choose your name with"
-            ' `[cli] name = "…"` in config.toml',
-            **holder_details(conn, holder),
-        )
-    if holder is None:
+    person = ms.identity_of_implementation(conn, workspace.key, PERSON)
+    by_alias = None if person is not None else ms.identity_by_alias(conn, workspace.key, key)
+    reserved = None
+    if person is None and by_alias is None:
         reserved = ms.alias_reserved_by(conn, workspace.key, key)
-        if reserved is not None:
-            raise PagerError(
-                ErrorCode.ALIAS_CONFLICT,
-                f"the name {alias!r} in this workspace is reserved for {reserved}, which held it"
-                ' before; choose your name with `[cli] name = "…"` in config.toml',
-            )
+    decided = rules.decide_person(alias, person=person, by_alias=by_alias, reserved_by=reserved)
+    if isinstance(decided, rules.Refuse):
+        refuse(conn, decided)
+    if isinstance(decided, rules.CreatePerson):
         holder = Identity(
             id=ids.new_agent_id(),
             workspace_key=workspace.key,
-            alias=alias,
+            alias=decided.alias,
             durable=True,
             implementation=PERSON,
             created_at=now,
@@ -442,6 +410,7 @@ def person_identity(conn: Conn, workspace: Workspace, alias: str, now: float) ->
         )
         ms.insert_identity(conn, holder, key)
         return holder
+    holder = decided.identity
     if holder.archived_at is not None:
         ms.unarchive_identity(conn, holder.id, now=now, reason="used by the person")
     ms.touch_identity(conn, holder.id, now)

@@ -17,6 +17,7 @@ from typing import Protocol
 
 import attrs
 
+from pager.domain.addressing import Resolved
 from pager.domain.mailbox_tokens import MailboxToken
 from pager.domain.names import Address
 from pager.domain.records import Identity, Message
@@ -36,16 +37,6 @@ __all__ = [
     "TokenView",
     "Waiting",
 ]
-
-
-@attrs.frozen
-class Resolved:
-    """The identity an address names now, its current address and its implementation (what
-    the CLI tells a sender about how the recipient will see the mail)."""
-
-    id: str
-    address: str
-    implementation: str = attrs.field(default="", eq=False)
 
 
 @attrs.frozen

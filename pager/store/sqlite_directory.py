@@ -1,9 +1,10 @@
 """The SQLite backend of the directory port (`pager/store/ports.py` `Directory`): the identity
-rules of SPEC §7 (`_registration.py`) and the operator's actions, each decided and committed in
-one transaction of the writer, from the store itself (who is attached, who holds an alias)."""
+rules of SPEC §7 (decided by `pager.domain.identity_rules`, applied by `_registration.py`) and
+the operator's actions, each read and committed in one transaction of the writer."""
 
 from __future__ import annotations
 
+from pager.domain import identity_rules as rules
 from pager.domain.api import Caller
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address
@@ -17,8 +18,9 @@ from pager.store._conn import Conn
 from pager.store._registration import (
     RegisterPlan,
     claim_alias,
-    holder_details,
+    found,
     identity_of,
+    refuse,
     take_over_by_alias,
 )
 from pager.store.sqlite_ports import Writer
@@ -53,33 +55,21 @@ class SqliteDirectory:
         lease_ttl: float,
     ) -> tuple[AliasResult, Takeover | None]:
         agent_id = caller.agent_id
-        takes_over = force or claim
 
         def op(conn: Conn) -> tuple[AliasResult, Takeover | None]:
             me = identity_of(conn, agent_id)
             holder = ms.identity_by_alias(conn, me.workspace_key, alias_key(alias))
-            if claim and holder is None:
-                raise PagerError(
-                    ErrorCode.UNKNOWN_RECIPIENT,
-                    f"no identity is named {alias!r} in this workspace; `pager who` lists them",
-                )
-            held = None if holder is None else ms.attached_session(conn, holder.id)
-            if claim and not force and holder is not None and held is not None:
-                raise PagerError(
-                    ErrorCode.ALIAS_CONFLICT,
-                    f"{alias!r} is attached to a session; claim it with --force to end that"
-                    " session and take it over",
-                    **holder_details(conn, holder),
-                )
-            if takes_over and holder is not None and holder.id != me.id:
-                if mine is None:  # it ended while this request waited
-                    raise PagerError(
-                        ErrorCode.ENDED, "this session ended before the takeover; nothing changed"
-                    )
+            target = None if holder is None else found(conn, holder)
+            decided = rules.decide_rename(
+                alias, me, target, force=force, claim=claim, session_open=mine is not None
+            )
+            if isinstance(decided, rules.Refuse):
+                refuse(conn, decided)
+            if isinstance(decided, rules.TakeOver):
+                assert mine is not None  # decide_rename: the caller's session is open
                 done = take_over_by_alias(
                     conn,
-                    holder,
-                    held,
+                    decided.found,
                     mine,
                     alias,
                     lease_expires_at=lease,

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from pager.domain import addressing
+from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.mailbox_tokens import MailboxToken
-from pager.domain.names import Address, alias_key, format_address, parse_address
+from pager.domain.names import Address, format_address, parse_address
 from pager.domain.records import Identity, Message
 from pager.domain.roster import RosterKey
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store import views
 from pager.store._conn import Conn
-from pager.store._registration import PERSON, person_identity
+from pager.store._registration import person_identity
 from pager.store.service_ports import (
     Addressed,
     Located,
@@ -216,39 +218,34 @@ def _resolve(
     *,
     history: bool = False,
 ) -> Resolved:
-    """An address → the identity it names now, or unknown_recipient / recipient_alias_changed;
-    with `history`, a renamed alias names its holder instead. The address that names someone
-    now costs one statement (the identity with its workspace's slug)."""
-    key = None if address.alias is None else alias_key(address.alias)
+    """An address → the identity it names now (`pager.domain.addressing` decides; this reads
+    what it asks for). The address that names someone now costs one statement (the identity
+    with its workspace's slug)."""
+    lookup = addressing.lookup_of(address, caller_id)
     found = ms.addressed_identity(
-        conn, agent_id=address.agent_id, alias_key=key, beside=caller_id, slug=address.slug
+        conn,
+        agent_id=lookup.agent_id,
+        alias_key=lookup.alias_key,
+        beside=lookup.beside,
+        slug=lookup.slug,
     )
     if found is not None:
-        identity, slug = found
-        return Resolved(identity.id, format_address(identity.alias, slug), identity.implementation)
-    if address.agent_id is not None:
-        raise _unknown(text)
-    if address.slug is not None:
-        workspace = ms.workspace_of_slug(conn, address.slug)
-        if workspace is None:
-            raise _unknown(text, f"no workspace {address.slug!r} is known")
-        workspace_key = workspace[0]
+        return addressing.named(*found)
+    former = addressing.not_named_now(address, text)
+    if former.slug is None:
+        workspace_key: str | None = _me(conn, caller_id).workspace_key
     else:
-        workspace_key = _me(conn, caller_id).workspace_key
-    assert key is not None  # parse_address: an agent id or an alias
-    holder = ms.alias_reserved_by(conn, workspace_key, key)
-    current = None if holder is None else ms.get_identity(conn, holder)
-    if current is not None:
-        new_address = format_address(current.alias, ms.workspace_slug(conn, current.workspace_key))
-        if history:
-            return Resolved(current.id, new_address, current.implementation)
-        raise PagerError(
-            ErrorCode.RECIPIENT_ALIAS_CHANGED,
-            f"{text!r} is now {new_address}; send to the current address if it is still meant",
-            current_address=new_address,
-            agent_id=current.id,
-        )
-    raise _unknown(text)
+        workspace = ms.workspace_of_slug(conn, former.slug)
+        workspace_key = None if workspace is None else workspace[0]
+    holder = None
+    if workspace_key is not None:
+        reserved = ms.alias_reserved_by(conn, workspace_key, former.alias_key)
+        identity = None if reserved is None else ms.get_identity(conn, reserved)
+        if identity is not None:
+            holder = (identity, ms.workspace_slug(conn, identity.workspace_key))
+    return addressing.unnamed(
+        text, former, workspace_known=workspace_key is not None, holder=holder, history=history
+    )
 
 
 def _named(conn: Conn, caller_id: str, text: str) -> str | None:
@@ -257,15 +254,6 @@ def _named(conn: Conn, caller_id: str, text: str) -> str | None:
         return _resolve(conn, caller_id, parse_address(text), text).id
     except PagerError:
         return None
-
-
-def _unknown(text: str, why: str | None = None) -> PagerError:
-    return PagerError(
-        ErrorCode.UNKNOWN_RECIPIENT,
-        f"no agent {text!r}"
-        + (f" ({why})" if why else "")
-        + "; see `roster` (scope 'all' for other workspaces)",
-    )
 
 
 def _addressed(conn: Conn, messages: list[Message]) -> list[Addressed]:

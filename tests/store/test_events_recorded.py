@@ -13,6 +13,7 @@ import pytest
 from pager.domain import ids
 from pager.domain.delivery import AckResult, ClaimPolicy, RedeliverySchedule, Via
 from pager.domain.errors import PagerError
+from pager.domain.identity_rules import Found
 from pager.domain.names import alias_key
 from pager.domain.records import Claim, Session, SessionState
 from pager.domain.registration import Registration
@@ -296,7 +297,7 @@ def test_forced_alias_takeover_of_detached_holder_records_both_sessions(store: S
         identity = ms.get_identity(conn, holder.identity_id)
         assert identity is not None
         done = take_over_by_alias(
-            conn, identity, None, mine, "alice", lease_expires_at=NOW + 90, now=NOW, lease_ttl=90
+            conn, Found(identity), mine, "alice", lease_expires_at=NOW + 90, now=NOW, lease_ttl=90
         )
         return done.session.id
 
