@@ -23,6 +23,81 @@ UNSETTLED = frozenset({MessageState.QUEUED, MessageState.CLAIMED, MessageState.D
 OUT = frozenset({MessageState.CLAIMED, MessageState.DELIVERED})
 
 
+class Step(enum.StrEnum):
+    """What can happen to a message (SPEC §8): each a transition of `TRANSITIONS`."""
+
+    CLAIM = "claim"  # a fetch or a hook takes it: `claimed`
+    DELIVER = "deliver"  # written to the session's delivery address: `delivered`
+    ACK = "ack"  # its claim's token acknowledged it
+    LAPSE = "lapse"  # its claim's ack wait passed: queued again at once, or dead
+    REFUSE = "refuse"  # the delivery address refused it: queued on the schedule, or dead
+    RELEASE = "release"  # handed back unshown: queued again, its attempt not counted
+    UNRENDERABLE = "unrenderable"  # its claim found it cannot be shown: dead
+    EXPIRE = "expire"  # unsettled past the message expiry: dead
+    RETIRE = "retire"  # its recipient was reaped or purged: dead
+
+
+@attrs.frozen
+class Transition:
+    """A step's rule: the message states it applies to (any other refuses it), the states it
+    may leave the message in, and what it makes of the open claim it closes (None: it takes
+    no claim, or makes a new one)."""
+
+    sources: frozenset[MessageState]
+    targets: frozenset[MessageState]
+    claim_end: ClaimState | None
+
+
+_QUEUED = frozenset({MessageState.QUEUED})
+_DEAD = frozenset({MessageState.DEAD})
+_BACK = frozenset({MessageState.QUEUED, MessageState.DEAD})
+
+#: The delivery state machine, whole: every transition a message may make. A backend guards
+#: each update with the step's `sources` (`guard`), so a transition another broker (or a
+#: lapse) applied first is never applied twice.
+TRANSITIONS: dict[Step, Transition] = {
+    Step.CLAIM: Transition(_QUEUED, frozenset({MessageState.CLAIMED}), None),
+    Step.DELIVER: Transition(_QUEUED, frozenset({MessageState.DELIVERED}), None),
+    Step.ACK: Transition(OUT, frozenset({MessageState.ACKNOWLEDGED}), ClaimState.ACKNOWLEDGED),
+    Step.LAPSE: Transition(OUT, _BACK, ClaimState.EXPIRED),
+    Step.REFUSE: Transition(OUT, _BACK, ClaimState.REFUSED),
+    Step.RELEASE: Transition(OUT, _QUEUED, ClaimState.RELEASED),
+    Step.UNRENDERABLE: Transition(OUT, _DEAD, ClaimState.EXPIRED),
+    Step.EXPIRE: Transition(UNSETTLED, _DEAD, ClaimState.EXPIRED),
+    Step.RETIRE: Transition(UNSETTLED, _DEAD, ClaimState.EXPIRED),
+}
+
+
+class RefusedTransition(ValueError):
+    """A step asked of a message in a state it does not apply to."""
+
+
+def allowed(state: MessageState, step: Step) -> bool:
+    return state in TRANSITIONS[step].sources
+
+
+def transition(state: MessageState, step: Step, to: MessageState) -> MessageState:
+    """`to`, when `step` may take a message from `state` to it; else RefusedTransition."""
+    rule = TRANSITIONS[step]
+    if state not in rule.sources or to not in rule.targets:
+        raise RefusedTransition(f"a message {state.value} cannot {step.value} to {to.value}")
+    return to
+
+
+def guard(step: Step) -> str:
+    """The SQL condition on `state` a backend guards `step`'s update with: the states as
+    literals (SQLite uses a partial index only when it can prove the query's condition
+    implies the index's, which it cannot for bound values), in a fixed order."""
+    return states_sql(TRANSITIONS[step].sources)
+
+
+def states_sql(states: frozenset[MessageState]) -> str:
+    """`state IN ('…', …)` for these states, in the order `MessageState` lists them
+    (`state = '…'` for one)."""
+    listed = [f"'{state.value}'" for state in MessageState if state in states]
+    return f"state = {listed[0]}" if len(listed) == 1 else f"state IN ({', '.join(listed)})"
+
+
 class Via(enum.StrEnum):
     """How a claim was made (SPEC §8)."""
 
@@ -70,7 +145,8 @@ class Claimed:
 
 def claim(attempts: int, via: Via, now: float, ack_wait: float) -> Claimed:
     """What a claim does to a queued message that has had `attempts` attempts."""
-    state = MessageState.DELIVERED if via is Via.DELIVERY else MessageState.CLAIMED
+    step = Step.DELIVER if via is Via.DELIVERY else Step.CLAIM
+    (state,) = TRANSITIONS[step].targets
     return Claimed(state, attempts + 1, now + ack_wait)
 
 
@@ -117,11 +193,22 @@ class RedeliverySchedule:
         return self.delays[min(max(attempt, 1), len(self.delays)) - 1]
 
 
+def retry_at(attempt: int, now: float, schedule: RedeliverySchedule) -> float:
+    """When a message whose claim of attempt `attempt` was refused at `now` is due again."""
+    return now + schedule.delay(attempt)
+
+
 def refused(
     attempt: int, attempts: int, max_attempts: int, now: float, schedule: RedeliverySchedule
 ) -> Requeued | Dead:
     """The delivery address refused the claim of attempt `attempt`: retry on the schedule."""
-    return returned(attempts, max_attempts, now + schedule.delay(attempt))
+    return returned(attempts, max_attempts, retry_at(attempt, now, schedule))
+
+
+def lapsed(attempts: int, max_attempts: int, now: float) -> Requeued | Dead:
+    """A claim's ack wait passed at `now`: the message is available again at once, unless
+    that was its last attempt."""
+    return returned(attempts, max_attempts, now)
 
 
 def released(attempts: int) -> int:

@@ -8,13 +8,14 @@ records its `message.*` operator event in the same transaction (one per message,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import attrs
 
 from pager.domain import delivery
 from pager.domain.clock import iso
-from pager.domain.delivery import AckResult, ClaimPolicy, Via
+from pager.domain.delivery import AckResult, ClaimPolicy, Step, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._conn import Conn, Cursor
@@ -228,6 +229,21 @@ def remember_idempotency(conn: Conn, sender_id: str, key: str, message_id: str, 
 
 # -- claiming --------------------------------------------------------------------------------
 
+# Each update of a message's state is guarded by the states its step of the delivery state
+# machine applies to (`delivery.TRANSITIONS`), written into the SQL from there as literals.
+_UNSETTLED = delivery.states_sql(delivery.UNSETTLED)
+_CLAIMABLE = delivery.guard(Step.CLAIM)
+_OUT = delivery.guard(Step.ACK)
+_OPEN = f"state = '{ClaimState.OPEN.value}'"
+_QUEUED, _DEAD = MessageState.QUEUED.value, MessageState.DEAD.value
+
+
+def _claim_end(step: Step) -> str:
+    """What `step` makes of the open claim it closes."""
+    end = delivery.TRANSITIONS[step].claim_end
+    assert end is not None, f"{step} closes no claim"
+    return end.value
+
 
 def claim_waiting(
     conn: Conn,
@@ -250,7 +266,7 @@ def claim_waiting(
         # The IN term repeats the partial index's condition so SQLite walks the unsettled
         # inbox in send order and stops at the limit, instead of sorting every waiting row.
         f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
-        " AND state IN ('queued', 'claimed', 'delivered') AND state = 'queued'"
+        f" AND {_UNSETTLED} AND {_CLAIMABLE}"
         " AND available_at <= ? ORDER BY seq LIMIT ?",
         (recipient_id, now, limit),
     ).fetchall()
@@ -262,7 +278,7 @@ def claim_waiting(
         state, attempt, expires_at = taken.state, taken.attempt, taken.expires_at
         token = new_token()
         won = conn.execute(
-            "UPDATE messages SET state = ?, attempts = ? WHERE id = ? AND state = 'queued'"
+            f"UPDATE messages SET state = ?, attempts = ? WHERE id = ? AND {_CLAIMABLE}"
             " AND attempts = ?",
             (state.value, attempt, message.id, message.attempts),
         ).rowcount
@@ -270,7 +286,7 @@ def claim_waiting(
             continue
         conn.execute(
             "INSERT INTO claims (token_hash, message_id, identity_id, session_id, attempt, via,"
-            " claimed_at, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open')",
+            " claimed_at, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 hash_token(token),
                 message.id,
@@ -280,6 +296,7 @@ def claim_waiting(
                 via.value,
                 now,
                 expires_at,
+                ClaimState.OPEN.value,
             ),
         )
         claims.append(
@@ -318,19 +335,19 @@ def dead_letter_expired(conn: Conn, recipient_id: str, now: float, message_expir
         (str(row[0]), str(row[1]), int(row[2]))
         for row in conn.execute(
             "SELECT id, sender_id, attempts FROM messages WHERE recipient_id = ?"
-            " AND state IN ('queued', 'claimed', 'delivered') AND sent_at <= ?",
+            f" AND {delivery.guard(Step.EXPIRE)} AND sent_at <= ?",
             (recipient_id, cutoff),
         )
     ]
     for message_id, _sender, _attempts in expired:
         conn.execute(
-            "UPDATE claims SET state = 'expired' WHERE message_id = ? AND state = 'open'",
-            (message_id,),
+            f"UPDATE claims SET state = ? WHERE message_id = ? AND {_OPEN}",
+            (_claim_end(Step.EXPIRE), message_id),
         )
         conn.execute(
-            "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ?"
-            " WHERE id = ? AND state IN ('queued', 'claimed', 'delivered')",
-            (delivery.DeadReason.EXPIRED.value, now, message_id),
+            "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
+            f" WHERE id = ? AND {delivery.guard(Step.EXPIRE)}",
+            (_DEAD, delivery.DeadReason.EXPIRED.value, now, message_id),
         )
     if expired:
         record_events(
@@ -351,14 +368,14 @@ def dead_letter_inbox(conn: Conn, recipient_id: str, now: float, reason: str) ->
     """Every unsettled message of the inbox becomes a dead letter with `reason` (`reaped`,
     `purged`), its open claims expire, and each records `message.dead`. The count."""
     conn.execute(
-        "UPDATE claims SET state = 'expired' WHERE identity_id = ? AND state = 'open'",
-        (recipient_id,),
+        f"UPDATE claims SET state = ? WHERE identity_id = ? AND {_OPEN}",
+        (_claim_end(Step.RETIRE), recipient_id),
     )
     dead = conn.execute(
-        "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ?"
-        " WHERE recipient_id = ? AND state IN ('queued', 'claimed', 'delivered')"
+        "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
+        f" WHERE recipient_id = ? AND {delivery.guard(Step.RETIRE)}"
         " RETURNING id, sender_id, attempts",
-        (reason, now, recipient_id),
+        (_DEAD, reason, now, recipient_id),
     ).fetchall()
     if dead:
         record_events(
@@ -390,39 +407,37 @@ def _fields(
 def _return_to_queue(
     conn: Conn,
     message_id: str,
-    available_at: float,
     now: float,
-    max_attempts: int,
+    decide: Callable[[int], delivery.Requeued | delivery.Dead],
     *,
     event: str,
     **data: object,
 ) -> tuple[str, dict[str, object]] | None:
-    """A claim that lapsed or was refused: queue the message again, or let it die
-    (`delivery.returned`).
+    """A claim that lapsed or was refused: queue the message again, or let it die, as
+    `decide` (`delivery.lapsed`, `delivery.refused`) says given its attempts.
 
     The event to record: `event` with `data` when it waits again, `message.dead`
     (max_attempts) when that was its last attempt; None when it was not out on a claim."""
     row = conn.execute(
-        "SELECT state, sender_id, recipient_id, attempts FROM messages WHERE id = ?"
-        " AND state IN ('claimed', 'delivered')",
+        f"SELECT state, sender_id, recipient_id, attempts FROM messages WHERE id = ? AND {_OUT}",
         (message_id,),
     ).fetchone()
     if row is None:
         return None
     state, sender, recipient, attempts = str(row[0]), str(row[1]), str(row[2]), int(row[3])
-    outcome = delivery.returned(attempts, max_attempts, available_at)
+    outcome = decide(attempts)
     if isinstance(outcome, delivery.Dead):
         changed = conn.execute(
-            "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ?"
+            "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
             " WHERE id = ? AND state = ? AND attempts = ?",
-            (outcome.reason.value, now, message_id, state, attempts),
+            (_DEAD, outcome.reason.value, now, message_id, state, attempts),
         ).rowcount
         fields = _fields(message_id, sender, recipient, attempt=attempts, reason=outcome.reason)
         return ("message.dead", fields) if changed else None
     changed = conn.execute(
-        "UPDATE messages SET state = 'queued', available_at = ? WHERE id = ? AND state = ?"
+        "UPDATE messages SET state = ?, available_at = ? WHERE id = ? AND state = ?"
         " AND attempts = ?",
-        (outcome.available_at, message_id, state, attempts),
+        (_QUEUED, outcome.available_at, message_id, state, attempts),
     ).rowcount
     if not changed:
         return None
@@ -432,23 +447,19 @@ def _return_to_queue(
 def expire_claims(conn: Conn, recipient_id: str, now: float, max_attempts: int) -> int:
     """Open claims past their ack wait return their messages to the queue at once."""
     rows = conn.execute(
-        "SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND state = 'open'"
+        f"SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND {_OPEN}"
         " AND expires_at <= ?",
         (recipient_id, now),
     ).fetchall()
     events = []
     for token_hash, message_id in rows:
-        if not conn.execute(
-            "UPDATE claims SET state = 'expired' WHERE token_hash = ? AND state = 'open'",
-            (token_hash,),
-        ).rowcount:
+        if _close_open_claim(conn, str(token_hash), Step.LAPSE) is None:
             continue
         event = _return_to_queue(
             conn,
             str(message_id),
             now,
-            now,
-            max_attempts,
+            lambda attempts: delivery.lapsed(attempts, max_attempts, now),
             event="message.requeued",
             reason="ack_wait",
         )
@@ -460,15 +471,17 @@ def expire_claims(conn: Conn, recipient_id: str, now: float, max_attempts: int) 
 
 
 def _close_open_claim(
-    conn: Conn, token_hash: str, state: str, *, identity_id: str | None = None
+    conn: Conn, token_hash: str, step: Step, *, identity_id: str | None = None
 ) -> tuple[str, int] | None:
-    """The open claim `token_hash` (of `identity_id`, when given) closed as `state`, by a
-    guarded update: its message id and attempt, or None when it was not open (any more)."""
+    """The open claim `token_hash` (of `identity_id`, when given) closed as `step` closes it,
+    by a guarded update: its message id and attempt, or None when it was not open (any
+    more)."""
     mine = "" if identity_id is None else " AND identity_id = ?"
+    end = _claim_end(step)
     row = conn.execute(
-        f"UPDATE claims SET state = ? WHERE token_hash = ? AND state = 'open'{mine}"
+        f"UPDATE claims SET state = ? WHERE token_hash = ? AND {_OPEN}{mine}"
         " RETURNING message_id, attempt",
-        (state, token_hash) if identity_id is None else (state, token_hash, identity_id),
+        (end, token_hash) if identity_id is None else (end, token_hash, identity_id),
     ).fetchone()
     return None if row is None else (str(row[0]), int(row[1]))
 
@@ -481,23 +494,24 @@ def refuse_claims(
     schedule: delivery.RedeliverySchedule,
     max_attempts: int,
 ) -> int:
-    """Claims the delivery address refused (or could not take): retry on the schedule."""
+    """Claims the delivery address refused (or could not take): retry on the schedule
+    (`delivery.refused`)."""
     refused = 0
     events = []
     for token_hash in token_hashes:
-        closed = _close_open_claim(conn, token_hash, "refused")
+        closed = _close_open_claim(conn, token_hash, Step.REFUSE)
         if closed is None:
             continue
         message_id, attempt = closed
-        retry_at = now + schedule.delay(attempt)
         event = _return_to_queue(
             conn,
             message_id,
-            retry_at,
             now,
-            max_attempts,
+            partial(
+                delivery.refused, attempt, max_attempts=max_attempts, now=now, schedule=schedule
+            ),
             event="message.refused",
-            retry_at=iso(retry_at),
+            retry_at=iso(delivery.retry_at(attempt, now, schedule)),
         )
         if event is not None:
             events.append(event)
@@ -512,21 +526,20 @@ def release_claims(conn: Conn, identity_id: str, token_hashes: Sequence[str], no
     released = 0
     events = []
     for token_hash in token_hashes:
-        closed = _close_open_claim(conn, token_hash, "released", identity_id=identity_id)
+        closed = _close_open_claim(conn, token_hash, Step.RELEASE, identity_id=identity_id)
         if closed is None:
             continue
         message_id = closed[0]
         out = conn.execute(
-            "SELECT state, attempts, sender_id FROM messages WHERE id = ?"
-            " AND state IN ('claimed', 'delivered')",
+            f"SELECT state, attempts, sender_id FROM messages WHERE id = ? AND {_OUT}",
             (message_id,),
         ).fetchone()
         if (
             out is not None
             and conn.execute(
-                "UPDATE messages SET state = 'queued', attempts = ? WHERE id = ? AND state = ?"
+                "UPDATE messages SET state = ?, attempts = ? WHERE id = ? AND state = ?"
                 " AND attempts = ?",
-                (delivery.released(int(out[1])), message_id, out[0], out[1]),
+                (_QUEUED, delivery.released(int(out[1])), message_id, out[0], out[1]),
             ).rowcount
         ):
             fields = _fields(message_id, str(out[2]), identity_id, reason="released")
@@ -546,14 +559,14 @@ def dead_letter_claims(
     dead: list[str] = []
     events = []
     for token_hash in token_hashes:
-        closed = _close_open_claim(conn, token_hash, "expired", identity_id=identity_id)
+        closed = _close_open_claim(conn, token_hash, Step.UNRENDERABLE, identity_id=identity_id)
         if closed is None:
             continue
         message_id, attempt = closed
         died = conn.execute(
-            "UPDATE messages SET state = 'dead', dead_reason = ?, settled_at = ? WHERE id = ?"
-            " AND state IN ('claimed', 'delivered') AND attempts = ? RETURNING sender_id",
-            (reason, now, message_id, attempt),
+            "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ? WHERE id = ?"
+            f" AND {delivery.guard(Step.UNRENDERABLE)} AND attempts = ? RETURNING sender_id",
+            (_DEAD, reason, now, message_id, attempt),
         ).fetchone()
         if died is None:
             continue
@@ -596,21 +609,15 @@ def acknowledge(
             attempts=int(attempts),
             message_state=MessageState(message_state),
         )
-        if (
-            refused is None
-            and not conn.execute(
-                "UPDATE claims SET state = 'acknowledged' WHERE token_hash = ? AND state = 'open'",
-                (hash_token(token),),
-            ).rowcount
-        ):
+        if refused is None and _close_open_claim(conn, hash_token(token), Step.ACK) is None:
             refused = delivery.NotApplied.EXPIRED  # it lapsed under us
         if refused is not None:
             not_applied.append((token, refused.value))
         else:
             conn.execute(
-                "UPDATE messages SET state = 'acknowledged', settled_at = ? WHERE id = ?"
-                " AND state IN ('claimed', 'delivered') AND attempts = ?",
-                (now, message_id, attempt),
+                "UPDATE messages SET state = ?, settled_at = ? WHERE id = ?"
+                f" AND {delivery.guard(Step.ACK)} AND attempts = ?",
+                (MessageState.ACKNOWLEDGED.value, now, message_id, attempt),
             )
             applied.append(token)
             events.append(
