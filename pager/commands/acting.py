@@ -129,12 +129,13 @@ class Operator:
 
 def resolve(agents: list[dict[str, Any]], given: str) -> dict[str, Any]:
     """The one agent `given` names (id, address, or alias unique across workspaces)."""
-    if given.startswith("agt_"):
-        found = [a for a in agents if a["agent_id"] == given]
-    elif "@" in given:
-        found = [a for a in agents if a["address"].lower() == given.lower()]
-    else:
-        found = [a for a in agents if a["alias"].lower() == given.lower()]
+    from pager.domain.addressing import answers_to
+
+    found = [
+        a
+        for a in agents
+        if answers_to(given, agent_id=a["agent_id"], alias=a["alias"], address=a["address"])
+    ]
     if not found:
         raise CommandError(f"no agent {given!r}; `pager who --all` lists them")
     if len(found) > 1:

@@ -215,7 +215,9 @@ def _attach_person(me: Me, alias: str) -> bool:
     it is killed). A second follower in the workspace reads as the person, without one."""
     if not me.acts_as_person:
         return False  # a session or a harness's identity: attached or not by its own launch
-    request = {"workspace": os.getcwd(), "implementation": "human", "session_name": alias}
+    from pager.domain.addressing import PERSON
+
+    request = {"workspace": os.getcwd(), "implementation": PERSON, "session_name": alias}
     try:
         opened = call_broker(me.url, "POST", "/v1/register", token=me.credential, body=request)
     except BrokerRefused as refused:

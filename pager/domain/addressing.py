@@ -23,8 +23,11 @@ from typing import NoReturn
 import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.ids import Kind
 from pager.domain.names import Address, alias_key, format_address
 from pager.domain.records import Identity
+
+_AGENT_PREFIX = f"{Kind.AGENT.value}_"
 
 #: The implementation of the person's identity (SPEC §4.2): no harness, never a session.
 PERSON = "human"
@@ -119,6 +122,19 @@ def reaches_person(address: Address, refused: PagerError, person_alias: str) -> 
         and bare
         and alias_key(_alias(address)) == alias_key(person_alias)
     )
+
+
+def answers_to(given: str, *, agent_id: str, alias: str, address: str) -> bool:
+    """Whether a listed identity answers to `given` as the operator names it: its agent id,
+    its address (`alias@slug`), or its alias in any workspace, aliases and slugs compared
+    case-insensitively."""
+    if given.startswith(_AGENT_PREFIX):
+        return given == agent_id
+    if "@" in given:
+        alias_part, _, slug = given.partition("@")
+        mine, _, my_slug = address.partition("@")
+        return alias_key(alias_part) == alias_key(mine) and slug.lower() == my_slug.lower()
+    return alias_key(given) == alias_key(alias)
 
 
 def unknown_recipient(text: str, why: str | None = None) -> PagerError:

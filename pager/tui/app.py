@@ -22,6 +22,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Header, Static
 
+from pager.domain.addressing import PERSON
 from pager.domain.display import for_terminal
 from pager.tui.confirm import ConfirmScreen
 from pager.tui.errors import ApiError, Unreachable
@@ -84,7 +85,7 @@ ACTIONS = {
     # Launch on mail (docs/wake.md): `pager wake on|off` from the TUI.
     "wake_on": ActionSpec(
         "Wake on",
-        lambda agent: not agent.wake and not agent.archived and agent.implementation != "human",
+        lambda agent: not agent.wake and not agent.archived and agent.implementation != PERSON,
         "already on, archived, or the person",
         "Mail to it will launch its harness headless when no session of it runs, with its "
         "own permission settings (at most 4 runs an hour, 10 minutes each; `pager wake on` "

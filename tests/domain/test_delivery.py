@@ -91,3 +91,89 @@ def test_next_due_is_the_earliest_deadline() -> None:
     )  # fmt: skip
     assert nothing is None
     assert delivery.expiry_cutoff(1100.0, 1000.0) == 100.0
+
+
+Q, C, D, A, X = (
+    MessageState.QUEUED,
+    MessageState.CLAIMED,
+    MessageState.DELIVERED,
+    MessageState.ACKNOWLEDGED,
+    MessageState.DEAD,
+)
+S = delivery.Step
+
+#: The whole machine, written out: for each step, each state it may take a message from and
+#: the states it may leave it in. Every (state, step) pair not listed is refused.
+MACHINE: dict[tuple[MessageState, delivery.Step], frozenset[MessageState]] = {
+    (Q, S.CLAIM): frozenset({C}),
+    (Q, S.DELIVER): frozenset({D}),
+    **{(out, S.ACK): frozenset({A}) for out in (C, D)},
+    **{(out, S.LAPSE): frozenset({Q, X}) for out in (C, D)},
+    **{(out, S.REFUSE): frozenset({Q, X}) for out in (C, D)},
+    **{(out, S.RELEASE): frozenset({Q}) for out in (C, D)},
+    **{(out, S.UNRENDERABLE): frozenset({X}) for out in (C, D)},
+    **{(unsettled, S.EXPIRE): frozenset({X}) for unsettled in (Q, C, D)},
+    **{(unsettled, S.RETIRE): frozenset({X}) for unsettled in (Q, C, D)},
+}
+
+
+@pytest.mark.parametrize("step", list(delivery.Step))
+@pytest.mark.parametrize("state", list(MessageState))
+@pytest.mark.parametrize("to", list(MessageState))
+def test_every_transition_and_every_refused_one(
+    state: MessageState, step: delivery.Step, to: MessageState
+) -> None:
+    """A step applies to the states the machine lists, leads only where it lists, and
+    refuses everything else: a settled message (acknowledged, dead) never moves again."""
+    allowed = to in MACHINE.get((state, step), frozenset())
+    assert delivery.allowed(state, step) is ((state, step) in MACHINE)
+    if allowed:
+        assert delivery.transition(state, step, to) is to
+    else:
+        with pytest.raises(delivery.RefusedTransition):
+            delivery.transition(state, step, to)
+
+
+@pytest.mark.parametrize(
+    ("step", "claim_end"),
+    [
+        (S.CLAIM, None),
+        (S.DELIVER, None),
+        (S.ACK, ClaimState.ACKNOWLEDGED),
+        (S.LAPSE, ClaimState.EXPIRED),
+        (S.REFUSE, ClaimState.REFUSED),
+        (S.RELEASE, ClaimState.RELEASED),
+        (S.UNRENDERABLE, ClaimState.EXPIRED),
+        (S.EXPIRE, ClaimState.EXPIRED),
+        (S.RETIRE, ClaimState.EXPIRED),
+    ],
+)
+def test_what_each_step_makes_of_the_open_claim(
+    step: delivery.Step, claim_end: ClaimState | None
+) -> None:
+    assert delivery.TRANSITIONS[step].claim_end is claim_end
+
+
+def test_the_sql_guard_lists_the_source_states_as_literals() -> None:
+    """The store's guarded updates take their states from the machine, as literals (SQLite's
+    partial indexes need them)."""
+    assert delivery.guard(S.CLAIM) == "state = 'queued'"
+    assert delivery.guard(S.ACK) == "state IN ('claimed', 'delivered')"
+    assert delivery.guard(S.EXPIRE) == "state IN ('queued', 'claimed', 'delivered')"
+
+
+@pytest.mark.parametrize(
+    ("attempt", "now", "due"),
+    [(1, 100.0, 102.0), (2, 100.0, 110.0), (3, 100.0, 130.0), (6, 0.0, 1800.0), (9, 0.0, 1800.0)],
+)
+def test_the_next_due_time_after_a_refused_attempt(attempt: int, now: float, due: float) -> None:
+    """The default schedule: 2 s, 10 s, 30 s, 2 min, 10 min, 30 min, the last repeating."""
+    schedule = delivery.RedeliverySchedule()
+    assert delivery.retry_at(attempt, now, schedule) == due
+    assert delivery.refused(attempt, attempt, 99, now, schedule) == Requeued(due)
+    assert delivery.refused(attempt, 5, 5, now, schedule) == Dead(DeadReason.MAX_ATTEMPTS)
+
+
+def test_a_lapsed_claim_is_available_again_at_once_until_its_last_attempt() -> None:
+    assert delivery.lapsed(1, 3, now=50.0) == Requeued(50.0)
+    assert delivery.lapsed(3, 3, now=50.0) == Dead(DeadReason.MAX_ATTEMPTS)
