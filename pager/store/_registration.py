@@ -78,7 +78,9 @@ def claim_alias(
     key = alias_key(alias)
     holder = ms.identity_by_alias(conn, workspace_key, key)
     reserved = ms.alias_reserved_by(conn, workspace_key, key)
-    reserver = None if reserved in (None, agent_id) else ms.get_identity(conn, str(reserved))
+    reserver = None
+    if reserved is not None and reserved != agent_id:
+        reserver = ms.get_identity(conn, reserved)
     decided = rules.decide_alias_claim(
         alias,
         agent_id,
