@@ -84,20 +84,6 @@ def transition(state: MessageState, step: Step, to: MessageState) -> MessageStat
     return to
 
 
-def guard(step: Step) -> str:
-    """The SQL condition on `state` a backend guards `step`'s update with: the states as
-    literals (SQLite uses a partial index only when it can prove the query's condition
-    implies the index's, which it cannot for bound values), in a fixed order."""
-    return states_sql(TRANSITIONS[step].sources)
-
-
-def states_sql(states: frozenset[MessageState]) -> str:
-    """`state IN ('…', …)` for these states, in the order `MessageState` lists them
-    (`state = '…'` for one)."""
-    listed = [f"'{state.value}'" for state in MessageState if state in states]
-    return f"state = {listed[0]}" if len(listed) == 1 else f"state IN ({', '.join(listed)})"
-
-
 class Via(enum.StrEnum):
     """How a claim was made (SPEC §8)."""
 

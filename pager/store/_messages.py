@@ -19,6 +19,7 @@ from pager.domain.delivery import AckResult, ClaimPolicy, Step, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._conn import Conn, Cursor
+from pager.store._delivery_sql import guard, states_sql
 from pager.store._events import record_event, record_events
 from pager.store._identities import addresses
 
@@ -231,9 +232,9 @@ def remember_idempotency(conn: Conn, sender_id: str, key: str, message_id: str, 
 
 # Each update of a message's state is guarded by the states its step of the delivery state
 # machine applies to (`delivery.TRANSITIONS`), written into the SQL from there as literals.
-_UNSETTLED = delivery.states_sql(delivery.UNSETTLED)
-_CLAIMABLE = delivery.guard(Step.CLAIM)
-_OUT = delivery.guard(Step.ACK)
+_UNSETTLED = states_sql(delivery.UNSETTLED)
+_CLAIMABLE = guard(Step.CLAIM)
+_OUT = guard(Step.ACK)
 _OPEN = f"state = '{ClaimState.OPEN.value}'"
 _QUEUED, _DEAD = MessageState.QUEUED.value, MessageState.DEAD.value
 
@@ -335,7 +336,7 @@ def dead_letter_expired(conn: Conn, recipient_id: str, now: float, message_expir
         (str(row[0]), str(row[1]), int(row[2]))
         for row in conn.execute(
             "SELECT id, sender_id, attempts FROM messages WHERE recipient_id = ?"
-            f" AND {delivery.guard(Step.EXPIRE)} AND sent_at <= ?",
+            f" AND {guard(Step.EXPIRE)} AND sent_at <= ?",
             (recipient_id, cutoff),
         )
     ]
@@ -346,7 +347,7 @@ def dead_letter_expired(conn: Conn, recipient_id: str, now: float, message_expir
         )
         conn.execute(
             "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
-            f" WHERE id = ? AND {delivery.guard(Step.EXPIRE)}",
+            f" WHERE id = ? AND {guard(Step.EXPIRE)}",
             (_DEAD, delivery.DeadReason.EXPIRED.value, now, message_id),
         )
     if expired:
@@ -373,7 +374,7 @@ def dead_letter_inbox(conn: Conn, recipient_id: str, now: float, reason: str) ->
     )
     dead = conn.execute(
         "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
-        f" WHERE recipient_id = ? AND {delivery.guard(Step.RETIRE)}"
+        f" WHERE recipient_id = ? AND {guard(Step.RETIRE)}"
         " RETURNING id, sender_id, attempts",
         (_DEAD, reason, now, recipient_id),
     ).fetchall()
@@ -565,7 +566,7 @@ def dead_letter_claims(
         message_id, attempt = closed
         died = conn.execute(
             "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ? WHERE id = ?"
-            f" AND {delivery.guard(Step.UNRENDERABLE)} AND attempts = ? RETURNING sender_id",
+            f" AND {guard(Step.UNRENDERABLE)} AND attempts = ? RETURNING sender_id",
             (_DEAD, reason, now, message_id, attempt),
         ).fetchone()
         if died is None:
@@ -616,7 +617,7 @@ def acknowledge(
         else:
             conn.execute(
                 "UPDATE messages SET state = ?, settled_at = ? WHERE id = ?"
-                f" AND {delivery.guard(Step.ACK)} AND attempts = ?",
+                f" AND {guard(Step.ACK)} AND attempts = ?",
                 (MessageState.ACKNOWLEDGED.value, now, message_id, attempt),
             )
             applied.append(token)

@@ -154,14 +154,6 @@ def test_what_each_step_makes_of_the_open_claim(
     assert delivery.TRANSITIONS[step].claim_end is claim_end
 
 
-def test_the_sql_guard_lists_the_source_states_as_literals() -> None:
-    """The store's guarded updates take their states from the machine, as literals (SQLite's
-    partial indexes need them)."""
-    assert delivery.guard(S.CLAIM) == "state = 'queued'"
-    assert delivery.guard(S.ACK) == "state IN ('claimed', 'delivered')"
-    assert delivery.guard(S.EXPIRE) == "state IN ('queued', 'claimed', 'delivered')"
-
-
 @pytest.mark.parametrize(
     ("attempt", "now", "due"),
     [(1, 100.0, 102.0), (2, 100.0, 110.0), (3, 100.0, 130.0), (6, 0.0, 1800.0), (9, 0.0, 1800.0)],

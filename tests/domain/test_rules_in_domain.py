@@ -97,7 +97,7 @@ def test_no_store_module_refuses_by_an_identity_rule_of_its_own() -> None:
 
 
 #: A message's or a claim's state written as a literal in the store: the state machine's
-#: values are the domain's (`delivery.TRANSITIONS`, `delivery.guard`).
+#: values are the domain's (`delivery.TRANSITIONS`, `pager/store/_delivery_sql.py` `guard`).
 _STATE_WRITE = re.compile(r"(messages|claims) SET state = '|state IN \('claimed', 'delivered'\)")
 
 
