@@ -41,8 +41,10 @@ from pager.launch.wrapper import LaunchContext
 
 #: The MCP server's name (Cline CLI names its tools `pager__<tool>`).
 SERVER = "pager"
-#: Entries of the user's Cline directory that the launch replaces with its own.
-OWN_ENTRIES = ("hooks",)
+#: Entries of the user's Cline directory that the launch replaces with its own: the hooks, and
+#: the directory of the launch's own hub's discovery file (the manifest's
+#: CLINE_HUB_DISCOVERY_PATH).
+OWN_ENTRIES = ("hooks", "pager-hub")
 #: Cline CLI's state: created in the user's directory when missing, so that it outlives the
 #: launch (sessions, provider settings).
 KEPT_DIRS = ("data",)
