@@ -357,15 +357,15 @@ def _own_hub(ctx: Context) -> Check:
 
 
 def _idle_wake(ctx: Context) -> Check:
-    """Why there is no idle wake (docs/implementations/cline.md, "Idle wake")."""
+    """Why there is no idle wake (docs/implementations/cline.md, Known gaps)."""
     return Check(
         "idle wake",
         UNCHECKED,
-        "cannot pass, for Cline CLI's own reason: an idle TUI session takes text only from its"
-        " terminal. Its hub's session.send reaches only sessions that run in the hub, and the"
-        " TUI runs its session in its own process when it started no hub first (and a hub"
-        " shared with other launches is ruled out above); `pager cline` does not own the"
-        " terminal (the harness inherits it), so it cannot type a line into it",
+        "not built: an idle TUI session takes text only from its terminal or, when it runs in"
+        " a hub daemon, from the hub's session.send (tried by hand: a queued prompt ran as a"
+        " turn). `pager cline`'s TUI runs its session in its own process (its hub, the"
+        " launch's own, starts after it), and the TaskStart hook cannot tell a knocked run"
+        " from a typed one (its payload has no prompt)",
     )
 
 
