@@ -234,8 +234,12 @@ def _typed_in_tui(ctx: Context) -> Check:
                 terminal.type(TYPED[0])
                 if ctx.broker.wait_state(ctx.workspace, message, 60) != "acknowledged":
                     raise Unchecked(f"no delivery in the TUI:\n{_tail(terminal.text(), 600)}")
-                if not any(body in request for _, request in ctx.model.requests):
-                    raise Unchecked("the mail was acknowledged but reached no model request")
+                try:  # the hook acknowledges once printed, before Cline CLI's next request
+                    ctx.model.wait_for(body, 30)
+                except Rejected:
+                    raise Unchecked(
+                        "the mail was acknowledged but reached no model request"
+                    ) from None
                 hop, cause = ctx.broker.cause(agent)
                 if cause is None:
                     raise Unchecked("the delivery set no loop-guard cause")
