@@ -15,6 +15,8 @@ builds, in the launch's private directory:
                               (TaskStart)
     <mcp_config_file>         the user's MCP servers and `pager`: `streamableHttp`, the relay's
                               URL and the session's `Authorization` header (0600)
+    <config_dir>/pager-hub/   where the launch's own Cline hub writes its discovery file
+                              (the manifest's CLINE_HUB_DISCOVERY_PATH; Cline CLI makes it)
 
 So only this launch sees Pager's server and hooks, and nothing is written to the user's
 `~/.cline` (but for creating `data` when Cline CLI has never run). `--hooks-dir` is not used:
