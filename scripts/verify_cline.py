@@ -34,6 +34,8 @@ from verify_harnesses import (
     run,
 )
 
+from pager.launch.leftovers import stop_holders
+
 FIRST = "verify: read the readme"
 TYPED = ("verify: typed in the TUI, read the readme", "verify: typed again")
 
@@ -137,6 +139,8 @@ def check_cline(ctx: Context) -> list[Check]:
         checks.append(ctx.check("mail through the PostToolUse hook, into the model request",
                                 launch, delivery))  # fmt: skip
     checks.append(_typed_in_tui(ctx))
+    checks.append(_own_hub(ctx))
+    checks.append(_idle_wake(ctx))
     checks.append(_resume_by_id(ctx))
     checks.append(_users_cline_dir(ctx))
     return checks
@@ -230,8 +234,12 @@ def _typed_in_tui(ctx: Context) -> Check:
                 terminal.type(TYPED[0])
                 if ctx.broker.wait_state(ctx.workspace, message, 60) != "acknowledged":
                     raise Unchecked(f"no delivery in the TUI:\n{_tail(terminal.text(), 600)}")
-                if not any(body in request for _, request in ctx.model.requests):
-                    raise Unchecked("the mail was acknowledged but reached no model request")
+                try:  # the hook acknowledges once printed, before Cline CLI's next request
+                    ctx.model.wait_for(body, 30)
+                except Rejected:
+                    raise Unchecked(
+                        "the mail was acknowledged but reached no model request"
+                    ) from None
                 hop, cause = ctx.broker.cause(agent)
                 if cause is None:
                     raise Unchecked("the delivery set no loop-guard cause")
@@ -259,6 +267,112 @@ def _typed_in_tui(ctx: Context) -> Check:
         return ctx.check("typed prompt reported (TaskStart, in the TUI)", launch, typed)
 
 
+def _hub_daemons(ctx: Context, token: str | None = None) -> dict[int, str]:
+    """The hub daemons started with this script's throwaway HOME (pid -> their
+    CLINE_HUB_PORT, or "default"): with `token`, those whose environment holds
+    PAGER_TOKEN=token; with "", those of a plain `cline` (no PAGER_TOKEN)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--cline-hub-daemon" not in cmdline or f"HOME={ctx.home}".encode() not in environ:
+            continue
+        held = [v for v in environ if v.startswith(b"PAGER_TOKEN=")]
+        if token is not None and held != ([f"PAGER_TOKEN={token}".encode()] if token else []):
+            continue
+        ports = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"CLINE_HUB_PORT=")]
+        found[int(proc.name)] = ports[0].decode() if ports else "default"
+    return found
+
+
+def _wait_hubs(ctx: Context, token: str | None, bound: float) -> dict[int, str]:
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        if found := _hub_daemons(ctx, token):
+            return found
+        time.sleep(0.5)
+    return {}
+
+
+def _own_hub(ctx: Context) -> Check:
+    """Cline CLI's TUI runs its session in the hub daemon its discovery file names, whatever
+    environment that daemon has, and otherwise starts one in the background that outlives it.
+    A user's plain `cline` has started one (the decoy): the launch's TUI must not run in it,
+    must start its own (the launch's environment, the launch's port), and that one must be
+    gone once the launch stopped what holds its credential (`stop_holders`, as the wrapper
+    does when the harness exits)."""
+    decoy_tui = Terminal([str(ctx.bin_dir / "cline")], ctx.env, ctx.workspace)
+    try:
+        decoys = _wait_hubs(ctx, "", 60)
+    finally:
+        decoy_tui.stop()
+    with ctx.launch([]) as launch:
+        token = launch.env["PAGER_TOKEN"]
+
+        def own_hub() -> str:
+            if not decoys:
+                raise Unchecked("the plain TUI started no hub daemon (the decoy)")
+            terminal = Terminal(launch.argv, launch.env, ctx.workspace)
+            try:
+                terminal.ready(60)
+                own = _wait_hubs(ctx, token, 30)
+                pid = terminal.popen.pid
+            finally:
+                terminal.stop()
+            host = [
+                json.loads(line)
+                for line in _cline_log(ctx)
+                if f'"pid":{pid},' in line and "runtime host" in line
+            ]
+            used = [entry.get("url") or entry.get("reason") for entry in host]
+            if any(entry.get("url") for entry in host):
+                raise Rejected(
+                    f"the launch's TUI ran its session in a hub daemon it did not start ({used});"
+                    f" the user's own hub daemon(s): {decoys}"
+                )
+            if not own:
+                raise Rejected("the launch's TUI started no hub daemon of its own")
+            # What the wrapper does when the harness exits, with the manifest's stop_leftovers.
+            stopped = stop_holders(token) if launch.command.stop_leftovers else []
+            left = _hub_daemons(ctx, token)
+            if left:
+                raise Rejected(
+                    f"hub daemons holding the launch's credential were left: {left}"
+                    f" (stop_leftovers: {launch.command.stop_leftovers})"
+                )
+            decoys_left = _hub_daemons(ctx, "")
+            return (
+                f"with a user's hub daemon running ({decoys}), the launch's TUI ran its session"
+                f" in its own process ({used}), started a hub daemon of its own with the"
+                f" launch's environment on the launch's port ({own}); after the TUI exited"
+                f" `stop_holders` stopped {stopped} and no process held the credential; the"
+                f" user's hub daemon was untouched ({decoys_left})"
+            )
+
+        try:
+            return ctx.check("hub daemon: the launch's own, stopped with it", launch, own_hub)
+        finally:
+            _stop_hub_daemons(ctx)
+
+
+def _idle_wake(ctx: Context) -> Check:
+    """Why there is no idle wake (docs/implementations/cline.md, Known gaps)."""
+    return Check(
+        "idle wake",
+        UNCHECKED,
+        "not built: an idle TUI session takes text only from its terminal or, when it runs in"
+        " a hub daemon, from the hub's session.send (tried by hand: a queued prompt ran as a"
+        " turn). `pager cline`'s TUI runs its session in its own process (its hub, the"
+        " launch's own, starts after it), and the TaskStart hook cannot tell a knocked run"
+        " from a typed one (its payload has no prompt)",
+    )
+
+
 def _stop_hub_daemons(ctx: Context) -> list[str]:
     """Cline CLI's TUI starts its hub daemon (`cline --cline-hub-daemon`), which outlives it:
     stop the ones started with this script's throwaway HOME, by their pid."""
@@ -277,6 +391,9 @@ def _stop_hub_daemons(ctx: Context) -> list[str]:
             stopped.append(f"pid {proc.name}, its environment: {names}, CLINE_DIR: {cline_dir}")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(proc.name), signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while _hub_daemons(ctx) and time.monotonic() < deadline:  # gone before the next check
+        time.sleep(0.2)
     return stopped
 
 

@@ -86,7 +86,7 @@ def _odd_keys(value: object, path: str) -> list[str]:
 _TOP_KEYS = ("id", "name", "executable", "description", "capabilities", "connector")
 _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "launch": ("args", "env", "default_program", "greeting"),
+        "launch": ("args", "env", "default_program", "greeting", "stop_leftovers"),
         "resume": (
             "flags",
             "continue_flags",
@@ -338,7 +338,10 @@ class _Validator:
         greeting = self.string(table, "launch", "greeting") or ""
         if greeting:
             self.template("launch.greeting", greeting)
-        return Launch(tuple(args), MappingProxyType(env), tuple(default_program), greeting)
+        stop_leftovers = self.boolean(table, "launch", "stop_leftovers", default=False)
+        return Launch(
+            tuple(args), MappingProxyType(env), tuple(default_program), greeting, stop_leftovers
+        )
 
     def _wake(self, table: Mapping[str, Any]) -> Wake:
         command = self.strings(table, "wake", "command")

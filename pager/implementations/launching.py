@@ -32,4 +32,5 @@ def launch_spec(manifest: Manifest) -> LaunchSpec:
         input_wake=None
         if manifest.wake.input is None
         else InputWake(manifest.wake.input.args, manifest.wake.input.line),
+        stop_leftovers=manifest.launch.stop_leftovers,
     )

@@ -167,6 +167,9 @@ class Launch:
     default_program: tuple[str, ...] = ()
     #: Said on stderr once the launch has joined (a template: `{address}`, …); empty: nothing.
     greeting: str = ""
+    #: When the harness exits, stop the processes it left running that still hold the
+    #: launch's credential in their environment (a daemon it starts detached).
+    stop_leftovers: bool = False
 
     def render_args(self, values: Mapping[str, str]) -> list[str]:
         return [render(arg, values) for arg in self.args]
@@ -315,6 +318,7 @@ class Manifest:
                 "env": dict(self.launch.env),
                 "default_program": list(self.launch.default_program),
                 "greeting": self.launch.greeting,
+                "stop_leftovers": self.launch.stop_leftovers,
             },
             "resume": {
                 "flags": list(self.resume.flags),

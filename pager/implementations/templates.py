@@ -36,6 +36,8 @@ PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
         "(e.g. OpenCode's JSON for OPENCODE_CONFIG_CONTENT)",
         "extension_path": "the path of the extension or plugin Pager ships for this "
         "harness, for harnesses that load one per launch (e.g. pi -e PATH)",
+        "free_port": "a TCP port of 127.0.0.1 that was free when the launch started, for a "
+        "server of the harness's own that must be this launch's alone (e.g. Cline's hub)",
         "hook_command": "the command line the harness runs for Pager's hooks",
         "python": "the absolute path of the Python interpreter that runs Pager",
         "prompt": "the prompt a wake run starts with: mail waits and how to read it "

@@ -16,6 +16,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ import trio
 
 from pager.launch.discovery import BrokerLocator
 from pager.launch.input_wake import InputKnock, InputWake
+from pager.launch.leftovers import stop_holders
 from pager.launch.lifecycle import LifecycleError, ensure_broker
 from pager.launch.own_pager import own_command, with_own_pager
 from pager.launch.paths import StatePaths
@@ -77,6 +79,8 @@ class LaunchSpec:
     prepare: Any = None  # Callable[[LaunchContext], dict[str, str]]: per-launch files
     #: Idle wake through an input file (`[wake.input]`), for interactive launches only.
     input_wake: InputWake | None = None
+    #: Stop what the harness left running with the launch's credential (pager/launch/leftovers.py).
+    stop_leftovers: bool = False
 
 
 @attrs.frozen
@@ -111,6 +115,8 @@ class HarnessCommand:
     #: Appends the `[pager]` prompt to the harness's input file when mail waits (None: the
     #: harness has none, or this launch is not interactive).
     knock: InputKnock | None = None
+    #: When the harness exits, stop the processes still holding the launch's credential.
+    stop_leftovers: bool = False
 
 
 def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int:
@@ -255,7 +261,7 @@ def harness_command(
     the options naming it follow the `[launch]` args."""
     # Whatever the harness runs as `pager` (its shell tool, its hooks) is this Pager.
     inherited = with_own_pager(os.environ if environ is None else environ, directory)
-    filled = dict(values)
+    filled = {"free_port": str(free_port()), **values}
     if spec.prepare is not None:
         context = LaunchContext(directory, dict(values), inherited, headless=headless)
         filled.update(spec.prepare(context))
@@ -279,7 +285,7 @@ def harness_command(
         "PAGER_TOKEN_FILE": filled["token_file"],
         **{key: _render(value, filled) for key, value in spec.env.items()},
     }
-    return HarnessCommand(argv, env, knock)
+    return HarnessCommand(argv, env, knock, spec.stop_leftovers)
 
 
 async def register(session: SessionClient) -> dict[str, Any]:
@@ -315,6 +321,14 @@ def hook_command(implementation: str) -> str:
     return f"{own_command()} hook --implementation {shlex.quote(implementation)}"
 
 
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now (`{free_port}`): the kernel's pick, released at once
+    for the harness to bind."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @contextlib.contextmanager
 def private_directory() -> Iterator[str]:
     """A private (0700) directory for one launch's files, removed afterwards."""
@@ -336,22 +350,33 @@ async def _run_harness(harness: HarnessCommand, relay: Relay, session: SessionCl
         if on_mail is not None:  # so that mail sent once the harness runs knocks
             with trio.move_on_after(STREAM_WAIT):
                 await live.wait()
-        with trio.open_signal_receiver(*FORWARDED) as signals:
-            process = await trio.lowlevel.open_process(list(harness.argv), env=dict(harness.env))
-
-            async def forward() -> None:
-                async for signum in signals:
-                    with contextlib.suppress(ProcessLookupError):
-                        process.send_signal(signum)
-
-            # The forwarder must end before the signal receiver closes.
-            async with trio.open_nursery() as forwarding:
-                forwarding.start_soon(forward)
-                with _ignoring(signal.SIGINT):  # the terminal delivers it to the harness itself
-                    status = await process.wait()
-                forwarding.cancel_scope.cancel()
+        try:
+            status = await _harness_status(harness)
+        finally:
+            if harness.stop_leftovers:  # however the harness ended
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(stop_holders, relay.credential)
         nursery.cancel_scope.cancel()
     return 128 - status if status < 0 else status
+
+
+async def _harness_status(harness: HarnessCommand) -> int:
+    """Runs the harness, forwarding termination signals to it; its exit status."""
+    with trio.open_signal_receiver(*FORWARDED) as signals:
+        process = await trio.lowlevel.open_process(list(harness.argv), env=dict(harness.env))
+
+        async def forward() -> None:
+            async for signum in signals:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signum)
+
+        # The forwarder must end before the signal receiver closes.
+        async with trio.open_nursery() as forwarding:
+            forwarding.start_soon(forward)
+            with _ignoring(signal.SIGINT):  # the terminal delivers it to the harness itself
+                status = await process.wait()
+            forwarding.cancel_scope.cancel()
+    return status
 
 
 @contextlib.contextmanager

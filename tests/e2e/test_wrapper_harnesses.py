@@ -8,11 +8,15 @@ its configured hook, or run Pager's OpenCode plugin / Pi extension under Node wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -246,8 +250,11 @@ def check_cline(start: dict[str, Any], broker: Broker) -> None:
         "url": f"{env['PAGER_URL']}/mcp",
         "headers": {"Authorization": f"Bearer {env['PAGER_TOKEN']}"},
     }
-    # The session runs in this process, never in a hub daemon another launch started.
+    # Headless runs stay in this process; the TUI's hub is the launch's own (its discovery file
+    # in the launch's directory, a port of its own), never one another launch started.
     assert env["CLINE_SESSION_BACKEND_MODE"] == "local"
+    assert env["CLINE_HUB_DISCOVERY_PATH"] == f"{env['CLINE_DIR']}/pager-hub/discovery.json"
+    assert 0 < int(env["CLINE_HUB_PORT"]) < 65536
     entries = start["cline_dir"]
     home = Path(broker.home.env["HOME"])
     assert entries["data"] == f"link:{home / '.cline' / 'data'}"
@@ -305,6 +312,54 @@ async def test_cline_launch_keeps_the_users_hooks_and_servers_and_writes_none_of
     assert record(fakes, "mcp")["alias"] == "x"
     assert tree(users) == before
     assert json.loads(settings.read_text()) == {"mcpServers": {"mine": mine}}
+
+
+def environ_of(pid: int) -> list[bytes]:
+    """A process's environment, as another process of the user's reads it (empty: gone)."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def post_mcp(url: str, token: str) -> str:
+    """What the relay at `url` answers a bearer of `token`: its HTTP status, or why none."""
+    request = urllib.request.Request(
+        f"{url}/mcp", data=b"{}", headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return f"HTTP {answer.status}"
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except urllib.error.URLError as exc:
+        return f"no answer: {exc.reason}"
+
+
+async def test_cline_hub_daemon_left_by_the_launch_is_stopped_with_its_credential(
+    broker: Broker, fakes: Path, tmp_path: Path
+) -> None:
+    """The attacker is any process of the user's after `pager cline` ended: Cline CLI's TUI
+    starts its hub daemon detached, with the launch's environment, and it outlives the TUI.
+    When the launch ends the daemon is stopped, so no process is left whose environment
+    (/proc/PID/environ) holds the launch's credential, and the credential itself opens nothing
+    (the relay is closed). Without `stop_leftovers` the daemon runs on, holding PAGER_TOKEN."""
+    pid_file = tmp_path / "hub.pid"
+    wrapper = launch(broker, "cline", f"daemon:{pid_file},exit:0", "--session-name", "x")
+    status, err = await finish(wrapper)
+    pid = int(pid_file.read_text())
+    try:
+        assert status == 0, err
+        env = record(fakes, "env")
+        token = env["PAGER_TOKEN"]
+        assert f"PAGER_TOKEN={token}".encode() not in environ_of(pid), (
+            "the hub daemon the launch left holds its credential"
+        )
+        answer = await trio.to_thread.run_sync(post_mcp, env["PAGER_URL"], token)
+        assert "refused" in answer, f"the relay answered the credential after the launch: {answer}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # the daemon this test's fake started, if left
 
 
 async def test_cline_post_tool_use_hook_injects_mail_as_context_modification(

@@ -33,6 +33,9 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   `subtask:TEXT` (OpenCode): a user message in the child session, as the task tool makes;
   `extension:TEXT` (Pi): an `input` event with source "extension". Each records what the hook
   returned and the plugin's reports of typed prompts meanwhile (their HTTP statuses);
+- `daemon:PATH`: starts a daemon as Cline CLI's TUI starts its hub: detached (a session of
+  its own), with the fake's whole environment, outliving the fake (at most DAEMON_BOUND
+  seconds); it writes its pid to PATH once it runs;
 - `wait:PATH`, `exit:N`, `signal:NAME` as in tests/fakes/fake_harness.py.
 
 Everything goes to FAKE_HARNESS_LOG as JSON lines.
@@ -59,11 +62,15 @@ from urllib.request import url2pathname
 
 #: OpenCode and its fork Kilo CLI: the variable holding the inline configuration.
 INLINE_CONFIG = {"opencode": "OPENCODE_CONFIG_CONTENT", "kilo": "KILO_CONFIG_CONTENT"}
+#: The longest a `daemon:` step's daemon lives (a test that finds it running stops it).
+DAEMON_BOUND = 60
 ENV_KEYS = (
     *INLINE_CONFIG.values(),
     "CLINE_DIR",
     "CLINE_MCP_SETTINGS_PATH",
     "CLINE_SESSION_BACKEND_MODE",
+    "CLINE_HUB_DISCOVERY_PATH",
+    "CLINE_HUB_PORT",
     "GEMINI_CLI_HOME",
     "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
     "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
@@ -599,6 +606,25 @@ class PluginHost:
 # -- main --------------------------------------------------------------------------------------
 
 
+def start_daemon(pid_file: str) -> None:
+    """A detached child with this process's environment that outlives it; returns once it
+    wrote its pid."""
+    code = (
+        "import os, sys, time; from pathlib import Path;"
+        " Path(sys.argv[1] + '.part').write_text(str(os.getpid()));"
+        " os.replace(sys.argv[1] + '.part', sys.argv[1]); time.sleep(float(sys.argv[2]))"
+    )
+    subprocess.Popen(
+        [sys.executable, "-c", code, pid_file, str(DAEMON_BOUND)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    while not os.path.exists(pid_file):
+        time.sleep(0.01)
+
+
 def main() -> int:
     kind, argv = sys.argv[1], sys.argv[2:]
     log(
@@ -648,6 +674,8 @@ def main() -> int:
             elif name in ("typed", "subtask", "extension"):
                 assert host is not None, f"{name} needs the plugin step first"
                 log({"prompt": host.step(name, arg)})
+            elif name == "daemon":
+                start_daemon(arg)
             elif name == "wait":
                 while not os.path.exists(arg):
                     time.sleep(0.02)

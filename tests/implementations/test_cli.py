@@ -75,7 +75,8 @@ def test_cli_implementations_json_lists_sources_and_errors(
     assert error["text"].endswith(
         "broken.toml: launch.args[2]: unknown placeholder {tokn} (did you mean {token}?); "
         "known: {address}, {agent_id}, {alias}, {config_content}, {config_dir}, "
-        "{conversation_key}, {extension_path}, {hook_command}, {input_file}, {mcp_config_file}, "
+        "{conversation_key}, {extension_path}, {free_port}, {hook_command}, {input_file}, "
+        "{mcp_config_file}, "
         "{mcp_url}, "
         "{prompt}, {python}, "
         "{session_id}, {settings_file}, {state_dir}, {token}, {token_file}, {url}"

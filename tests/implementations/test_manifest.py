@@ -40,6 +40,7 @@ def test_parse_minimal_manifest_gets_defaults() -> None:
     assert manifest.capabilities == ()
     assert manifest.launch.args == ()
     assert dict(manifest.launch.env) == {}
+    assert manifest.launch.stop_leftovers is False
     assert manifest.resume.flags == ()
     assert manifest.resume.choose_flag is None
     assert (manifest.hooks.events, manifest.hooks.output, manifest.hooks.max_chars) == (
@@ -62,7 +63,8 @@ capabilities = ["mcp-http", "hooks", "mcp-http"]
 connector = "mypkg.connector"
 [launch]
 args = ["--mcp-config", "{mcp_config_file}"]
-env = { PAGER_TOKEN = "{token}" }
+env = { PAGER_TOKEN = "{token}", MY_PORT = "{free_port}" }
+stop_leftovers = true
 [resume]
 flags = ["--resume", "-r"]
 continue_flags = ["--continue"]
@@ -84,7 +86,8 @@ supported = true
     assert manifest.capabilities == ("mcp-http", "hooks")  # duplicates dropped, order kept
     assert manifest.connector == "mypkg.connector"
     assert manifest.launch.args == ("--mcp-config", "{mcp_config_file}")
-    assert dict(manifest.launch.env) == {"PAGER_TOKEN": "{token}"}
+    assert dict(manifest.launch.env) == {"PAGER_TOKEN": "{token}", "MY_PORT": "{free_port}"}
+    assert manifest.launch.stop_leftovers is True
     assert manifest.resume.flags == ("--resume", "-r")
     assert manifest.resume.continue_flags == ("--continue",)
     assert manifest.resume.choose_flag == "--session-id"
@@ -197,6 +200,7 @@ def test_parse_likely_typo_is_kept_with_a_warning() -> None:
         (MINIMAL + '[hooks]\nprompt_events = "x"\n', "hooks.prompt_events", "an array of strings"),
         (MINIMAL + '[skill]\ndirs = "~/x"\n', "skill.dirs", "expected an array of strings"),
         (MINIMAL + '[plugin]\nsupported = "yes"\n', "plugin.supported", "expected true or false"),
+        (MINIMAL + "[launch]\nstop_leftovers = 1\n", "launch.stop_leftovers", "true or false"),
         (MINIMAL + '[detect]\nexecutables = "x"\n', "detect.executables", "an array of strings"),
         (
             MINIMAL + '[detect]\nexecutables = ["/bin/x"]\n',

@@ -15,6 +15,8 @@ builds, in the launch's private directory:
                               (TaskStart)
     <mcp_config_file>         the user's MCP servers and `pager`: `streamableHttp`, the relay's
                               URL and the session's `Authorization` header (0600)
+    <config_dir>/pager-hub/   where the launch's own Cline hub writes its discovery file
+                              (the manifest's CLINE_HUB_DISCOVERY_PATH; Cline CLI makes it)
 
 So only this launch sees Pager's server and hooks, and nothing is written to the user's
 `~/.cline` (but for creating `data` when Cline CLI has never run). `--hooks-dir` is not used:
@@ -41,8 +43,10 @@ from pager.launch.wrapper import LaunchContext
 
 #: The MCP server's name (Cline CLI names its tools `pager__<tool>`).
 SERVER = "pager"
-#: Entries of the user's Cline directory that the launch replaces with its own.
-OWN_ENTRIES = ("hooks",)
+#: Entries of the user's Cline directory that the launch replaces with its own: the hooks, and
+#: the directory of the launch's own hub's discovery file (the manifest's
+#: CLINE_HUB_DISCOVERY_PATH).
+OWN_ENTRIES = ("hooks", "pager-hub")
 #: Cline CLI's state: created in the user's directory when missing, so that it outlives the
 #: launch (sessions, provider settings).
 KEPT_DIRS = ("data",)
