@@ -23,6 +23,7 @@ import functools
 import os
 import posixpath
 import re
+from typing import Any
 
 import attrs
 
@@ -79,7 +80,7 @@ class Pattern:
         return (*self.segments, GLOBSTAR)
 
 
-def _refuse(message: str, **details: object) -> PagerError:
+def _refuse(message: str, **details: Any) -> PagerError:
     return PagerError(ErrorCode.VALIDATION_FAILED, message, **details)
 
 
