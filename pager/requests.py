@@ -215,6 +215,55 @@ class MoveToWorkspaceRequest:
     path: str = arg(check={"minLength": 1, "maxLength": 4096})
 
 
+#: A path or pattern given to a reservation tool (pager/domain/reservations.py says the rest).
+RESERVATION_PATH: Schema = {"minLength": 1, "maxLength": 1024}
+RESERVATION_PATHS: Schema = {"minItems": 1, "maxItems": 100, "items": RESERVATION_PATH}
+
+
+@attrs.frozen
+class ReserveRequest:
+    paths: list[str] = arg(
+        check=RESERVATION_PATHS,
+        description="paths or globs relative to the workspace's top (src/api/**, README.md,"
+        " *.py; * and ? stay within a directory, ** spans them; a path holds what is beneath"
+        " it), or absolute under it",
+    )
+    shared: bool = arg(
+        False, description="share it: others may reserve it shared too, none exclusively"
+    )
+    ttl_s: float | None = arg(
+        None,
+        check={"minimum": 60, "maximum": 86400},
+        description="how long it lasts, 60-86400 s (default 3600); reserve again to renew",
+    )
+    reason: str | None = arg(None, check={"maxLength": 500}, description="what you are doing")
+
+
+@attrs.frozen
+class ReleaseRequest:
+    paths: list[str] | None = arg(
+        None,
+        check={"minItems": 1, "maxItems": 100, "items": RESERVATION_PATH},
+        description="the patterns to release, as reserved; absent: all of yours",
+    )
+
+
+@attrs.frozen
+class ReservationsRequest:
+    scope: Literal["workspace", "all"] = arg("workspace")
+
+
+@attrs.frozen
+class CheckReservationsRequest:
+    """`POST /v1/me/reservations/check`: what an edit hook asks before a tool writes."""
+
+    paths: list[str] = arg(
+        check=RESERVATION_PATHS,
+        description="the paths a tool is about to write, absolute or relative to the"
+        " workspace's top",
+    )
+
+
 # -- `/v1/me/…` routes that have no tool
 
 

@@ -165,7 +165,7 @@ def normalise(text: object, root: str | None = None) -> Pattern:
 def normalise_all(texts: object, root: str | None = None) -> tuple[Pattern, ...]:
     """Each pattern of one call, normalised, duplicates dropped (first kept); refuses a
     non-list, an empty list and more than MAX_PATTERNS."""
-    items = _items(texts, "patterns")
+    items = items_of(texts, "patterns")
     unique: dict[str, Pattern] = {}
     for text in items:
         pattern = normalise(text, root)
@@ -175,10 +175,11 @@ def normalise_all(texts: object, root: str | None = None) -> tuple[Pattern, ...]
 
 def paths_all(texts: object, root: str | None = None) -> tuple[str, ...]:
     """Each path of one check, relative to `root` (glob characters in them are literal)."""
-    return tuple(dict.fromkeys(relative_text(t, root) for t in _items(texts, "paths")))
+    return tuple(dict.fromkeys(relative_text(t, root) for t in items_of(texts, "paths")))
 
 
-def _items(texts: object, what: str) -> list[object]:
+def items_of(texts: object, what: str) -> list[object]:
+    """The items of one call's list: a list, 1..MAX_PATTERNS of them."""
     if not isinstance(texts, list | tuple):
         raise _refuse(f"{what} must be a list of strings")
     if not texts:
