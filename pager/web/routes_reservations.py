@@ -39,7 +39,7 @@ def reservations_blueprint(service: BrokerService, secret: str) -> Blueprint:
     async def reserve() -> tuple[Response, int]:
         caller, _ = await me_caller(service, secret)
         spec = Reserve.parse(await json_body())  # type: ignore[arg-type]  # a non-object is refused
-        return _answer(await spec.call(service, caller), 201)
+        return _answer(await spec.call(service, caller))
 
     async def release() -> tuple[Response, int]:
         caller, _ = await me_caller(service, secret)
