@@ -31,11 +31,11 @@ from pager.domain.reservation_results import (
 from pager.domain.reservations import Pattern, State
 from pager.store.reservation_ports import Reservation, ReservationStore
 
-Locate = Callable[[Sequence[str]], Awaitable[list[Located | None]]]
+Locate = Callable[[Sequence[str], str], Awaitable[list[Located | None]]]
 
 
-async def _locate_in_thread(paths: Sequence[str]) -> list[Located | None]:
-    return await trio.to_thread.run_sync(lambda: [locate(path) for path in paths])
+async def _locate_in_thread(paths: Sequence[str], scope: str) -> list[Located | None]:
+    return await trio.to_thread.run_sync(lambda: [locate(path, scope) for path in paths])
 
 
 class ReservationService:
@@ -150,11 +150,8 @@ class ReservationService:
         where: dict[str, Located | None] = {}
         if absolute:
             scope = (await self.store.holder(caller.agent_id)).scope
-            found = await self._locate(absolute)
-            where = {
-                text: spot if spot is not None and spot.key == scope else None
-                for text, spot in zip(absolute, found, strict=True)
-            }
+            found = await self._locate(absolute, scope)
+            where = dict(zip(absolute, found, strict=True))
         relative: list[str] = []
         outside: list[str] = []
         for text in texts:

@@ -162,8 +162,8 @@ def add_commands(commands: Any) -> None:
 
     release = commands.add_parser(
         "release",
-        description="Release your reservations of PATH… as you reserved them; all of yours"
-        " when none is given. Exits 1 when you held none of a PATH.",
+        description="Release your reservations (docs/reservations.md) of PATH… as you reserved"
+        " them; all of yours when none is given. Exits 1 when you held none of a PATH.",
         epilog="example: pager release 'src/api/**'",
     )
     release.add_argument("paths", metavar="PATH", nargs="*")
@@ -171,7 +171,8 @@ def add_commands(commands: Any) -> None:
 
     listing = commands.add_parser(
         "reservations",
-        description="The reservations in force in this workspace (--all: every workspace):"
+        description="The reservations (docs/reservations.md) in force in this workspace (--all:"
+        " every workspace):"
         " pattern, holder, mode, state (a stale one's holder has no live session: it blocks"
         " nothing), until when, why. `pager reservations break ID` ends anyone's (yours to"
         " decide: the holder is not asked).",

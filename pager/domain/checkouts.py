@@ -21,9 +21,11 @@ class Located:
     path: str
 
 
-def locate(path: str) -> Located | None:
-    """The workspace and checkout of an absolute `path` (it need not exist: its nearest
-    existing directory decides), or None when no directory of it exists."""
+def locate(path: str, scope: str) -> Located | None:
+    """`path` (absolute; it need not exist: its nearest existing directory decides) in the
+    workspace `scope` (a key without its host), relative to the top of its checkout; None
+    when it is in no directory of that workspace. A directory outside any repository is a
+    workspace of its own, and its subdirectories are in it."""
     canonical = os.path.normpath(path)
     rest: list[str] = []
     existing = canonical
@@ -35,12 +37,17 @@ def locate(path: str) -> Located | None:
         existing = parent
     real = os.path.realpath(existing)
     workspace = resolve_workspace(real)
-    top = _checkout_top(real) or workspace.path
+    if workspace.key == scope:
+        top = _checkout_top(real) or workspace.path
+    elif workspace.key == workspace.path and _under(real, scope):
+        top = scope  # a subdirectory of a workspace outside any repository
+    else:
+        return None
     full = os.path.join(real, *rest) if rest else real
     relative = os.path.relpath(full, top) if _under(full, top) else None
     if relative is None:
         return None
-    return Located(workspace.key, top, "." if relative == "." else relative)
+    return Located(scope, top, relative)
 
 
 def _checkout_top(directory: str) -> str | None:
