@@ -1,7 +1,8 @@
 """Edit reservations end to end (docs/reservations.md): two agents over MCP, the CLI as real
 `pager` processes (agents by their session tokens, the person, the operator's break), the
 edit hooks' check, hostile input at every edge, a malicious agent with its own token, and two
-brokers sharing a PostgreSQL store."""
+brokers sharing a PostgreSQL store. The CLI test runs the commands docs/reservations.md and
+docs/cli.md show."""
 
 from __future__ import annotations
 
