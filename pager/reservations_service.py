@@ -103,7 +103,8 @@ class ReservationService:
         reading or co-editing this", not "keep out". One indexed read, no write."""
         relative, outside = await self._paths(caller, paths)
         now = self.clock.now()
-        held = [r for r in await self.store.check(caller.agent_id, now=now) if self._blocks(r, now)]
+        found = await self.store.check(caller.agent_id, relative, now=now) if relative else []
+        held = [r for r in found if self._blocks(r, now)]
         conflicts = []
         for path in relative:
             for reservation in held:

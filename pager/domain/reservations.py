@@ -73,6 +73,18 @@ class Pattern:
     segments: tuple[str, ...]
 
     @property
+    def prefix(self) -> str:
+        """Its leading literal segments (`src/api` of `src/api/*.py`; '' for `*.py`): every path
+        it holds starts with them, so two patterns can overlap only when one's prefix leads to
+        the other's (the store narrows its reads by it)."""
+        literal = []
+        for segment in self.segments:
+            if segment == GLOBSTAR or "*" in segment or "?" in segment:
+                break
+            literal.append(segment)
+        return "/".join(literal)
+
+    @property
     def covers(self) -> tuple[str, ...]:
         """The segments with the subtree beneath made explicit (`src` covers `src/**`)."""
         if self.segments and self.segments[-1] == GLOBSTAR:
@@ -139,6 +151,19 @@ def _inside(path: str, root: str) -> str | None:
         return "."
     prefix = root if root.endswith("/") else root + "/"
     return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def ancestors(path: str) -> list[str]:
+    """'' and each leading part of `path` (`a/b` gives '', `a`, `a/b`): the prefixes of the
+    patterns that may hold it."""
+    parts = path.split("/") if path else []
+    return ["", *("/".join(parts[: n + 1]) for n in range(len(parts)))]
+
+
+@functools.lru_cache(maxsize=8192)
+def parsed(text: str) -> Pattern:
+    """A stored pattern (normalised when it was taken), parsed once per process."""
+    return normalise(text)
 
 
 def normalise(text: object, root: str | None = None) -> Pattern:
@@ -270,7 +295,9 @@ def _prefixed(segment: str, rest: tuple[str, ...] | None, globstar: bool) -> tup
 def _sample(segment: str) -> str:
     """A name `segment` alone matches (never empty, `.` or `..`)."""
     name = segment.replace("*", "").replace("?", "x")
-    return name if name not in ("", ".", "..") else name + "x"
+    if name in ("", ".", ".."):  # only stars and dots: a star takes the letter instead
+        name = segment.replace("*", "x", 1).replace("*", "").replace("?", "x")
+    return name
 
 
 def _name_witness(p: str, q: str) -> str | None:

@@ -394,6 +394,7 @@ def _v12_reservations(conn: sqlite3.Connection) -> None:
             workspace_key TEXT NOT NULL,
             scope TEXT NOT NULL,
             pattern TEXT NOT NULL,
+            prefix TEXT NOT NULL,
             exclusive INTEGER NOT NULL,
             reason TEXT NOT NULL,
             created_at REAL NOT NULL,

@@ -56,7 +56,7 @@ class Reservation:
         return rules.state_of(times, now, grace)
 
     def holding(self) -> Holding:
-        return Holding(self.identity_id, rules.normalise(self.pattern), self.exclusive)
+        return Holding(self.identity_id, rules.parsed(self.pattern), self.exclusive)
 
 
 @attrs.frozen
@@ -128,25 +128,59 @@ def holder_of(conn: Conn, identity_id: str) -> Holder:
     return Holder(identity_id, str(row[0]), str(row[1]))
 
 
-def live_in_scope(conn: Conn, scope: str, now: float) -> list[Reservation]:
-    """A scope's reservations that have not ended nor expired (stale ones among them)."""
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+def candidates(
+    conn: Conn, holder: Holder, patterns: Sequence[Pattern], now: float
+) -> list[Reservation]:
+    """Others' reservations in force in the holder's scope that may overlap `patterns`
+    (stale ones among them): those whose prefix leads to a pattern's prefix, or follows from
+    it (pager/domain/reservations.py `Pattern.prefix`)."""
+    params: list[object] = [holder.scope, now, holder.identity_id]
+    narrow = ""
+    if all(p.prefix for p in patterns):  # a pattern that starts with a glob may meet any
+        leading = sorted({a for p in patterns for a in rules.ancestors(p.prefix)})
+        beneath = sorted({p.prefix + "/" for p in patterns})
+        clauses = [
+            f"r.prefix IN ({_marks(leading)})",
+            *["substr(r.prefix, 1, ?) = ?"] * len(beneath),
+        ]
+        narrow = f" AND ({' OR '.join(clauses)})"
+        params += leading
+        for prefix in beneath:
+            params += [len(prefix), prefix]
     rows = conn.execute(
         _SELECT + " WHERE r.scope = ? AND r.ended_at IS NULL AND r.expires_at > ?"
-        " ORDER BY r.created_at, r.id",
-        (scope, now),
+        f" AND r.identity_id <> ?{narrow} ORDER BY r.created_at, r.id",
+        params,
     )
     return [_row(row) for row in rows]
 
 
-def exclusive_of_others(conn: Conn, identity_id: str, now: float) -> list[Reservation]:
-    """What an edit by `identity_id` is checked against, in one statement on the scope's
-    index: the exclusive reservations of others in its scope that have not ended nor expired
-    (stale ones among them: the caller leaves them out)."""
+def held_by(conn: Conn, identity_id: str, now: float) -> list[Reservation]:
+    """The identity's reservations in force."""
+    rows = conn.execute(
+        _SELECT + " WHERE r.identity_id = ? AND r.ended_at IS NULL AND r.expires_at > ?"
+        " ORDER BY r.created_at, r.id",
+        (identity_id, now),
+    )
+    return [_row(row) for row in rows]
+
+
+def exclusive_of_others(
+    conn: Conn, identity_id: str, paths: Sequence[str], now: float
+) -> list[Reservation]:
+    """What an edit of `paths` by `identity_id` is checked against, in one statement on the
+    scope's index: the exclusive reservations in force of others in its scope whose prefix is
+    one of the paths' ancestors (stale ones among them: the caller leaves them out)."""
+    leading = sorted({a for path in paths for a in rules.ancestors(path)})
     rows = conn.execute(
         _SELECT + " WHERE r.scope = (" + _SCOPE_OF + ") AND r.ended_at IS NULL"
-        " AND r.expires_at > ? AND r.exclusive = 1 AND r.identity_id <> ?"
-        " ORDER BY r.created_at, r.id",
-        (identity_id, now, identity_id),
+        f" AND r.prefix IN ({_marks(leading)}) AND r.expires_at > ? AND r.exclusive = 1"
+        " AND r.identity_id <> ? ORDER BY r.created_at, r.id",
+        (identity_id, *leading, now, identity_id),
     )
     return [_row(row) for row in rows]
 
@@ -180,12 +214,11 @@ def reserve(
     held against it. A pattern the holder holds already is renewed (its mode, reason and
     TTL as asked now) and keeps its id."""
     conn.execute(LOCK_SCOPE, (holder.scope,))
-    live = live_in_scope(conn, holder.scope, now)
     wanted = [Holding(holder.identity_id, pattern, exclusive) for pattern in patterns]
-    found = conflicts(wanted, live, now, grace)
+    found = conflicts(wanted, candidates(conn, holder, patterns, now), now, grace)
     if found:
         raise conflict_error(found, now)
-    mine = {r.pattern: r for r in live if r.identity_id == holder.identity_id}
+    mine = {r.pattern: r for r in held_by(conn, holder.identity_id, now)}
     new = [p for p in patterns if p.text not in mine]
     if len(mine) + len(new) > rules.MAX_HELD:
         raise PagerError(
@@ -208,14 +241,15 @@ def reserve(
             continue
         reservation_id = next(ids)
         conn.execute(
-            "INSERT INTO reservations (id, identity_id, workspace_key, scope, pattern,"
-            " exclusive, reason, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO reservations (id, identity_id, workspace_key, scope, pattern, prefix,"
+            " exclusive, reason, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 reservation_id,
                 holder.identity_id,
                 holder.workspace_key,
                 holder.scope,
                 pattern.text,
+                pattern.prefix,
                 int(exclusive),
                 reason,
                 now,
@@ -244,12 +278,7 @@ def release(
     """End the holder's reservations of these patterns (None: all of them); (those ended,
     the patterns it held none of)."""
     conn.execute(LOCK_SCOPE, (holder.scope,))
-    rows = conn.execute(
-        _SELECT + " WHERE r.identity_id = ? AND r.ended_at IS NULL AND r.expires_at > ?"
-        " ORDER BY r.created_at, r.id",
-        (holder.identity_id, now),
-    )
-    mine = [_row(row) for row in rows]
+    mine = held_by(conn, holder.identity_id, now)
     if patterns is None:
         chosen, missing = mine, []
     else:

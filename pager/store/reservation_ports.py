@@ -49,9 +49,11 @@ class ReservationStore(Protocol):
         whether some were left out (a bounded listing)."""
         ...
 
-    async def check(self, identity_id: str, *, now: float) -> list[Reservation]:
-        """Others' exclusive reservations in force in the identity's scope (stale ones too:
-        the caller leaves them out), in one read."""
+    async def check(
+        self, identity_id: str, paths: Sequence[str], *, now: float
+    ) -> list[Reservation]:
+        """Others' exclusive reservations in force in the identity's scope that may hold
+        `paths` (stale ones too: the caller leaves them out), in one indexed read."""
         ...
 
     async def break_one(self, reservation_id: str, *, now: float) -> Reservation:

@@ -67,9 +67,11 @@ class StoreReservations:
 
         return await self._writer.lookup(read)
 
-    async def check(self, identity_id: str, *, now: float) -> list[Reservation]:
+    async def check(
+        self, identity_id: str, paths: Sequence[str], *, now: float
+    ) -> list[Reservation]:
         return await self._writer.lookup(
-            lambda conn: rs.exclusive_of_others(conn, identity_id, now)
+            lambda conn: rs.exclusive_of_others(conn, identity_id, paths, now)
         )
 
     async def break_one(self, reservation_id: str, *, now: float) -> Reservation:

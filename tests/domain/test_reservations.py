@@ -15,6 +15,7 @@ from pager.domain.reservations import (
     Pattern,
     State,
     Times,
+    ancestors,
     blocks_edit,
     check_ttl,
     conflicts_with,
@@ -201,3 +202,14 @@ def test_scope_of_drops_the_host() -> None:
     """On a shared store a workspace's host does not split its reservations."""
     assert scope_of("alpha:/repo/.git", "alpha") == "/repo/.git"
     assert scope_of("/repo/.git", "") == "/repo/.git"
+
+
+@SETTINGS
+@hypothesis.given(patterns, patterns, paths)
+def test_prefix_narrowing_never_drops_a_match(a: Pattern, b: Pattern, path: str) -> None:
+    """The store reads only patterns whose prefix is one of a path's ancestors, or leads to or
+    follows from another pattern's prefix: that never leaves out one that holds or overlaps."""
+    if holds(a, path):
+        assert a.prefix in ancestors(path)
+    if overlap(a, b):
+        assert a.prefix in ancestors(b.prefix) or b.prefix in ancestors(a.prefix)

@@ -237,3 +237,19 @@ async def _race_rounds(one: StoreReservations, other: StoreReservations, racers:
             assert [code for _, code in outcomes if code is not None] == [ErrorCode.CONFLICT] * (
                 len(racers) - 1
             )
+
+
+async def test_reservations_globs_at_the_top_meet_everything(db: Backend) -> None:
+    """A pattern that starts with a glob (no literal prefix) is weighed against every other,
+    either way round, and the check finds it."""
+    store = StoreReservations(db.checkpoint)
+    alice, bob = await db.identity("alice"), await db.identity("bob")
+    await _reserve(store, alice, "src/deep/x.py")
+    with pytest.raises(PagerError):
+        await _reserve(store, bob, "**/x.py")
+    await store.release(alice, None, now=NOW)
+    await _reserve(store, alice, "**")
+    with pytest.raises(PagerError):
+        await _reserve(store, bob, "src/deep/y.py")
+    held = await store.check(bob, ["docs/a.md"], now=NOW)
+    assert [r.pattern for r in held] == ["**"]

@@ -309,6 +309,7 @@ _V4 = (
         workspace_key text NOT NULL,
         scope text NOT NULL,
         pattern text NOT NULL,
+        prefix text NOT NULL,
         exclusive integer NOT NULL,
         reason text NOT NULL,
         created_at double precision NOT NULL,
@@ -317,7 +318,7 @@ _V4 = (
         end_reason text
     )
     """,
-    "CREATE INDEX reservations_scope ON reservations (scope, expires_at) WHERE ended_at IS NULL",
+    "CREATE INDEX reservations_scope ON reservations (scope, prefix) WHERE ended_at IS NULL",
     "CREATE INDEX reservations_identity ON reservations (identity_id) WHERE ended_at IS NULL",
     "CREATE INDEX reservations_ended ON reservations (ended_at)",
 )
