@@ -4,8 +4,8 @@ kept-alive client per agent, one request after another:
 - `POST /v1/me/reservations` (reserve one new pattern) p50 / p99, in an empty workspace;
 - `POST /v1/me/reservations/check` (two paths, what an edit hook asks) p50 / p99, there;
 - the same two in a workspace holding 1,000 reservations (10 agents x 100 globs);
-- `GET /health` alternating with them: the yardstick of the moment (these machines' speed
-  drifts by a third in minutes).
+- `GET /v1/me` (whoami: the same authentication and route stack, one lookup) alternating with
+  them: the yardstick of the moment (these machines' speed drifts by a third in minutes).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _register(url: str, secret: str, workspace: Path, name: str) -> str:
 def _timed(
     client: httpx2.Client, yardstick: httpx2.Client, count: int, call: Callable[[int], object]
 ) -> tuple[list[float], list[float]]:
-    """Seconds per `call(n)` on `client`, alternating with `GET /health` on `yardstick`."""
+    """Seconds per `call(n)` on `client`, alternating with `GET /v1/me` on `yardstick`."""
     measured: list[float] = []
     health: list[float] = []
     for n in range(count):
@@ -54,7 +54,7 @@ def _timed(
         if not isinstance(response, httpx2.Response) or response.status_code != 200:
             raise SystemExit(f"a reservation request failed: {response}")
         start = time.perf_counter()
-        yardstick.get("/health")
+        yardstick.get("/v1/me")
         health.append(time.perf_counter() - start)
     return measured, health
 
@@ -66,7 +66,10 @@ def figures(url: str, secret: str, workspace: Path) -> dict[str, list[float]]:
         for name, token in tokens.items()
     }
     found: dict[str, list[float]] = {}
-    with httpx2.Client(base_url=url) as yardstick:
+    yardstick = httpx2.Client(
+        base_url=url, headers={"Authorization": f"Bearer {tokens['checker']}"}
+    )
+    with yardstick:
         taker, checker = clients["taker"], clients["checker"]
 
         def reserve(prefix: str) -> Callable[[int], object]:
@@ -138,7 +141,7 @@ def main() -> int:
         (f"reserve among {FULL} reservations ({HOLDERS} agents), p50 / p99",
          pair("reserve_full"), ""),
         (f"check among {FULL} reservations, p50 / p99", pair("check_full"), ""),
-        ("`GET /health` alternating (yardstick), empty / full, p50",
+        ("`GET /v1/me` alternating (yardstick), empty / full, p50",
          f"{results['health_p50_ms']} ms / {results['health_full_p50_ms']} ms", ""),
     ]  # fmt: skip
     return report(results, rows, as_json=args.json)
