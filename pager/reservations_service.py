@@ -97,6 +97,13 @@ class ReservationService:
             truncated=more,
         )
 
+    async def every(self) -> ReservationList:
+        """Every workspace's reservations in force (the operator's view: the TUI)."""
+        listed, more = await self.store.listed(None, everywhere=True, now=self.clock.now())
+        return ReservationList(
+            scope="all", reservations=tuple(self._view(r, None) for r in listed), truncated=more
+        )
+
     async def check(self, caller: Caller, *, paths: Sequence[Any]) -> CheckResult:
         """The exclusive holds of other live identities on `paths` (what an edit hook asks
         before a tool writes them). A shared hold lets the edit through: it says "I am

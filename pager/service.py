@@ -560,6 +560,9 @@ class BrokerService:
     async def check_reservations(self, caller: Caller, *, paths: list[str]) -> CheckResult:
         return await self.reservations_service.check(caller, paths=paths)
 
+    async def every_reservation(self) -> ReservationList:
+        return await self.reservations_service.every()
+
     async def break_reservation(self, reservation_id: str) -> ReservationView:
         return await self.reservations_service.break_one(reservation_id)
 

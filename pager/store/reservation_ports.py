@@ -43,10 +43,10 @@ class ReservationStore(Protocol):
         ...
 
     async def listed(
-        self, identity_id: str, *, everywhere: bool, now: float
+        self, identity_id: str | None, *, everywhere: bool, now: float
     ) -> tuple[list[Reservation], bool]:
-        """Reservations in force of the identity's scope (every scope: `everywhere`), and
-        whether some were left out (a bounded listing)."""
+        """Reservations in force of the identity's scope (every scope: `everywhere`, and
+        then no identity is needed), and whether some were left out (a bounded listing)."""
         ...
 
     async def check(

@@ -59,10 +59,12 @@ class StoreReservations:
         return await self._writer.write(write)
 
     async def listed(
-        self, identity_id: str, *, everywhere: bool, now: float
+        self, identity_id: str | None, *, everywhere: bool, now: float
     ) -> tuple[list[Reservation], bool]:
         def read(conn: Conn) -> tuple[list[Reservation], bool]:
-            scope = None if everywhere else rs.holder_of(conn, identity_id).scope
+            scope = (
+                None if everywhere or identity_id is None else rs.holder_of(conn, identity_id).scope
+            )
             return rs.listed(conn, scope, now)
 
         return await self._writer.lookup(read)

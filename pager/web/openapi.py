@@ -549,6 +549,15 @@ def _tool(spec: type[ToolSpec]) -> type:
 
 ME_ROUTES: tuple[Route, ...] = (
     Route(
+        "get",
+        "/v1/reservations",
+        "listReservations",
+        "Every workspace's edit reservations in force (the operator's view; the TUI's)",
+        SECRET,
+        (200, "the reservations, by workspace and pattern", _ref("Reservations")),
+        errors=(400, 401),
+    ),
+    Route(
         "delete",
         "/v1/reservations/{reservation_id}",
         "breakReservation",

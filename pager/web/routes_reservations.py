@@ -1,6 +1,7 @@
 """Edit reservations over plain HTTP (docs/reservations.md): `/v1/me/reservations` acts as the
 caller (a session token, or the person with the local secret and `?workspace=`, as every
-`/v1/me` route), and `DELETE /v1/reservations/{id}` breaks anyone's, with the local secret only.
+`/v1/me` route); `GET /v1/reservations` lists every workspace's and `DELETE
+/v1/reservations/{id}` breaks anyone's, with the local secret only (the operator's).
 
 The list, reserve and release routes parse their arguments with the MCP tools' request classes
 and make the tools' calls (pager/web/mcp_tools.py), so their validation, errors and answers are
@@ -17,6 +18,7 @@ from pager.requests import CheckReservationsRequest
 from pager.service import BrokerService
 from pager.web.mcp_tools import Release, Reservations, Reserve
 from pager.web.routes_me import me_caller
+from pager.web.routes_operator import query
 from pager.web.routes_v1 import json_body, require_secret
 from pager.wire import structure, structure_query, unstructure
 
@@ -55,6 +57,12 @@ def reservations_blueprint(service: BrokerService, secret: str) -> Blueprint:
         caller, _ = await me_caller(service, secret)
         args = structure(await json_body(), CheckReservationsRequest, what="check")
         return _answer(await service.check_reservations(caller, paths=list(args.paths)))
+
+    @bp.get("/reservations")
+    async def every() -> tuple[Response, int]:
+        require_secret(secret, request.headers)  # the operator's view (the TUI)
+        query(())
+        return _answer(await service.every_reservation())
 
     @bp.delete("/reservations/<reservation_id>")
     async def break_one(reservation_id: str) -> tuple[Response, int]:
