@@ -20,6 +20,7 @@ from pager.domain.api import Caller
 from pager.domain.checkouts import Located, locate
 from pager.domain.clock import WallClock, iso
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.ids import Kind, looks_like
 from pager.domain.reservation_results import (
     CheckConflict,
     CheckResult,
@@ -121,7 +122,7 @@ class ReservationService:
 
     async def break_one(self, reservation_id: str) -> ReservationView:
         """End anyone's reservation (the operator's, with the local secret)."""
-        if not isinstance(reservation_id, str) or not rules_id(reservation_id):
+        if not looks_like(Kind.RESERVATION, reservation_id):
             raise PagerError(
                 ErrorCode.NOT_FOUND,
                 f"{str(reservation_id)[:64]!r} is not a reservation id (rsv_…);"
@@ -193,12 +194,6 @@ class ReservationService:
             state=reservation.state(self.clock.now(), self.grace),
             you=caller is not None and reservation.identity_id == caller.agent_id,
         )
-
-
-def rules_id(text: str) -> bool:
-    from pager.domain.ids import Kind, looks_like
-
-    return looks_like(Kind.RESERVATION, text)
 
 
 def _check_conflict(path: str, reservation: Reservation) -> CheckConflict:

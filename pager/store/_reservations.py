@@ -26,7 +26,8 @@ from pager.store._events import record_event
 
 #: One transaction at a time changes a scope's reservations (pg/_conn.py spells it).
 LOCK_SCOPE = "SELECT 'lock the reservations of', ?"
-#: The person's implementation (pager/store/_registration.py `PERSON`): never stale.
+#: The person's implementation (pager/store/_registration.py `PERSON`): the person has no
+#: session, and their reservations never go stale.
 PERSON = "human"
 #: Rows a listing answers at most.
 LIST_MAX = 2000
@@ -69,11 +70,11 @@ class Conflict:
 
 # A reservation with its holder's address and last live moment, in one statement: the newest of
 # its sessions' leases (attached) or ends, else the identity's last activity.
-_SELECT = """
+_SELECT = f"""
 SELECT r.id, r.identity_id, COALESCE(i.alias || '@' || w.slug, r.identity_id), r.scope,
   COALESCE(rw.slug, ''), r.pattern, r.exclusive, r.reason, r.created_at, r.expires_at,
   r.ended_at, r.end_reason,
-  CASE WHEN i.implementation = 'human' THEN NULL ELSE COALESCE(
+  CASE WHEN i.implementation = '{PERSON}' THEN NULL ELSE COALESCE(
     (SELECT MAX(CASE WHEN s.state = 'attached' THEN s.lease_expires_at
                      ELSE COALESCE(s.ended_at, s.lease_expires_at) END)
      FROM sessions s WHERE s.identity_id = r.identity_id),
