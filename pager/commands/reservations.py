@@ -13,7 +13,7 @@ import os
 import sys
 
 from pager.commands.acting import CommandRefused, Me, Operator
-from pager.commands.common import EXIT_ERROR, EXIT_OK, CommandError
+from pager.commands.common import EXIT_ERROR, EXIT_OK, CommandError, UsageError
 from pager.commands.show import print_json, table
 from pager.domain.display import for_terminal
 
@@ -98,7 +98,7 @@ def cmd_reservations(args: argparse.Namespace) -> int:
     words = args.words
     if words:
         if words[0] != "break" or len(words) != 2:
-            raise CommandError(
+            raise UsageError(
                 "pager reservations takes no arguments, or `break ID` (the ids are listed"
                 " by `pager reservations --all`)"
             )
