@@ -47,6 +47,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("everyday", "your past messages (read-only)"),
     "sent": ("everyday", "your recent sends and their delivery state; with an id, that message's"),
     "run": ("run", "run a command and page when it ends: pager run [--to TO] -- CMD [ARGS…]"),
+    "reserve": (
+        "reservations",
+        "reserve files before changing them: pager reserve PATH… [--shared] [--ttl D]",
+    ),
+    "release": ("reservations", "release your reservations: pager release [PATH…]"),
+    "reservations": (
+        "reservations",
+        "the reservations in force: pager reservations [--all] | break ID",
+    ),
     "archive": (
         "operator",
         "archive agents: hide it from rosters and end its sessions; its mail is kept"

@@ -215,6 +215,81 @@ class MoveToWorkspaceRequest:
     path: str = arg(check={"minLength": 1, "maxLength": 4096})
 
 
+#: A path or pattern given to a reservation tool: the bounds the structurer enforces, and
+#: (schema only) what pager/domain/reservations.py refuses in its own words: control
+#: characters, and in a pattern character classes, brace lists and backslashes. What no schema
+#: can say (inside the workspace, no `..`) is its `format`.
+RESERVATION_PATH: Schema = {"minLength": 1, "maxLength": 1024}
+_NO_CONTROL = "\\x00-\\x1f\\x7f"
+CHECKED_PATHS: Schema = {"minItems": 1, "maxItems": 100, "items": RESERVATION_PATH}
+PATH_ITEMS: Schema = {
+    "items": {
+        **RESERVATION_PATH,
+        "pattern": f"^[^{_NO_CONTROL}]*$",
+        "format": "workspace-path",
+        "description": "a path in the workspace, relative to its top or absolute under it",
+    }
+}
+PATTERN_ITEMS: Schema = {
+    "items": {
+        **RESERVATION_PATH,
+        "pattern": f"^[^{_NO_CONTROL}\\[\\]{{}}\\\\]*$",
+        "format": "workspace-pattern",
+        "description": "a path or glob in the workspace (* and ? within a directory, ** across"
+        " them), relative to its top or absolute under it",
+    }
+}
+
+
+@attrs.frozen
+class ReserveRequest:
+    paths: list[str] = arg(
+        check=CHECKED_PATHS,
+        schema=PATTERN_ITEMS,
+        description="paths or globs relative to the workspace's top (src/api/**, README.md,"
+        " *.py; * and ? stay within a directory, ** spans them; a path holds what is beneath"
+        " it), or absolute under it",
+    )
+    shared: bool = arg(
+        False, description="share it: others may reserve it shared too, none exclusively"
+    )
+    ttl_s: float | None = arg(
+        None,
+        check={"minimum": 60, "maximum": 86400},
+        description="how long it lasts, 60-86400 s (default 3600); reserve again to renew",
+    )
+    reason: str | None = arg(
+        None, check={"maxLength": 500}, schema={"pattern": "^[^\\x00]*$"}, description="why"
+    )
+
+
+@attrs.frozen
+class ReleaseRequest:
+    paths: list[str] | None = arg(
+        None,
+        check=CHECKED_PATHS,
+        schema=PATTERN_ITEMS,
+        description="the patterns to release, as reserved; absent: all of yours",
+    )
+
+
+@attrs.frozen
+class ReservationsRequest:
+    scope: Literal["workspace", "all"] = arg("workspace")
+
+
+@attrs.frozen
+class CheckReservationsRequest:
+    """`POST /v1/me/reservations/check`: what an edit hook asks before a tool writes."""
+
+    paths: list[str] = arg(
+        check=CHECKED_PATHS,
+        schema=PATH_ITEMS,
+        description="the paths a tool is about to write, absolute or relative to the"
+        " workspace's top",
+    )
+
+
 # -- `/v1/me/…` routes that have no tool
 
 

@@ -44,6 +44,13 @@ from pager.domain.mailbox_tokens import UNUSABLE, MailboxToken
 from pager.domain.names import alias_of_login, format_address, parse_address
 from pager.domain.pages import Page
 from pager.domain.records import Delivery, DeliveryKind, SessionState
+from pager.domain.reservation_results import (
+    CheckResult,
+    Released,
+    ReservationList,
+    ReservationView,
+    Reserved,
+)
 from pager.domain.results import (
     AckResult,
     AliasResult,
@@ -74,7 +81,9 @@ from pager.domain.views import decode_cursor, encode_cursor
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.rendering import RENDER_ERRORS, cause, render_each
 from pager.requests import MAX_WAIT_S, HttpDelivery, RegisterRequest
+from pager.reservations_service import ReservationService
 from pager.store.ports import ClaimView
+from pager.store.reservation_ports import ReservationStore
 from pager.store.service_ports import Accounts, Addressed, Listings, Lookups, Resolved, TokenView
 
 T = TypeVar("T")
@@ -106,6 +115,7 @@ class BrokerService:
         resolve: Callable[[str], Awaitable[Workspace]] | None = None,
         hosts: HostBoard | None = None,
         never_shown_mail: frozenset[str],
+        reservation_store: ReservationStore | None = None,
     ) -> None:
         self.directory = directory
         # The identity actors, found by id without a mailbox hop (started when not running).
@@ -128,6 +138,12 @@ class BrokerService:
         self.shared_store = config.store.kind == "postgresql"
         # Reading .git files is I/O: off the event loop, except in mock-clock tests.
         self.resolve = resolve or _resolve_in_thread
+        # Edit reservations (docs/reservations.md): their own service, on the store's writer.
+        self._reservations = (
+            None
+            if reservation_store is None
+            else ReservationService(reservation_store, clock, grace=config.windows.lease_ttl)
+        )
 
     async def _workspace(self, path: str) -> Workspace:
         """The workspace of a directory of this machine (on this host, in a shared store)."""
@@ -511,6 +527,42 @@ class BrokerService:
     async def move_to_workspace(self, caller: Caller, *, path: str) -> AliasResult:
         workspace = await self._workspace(path)
         return await self.directory.call(Move(caller, workspace))
+
+    # -- edit reservations (docs/reservations.md; the rules are ReservationService's) -------
+
+    @property
+    def reservations_service(self) -> ReservationService:
+        if self._reservations is None:
+            raise PagerError(ErrorCode.UNAVAILABLE, "this broker keeps no reservations")
+        return self._reservations
+
+    async def reserve(
+        self,
+        caller: Caller,
+        *,
+        paths: list[str],
+        shared: bool = False,
+        ttl_s: float | None = None,
+        reason: str | None = None,
+    ) -> Reserved:
+        return await self.reservations_service.reserve(
+            caller, paths=paths, shared=shared, ttl_s=ttl_s, reason=reason
+        )
+
+    async def release(self, caller: Caller, *, paths: list[str] | None = None) -> Released:
+        return await self.reservations_service.release(caller, paths=paths)
+
+    async def reservations(self, caller: Caller, *, scope: str = "workspace") -> ReservationList:
+        return await self.reservations_service.reservations(caller, scope=scope)
+
+    async def check_reservations(self, caller: Caller, *, paths: list[str]) -> CheckResult:
+        return await self.reservations_service.check(caller, paths=paths)
+
+    async def every_reservation(self) -> ReservationList:
+        return await self.reservations_service.every()
+
+    async def break_reservation(self, reservation_id: str) -> ReservationView:
+        return await self.reservations_service.break_one(reservation_id)
 
     # -- hooks -----------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from pager.store._meta import meta_value, put_meta
 from pager.store.backend import Backend, StoreAccess, open_backend
 from pager.store.events import record_event
 from pager.store.sqlite_backend import messaging_ports
+from pager.store.sqlite_reservations import StoreReservations
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import BrokerRunInfo
 from pager.versions import SCHEMA_VERSION, VERSION
@@ -227,6 +228,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
         from pager.web.routes_me import me_blueprint
         from pager.web.routes_operator import operator_blueprint
         from pager.web.routes_paging import paging_blueprint
+        from pager.web.routes_reservations import reservations_blueprint
         from pager.web.routes_v1 import v1_blueprint
         from pager.web.routes_wake import wake_blueprint
         from pager.web.server import run_web_server
@@ -263,6 +265,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                     v1_blueprint(service, ctx.secret, ctx.shutdown.wait),
                     me_blueprint(service, ctx.secret),
                     paging_blueprint(service, ctx.secret),
+                    reservations_blueprint(service, ctx.secret),
                     export_blueprint(backend.exports(), ctx.secret),
                     operator_blueprint(operator, ctx.secret),
                     wake_blueprint(wake, ctx.secret),
@@ -324,6 +327,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 accounts=SqliteAccounts(checkpoint),
                 hosts=backend.hosts,
                 never_shown_mail=never_shown_mail,
+                reservation_store=StoreReservations(checkpoint),
             )
 
         try:

@@ -55,7 +55,7 @@ class Me:
                 self.url, method, target, token=self.credential, body=body, timeout=timeout
             )
         except BrokerRefused as refused:
-            raise CommandRefused(self.advice(refused), refused.code) from None
+            raise CommandRefused(self.advice(refused), refused.code, refused.error) from None
 
     def advice(self, refused: BrokerRefused) -> str:
         """The broker's message, and what to do about it from a command line."""
@@ -83,9 +83,11 @@ class CommandRefused(CommandError):
     """The broker refused what a command asked (retrying the same request will not help),
     as opposed to a CommandError for a broker that did not answer or could not start."""
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(self, message: str, code: str, error: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code = code
+        #: The broker's error as it answered it (its details: a conflict's holders).
+        self.error: dict[str, Any] = error or {}
 
 
 def send_page(to: str | None, page: dict[str, Any], *, run: bool = False) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from pager.domain.reservation_results import Released, ReservationList, Reserved
 from pager.domain.results import (
     AckResult,
     AliasResult,
@@ -85,3 +86,19 @@ class MessagingApi(Protocol):
     ) -> AliasResult: ...
 
     async def move_to_workspace(self, caller: Caller, *, path: str) -> AliasResult: ...
+
+    async def reserve(
+        self,
+        caller: Caller,
+        *,
+        paths: list[str],
+        shared: bool = False,
+        ttl_s: float | None = None,
+        reason: str | None = None,
+    ) -> Reserved: ...
+
+    async def release(self, caller: Caller, *, paths: list[str] | None = None) -> Released: ...
+
+    async def reservations(
+        self, caller: Caller, *, scope: str = "workspace"
+    ) -> ReservationList: ...

@@ -42,6 +42,8 @@ class Hint(enum.StrEnum):
     TAKEOVERS_OFF = "takeovers_off"
     #: `claim` of a name nobody holds: the listing of this workspace's names.
     WHO_LISTS = "who_lists"
+    #: A reservation another identity holds stops the request: ask it, or wait.
+    RESERVATION_HELD = "reservation_held"
 
 
 HINTS: dict[tuple[Hint, Edge], str] = {
@@ -74,6 +76,12 @@ HINTS: dict[tuple[Hint, Edge], str] = {
     (Hint.WHO_LISTS, Edge.MCP): "roster lists them",
     (Hint.WHO_LISTS, Edge.CLI): "`pager who` lists them",
     (Hint.WHO_LISTS, Edge.HTTP): "GET /v1/me/roster lists them",
+    (Hint.RESERVATION_HELD, Edge.MCP): "ask its holder with send, or wait until it ends"
+    " (reservations lists them)",
+    (Hint.RESERVATION_HELD, Edge.CLI): "ask its holder (`pager send HOLDER …`), or wait until it"
+    " ends (`pager reservations` lists them)",
+    (Hint.RESERVATION_HELD, Edge.HTTP): "ask its holder (POST /v1/me/send), or wait until it"
+    " ends (GET /v1/me/reservations lists them)",
 }
 
 #: Why an ack token was not applied (the `reason` of `ack`'s `not_applied`, SPEC §8), and

@@ -41,6 +41,7 @@ class Kind(enum.StrEnum):
     MAILBOX = "mbx"  # a mailbox token's id (SPEC §8.2): listed, revoked, a page's sender
     MAILBOX_TOKEN = "pmt"
     WAKE_RUN = "run"  # a wake run (docs/wake.md)
+    RESERVATION = "rsv"  # an edit reservation (docs/reservations.md)
 
 
 TOKEN_KINDS = frozenset(
@@ -53,6 +54,7 @@ _ID_LENGTH = {
     Kind.MESSAGE: 20,
     Kind.MAILBOX: 16,
     Kind.WAKE_RUN: 16,
+    Kind.RESERVATION: 16,
 }
 _TOKEN_LENGTH = 43  # len(secrets.token_urlsafe(32))
 _TOKEN_BYTES = 32
@@ -116,6 +118,11 @@ def new_session_id() -> str:
 def new_run_id() -> str:
     """A fresh wake run id: `run_` + 16 random base32 characters."""
     return _random_id(Kind.WAKE_RUN)
+
+
+def new_reservation_id() -> str:
+    """A fresh reservation id: `rsv_` + 16 random base32 characters."""
+    return _random_id(Kind.RESERVATION)
 
 
 def new_message_id(*, now_ms: int | None = None, after: str | None = None) -> str:

@@ -381,6 +381,39 @@ def _v11_refusals_and_resets(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE identities ADD COLUMN chain_resets_at REAL")
 
 
+def _v12_reservations(conn: sqlite3.Connection) -> None:
+    # Edit reservations (docs/reservations.md). `scope` is the workspace's key without its
+    # host: what reservations are shared by. No foreign key on the identity: a reservation
+    # ends with its identity (archived, reaped, purged: `end_reason` says which) and is kept
+    # as history until the sweep prunes it with the events.
+    conn.execute(
+        """
+        CREATE TABLE reservations (
+            id TEXT PRIMARY KEY,
+            identity_id TEXT NOT NULL,
+            workspace_key TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            pattern TEXT NOT NULL,
+            prefix TEXT NOT NULL,
+            exclusive INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            ended_at REAL,
+            end_reason TEXT
+        )
+        """
+    )
+    # The check every edit hook makes: a scope's reservations that have not ended.
+    conn.execute(
+        "CREATE INDEX reservations_scope ON reservations (scope, expires_at) WHERE ended_at IS NULL"
+    )
+    conn.execute(
+        "CREATE INDEX reservations_identity ON reservations (identity_id) WHERE ended_at IS NULL"
+    )
+    conn.execute("CREATE INDEX reservations_ended ON reservations (ended_at)")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
@@ -394,6 +427,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "each workspace's and session's host (brokers sharing a store)", _v9_hosts),
     Migration(10, "launch on mail: settings per identity and wake runs", _v10_wake),
     Migration(11, "refusals counted per minute, chain resets budgeted", _v11_refusals_and_resets),
+    Migration(12, "edit reservations", _v12_reservations),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

@@ -20,6 +20,7 @@ from pager.store._events import record_event
 from pager.store._identities import describe_identity
 from pager.store._messages import dead_letter_inbox
 from pager.store._refusals import prune_refusals
+from pager.store._reservations import end_with_identity, expire_due, prune_ended
 
 # The retention rules of SPEC §9, written once: each identity's steps (what, why, when), the
 # first and the one that may follow it (a named identity is archived, then reaped), computed
@@ -198,6 +199,7 @@ def archive_identity(
         "UPDATE identities SET detached_at = COALESCE(detached_at, ?) WHERE id = ?",
         (now, agent_id),
     )
+    end_with_identity(conn, agent_id, "archived", now)  # an archived identity holds nothing
     record_event(
         conn,
         now,
@@ -246,6 +248,7 @@ def reap_identity(
         return None
     ended = _attached_count(conn, agent_id)
     dead = dead_letter_inbox(conn, agent_id, now, dead_reason)  # one message.dead each
+    end_with_identity(conn, agent_id, dead_reason, now)  # `reaped` or `purged`
     conn.execute("DELETE FROM identities WHERE id = ?", (agent_id,))
     record_event(
         conn,
@@ -337,6 +340,10 @@ def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
     tombstones = conn.execute(
         "DELETE FROM purged_sessions WHERE purged_at <= ?", (now - windows.event_retention,)
     ).rowcount
+    # Reservations whose TTL passed blocked nothing since; their end is recorded now, and
+    # ended ones are kept as long as their events.
+    expire_due(conn, now)
+    prune_ended(conn, now - windows.event_retention)
     # Wake runs are kept as long as their events (the hourly bound needs one hour of them).
     conn.execute(
         "DELETE FROM wake_runs WHERE ended_at <= ?",

@@ -113,6 +113,7 @@ TABLES: tuple[Table, ...] = (
     Table("wake_settings"),
     Table("wake_runs", {"host": _this_host}),
     Table("refusals"),
+    Table("reservations", {"workspace_key": host_key}),
 )
 
 

@@ -47,6 +47,9 @@ class Agent:
     #: Launch on mail is on; a wake run of it is going (docs/wake.md).
     wake: bool = False
     waking: bool = False
+    #: Its edit reservations in force (docs/reservations.md): each pattern, and whether it
+    #: is stale (its holder has no live session: it blocks nothing).
+    reservations: tuple[tuple[str, bool], ...] = ()
 
     @property
     def label(self) -> str:
@@ -126,8 +129,14 @@ class MessagePage:
     next_cursor: str | None
 
 
-def parse_snapshot(data: dict[str, Any]) -> Snapshot:
+def parse_snapshot(data: dict[str, Any], reservations: Any = None) -> Snapshot:
+    """The snapshot, with each agent's reservations from `GET /v1/reservations`'s list."""
     broker = data.get("broker") or {}
+    held: dict[str, list[tuple[str, bool]]] = {}
+    for item in reservations if isinstance(reservations, list) else []:
+        if isinstance(item, dict):
+            pattern = (str(item.get("pattern") or ""), item.get("state") == "stale")
+            held.setdefault(str(item.get("agent_id") or ""), []).append(pattern)
     return Snapshot(
         broker=Broker(
             instance_id=str(broker.get("instance_id", "")),
@@ -137,7 +146,7 @@ def parse_snapshot(data: dict[str, Any]) -> Snapshot:
             started_at=_opt(broker.get("started_at")),
         ),
         workspaces=tuple(
-            _workspace(ws) for ws in sorted(data.get("workspaces") or [], key=_ws_order)
+            _workspace(ws, held) for ws in sorted(data.get("workspaces") or [], key=_ws_order)
         ),
         totals={str(k): _int(v) for k, v in (data.get("totals") or {}).items()},
         seq=_int(data.get("seq")),
@@ -155,16 +164,17 @@ def _ws_order(ws: dict[str, Any]) -> str:
     return str(ws.get("slug", ""))
 
 
-def _workspace(ws: dict[str, Any]) -> Workspace:
+def _workspace(ws: dict[str, Any], held: dict[str, list[tuple[str, bool]]]) -> Workspace:
     slug = str(ws.get("slug", ""))
-    agents = [_agent(item, slug) for item in ws.get("agents") or []]
+    agents = [_agent(item, slug, held) for item in ws.get("agents") or []]
     agents.sort(key=lambda agent: (agent.alias.lower(), agent.agent_id))
     return Workspace(slug=slug, path=str(ws.get("path", "")), agents=tuple(agents))
 
 
-def _agent(item: dict[str, Any], slug: str) -> Agent:
+def _agent(item: dict[str, Any], slug: str, held: dict[str, list[tuple[str, bool]]]) -> Agent:
     inbox = item.get("inbox") or {}
     return Agent(
+        reservations=tuple(held.get(str(item.get("agent_id", "")), ())),
         agent_id=str(item.get("agent_id", "")),
         alias=str(item.get("alias") or ""),
         address=str(item.get("address") or ""),

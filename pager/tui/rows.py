@@ -30,6 +30,7 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("dead", "dead", 5),
     ("last_seen", "last seen", 9),
     ("address", "address", None),
+    ("reserved", "reserved", None),
 )
 #: The columns sized to their content.
 AUTO_WIDTH = frozenset(key for key, _, width in COLUMNS if width is None)
@@ -94,6 +95,7 @@ def _heading(workspace: Workspace) -> Row:
         Text(str(sum(agent.inbox.dead for agent in active)), "bold"),
         "",
         Text(_line(workspace.path), "dim"),
+        "",
     )
     return Row(f"ws:{workspace.slug}", cells)
 
@@ -124,8 +126,25 @@ def _agent_row(agent: Agent, now: datetime, marked: bool) -> Row:
         dead,
         Text(ago(agent.last_seen, now), dim),
         Text(_line(agent.address), dim),
+        _reserved(agent),
     )
     return Row(agent.agent_id, cells, agent.agent_id)
+
+
+#: Patterns a row names before it counts the rest.
+RESERVED_SHOWN = 2
+
+
+def _reserved(agent: Agent) -> Text:
+    """Its edit reservations: the first patterns and how many more (`stale`: its holder has
+    no live session, so they block nothing)."""
+    if not agent.reservations:
+        return Text("")
+    shown = ", ".join(pattern for pattern, _ in agent.reservations[:RESERVED_SHOWN])
+    more = len(agent.reservations) - RESERVED_SHOWN
+    text = shown + (f" +{more}" if more > 0 else "")
+    stale = all(stale for _, stale in agent.reservations)
+    return Text(_line(text + (" (stale)" if stale else "")), "dim" if stale else "yellow")
 
 
 def _line(text: str) -> str:

@@ -77,7 +77,12 @@ class HttpSource:
         self._url, self._token = self._locate()
 
     def snapshot(self) -> Snapshot:
-        return parse_snapshot(self._get("/v1/snapshot"))
+        snapshot = self._get("/v1/snapshot")
+        try:  # each agent's edit reservations (docs/reservations.md), shown in its row
+            reservations = self._get("/v1/reservations").get("reservations")
+        except ApiError:  # a broker without them: the agents all the same
+            reservations = None
+        return parse_snapshot(snapshot, reservations)
 
     def messages(
         self, agent_id: str, *, direction: str, state: str, limit: int, cursor: str | None

@@ -13,6 +13,7 @@ from pager import requests
 from pager.domain import results
 from pager.domain.api import JSON, Caller, MessagingApi
 from pager.domain.envelope import render_message
+from pager.domain.reservation_results import Released, ReservationList, Reserved
 from pager.domain.results import (
     AckResult,
     AliasResult,
@@ -228,6 +229,48 @@ class MoveToWorkspace(ToolSpec):
         return await api.move_to_workspace(caller, path=self.args.path)
 
 
+class Reserve(ToolSpec):
+    name = "reserve"
+    request = requests.ReserveRequest
+    result = Reserved
+    description = (
+        "Reserve files before you change them (paths or globs relative to the workspace:"
+        " src/api/**, README.md); exclusive unless shared, for ttl_s (default 1 h; reserve again"
+        " to renew). All or nothing: a conflict names who holds what, and takes nothing."
+    )
+
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
+        args: requests.ReserveRequest = self.args
+        return await api.reserve(
+            caller, paths=list(args.paths), shared=args.shared, ttl_s=args.ttl_s, reason=args.reason
+        )
+
+
+class Release(ToolSpec):
+    name = "release"
+    request = requests.ReleaseRequest
+    result = Released
+    description = "Release your reservations of these patterns (as reserved); none given: all."
+
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
+        paths = self.args.paths
+        return await api.release(caller, paths=None if paths is None else list(paths))
+
+
+class Reservations(ToolSpec):
+    name = "reservations"
+    request = requests.ReservationsRequest
+    result = ReservationList
+    description = (
+        "Reservations in force in your workspace (scope 'all': every workspace): pattern,"
+        " holder, exclusive or shared, reason, until, state (stale ones block nothing)."
+    )
+    read_only = True
+
+    async def call(self, api: MessagingApi, caller: Caller) -> Any:
+        return await api.reservations(caller, scope=self.args.scope)
+
+
 TOOLS: tuple[type[ToolSpec], ...] = (
     Whoami,
     Send,
@@ -238,4 +281,7 @@ TOOLS: tuple[type[ToolSpec], ...] = (
     MessageStatus,
     UpdateAgentAlias,
     MoveToWorkspace,
+    Reserve,
+    Release,
+    Reservations,
 )

@@ -16,7 +16,7 @@ import attrs
 from quart import Blueprint, Response
 
 from pager import requests
-from pager.domain import results
+from pager.domain import reservation_results, results
 from pager.domain.errors import ErrorCode
 from pager.domain.harness_process import HARNESS_MAX, HARNESS_PATTERN
 from pager.domain.hints import Hint
@@ -27,7 +27,18 @@ from pager.domain.wake import RunOutcome
 from pager.requests import ADDRESS, NAME, PAGE, cursor_pattern
 from pager.schema import object_schema, request_schema
 from pager.versions import VERSION
-from pager.web.mcp_tools import Ack, Fetch, History, Roster, Send, ToolSpec, UpdateAgentAlias
+from pager.web.mcp_tools import (
+    Ack,
+    Fetch,
+    History,
+    Release,
+    Reservations,
+    Reserve,
+    Roster,
+    Send,
+    ToolSpec,
+    UpdateAgentAlias,
+)
 from pager.web.routes_events import MAX_ID
 
 Schema = dict[str, Any]
@@ -369,6 +380,12 @@ ANSWERS: dict[str, type] = {
     "AliasResult": results.AliasResult,
     "TakenOver": results.TakenOver,
     "SessionRef": results.SessionRef,
+    "Reservation": reservation_results.ReservationView,
+    "Reserved": reservation_results.Reserved,
+    "Released": reservation_results.Released,
+    "Reservations": reservation_results.ReservationList,
+    "ReservationConflict": reservation_results.CheckConflict,
+    "ReservationCheck": reservation_results.CheckResult,
 }
 _ANSWER_NAMES = {cls: name for name, cls in ANSWERS.items()}
 
@@ -531,6 +548,32 @@ def _tool(spec: type[ToolSpec]) -> type:
 
 
 ME_ROUTES: tuple[Route, ...] = (
+    Route(
+        "get",
+        "/v1/reservations",
+        "listReservations",
+        "Every workspace's edit reservations in force (the operator's view; the TUI's)",
+        SECRET,
+        (200, "the reservations, by workspace and pattern", _ref("Reservations")),
+        errors=(400, 401),
+    ),
+    Route(
+        "delete",
+        "/v1/reservations/{reservation_id}",
+        "breakReservation",
+        "Break anyone's edit reservation (`pager reservations break`); the local secret only",
+        SECRET,
+        (200, "the reservation, ended", _ref("Reservation")),
+        errors=(401, 404),
+        parameters=(
+            {
+                "name": "reservation_id",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string", "maxLength": 64},
+            },
+        ),
+    ),
     _me("get", "", "me", "Who this request acts as (a session, or the person)", "Me"),
     _me(
         "post",
@@ -625,6 +668,51 @@ ME_ROUTES: tuple[Route, ...] = (
         "AliasResult",
         body=_tool(UpdateAgentAlias),
         errors=(400, 401, 404, 409, 413),
+    ),
+    _me(
+        "get",
+        "/reservations",
+        "meReservations",
+        "Edit reservations in force, of this workspace or all (the `reservations` tool)",
+        "Reservations",
+        query=_query_of(_tool(Reservations)),
+    ),
+    _me(
+        "post",
+        "/reservations",
+        "meReserve",
+        "Reserve paths or globs, all or nothing (the `reserve` tool); 409 `conflict` names"
+        " each holder",
+        "Reserved",
+        body=_tool(Reserve),
+        errors=(400, 401, 404, 409, 413),
+    ),
+    *(
+        attrs.evolve(
+            _me(
+                method,
+                path,
+                operation_id,
+                "Release your reservations of these patterns, or all without a body (the"
+                " `release` tool)",
+                "Released",
+                body=_tool(Release),
+            ),
+            body_required=False,
+        )
+        for method, path, operation_id in (
+            ("delete", "/reservations", "meRelease"),
+            ("post", "/reservations/release", "meReleasePost"),
+        )
+    ),
+    _me(
+        "post",
+        "/reservations/check",
+        "meCheckReservations",
+        "What an edit hook asks before a tool writes: the exclusive reservations of other live"
+        " agents holding these paths (none: go ahead); one read, no write",
+        "ReservationCheck",
+        body=requests.CheckReservationsRequest,
     ),
 )
 

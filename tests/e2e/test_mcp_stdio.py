@@ -36,6 +36,9 @@ TOOLS = {
     "message_status",
     "update_agent_alias",
     "move_to_workspace",
+    "reserve",
+    "release",
+    "reservations",
 }
 
 #: A hang guard for polls, never a timing assertion.

@@ -41,6 +41,10 @@ def _register_formats(broker: Broker) -> None:
     `positive_data_acceptance` included."""
     directories = [str(broker.workspace), str(broker.workspace) + "/", "/", "/tmp"]
     schemathesis.openapi.format("existing-directory", st.sampled_from(directories))
+    # Paths and globs inside the workspace (relative to its top, or absolute under it).
+    paths = ["src/x.py", "README.md", "docs/a b.md", str(broker.workspace / "src" / "y.py")]
+    schemathesis.openapi.format("workspace-path", st.sampled_from([*paths, "src/[x].py"]))
+    schemathesis.openapi.format("workspace-pattern", st.sampled_from([*paths, "src/*.py", "**"]))
     schemathesis.openapi.format(
         "agents-cursor", st.builds(encode_cursor, st.just("agents"), st.text(max_size=40))
     )

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import trio
 
+from pager.domain import reservation_results as rr
 from pager.domain import results as r
 from pager.domain.api import Caller
 from pager.domain.delivery import NotApplied, Wake
@@ -186,3 +187,24 @@ class FakeMessagingApi:
         return r.AliasResult(
             agent_id=caller.agent_id, alias="alice", address="alice@other-0a1b2c", workspace=path
         )
+
+    # Edit reservations: recorded, and answered as if nothing were held.
+    async def reserve(
+        self,
+        caller: Caller,
+        *,
+        paths: list[str],
+        shared: bool = False,
+        ttl_s: float | None = None,
+        reason: str | None = None,
+    ) -> rr.Reserved:
+        self._record("reserve", caller, paths=paths, shared=shared, ttl_s=ttl_s, reason=reason)
+        return rr.Reserved(reserved=())
+
+    async def release(self, caller: Caller, *, paths: list[str] | None = None) -> rr.Released:
+        self._record("release", caller, paths=paths)
+        return rr.Released(released=(), not_held=tuple(paths or ()))
+
+    async def reservations(self, caller: Caller, *, scope: str = "workspace") -> rr.ReservationList:
+        self._record("reservations", caller, scope=scope)
+        return rr.ReservationList(scope="workspace", reservations=(), truncated=False)

@@ -42,6 +42,7 @@ from pager.store.operator_ports import OperatorViews
 from pager.store.read_views import ReadViews
 from pager.store.sqlite_backend import messaging_ports
 from pager.store.sqlite_operator import SqliteOperatorViews
+from pager.store.sqlite_reservations import StoreReservations
 from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from pager.wire import unstructure
@@ -199,6 +200,7 @@ def inline_service(
             accounts=SqliteAccounts(checkpoint),
             resolve=_resolve_inline,
             never_shown_mail=_never_shown_mail(),
+            reservation_store=StoreReservations(checkpoint),
         )
 
     return service

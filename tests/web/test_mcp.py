@@ -43,6 +43,9 @@ TOOL_ARGUMENTS: dict[str, tuple[set[str], set[str]]] = {
     "message_status": ({"message_id"}, {"message_id"}),
     "update_agent_alias": ({"alias", "force"}, {"alias"}),
     "move_to_workspace": ({"path"}, {"path"}),
+    "reserve": ({"paths", "shared", "ttl_s", "reason"}, {"paths"}),
+    "release": ({"paths"}, set()),
+    "reservations": ({"scope"}, set()),
 }
 
 

@@ -113,7 +113,7 @@ async def test_mcp_serves_json_rpc_on_both_paths(
     response = await post_mcp(http, LIST_TOOLS, path=path)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
-    assert len(response.json()["result"]["tools"]) == 9
+    assert len(response.json()["result"]["tools"]) == 12
     assert fake.authenticated == [ALICE]
 
 

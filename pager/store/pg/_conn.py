@@ -13,6 +13,7 @@ import psycopg
 
 from pager.store._conn import Parameters
 from pager.store._identities import LOCK_INBOX
+from pager.store._reservations import LOCK_SCOPE
 
 #: The few statements SQLite spells its own way, as PostgreSQL spells them.
 SPELLED_OTHERWISE = {
@@ -24,6 +25,8 @@ SPELLED_OTHERWISE = {
     # One transaction at a time changes an identity's inbox, whichever broker runs it (the
     # two-key form: its key space is apart from the schema's and the events' locks).
     LOCK_INBOX: "SELECT pg_advisory_xact_lock(1, hashtext(?))",
+    # One transaction at a time changes a workspace's reservations, whichever broker runs it.
+    LOCK_SCOPE: "SELECT pg_advisory_xact_lock(2, hashtext(?))",
 }
 #: Rows a streaming cursor fetches at a time.
 STREAM_BATCH = 1000

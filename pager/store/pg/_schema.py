@@ -300,11 +300,35 @@ _V3 = (
     "ALTER TABLE identities ADD COLUMN chain_resets_at double precision",
 )
 
+# Edit reservations, as SQLite's schema 12.
+_V4 = (
+    """
+    CREATE TABLE reservations (
+        id text PRIMARY KEY,
+        identity_id text NOT NULL,
+        workspace_key text NOT NULL,
+        scope text NOT NULL,
+        pattern text NOT NULL,
+        prefix text NOT NULL,
+        exclusive integer NOT NULL,
+        reason text NOT NULL,
+        created_at double precision NOT NULL,
+        expires_at double precision NOT NULL,
+        ended_at double precision,
+        end_reason text
+    )
+    """,
+    "CREATE INDEX reservations_scope ON reservations (scope, prefix) WHERE ended_at IS NULL",
+    "CREATE INDEX reservations_identity ON reservations (identity_id) WHERE ended_at IS NULL",
+    "CREATE INDEX reservations_ended ON reservations (ended_at)",
+)
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "the store of schema 9, with the hosts and their heartbeats", _V1),
     PgMigration(2, "launch on mail: settings per identity and wake runs (schema 10)", _V2),
     PgMigration(3, "refusals counted per minute, chain resets budgeted (schema 11)", _V3),
+    PgMigration(4, "edit reservations (schema 12)", _V4),
 )
 
 PG_SCHEMA_VERSION: int = PG_MIGRATIONS[-1].version
