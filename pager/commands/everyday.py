@@ -570,9 +570,7 @@ def quick_send_args(argv: list[str]) -> Any:
     command lines (TO, BODY and these options spelt out): importing argparse and building
     the parser is a tenth of a script's send. None for anything else (help, an error, an
     abbreviation, `--`, a value that starts with `-`): argparse then reads it, and speaks."""
-    from types import SimpleNamespace
-
-    args = SimpleNamespace(command="send", version=False, to=None, body=None, json=False)
+    args: Any = _Arguments(command="send", version=False, to=None, body=None, json=False)
     for dest in SEND_VALUES.values():
         setattr(args, dest, None)
     positionals: list[str] = []
@@ -604,6 +602,14 @@ def quick_send_args(argv: list[str]) -> Any:
     args.to = positionals[0]
     args.body = positionals[1] if len(positionals) == 2 else None
     return args
+
+
+class _Arguments:
+    """What argparse's Namespace holds, for `quick_send_args` (`types.SimpleNamespace` would
+    cost a send the import of `types`)."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
 
 
 #: The commands whose plainest command lines are read without argparse.
