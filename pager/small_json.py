@@ -53,10 +53,15 @@ def dumps(value: object) -> str:
     if isinstance(value, str):
         return str(_json.encode_basestring_ascii(value))
     if _encode is None:  # json.JSONEncoder().iterencode(value, _one_shot=True)'s encoder
-        _encode = _json.make_encoder(
-            {}, _unserializable, _json.encode_basestring_ascii, None, ": ", ", ", False, False,
-            True,
-        )  # fmt: skip
+        try:
+            _encode = _json.make_encoder(
+                {}, _unserializable, _json.encode_basestring_ascii, None, ": ", ", ", False,
+                False, True,
+            )  # fmt: skip
+        except TypeError:  # a CPython whose private signature differs: json itself
+            import json
+
+            return json.dumps(value)
     return "".join(_encode(value, 0))
 
 
@@ -75,7 +80,12 @@ def loads(data: bytes | str) -> Any:
 
         return json.loads(data)
     if _scan is None:
-        _scan = _json.make_scanner(_Context())  # type: ignore[arg-type]  # typeshed: any object
+        try:
+            _scan = _json.make_scanner(_Context())  # type: ignore[arg-type]  # (any object)
+        except TypeError:  # a CPython whose private signature differs: json itself
+            import json
+
+            return json.loads(data)
     start = len(data) - len(data.lstrip(_WHITESPACE))
     try:
         value, end = _scan(data, start)
