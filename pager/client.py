@@ -187,6 +187,19 @@ def request_json(
         return head.status, None
 
 
+#: What `quote` leaves as it is: urllib.parse's unreserved characters and `/`.
+_UNQUOTED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def quote(text: str) -> str:
+    """`text` percent-encoded for a query string, as `urllib.parse.quote(text)` writes it (its
+    UTF-8 bytes; letters, digits, `_.-~` and `/` as they are), without importing urllib.parse,
+    which imports `re` (a quick command's path sends its working directory this way).
+    UnicodeEncodeError for a lone surrogate, as urllib.parse's."""
+    data = text.encode("utf-8")
+    return "".join(chr(byte) if byte in _UNQUOTED else f"%{byte:02X}" for byte in data)
+
+
 def _address(url: str) -> tuple[str, int]:
     host, sep, port = url.removeprefix("http://").rstrip("/").rpartition(":")
     if not url.startswith("http://") or not sep or not host or not port.isdigit():

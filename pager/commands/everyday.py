@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from pager.commands.acting import Me, Operator
+from pager.commands.acting import Me, Operator, local_secret
 from pager.commands.common import (
     EXIT_NO_MAIL,
     EXIT_OK,
@@ -166,7 +166,7 @@ def _say_mail_elsewhere(me: Me) -> None:
     import shlex
 
     mine = me.call("GET", "")
-    secret = me.paths.secret.read_text().strip()
+    secret = local_secret(me.paths)
     snapshot = call_broker(me.url, "GET", "/v1/snapshot", token=secret)
     here = [
         agent

@@ -8,7 +8,7 @@ secret (pager/launch/proof.py). Nothing sends a credential to a URL this module 
 from __future__ import annotations
 
 from pager.client import BrokerUnreachable, request_json
-from pager.launch.files import read_json
+from pager.launch.files import read_json, read_secret
 from pager.launch.lock import holder_alive, read_lock_identity
 from pager.launch.paths import BROKER_JSON, LOCK, SECRET
 from pager.launch.proof import new_challenge, proof_holds
@@ -85,8 +85,7 @@ def discover(paths: StatePaths, *, timeout: float = 1.0) -> Discovery:
     if lock is None:
         return Discovery(None, f"{LOCK} is held but names no broker yet")
     try:
-        with open(paths.file(SECRET), encoding="utf-8") as file:
-            secret = file.read().strip()
+        secret = read_secret(paths.file(SECRET))
     except OSError as exc:
         return Discovery(None, f"cannot read {SECRET} ({exc.strerror})")
     challenge = new_challenge()

@@ -48,6 +48,13 @@ def read_json(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def read_secret(path: str | Path) -> str:
+    """The local secret in `path` (a string path: no `pathlib` on a quick command's way), as
+    written; OSError when it cannot be read."""
+    with open(path, encoding="utf-8") as file:
+        return file.read().strip()
+
+
 def ensure_secret(path: Path) -> str:
     """The local operator credential, created once (0600) and never rewritten.
 

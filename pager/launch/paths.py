@@ -13,7 +13,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs millis
 if TYPE_CHECKING:
     from pathlib import Path
 
-#: The files of the state directory that a quick command reads (`StatePaths.file`).
+#: The files of the state directory that a quick command reads (`StatePaths.file`, which
+#: makes no `Path`: `pager.launch.files.read_secret(paths.file(SECRET))`).
 BROKER_JSON = "broker.json"
 LOCK = "broker.lock"
 SECRET = "secret"

@@ -50,6 +50,7 @@ def test_send_loads_the_everyday_family_alone(broker: Broker) -> None:
     alias = json.loads(me.stdout)["alias"]
     names = loaded(["send", alias, "hi"], broker.home.env, broker.workspace)
     assert heavy(names) == set()
+    assert names & (NOT_FOR_A_SEND | JSON_ONLY) == set()  # the person's query, quoted by hand
     assert "pager.commands.everyday" in names  # it ran
     assert {family(name) for name in names} - {None} == {"common", "acting", "show", "everyday"}
     assert "pager.implementations" not in names  # a recipient with no session: no manifests
