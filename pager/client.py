@@ -1,9 +1,10 @@
 """The one HTTP client of the CLI, the hook and the launcher: JSON over HTTP/1.1 on a raw socket.
 
 `http.client` pulls in `email` and costs ~15 ms to import; `pager hook` runs on every prompt and
-`pager status` is measured against a bare interpreter, so this speaks just enough HTTP to the
+`pager send` is measured against a bare interpreter, so this speaks just enough HTTP to the
 broker itself: one request per connection, a JSON body in, a JSON body out (Content-Length or
-chunked).
+chunked). It imports neither `socket` (its enums and `selectors`: `_socket` does the same
+work) nor `json` (`pager.small_json`: the same text, without `re`).
 
 The answer's framing is read here once for every client that speaks HTTP by hand (the wrapper's
 lease holder on trio, the TUI's event stream on asyncio): `parse_head` reads a response head,
@@ -12,8 +13,9 @@ lease holder on trio, the TUI's event stream on asyncio): `parse_head` reads a r
 
 from __future__ import annotations
 
-import json
-import socket
+import _socket
+
+from pager.small_json import dumps, loads
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds here
 if TYPE_CHECKING:
@@ -164,22 +166,38 @@ def request_json(
         headers.append(f"Authorization: Bearer {token}")
     payload = b""
     if body is not None:
-        payload = json.dumps(body).encode()
+        payload = dumps(body).encode()
         headers += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
     request = ("\r\n".join(headers) + "\r\n\r\n").encode() + payload
     try:
-        with _connect(host, port, timeout) as sock:
+        sock = _connect(host, port, timeout)
+        try:
             sock.sendall(request)
             head, body_reader, rest = _answer(url, sock.recv)
             raw = b"".join(_body(body_reader, rest, sock.recv))
+        finally:
+            sock.close()
     except OSError as exc:
         raise BrokerUnreachable(f"{url}: {exc}") from exc
     except ValueError:  # a malformed chunk
         raise BrokerUnreachable(f"{url}: not an HTTP answer") from None
     try:
-        return head.status, json.loads(raw) if raw else None
+        return head.status, loads(raw) if raw else None
     except ValueError:
         return head.status, None
+
+
+#: What `quote` leaves as it is: urllib.parse's unreserved characters and `/`.
+_UNQUOTED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def quote(text: str) -> str:
+    """`text` percent-encoded for a query string, as `urllib.parse.quote(text)` writes it (its
+    UTF-8 bytes; letters, digits, `_.-~` and `/` as they are), without importing urllib.parse,
+    which imports `re` (a quick command's path sends its working directory this way).
+    UnicodeEncodeError for a lone surrogate, as urllib.parse's."""
+    data = text.encode("utf-8")
+    return "".join(chr(byte) if byte in _UNQUOTED else f"%{byte:02X}" for byte in data)
 
 
 def _address(url: str) -> tuple[str, int]:
@@ -189,14 +207,30 @@ def _address(url: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _connect(host: str, port: int, timeout: float) -> socket.socket:
-    """A connection to the broker's address. An ASCII host is handed over as bytes: as a str,
-    `getaddrinfo` encodes it with the `idna` codec, which imports `encodings.idna`, `stringprep`
-    and `unicodedata` (about a millisecond of every command) for an address that needs none
-    (CPython's `getaddrinfo` takes bytes; typeshed says only str)."""
+def _connect(host: str, port: int, timeout: float) -> _socket.socket:
+    """A connection to the broker's address, as `socket.create_connection` makes one (each
+    address `getaddrinfo` gives, in turn; the last one's error). An ASCII host is handed over
+    as bytes: as a str, `getaddrinfo` encodes it with the `idna` codec, which imports
+    `encodings.idna`, `stringprep` and `unicodedata` (about a millisecond of every command) for
+    an address that needs none (CPython's `getaddrinfo` takes bytes; typeshed says only str)."""
     name = host.strip("[]")
-    address = (name.encode() if name.isascii() else name, port)
-    return socket.create_connection(address, timeout=timeout)  # type: ignore[arg-type]
+    error: OSError | None = None
+    found = _socket.getaddrinfo(
+        name.encode() if name.isascii() else name,
+        port,
+        0,
+        _socket.SOCK_STREAM,
+    )
+    for family, kind, proto, _, address in found:
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error or OSError(f"no address for {host}")
 
 
 def _answer(url: str, recv: Callable[[int], bytes]) -> tuple[ResponseHead, BodyReader, bytes]:
@@ -244,7 +278,7 @@ def stream_lines(url: str, path: str, *, token: str, timeout: float = 30.0) -> I
         sock = _connect(host, port, timeout)
     except OSError as exc:
         raise BrokerUnreachable(f"{url}: {exc}") from exc
-    with sock:
+    try:
         sock.sendall(request)
         head, reader, rest = _answer(url, sock.recv)
         body = _body(reader, rest, sock.recv)
@@ -252,7 +286,7 @@ def stream_lines(url: str, path: str, *, token: str, timeout: float = 30.0) -> I
             if head.status != 200:
                 raw = b"".join(body)
                 try:
-                    answer = json.loads(raw) if raw else None
+                    answer = loads(raw) if raw else None
                 except ValueError:
                     answer = None
                 raise BrokerRefused(head.status, answer)
@@ -266,3 +300,5 @@ def stream_lines(url: str, path: str, *, token: str, timeout: float = 30.0) -> I
                 yield pending
         except ValueError:  # a malformed chunk
             raise BrokerUnreachable(f"{url}: the answer's chunks are malformed") from None
+    finally:
+        sock.close()

@@ -117,7 +117,7 @@ def _run(options: dict[str, Any]) -> int:
         raise HookSkipped("payload names no session_id")
     event = options["event"] or payload.get("hook_event_name") or "UserPromptSubmit"
 
-    from pager.client import request_json  # stdlib socket + json
+    from pager.client import request_json  # stdlib only: _socket and _json
     from pager.launch.discovery import discover
     from pager.launch.files import session_token
     from pager.launch.paths import StatePaths

@@ -5,8 +5,10 @@ hcom 0.7.31 (a Rust CLI over SQLite) is installed into a venv of its own under .
 Pager runs two ways against one broker (`pager start`, a temporary PAGER_HOME): from the
 checkout's .venv (an editable install), and installed from its own wheel (`pip wheel --no-deps`
 of the checkout) into a second venv under .cache/ (rebuilt when pager/ or pyproject.toml
-change). Beside each venv, its bare interpreter: `python -c pass`, and `python -c 'import json,
-http.client'` (what `pager hook` is held to).
+change). Beside each venv, its bare interpreter: `python -c pass`, `python -I -S -c pass` (no
+`site`: a yardstick the load moves less than the others, which the send is also given
+against), and `python -c 'import json, http.client'` (what `pager hook` is held to). The checkout
+is also run through `scripts/pager`, its quick start (Python without `site`).
 
 Every round runs each command once, in turn (so drift of the machine falls on all alike); the
 figures are the medians of `--runs` rounds (15):
@@ -61,6 +63,7 @@ from benchlib import (
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKOUT_BIN = Path(sys.executable).parent
+SCRIPT = str(ROOT / "scripts" / "pager")
 HCOM = "hcom==0.7.31"
 TARGETS = {"send_over_hcom": 4.0, "version_over_bare": 1.3, "help_over_bare": 1.3, "hook": 1.0}
 WAIT_BOUND = 30  # seconds a reader waits at most: a hang guard, not a timing
@@ -263,12 +266,15 @@ def measure(runs: int, seconds: float, vs: str | None) -> dict[str, Any]:
                 for way, bin_dir in pagers.items():
                     pager, python = str(bin_dir / "pager"), str(bin_dir / "python")
                     timed(f"{way}_bare", [python, "-c", "pass"], alice)
+                    timed(f"{way}_bare_isolated", [python, "-I", "-S", "-c", "pass"], alice)
                     timed(
                         f"{way}_bare_json_http", [python, "-c", "import json, http.client"], alice
                     )
                     timed(f"{way}_version", [pager, "--version"], alice)
                     timed(f"{way}_help", [pager, "help"], alice)
                     timed(f"{way}_send", [pager, "send", "dave", f"m{n}"], alice)
+                    if way == "checkout":
+                        timed("script_send", [SCRIPT, "send", "dave", f"s{n}"], alice)
                     timed(f"{way}_hook", [pager, "hook", "--implementation", "claude",
                                           "UserPromptSubmit"], harness, hook_payload)  # fmt: skip
                     times.setdefault(f"{way}_receipt", []).append(
@@ -290,9 +296,20 @@ def measure(runs: int, seconds: float, vs: str | None) -> dict[str, Any]:
                 },
             }
     medians = {key: round(statistics.median(values) * 1000, 1) for key, values in times.items()}
-    ratios: dict[str, float] = {}
+    ratios: dict[str, float] = {
+        "script_send_over_hcom": round(medians["script_send"] / medians["hcom_send"], 2),
+        "script_send_over_bare_isolated": round(
+            medians["script_send"] / medians["checkout_bare_isolated"], 2
+        ),
+        "hcom_send_over_bare_isolated": round(
+            medians["hcom_send"] / medians["checkout_bare_isolated"], 2
+        ),
+    }
     for way in pagers:
         ratios[f"{way}_send_over_hcom"] = round(medians[f"{way}_send"] / medians["hcom_send"], 2)
+        ratios[f"{way}_send_over_bare_isolated"] = round(
+            medians[f"{way}_send"] / medians[f"{way}_bare_isolated"], 2
+        )
         ratios[f"{way}_receipt_over_hcom"] = round(
             medians[f"{way}_receipt"] / medians["hcom_receipt"], 2
         )
@@ -325,6 +342,17 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("hcom --version / --help", f"{m['hcom_version']} / {m['hcom_help']} ms", "(peer)"),
         ("hcom send; send -> receipt", f"{m['hcom_send']} ms; {m['hcom_receipt']} ms", "(peer)"),
         ("hcom, 4 CLI senders", f"{s['hcom']} sends/s", "(peer)"),
+        (
+            "hcom send / bare python -I -S (checkout .venv)",
+            f"{r['hcom_send_over_bare_isolated']}x",
+            "(load check)",
+        ),
+        (
+            "pager send (scripts/pager, checkout)",
+            f"{m['script_send']} ms, {_mark(r['script_send_over_hcom'], 4.0)} hcom,"
+            f" {r['script_send_over_bare_isolated']}x bare -I -S",
+            "<= 4x hcom",
+        ),
     ]
     ways = [("checkout", "checkout .venv"), ("wheel", "installed wheel")]
     if results.get("vs"):
@@ -332,8 +360,9 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     for way, label in ways:
         rows += [
             (
-                f"bare interpreter ({label}): -c pass; json+http.client",
-                f"{m[f'{way}_bare']} ms; {m[f'{way}_bare_json_http']} ms",
+                f"bare interpreter ({label}): -c pass; -I -S -c pass; json+http.client",
+                f"{m[f'{way}_bare']} ms; {m[f'{way}_bare_isolated']} ms;"
+                f" {m[f'{way}_bare_json_http']} ms",
                 "(yardstick)",
             ),
             (
@@ -348,7 +377,8 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             ),
             (
                 f"pager send ({label})",
-                f"{m[f'{way}_send']} ms, {_mark(r[f'{way}_send_over_hcom'], 4.0)} hcom",
+                f"{m[f'{way}_send']} ms, {_mark(r[f'{way}_send_over_hcom'], 4.0)} hcom,"
+                f" {r[f'{way}_send_over_bare_isolated']}x bare -I -S",
                 "<= 4x hcom",
             ),
             (

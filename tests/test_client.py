@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pager.client import (
     BodyReader,
@@ -163,3 +165,19 @@ def test_stream_lines_yields_lines_of_a_chunked_body_and_raises_a_refusal() -> N
         list(stream_lines(url, "/v1/export", token="t"))
     assert caught.value.status == 401
     assert caught.value.answer == {"error": {"code": "unauthenticated"}}
+
+
+@given(st.text())
+def test_quote_writes_what_urllib_writes(text: str) -> None:
+    """`pager.client.quote` (no urllib.parse on the quick path) is urllib.parse.quote."""
+    from urllib.parse import quote as urllib_quote
+
+    from pager.client import quote
+
+    try:
+        expected = urllib_quote(text)
+    except UnicodeEncodeError:  # a lone surrogate: both refuse it
+        with pytest.raises(UnicodeEncodeError):
+            quote(text)
+        return
+    assert quote(text) == expected

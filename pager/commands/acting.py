@@ -13,6 +13,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs millis
 if TYPE_CHECKING:
     from typing import Any
 
+    from pager.launch.paths import StatePaths
+
 
 class Me:
     """The broker, and the credential and query that say who this command acts as."""
@@ -30,11 +32,10 @@ class Me:
         if token is not None:
             self.credential, self.query, self.why = token, "", "the session of this launch"
             return
-        from urllib.parse import quote
-
+        from pager.client import quote
         from pager.launch.ancestry import harness_ancestor
 
-        self.credential = self.paths.secret.read_text().strip()
+        self.credential = local_secret(self.paths)
         self.query = self.person_query = f"workspace={quote(os.getcwd())}"
         self.harness = harness_ancestor(harness_programs())
         if self.harness is not None:
@@ -90,6 +91,14 @@ class CommandRefused(CommandError):
         self.error: dict[str, Any] = error or {}
 
 
+def local_secret(paths: StatePaths) -> str:
+    """The local secret, read without `pathlib` (a person's quick commands read it)."""
+    from pager.launch.files import read_secret
+    from pager.launch.paths import SECRET
+
+    return read_secret(paths.file(SECRET))
+
+
 def send_page(to: str | None, page: dict[str, Any], *, run: bool = False) -> dict[str, Any]:
     """A page (docs/paging.md) from this command's identity to `to` (None: to itself); `run`:
     it reports a job `pager run` watched (script origin, hop 0). The send's result,
@@ -101,13 +110,16 @@ def send_page(to: str | None, page: dict[str, Any], *, run: bool = False) -> dic
 def harness_programs() -> frozenset[str]:
     """The programs of the known harnesses: the built-in manifests' `executable` lines. Read
     as plain lines (these files are ours, and `executable = "…"` is a top-level key): importing
-    tomllib and re costs these commands ~10 ms, a tenth of their whole run."""
-    from pathlib import Path
-
+    tomllib and re costs these commands ~10 ms, a tenth of their whole run, and pathlib a few
+    more."""
     names = set()
-    builtin = Path(__file__).parent.parent / "implementations" / "builtin"
-    for manifest in builtin.glob("*.toml"):
-        for line in manifest.read_text().splitlines():
+    builtin = os.path.join(os.path.dirname(os.path.dirname(__file__)), "implementations", "builtin")
+    for manifest in os.listdir(builtin):
+        if not manifest.endswith(".toml"):
+            continue
+        with open(os.path.join(builtin, manifest), encoding="utf-8") as file:
+            text = file.read()
+        for line in text.splitlines():
             key, eq, value = line.partition("=")
             if eq and key.strip() == "executable":
                 name = value.split("#", 1)[0].strip().strip('"')
@@ -123,7 +135,7 @@ class Operator:
     def __init__(self) -> None:
         paths, broker = running_broker()
         self.url: str = broker.url
-        self.secret = paths.secret.read_text().strip()
+        self.secret = local_secret(paths)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         return call_broker(self.url, method, path, token=self.secret, body=body)

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from pager.commands.acting import Me, Operator
+from pager.commands.acting import Me, Operator, local_secret
 from pager.commands.common import (
     EXIT_NO_MAIL,
     EXIT_OK,
@@ -166,7 +166,7 @@ def _say_mail_elsewhere(me: Me) -> None:
     import shlex
 
     mine = me.call("GET", "")
-    secret = me.paths.secret.read_text().strip()
+    secret = local_secret(me.paths)
     snapshot = call_broker(me.url, "GET", "/v1/snapshot", token=secret)
     here = [
         agent
@@ -572,9 +572,7 @@ def quick_send_args(argv: list[str]) -> Any:
     command lines (TO, BODY and these options spelt out): importing argparse and building
     the parser is a tenth of a script's send. None for anything else (help, an error, an
     abbreviation, `--`, a value that starts with `-`): argparse then reads it, and speaks."""
-    from types import SimpleNamespace
-
-    args = SimpleNamespace(command="send", version=False, to=None, body=None, json=False)
+    args: Any = _Arguments(command="send", version=False, to=None, body=None, json=False)
     for dest in SEND_VALUES.values():
         setattr(args, dest, None)
     positionals: list[str] = []
@@ -606,6 +604,14 @@ def quick_send_args(argv: list[str]) -> Any:
     args.to = positionals[0]
     args.body = positionals[1] if len(positionals) == 2 else None
     return args
+
+
+class _Arguments:
+    """What argparse's Namespace holds, for `quick_send_args` (`types.SimpleNamespace` would
+    cost a send the import of `types`)."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
 
 
 #: The commands whose plainest command lines are read without argparse.

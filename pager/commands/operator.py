@@ -108,9 +108,7 @@ def since_iso(text: str) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from urllib.parse import quote
-
-    from pager.client import BrokerRefused, BrokerUnreachable, stream_lines
+    from pager.client import BrokerRefused, BrokerUnreachable, quote, stream_lines
 
     operator = Operator()
     path = "/v1/export" + (f"?since={quote(since_iso(args.since))}" if args.since else "")

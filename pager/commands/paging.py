@@ -60,7 +60,7 @@ def cmd_notify(args: argparse.Namespace) -> int:
 
 
 def _notify_with_token(args: argparse.Namespace, token: str, page: dict[str, Any]) -> Any:
-    from urllib.parse import quote
+    from pager.client import quote
 
     url = args.url or os.environ.get("PAGER_URL")
     if not url:

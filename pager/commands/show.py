@@ -3,7 +3,6 @@ aligned columns, with times as ages."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -20,6 +19,8 @@ def print_json(data: Any) -> None:
 
 def json_text(data: Any, indent: int | None = None) -> str:
     """Exact JSON, readable (not ASCII-only), with what would drive a terminal as `\\uXXXX`."""
+    import json  # here: most commands print no JSON, and `json` imports `re`
+
     return json_for_terminal(json.dumps(data, indent=indent, ensure_ascii=False))
 
 

@@ -17,27 +17,30 @@ an escape instead (not reversibly: a body holding the text `\\x1b` shows the sam
   uses U+200B itself to break marker look-alikes.
 
 Everything else (letters of every script, emoji, combining marks, spaces) is shown as itself.
-Standard library only: the CLI imports it on its fast path.
+Standard library only, and `re` only for text that needs an escape: the CLI imports this on its
+fast path, where what it prints is almost always plain.
 """
 
 from __future__ import annotations
 
-import json
-import re
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
+if TYPE_CHECKING:
+    import re
 
 #: Format characters shown as themselves (module docstring).
 KEPT_FORMAT = frozenset("\u200b\u200c\u200d")
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _SHOWN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
-#: Every character that may need an escape: a quick filter, `is_shown_escaped` decides.
-_NOT_PLAIN = re.compile("[^\n\t\x20-\x7e]")
-_NOT_PLAIN_ONE_LINE = re.compile("[^\x20-\x7e]")
+#: Every character that may need an escape: a quick filter, `is_shown_escaped` decides. The
+#: patterns are compiled by `re` when first used (and kept in its cache).
+_NOT_PLAIN = "[^\n\t\x20-\x7e]"
+_NOT_PLAIN_ONE_LINE = "[^\x20-\x7e]"
 
 #: The separators of a line Pager composes (` · ` between fields, `"` around one) and the
 #: characters that look like them, escaped inside a quoted field so it cannot seem to end.
 _QUOTE_LOOKALIKES = '"\u02ba\u02dd\u02ee\u201c\u201d\u201e\u201f\u2033\u2036\u3003\uff02'
 _DOT_LOOKALIKES = "\u00b7\u0387\u16eb\u2022\u2027\u2219\u22c5\u2e31\u30fb\uff65"
-_FIELD_SPECIALS = re.compile(f"[\\\\{_QUOTE_LOOKALIKES}{_DOT_LOOKALIKES}]")
+_FIELD_SPECIALS = f"[\\\\{_QUOTE_LOOKALIKES}{_DOT_LOOKALIKES}]"
 
 
 def is_shown_escaped(char: str) -> bool:
@@ -64,8 +67,9 @@ def for_terminal(text: str, *, one_line: bool = False) -> str:
     result is one line (a table cell, a field on a line of its own)."""
     if text.isprintable():  # the common case: no control, format or separator character
         return text
-    candidates = _NOT_PLAIN_ONE_LINE if one_line else _NOT_PLAIN
-    return candidates.sub(_shown, text)
+    import re
+
+    return re.sub(_NOT_PLAIN_ONE_LINE if one_line else _NOT_PLAIN, _shown, text)
 
 
 def _shown(match: re.Match[str]) -> str:
@@ -79,7 +83,9 @@ def quoted_field(text: str, *, limit: int | None = None) -> str:
     seem to end early, add a field or start a line. `limit` cuts it (with `…`) first."""
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
-    return '"' + for_terminal(_FIELD_SPECIALS.sub(_escape_special, text), one_line=True) + '"'
+    import re
+
+    return '"' + for_terminal(re.sub(_FIELD_SPECIALS, _escape_special, text), one_line=True) + '"'
 
 
 def _escape_special(match: re.Match[str]) -> str:
@@ -97,7 +103,9 @@ def json_for_terminal(document: str) -> str:
     terminal. (`json.dumps` escapes C0 controls itself, not DEL, C1 or format characters.)"""
     if document.isprintable():
         return document
-    return _NOT_PLAIN.sub(_json_escape, document)
+    import re
+
+    return re.sub(_NOT_PLAIN, _json_escape, document)
 
 
 def _json_escape(match: re.Match[str]) -> str:
@@ -107,4 +115,6 @@ def _json_escape(match: re.Match[str]) -> str:
     # Outside its strings, a JSON text holds only ASCII punctuation and white space: an escaped
     # character is always inside a string, where `\\uXXXX` (a surrogate pair above U+FFFF) is
     # the same character.
-    return json.dumps(char)[1:-1]
+    from pager.small_json import dumps
+
+    return dumps(char)[1:-1]

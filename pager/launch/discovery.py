@@ -8,15 +8,17 @@ secret (pager/launch/proof.py). Nothing sends a credential to a URL this module 
 from __future__ import annotations
 
 from pager.client import BrokerUnreachable, request_json
-from pager.launch.files import read_json
+from pager.launch.files import read_json, read_secret
 from pager.launch.lock import holder_alive, read_lock_identity
-from pager.launch.paths import StatePaths
+from pager.launch.paths import BROKER_JSON, LOCK, SECRET
 from pager.launch.proof import new_challenge, proof_holds
 from pager.versions import identity_mismatch
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
     from typing import Any
+
+    from pager.launch.paths import StatePaths
 
 
 class RunningBroker:
@@ -69,23 +71,23 @@ class Discovery:
 
 def discover(paths: StatePaths, *, timeout: float = 1.0) -> Discovery:
     """Whether a broker runs for this state directory, and why not when it does not."""
-    info = read_json(paths.broker_json)
+    # Paths as strings (`StatePaths.file`): `pathlib` costs a quick command milliseconds.
+    info = read_json(paths.file(BROKER_JSON))
     if info is None:
-        return Discovery(None, f"no {paths.broker_json.name}")
+        return Discovery(None, f"no {BROKER_JSON}")
     url = info.get("url")
     if not isinstance(url, str):
-        return Discovery(None, f"{paths.broker_json.name} has no url")
-    if not holder_alive(paths.lock):
-        return Discovery(
-            None, f"{paths.lock.name} is not held: the last broker is gone (it may have crashed)"
-        )
-    lock = read_lock_identity(paths.lock)
+        return Discovery(None, f"{BROKER_JSON} has no url")
+    lock_file = paths.file(LOCK)
+    if not holder_alive(lock_file):
+        return Discovery(None, f"{LOCK} is not held: the last broker is gone (it may have crashed)")
+    lock = read_lock_identity(lock_file)
     if lock is None:
-        return Discovery(None, f"{paths.lock.name} is held but names no broker yet")
+        return Discovery(None, f"{LOCK} is held but names no broker yet")
     try:
-        secret = paths.secret.read_text().strip()
+        secret = read_secret(paths.file(SECRET))
     except OSError as exc:
-        return Discovery(None, f"cannot read {paths.secret.name} ({exc.strerror})")
+        return Discovery(None, f"cannot read {SECRET} ({exc.strerror})")
     challenge = new_challenge()
     try:
         status, health = request_json(url, "GET", f"/health?challenge={challenge}", timeout=timeout)
@@ -110,9 +112,9 @@ def discover(paths: StatePaths, *, timeout: float = 1.0) -> Discovery:
 def still_running(paths: StatePaths, broker: RunningBroker) -> bool:
     """Whether the broker `discover` returned still holds its lock (and so its port): a cheap
     check, without a request, for callers that keep a broker's URL between requests."""
-    if not holder_alive(paths.lock):
+    if not holder_alive(paths.file(LOCK)):
         return False
-    lock = read_lock_identity(paths.lock)
+    lock = read_lock_identity(paths.file(LOCK))
     return lock is not None and lock.get("instance_id") == broker.instance_id
 
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
+
+from pager.small_json import loads
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
     from typing import Any
 
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:
     """Replace `path` atomically with `data` as JSON, mode 0600 (readers never see half a file)."""
+    import json  # not at the top: the quick commands read these files and never write one
+
     write_private_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -35,13 +38,21 @@ def _temp_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: str | Path) -> dict[str, Any] | None:
     """The JSON object in `path`, or None when it is missing, unreadable or not an object."""
     try:
-        data = json.loads(path.read_bytes())
+        with open(path, "rb") as file:
+            data = loads(file.read())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_secret(path: str | Path) -> str:
+    """The local secret in `path` (a string path: no `pathlib` on a quick command's way), as
+    written; OSError when it cannot be read."""
+    with open(path, encoding="utf-8") as file:
+        return file.read().strip()
 
 
 def ensure_secret(path: Path) -> str:

@@ -9,16 +9,16 @@ killed with SIGKILL leaves its identity behind, and anyone who read `/health` co
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import json
 import os
 import time
-from pathlib import Path
+
+from pager.small_json import loads
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from pathlib import Path
+    from types import TracebackType
     from typing import Any
 
 
@@ -56,6 +56,8 @@ class BrokerLock:
 
     def write_identity(self, identity: dict[str, Any]) -> None:
         """Record who holds the lock; callers compare it with `/health` before adopting."""
+        import json  # not at the top: readers of the lock (the quick commands) need only loads
+
         payload = json.dumps(identity, sort_keys=True).encode()
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, payload, 0)
@@ -65,13 +67,15 @@ class BrokerLock:
         """Clear the identity, then unlock: a reader never sees a released lock's identity."""
         if self._fd < 0:
             return
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (contextlib.suppress: contextlib's imports cost the lock's readers)
             os.ftruncate(self._fd, 0)
+        except OSError:
+            pass
         os.close(self._fd)  # closing the only descriptor drops the flock
         self._fd = -1
 
 
-def holder_alive(path: Path) -> bool:
+def holder_alive(path: str | Path) -> bool:
     """Whether a live process holds the lock, asked of the kernel: a shared lock that can be
     taken means nobody holds the exclusive one (it is given back at once)."""
     try:
@@ -87,31 +91,54 @@ def holder_alive(path: Path) -> bool:
     return False
 
 
-def read_lock_identity(path: Path) -> dict[str, Any] | None:
+def read_lock_identity(path: str | Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_bytes() or b"null")
+        with open(path, "rb") as file:
+            data = loads(file.read() or b"null")
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-@contextlib.contextmanager
-def start_lock(path: Path, timeout: float) -> Iterator[None]:
+def start_lock(path: Path, timeout: float) -> StartLock:
     """Serialise starters: the holder checks, spawns and waits; the others then adopt.
+    `with start_lock(path, timeout):` holds it, or raises LockHeld after `timeout` seconds.
 
     Polls rather than blocking in `flock` so that the wait is bounded.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockHeld(str(path)) from None
-                time.sleep(0.02)
-        yield
-    finally:
-        os.close(fd)
+    return StartLock(path, timeout)
+
+
+class StartLock:
+    """`start_lock`'s context manager: a class, not `contextlib.contextmanager`, which would
+    cost every reader of the lock (the quick commands) `contextlib`'s imports."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+        self._fd = -1
+
+    def __enter__(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockHeld(str(self.path)) from None
+                    time.sleep(0.02)
+        except BaseException:  # timed out, or interrupted while it waited
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        os.close(self._fd)
+        self._fd = -1

@@ -1,22 +1,33 @@
-"""Where Pager keeps its state (SPEC §3). Stdlib-only: the CLI's fast paths use it."""
+"""Where Pager keeps its state (SPEC §3). Stdlib-only: the CLI's fast paths use it, without
+`pathlib` (which imports `re`, `fnmatch` and `urllib.parse`): a `StatePaths` is made from a
+string, and its `Path`s are made when asked for."""
 
 from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 from pager.launch.statedir import UnsupportedPlatform, state_dir
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: The files of the state directory that a quick command reads (`StatePaths.file`, which
+#: makes no `Path`: `pager.launch.files.read_secret(paths.file(SECRET))`).
+BROKER_JSON = "broker.json"
+LOCK = "broker.lock"
+SECRET = "secret"
 
 
 class StateDirError(Exception):
     """The state directory cannot be used; the message says why and what to do."""
 
 
-def default_state_dir() -> Path:
+def default_state_dir() -> str:
     """`PAGER_HOME`, else the platform's user state directory for `pager`."""
     try:
-        return Path(state_dir())
+        return state_dir()
     except UnsupportedPlatform as exc:
         raise StateDirError(f"{exc} Set PAGER_HOME only on a supported platform.") from None
 
@@ -25,19 +36,29 @@ class StatePaths:
     """The files inside one state directory. A plain class, not a dataclass or a NamedTuple:
     `dataclasses` and `typing` cost every quick command (`send`, the hook) milliseconds."""
 
-    __slots__ = ("root",)
+    __slots__ = ("directory",)
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.directory = os.path.normpath(os.fspath(root))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, StatePaths) and other.root == self.root
+        return isinstance(other, StatePaths) and other.directory == self.directory
 
     def __hash__(self) -> int:
-        return hash(self.root)
+        return hash(self.directory)
 
     def __repr__(self) -> str:
-        return f"StatePaths(root={self.root!r})"
+        return f"StatePaths(root={self.directory!r})"
+
+    def file(self, name: str) -> str:
+        """The path of the file `name` in the state directory, as a string (no `pathlib`)."""
+        return os.path.join(self.directory, name)
+
+    @property
+    def root(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.directory)
 
     @property
     def database(self) -> Path:
@@ -45,7 +66,7 @@ class StatePaths:
 
     @property
     def lock(self) -> Path:
-        return self.root / "broker.lock"
+        return self.root / LOCK
 
     @property
     def start_lock(self) -> Path:
@@ -54,7 +75,7 @@ class StatePaths:
 
     @property
     def broker_json(self) -> Path:
-        return self.root / "broker.json"
+        return self.root / BROKER_JSON
 
     @property
     def stop_note(self) -> Path:
@@ -63,7 +84,7 @@ class StatePaths:
 
     @property
     def secret(self) -> Path:
-        return self.root / "secret"
+        return self.root / SECRET
 
     @property
     def config(self) -> Path:
@@ -78,7 +99,7 @@ class StatePaths:
         return self.logs / "broker.log"
 
 
-def state_paths(root: Path | None = None) -> StatePaths:
+def state_paths(root: str | os.PathLike[str] | None = None) -> StatePaths:
     return StatePaths(root if root is not None else default_state_dir())
 
 

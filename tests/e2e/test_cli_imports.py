@@ -14,11 +14,34 @@ import pytest
 from tests.e2e.conftest import Broker
 from tests.e2e.test_everyday_cli import pager
 from tests.launch.conftest import PROCESS_BOUND
-from tests.test_cli_layering import ROOT, family, heavy, loaded
+from tests.test_cli_layering import ROOT, family, heavy, loaded, script_run
 
 #: What a plain send must not load: the argument parser (and the gettext, locale, shutil,
-#: bz2 and lzma it pulls in), typing, and the idna codec a str host costs getaddrinfo.
-NOT_FOR_A_SEND = {"argparse", "gettext", "locale", "shutil", "typing", "encodings.idna"}
+#: bz2 and lzma it pulls in), typing, the idna codec a str host costs getaddrinfo, pathlib (and
+#: the fnmatch and urllib.parse it pulls in), socket's module (its enums and selectors: the
+#: client uses `_socket`), and http.client.
+NOT_FOR_A_SEND = {
+    "argparse",
+    "gettext",
+    "locale",
+    "shutil",
+    "typing",
+    "encodings.idna",
+    "pathlib",
+    "fnmatch",
+    "urllib.parse",
+    "socket",
+    "selectors",
+    "ipaddress",
+    "http.client",
+    "attrs",
+}
+#: Loaded only to print `--json`: json imports re (and enum); the request itself is written
+#: and read by pager.small_json, json's C accelerator alone.
+JSON_ONLY = {"json", "json.decoder", "json.encoder", "re", "enum"}
+#: What `python -m` itself loads (runpy) and scripts/pager, which starts Python without
+#: `site` and without `-m`, does not: the quick start loads none of these.
+NOT_FOR_THE_QUICK_SCRIPT = {"site", "runpy", "collections", "functools", "contextlib", "types"}
 
 
 def test_send_loads_the_everyday_family_alone(broker: Broker) -> None:
@@ -27,6 +50,7 @@ def test_send_loads_the_everyday_family_alone(broker: Broker) -> None:
     alias = json.loads(me.stdout)["alias"]
     names = loaded(["send", alias, "hi"], broker.home.env, broker.workspace)
     assert heavy(names) == set()
+    assert names & (NOT_FOR_A_SEND | JSON_ONLY) == set()  # the person's query, quoted by hand
     assert "pager.commands.everyday" in names  # it ran
     assert {family(name) for name in names} - {None} == {"common", "acting", "show", "everyday"}
     assert "pager.implementations" not in names  # a recipient with no session: no manifests
@@ -46,7 +70,21 @@ async def test_a_plain_send_to_an_attached_agent_loads_no_parser_nor_manifests(
     names = loaded(["send", "api", "hello", *options], env, broker.workspace)
     assert "pager.commands.everyday" in names  # it ran
     assert names & NOT_FOR_A_SEND == set()
+    if "--json" not in options:
+        assert names & JSON_ONLY == set()
     assert "pager.implementations" not in names
+
+
+async def test_the_quick_script_sends_with_the_interpreters_core_alone(broker: Broker) -> None:
+    """scripts/pager (Python without `site`, as a script or an agent's shell runs it): a send
+    as a session loads the standard library's core and Pager's own modules, nothing more."""
+    sender = await broker.register("me")
+    await broker.register("api")
+    env = {**broker.home.env, "PAGER_TOKEN": sender["token"]}
+    status, out, names = script_run(["send", "api", "hello"], env, broker.workspace)
+    assert status == 0, names
+    assert out.startswith("sent msg_")
+    assert names & (NOT_FOR_A_SEND | JSON_ONLY | NOT_FOR_THE_QUICK_SCRIPT) == set()
 
 
 def _script(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -17,13 +17,13 @@ from pager.launch.paths import StateDirError, StatePaths, default_state_dir, ens
 def test_default_state_dir_prefers_pager_home(monkeypatch: pytest.MonkeyPatch) -> None:
     """PAGER_HOME wins; else XDG_STATE_HOME/pager; else ~/.local/state/pager (Linux)."""
     monkeypatch.setenv("PAGER_HOME", "/tmp/somewhere")
-    assert default_state_dir() == Path("/tmp/somewhere")
+    assert default_state_dir() == "/tmp/somewhere"
     monkeypatch.delenv("PAGER_HOME")
     monkeypatch.setenv("XDG_STATE_HOME", "/x/state")
-    assert default_state_dir() == Path("/x/state/pager")
+    assert default_state_dir() == "/x/state/pager"
     monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
     monkeypatch.setenv("HOME", "/home/u")
-    assert default_state_dir() == Path("/home/u/.local/state/pager")
+    assert default_state_dir() == "/home/u/.local/state/pager"
 
 
 def test_default_state_dir_refuses_other_platforms(monkeypatch: pytest.MonkeyPatch) -> None:
