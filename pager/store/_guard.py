@@ -46,10 +46,12 @@ def origin_and_hop(
     (`pager run`), which starts a chain like a person's message."""
     if sender_id.startswith(MAILBOX_PREFIX):
         page_with_token(conn, sender_id, recipient_id, now)
-        _within_rate(limits.script_per_hour, _token_pages(conn, sender_id, now), now,
-                     "this token sent")  # fmt: skip
+        if limits.script_per_hour:  # counted only when limited: the count walks the hour
+            _within_rate(limits.script_per_hour, _token_pages(conn, sender_id, now), now,
+                         "this token sent")  # fmt: skip
         return SendOrigin(SCRIPT, 0, None)
-    sender = _sender(conn, sender_id, recipient_id, now)
+    counted = limits.agent_per_hour or limits.pair_per_hour or (script and limits.script_per_hour)
+    sender = _sender(conn, sender_id, recipient_id, now, count=bool(counted))
     if sender is None:
         raise PagerError(ErrorCode.ENDED, "the sending identity no longer exists (purged)")
     if script:
@@ -96,9 +98,18 @@ def _token_pages(conn: Conn, token_id: str, now: float) -> _Sent:
     return _Sent(int(count), None if oldest is None else float(oldest))
 
 
-def _sender(conn: Conn, sender_id: str, recipient_id: str, now: float) -> _Sender | None:
-    """The sender's chain and its sends of the last hour, in one statement (one walk of its
-    recent sends, on the index by sender and time)."""
+def _sender(
+    conn: Conn, sender_id: str, recipient_id: str, now: float, *, count: bool
+) -> _Sender | None:
+    """The sender's chain and, when `count` (a rate limit is on), its sends of the last hour,
+    in one statement (one walk of its recent sends, on the index by sender and time). With
+    every rate off nothing is counted: that walk grows with each send of the hour."""
+    if not count:
+        row = conn.execute(
+            "SELECT implementation, cause_hop, cause_id FROM identities WHERE id = ?",
+            (sender_id,),
+        ).fetchone()
+        return None if row is None else _chain_of(row, _NONE_SENT, _NONE_SENT, _NONE_SENT)
     row = conn.execute(
         "SELECT i.implementation, i.cause_hop, i.cause_id, r.agent, r.agent_oldest, r.pair,"
         " r.pair_oldest, r.script, r.script_oldest FROM identities i,"
@@ -119,13 +130,21 @@ def _sender(conn: Conn, sender_id: str, recipient_id: str, now: float) -> _Sende
     def sent(count: object, oldest: object) -> _Sent:
         return _Sent(int(str(count)), None if oldest is None else float(str(oldest)))
 
+    return _chain_of(row, sent(row[3], row[4]), sent(row[5], row[6]), sent(row[7], row[8]))
+
+
+#: The sends of an hour not counted (their limit is off).
+_NONE_SENT = _Sent(0, None)
+
+
+def _chain_of(row: tuple[object, ...], agent: _Sent, pair: _Sent, script: _Sent) -> _Sender:
     return _Sender(
         implementation=str(row[0]),
-        cause_hop=int(row[1] or 0),
+        cause_hop=int(str(row[1] or 0)),
         cause_id=None if row[2] is None else str(row[2]),
-        agent=sent(row[3], row[4]),
-        pair=sent(row[5], row[6]),
-        script=sent(row[7], row[8]),
+        agent=agent,
+        pair=pair,
+        script=script,
     )
 
 
