@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from pager.store._conn import Parameters
+from pager.store._guard import LOCK_SEND
 from pager.store._identities import LOCK_INBOX
 
 #: The few statements SQLite spells its own way, as PostgreSQL spells them.
@@ -24,6 +25,11 @@ SPELLED_OTHERWISE = {
     # One transaction at a time changes an identity's inbox, whichever broker runs it (the
     # two-key form: its key space is apart from the schema's and the events' locks).
     LOCK_INBOX: "SELECT pg_advisory_xact_lock(1, hashtext(?))",
+    # A send: its recipient's inbox, then its sender's sends (key space 2), in that order
+    # (PostgreSQL evaluates a select list left to right).
+    LOCK_SEND: (
+        "SELECT pg_advisory_xact_lock(1, hashtext(?)), pg_advisory_xact_lock(2, hashtext(?))"
+    ),
 }
 #: Rows a streaming cursor fetches at a time.
 STREAM_BATCH = 1000

@@ -300,11 +300,29 @@ _V3 = (
     "ALTER TABLE identities ADD COLUMN chain_resets_at double precision",
 )
 
+# A write that decided on facts read before it (a send: pager/store/_guard.py
+# `expect_unchanged`) checks them in a statement of its own batch; this fails the
+# transaction when they changed (SQLSTATE PGR01, which the writer reports as `StaleFacts`).
+_V4 = (
+    """
+    CREATE FUNCTION pager_expect(ok boolean) RETURNS boolean LANGUAGE plpgsql AS $$
+    BEGIN
+        IF ok IS NOT TRUE THEN
+            RAISE EXCEPTION 'what this write decided on changed before it ran'
+                USING ERRCODE = 'PGR01';
+        END IF;
+        RETURN true;
+    END
+    $$
+    """,
+)
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "the store of schema 9, with the hosts and their heartbeats", _V1),
     PgMigration(2, "launch on mail: settings per identity and wake runs (schema 10)", _V2),
     PgMigration(3, "refusals counted per minute, chain resets budgeted (schema 11)", _V3),
+    PgMigration(4, "a write checks the facts it decided on (pager_expect)", _V4),
 )
 
 PG_SCHEMA_VERSION: int = PG_MIGRATIONS[-1].version

@@ -38,6 +38,7 @@ from pager.config import StoreConfig
 from pager.health import STORE, HealthBoard
 from pager.store._conn import AfterCommit, Conn
 from pager.store._errors import StoreFault
+from pager.store._guard import STALE_SQLSTATE, StaleFacts
 from pager.store.pg._batch import BatchConn
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import (
@@ -120,6 +121,8 @@ class _Connection:
                     if rolled_back == ATTEMPTS:
                         raise (pg_fault(exc, self._store.url or "") or exc) from exc
                 except psycopg.Error as exc:
+                    if exc.sqlstate == STALE_SQLSTATE:  # rolled back: decide again
+                        raise StaleFacts() from None
                     fault = pg_fault(exc, self._store.url or "")
                     if fault is not None:  # the server said why; the connection stays
                         raise fault from exc
@@ -237,6 +240,10 @@ class PgWriter:
     checkpoint tells it after each batch; `board` is marked degraded while the database
     cannot be reached. `inline` runs everything on the event loop (tests on trio's mock clock,
     where a worker thread would let the clock jump)."""
+
+    #: Each statement read before a write costs a round trip: a send's facts are read with
+    #: its address, and its write checks them (pager/store/ports.py `ReadAhead`).
+    reads_ahead = True
 
     def __init__(
         self,
