@@ -52,14 +52,21 @@ from pager.store.pg._database import (
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
 
-#: Connections the writes of one broker use at most (and so writes in flight at once).
-WRITE_POOL = 4
+#: Connections the writes of one broker use at most (and so writes in flight at once). A
+#: connection carries one round trip at a time, so across a link of 40 ms a round trip each
+#: one carries at most 25 writes a second: 16 let 16 clients' sends go at once (a send is one
+#: write). They are opened as load needs them (the pool lends the one used last first), so a
+#: quiet broker holds one; at full load a broker holds up to 16 + LOOKUP_POOL + a few of its
+#: own (reads, events, LISTEN, the sweep's lock): about 40 of the server's `max_connections`
+#: (100 by default).
+WRITE_POOL = 16
 #: Times a transaction the database rolled back (deadlock, serialization) is run in all.
 ATTEMPTS = 3
 #: How long the server lets a write's transaction sit idle before it ends it (see _Pool).
 IDLE_IN_TRANSACTION = "10s"
-#: Connections the lookups of one broker use at most (and so lookups in flight at once).
-LOOKUP_POOL = 4
+#: Connections the lookups of one broker use at most (and so lookups in flight at once):
+#: as many as writes, since each send is one lookup and one write (see WRITE_POOL).
+LOOKUP_POOL = 16
 #: Seconds a lookup may wait on a connection attempt, the first time the store stops
 #: answering (after that, lookups fail at once until a probe finds it back).
 LOOKUP_TIMEOUT = 3
