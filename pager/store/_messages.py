@@ -229,6 +229,24 @@ def remember_idempotency(conn: Conn, sender_id: str, key: str, message_id: str, 
 # -- claiming --------------------------------------------------------------------------------
 
 
+#: The messages a claim takes, in send order: queued ones available by `now`. The IN term
+#: repeats the partial index's condition so SQLite walks the unsettled inbox in send order and
+#: stops at the limit, instead of sorting every waiting row. (PostgreSQL spells it its own way,
+#: pg/_conn.py: rows another transaction holds are skipped, and `now` is never later than the
+#: database's own clock.)
+CLAIMABLE = (
+    f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
+    " AND state IN ('queued', 'claimed', 'delivered') AND state = 'queued'"
+    " AND available_at <= ? ORDER BY seq LIMIT ?"
+)
+#: The open claims of an identity whose ack wait ran out by `now` (PostgreSQL: as
+#: `CLAIMABLE`).
+LAPSED_CLAIMS = (
+    "SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND state = 'open'"
+    " AND expires_at <= ?"
+)
+
+
 def claim_waiting(
     conn: Conn,
     *,
@@ -246,14 +264,7 @@ def claim_waiting(
     Each claim is a guarded update of the queued row it read, so a message another claimer
     took meanwhile is skipped, never claimed twice."""
     dead_letter_expired(conn, recipient_id, now, policy.message_expiry)
-    rows = conn.execute(
-        # The IN term repeats the partial index's condition so SQLite walks the unsettled
-        # inbox in send order and stops at the limit, instead of sorting every waiting row.
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
-        " AND state IN ('queued', 'claimed', 'delivered') AND state = 'queued'"
-        " AND available_at <= ? ORDER BY seq LIMIT ?",
-        (recipient_id, now, limit),
-    ).fetchall()
+    rows = conn.execute(CLAIMABLE, (recipient_id, now, limit)).fetchall()
     claims: list[Claim] = []
     events: list[tuple[str, dict[str, object]]] = []
     for row in rows:
@@ -431,11 +442,7 @@ def _return_to_queue(
 
 def expire_claims(conn: Conn, recipient_id: str, now: float, max_attempts: int) -> int:
     """Open claims past their ack wait return their messages to the queue at once."""
-    rows = conn.execute(
-        "SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND state = 'open'"
-        " AND expires_at <= ?",
-        (recipient_id, now),
-    ).fetchall()
+    rows = conn.execute(LAPSED_CLAIMS, (recipient_id, now)).fetchall()
     events = []
     for token_hash, message_id in rows:
         if not conn.execute(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
@@ -147,7 +148,9 @@ async def pg_messaging(
     wakeups = PgWakeups(HOST)
     wakeups.writer = writer
     config = Config(windows=WINDOWS, limits=limits or Limits())
-    clock = TrioWallClock()
+    # The database's time, as a broker's clock is (pg/backend.py `DatabaseClock`): the store
+    # compares claim deadlines on the database's own clock.
+    clock = TrioWallClock(start=time.time())
     try:
         async with trio.open_nursery() as nursery:
             inbox_ref: ActorRef[ProviderMessage] = await start_actor(
