@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -70,6 +72,11 @@ LOOKUP_POOL = 16
 #: Seconds a lookup may wait on a connection attempt, the first time the store stops
 #: answering (after that, lookups fail at once until a probe finds it back).
 LOOKUP_TIMEOUT = 3
+#: Seconds a lookup waits for its answer. A lookup is a few index reads: past this the link
+#: or the server is in trouble (a link that still acknowledges TCP but passes nothing on
+#: would hold it forever, keepalives and all). Its connection is cut and its caller answered
+#: `unavailable`; the server ends the statement by itself by then too (`statement_timeout`).
+LOOKUP_ANSWER = 5.0
 #: A failure that took longer than this was a timeout (a cut link, a server that does not
 #: answer), not a refusal (a server that is down answers "refused" at once).
 SLOW_FAILURE = 0.5
@@ -102,6 +109,7 @@ class _Connection:
         self._timeout = timeout
         self._raw: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
+        self._cut = False  # set by `cut`: the call waiting on the connection gives up
 
     def run(self, fn: Callable[[Conn], T]) -> T:
         with self._lock:
@@ -136,6 +144,11 @@ class _Connection:
                     if not isinstance(exc, psycopg.OperationalError):
                         raise  # a bug or a domain rule, not the store's trouble
                     self._drop()
+                    if self._cut:  # given up on (`cut`): no second try
+                        self._cut = False
+                        raise PgUnreachable(
+                            self._store.url or "", "it did not answer in time"
+                        ) from None
                     if not began and not fresh:
                         # It died while idle (a server restart since the last call): its
                         # BEGIN failed, nothing of `fn` ran; once more on a new connection.
@@ -160,6 +173,20 @@ class _Connection:
             self._raw = raw
             return raw, True
         return self._raw, False
+
+    def cut(self) -> None:
+        """From another thread: shut the connection's socket down, so a call waiting on a
+        link that passes nothing fails at once (and its connection is dropped)."""
+        raw = self._raw
+        if raw is None or raw.closed:
+            return
+        self._cut = True
+        with contextlib.suppress(OSError, psycopg.Error):
+            sock = socket.socket(fileno=os.dup(raw.pgconn.socket))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
 
     def _drop(self) -> None:
         raw, self._raw = self._raw, None
@@ -192,6 +219,23 @@ def _batched(conn: BatchConn, fn: Callable[[Conn], T]) -> T:
     return value.finish() if isinstance(value, AfterCommit) else value
 
 
+class _Lent:
+    """The connection a call runs on while it runs, to `cut` it from another thread."""
+
+    def __init__(self) -> None:
+        self._connection: _Connection | None = None
+        self._lock = threading.Lock()
+
+    def lend(self, connection: _Connection | None) -> None:
+        with self._lock:
+            self._connection = connection
+
+    def cut(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.cut()
+
+
 class _Pool:
     """Up to `size` connections, each lent to one worker thread at a time: the one used last
     first (a stack), so a quiet broker keeps reusing one open connection, not opening each in
@@ -206,11 +250,14 @@ class _Pool:
         one_statement_snapshots: bool = False,
         batched: bool = False,
         timeout: int = CONNECT_TIMEOUT,
+        statement_timeout: float | None = None,
     ) -> None:
         self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue()
         # A write never waits on this broker between its statements: a transaction left open
         # (its broker cut off mid-way) is ended by the server, and its locks with it.
         server = {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION}
+        if statement_timeout is not None:
+            server["statement_timeout"] = f"{int(statement_timeout * 1000)}ms"
         self._all = [
             _Connection(
                 store,
@@ -225,11 +272,16 @@ class _Pool:
         for connection in self._all:
             self._idle.put(connection)
 
-    def run(self, fn: Callable[[Conn], T]) -> T:
+    def run(self, fn: Callable[[Conn], T], lent: _Lent | None = None) -> T:
+        """`fn` on an idle connection; `lent` holds that connection while it runs."""
         connection = self._idle.get()
+        if lent is not None:
+            lent.lend(connection)
         try:
             return connection.run(fn)
         finally:
+            if lent is not None:
+                lent.lend(None)
             self._idle.put(connection)
 
     def close(self) -> None:
@@ -269,7 +321,12 @@ class PgWriter:
         # checked where it matters (the identity actor decides whether a session is current,
         # every change is a guarded update).
         self._lookups = _Pool(
-            store, "lookups", LOOKUP_POOL, one_statement_snapshots=True, timeout=LOOKUP_TIMEOUT
+            store,
+            "lookups",
+            LOOKUP_POOL,
+            one_statement_snapshots=True,
+            timeout=LOOKUP_TIMEOUT,
+            statement_timeout=LOOKUP_ANSWER,
         )
         self._lookup_slots = trio.CapacityLimiter(LOOKUP_POOL)
         # Set while the store does not answer at all (calls time out): lookups then fail at
@@ -303,7 +360,26 @@ class PgWriter:
             raise PgUnreachable(
                 self._store_url, "it did not answer the last call; waiting for it to answer again"
             )
-        return await self._call(lambda: self._lookups.run(fn), limiter=self._lookup_slots)
+        if self._inline:
+            return self._watched(lambda: self._lookups.run(fn))
+        lent = _Lent()
+        with trio.move_on_after(LOOKUP_ANSWER):
+            return await trio.to_thread.run_sync(
+                lambda: self._watched(lambda: self._lookups.run(fn, lent)),
+                limiter=self._lookup_slots,
+                abandon_on_cancel=True,  # its thread ends once `cut` below reaches it
+            )
+        # No answer in time: a link that passes nothing on. Its connection is cut (the thread
+        # waiting on it fails and drops it), and lookups fail at once until a probe finds
+        # the store answering again.
+        lent.cut()
+        self._unresponsive = True
+        unanswered = PgUnreachable(
+            self._store_url, f"it did not answer a lookup within {LOOKUP_ANSWER:g} s"
+        )
+        if self._board is not None:
+            self._board.degrade(STORE, str(unanswered))
+        raise unanswered
 
     def _probe(self) -> None:
         """Ask the store whether it answers again, in a thread of its own (one at a time)."""
