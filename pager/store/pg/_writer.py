@@ -27,6 +27,7 @@ import contextlib
 import logging
 import os
 import queue
+import select
 import socket
 import threading
 import time
@@ -157,7 +158,7 @@ class _Connection:
 
     def _open(self) -> tuple[psycopg.Connection[Any], bool]:
         """The connection, and whether it was opened just now."""
-        if self._raw is None or self._raw.closed or self._raw.broken:
+        if self._raw is None or self._raw.closed or self._raw.broken or _said_goodbye(self._raw):
             self._drop()
             raw = connect(
                 self._store,
@@ -217,6 +218,19 @@ def _batched(conn: BatchConn, fn: Callable[[Conn], T]) -> T:
                 raw.execute("ROLLBACK")
         raise
     return value.finish() if isinstance(value, AfterCommit) else value
+
+
+def _said_goodbye(raw: psycopg.Connection[Any]) -> bool:
+    """Whether the server wrote to this idle connection (a connection nobody LISTENs on):
+    only a server ending it does (its FATAL on a shutdown or restart, then end of stream).
+    Checked before each call without a round trip, so a write whose statements go out with
+    their COMMIT in one message (pg/_batch.py) never goes out on a connection already gone
+    (whether such a message reached the server could not be told)."""
+    try:
+        readable, _, _ = select.select([raw.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
 
 
 class _Lent:
