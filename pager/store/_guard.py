@@ -23,6 +23,7 @@ from pager.domain.loop_guard import (
 from pager.domain.read_ahead import InboxDeadlines, ReadAhead
 from pager.domain.records import Identity
 from pager.store._conn import Conn
+from pager.store._dialect import dialect_of
 from pager.store._identities import (
     ADDRESSED_COLUMNS,
     addressed_where,
@@ -139,15 +140,11 @@ def too_deep(
     return hop_limit_error(deep, limits.max_hops, chain)
 
 
-#: Taken first by a send's transaction: the recipient's inbox lock (`LOCK_INBOX`), then the
-#: sender's, so that two sends of one sender (to any recipients, from any broker) decide on
-#: its rates one after the other. PostgreSQL spells it as its two advisory locks (pg/_conn.py);
-#: on SQLite, whose one writer already serializes every transaction, a trivial select.
-LOCK_SEND = "SELECT 'lock the inbox of', ?, 'and the sends of', ?"
-
-
 def lock_send(conn: Conn, recipient_id: str, sender_id: str) -> None:
-    conn.execute(LOCK_SEND, (recipient_id, sender_id))
+    """Taken first by a send: the recipient's inbox lock, then the sender's, so that two sends
+    of one sender (to any recipients, from any broker) decide on its rates one after the
+    other (see `Dialect`)."""
+    dialect_of(conn).lock_send(conn, recipient_id, sender_id)
 
 
 #: The SQLSTATE `pager_expect` raises (pg/_schema.py): what a write decided on changed.

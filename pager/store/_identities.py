@@ -15,6 +15,7 @@ from pager.domain.names import format_address
 from pager.domain.records import Delivery, Identity, Session, SessionState
 from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
+from pager.store._dialect import dialect_of
 from pager.store._events import record_event
 
 _IDENTITY_COLUMNS = (
@@ -408,15 +409,9 @@ def attached_identity_ids(conn: Conn, host: str | None = None) -> frozenset[str]
     return frozenset(str(row[0]) for row in rows if host is None or (row[1] or "") == host)
 
 
-#: Taken first by every transaction that changes an identity's inbox: on PostgreSQL an
-#: advisory lock held to the commit (pg/_conn.py spells it), so at most one broker claims for
-#: a recipient at a time and its first deliveries keep send order (SPEC §13); on SQLite, whose
-#: one writer already serializes every transaction, a trivial select.
-LOCK_INBOX = "SELECT 'lock the inbox of', ?"
-
-
 def lock_inbox(conn: Conn, identity_id: str) -> None:
-    conn.execute(LOCK_INBOX, (identity_id,))
+    """Taken first by every transaction that changes an identity's inbox (see `Dialect`)."""
+    dialect_of(conn).lock_inbox(conn, identity_id)
 
 
 def set_next_due(conn: Conn, identity_id: str, due: float | None) -> None:

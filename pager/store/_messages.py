@@ -18,6 +18,7 @@ from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._conn import Conn, Cursor
+from pager.store._dialect import dialect_of
 from pager.store._events import record_event, record_events
 from pager.store._identities import addresses
 
@@ -229,22 +230,17 @@ def remember_idempotency(conn: Conn, sender_id: str, key: str, message_id: str, 
 # -- claiming --------------------------------------------------------------------------------
 
 
-#: The messages a claim takes, in send order: queued ones available by `now`. The IN term
-#: repeats the partial index's condition so SQLite walks the unsettled inbox in send order and
-#: stops at the limit, instead of sorting every waiting row. (PostgreSQL spells it its own way,
-#: pg/_conn.py: rows another transaction holds are skipped, and `now` is never later than the
-#: database's own clock.)
-CLAIMABLE = (
-    f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
-    " AND state IN ('queued', 'claimed', 'delivered') AND state = 'queued'"
-    " AND available_at <= ? ORDER BY seq LIMIT ?"
-)
-#: The open claims of an identity whose ack wait ran out by `now` (PostgreSQL: as
-#: `CLAIMABLE`).
-LAPSED_CLAIMS = (
-    "SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND state = 'open'"
-    " AND expires_at <= ?"
-)
+def _claimable(conn: Conn) -> str:
+    """The messages a claim takes, in send order: queued ones available by now. The IN term
+    repeats the partial index's condition so SQLite walks the unsettled inbox in send order
+    and stops at the limit, instead of sorting every waiting row."""
+    dialect = dialect_of(conn)
+    return (
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
+        " AND state IN ('queued', 'claimed', 'delivered') AND state = 'queued'"
+        f" AND {dialect.not_after_now('available_at')} ORDER BY seq LIMIT ?"
+        f"{dialect.take_free_rows}"
+    )
 
 
 def claim_waiting(
@@ -264,7 +260,7 @@ def claim_waiting(
     Each claim is a guarded update of the queued row it read, so a message another claimer
     took meanwhile is skipped, never claimed twice."""
     dead_letter_expired(conn, recipient_id, now, policy.message_expiry)
-    rows = conn.execute(CLAIMABLE, (recipient_id, now, limit)).fetchall()
+    rows = conn.execute(_claimable(conn), (recipient_id, now, limit)).fetchall()
     claims: list[Claim] = []
     events: list[tuple[str, dict[str, object]]] = []
     for row in rows:
@@ -442,7 +438,12 @@ def _return_to_queue(
 
 def expire_claims(conn: Conn, recipient_id: str, now: float, max_attempts: int) -> int:
     """Open claims past their ack wait return their messages to the queue at once."""
-    rows = conn.execute(LAPSED_CLAIMS, (recipient_id, now)).fetchall()
+    dialect = dialect_of(conn)
+    rows = conn.execute(
+        "SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND state = 'open'"
+        f" AND {dialect.not_after_now('expires_at')}{dialect.take_free_rows}",
+        (recipient_id, now),
+    ).fetchall()
     events = []
     for token_hash, message_id in rows:
         if not conn.execute(

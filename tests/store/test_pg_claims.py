@@ -1,7 +1,7 @@
 """Claims on a PostgreSQL store that several brokers share (SPEC §13): a claim never waits on a
 row another broker's transaction holds (`FOR UPDATE SKIP LOCKED`), and a broker whose clock
 runs ahead cannot take another broker's claim before its ack wait is over on the database's
-clock (pg/_conn.py `_DATABASE_DEADLINES`)."""
+clock (pager/store/pg/_dialect.py `not_after_now`)."""
 
 from __future__ import annotations
 
