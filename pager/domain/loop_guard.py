@@ -118,3 +118,26 @@ def within_rate(limit: int, sent: Sent, now: float, who: str) -> None:
         retry_after_s=retry,
         limit=limit,
     )
+
+
+def chain_reset_budget(per_hour: int, left: object, counted_at: object, now: float) -> float | None:
+    """A typed prompt restarts an agent's chain: the budget of such restarts left after this
+    one (`left` restarts as of `counted_at`, refilled evenly over the hour up to `per_hour`;
+    None: never counted), or PagerError `rate_limited` when none is left, since an agent can
+    report a prompt it made up. None when the budget is off (`per_hour` 0)."""
+    if not per_hour:
+        return None
+    level = float(per_hour)
+    if left is not None:
+        level = min(level, float(str(left)) + (now - float(str(counted_at))) * per_hour / HOUR)
+    if level < 1:
+        retry = max(1, math.ceil((1 - level) * HOUR / per_hour))
+        raise PagerError(
+            ErrorCode.RATE_LIMITED,
+            f"the chain was not started again: {per_hour} prompts an hour restart this"
+            f" agent's chain after mail from agents, and it used them (the loop guard"
+            f" counts on from where it is). It can restart in {retry} s.",
+            retry_after_s=retry,
+            limit=per_hour,
+        )
+    return level - 1

@@ -5,10 +5,9 @@ its hop or race its own count, or read ahead of it and checked again when it wri
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.errors import PagerError
 from pager.domain.limits import SendLimits
 from pager.domain.loop_guard import (
     HOUR,
@@ -16,6 +15,7 @@ from pager.domain.loop_guard import (
     SendOrigin,
     Sent,
     TooDeep,
+    chain_reset_budget,
     decide,
     decide_token_page,
     hop_limit_error,
@@ -281,25 +281,10 @@ def start_chain(conn: Conn, identity_id: str, now: float, limits: SendLimits) ->
     ).fetchone()
     if row is None or not row[0]:  # nothing to reset: no chain, or one a person started
         return False
-    per_hour = limits.chain_resets_per_hour
-    level: float | None = None  # no budget kept while the limit is off
-    if per_hour:
-        level = float(per_hour)
-        if row[1] is not None:
-            level = min(level, float(row[1]) + (now - float(row[2])) * per_hour / HOUR)
-        if level < 1:
-            retry = max(1, math.ceil((1 - level) * HOUR / per_hour))
-            raise PagerError(
-                ErrorCode.RATE_LIMITED,
-                f"the chain was not started again: {per_hour} prompts an hour restart this"
-                f" agent's chain after mail from agents, and it used them (the loop guard"
-                f" counts on from where it is). It can restart in {retry} s.",
-                retry_after_s=retry,
-                limit=per_hour,
-            )
+    level = chain_reset_budget(limits.chain_resets_per_hour, row[1], row[2], now)
     conn.execute(
         "UPDATE identities SET cause_hop = NULL, cause_id = NULL, chain_resets = ?,"
         " chain_resets_at = ? WHERE id = ?",
-        (None if level is None else level - 1, now, identity_id),
+        (level, now, identity_id),
     )
     return True

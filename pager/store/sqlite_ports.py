@@ -110,12 +110,14 @@ class SqliteInbox:
         one batch (`_enqueue_decided`)."""
         if _decidable_ahead(send, claim_for):
             try:
-                return await self._enqueue_decided(
+                decided = await self._enqueue_decided(
                     recipient_id, send, now=now, limits=limits, policy=policy,
                     tell_others=tell_others,
                 )  # fmt: skip
-            except (ms.StaleFacts, PagerError):
-                pass  # decided on facts that changed, or refused: decide inside the write
+            except ms.StaleFacts:
+                decided = None  # decided on facts that changed: decide inside the write
+            if decided is not None:
+                return decided
 
         def op(conn: Conn) -> AfterCommit[Changed[Enqueued]]:
             ms.lock_send(conn, recipient_id, send.sender_id)
@@ -195,18 +197,21 @@ class SqliteInbox:
         limits: SendLimits,
         policy: ClaimPolicy,
         tell_others: bool,
-    ) -> Changed[Enqueued]:
+    ) -> Changed[Enqueued] | None:
         """A send decided on the facts read ahead (`send.ahead`), written in one transaction
         that reads nothing before its end: under the inbox's and the sender's locks, a
         statement fails it (`StaleFacts`) unless those facts still hold, so a sender racing
-        its own sends, or a claim of the inbox, cannot slip past what was decided. PagerError
-        when the decision refuses (its caller decides again inside the write: a refusal on
-        facts read without the locks is not final)."""
+        its own sends, or a claim of the inbox, cannot slip past what was decided. None when
+        the decision refuses: a refusal on facts read without the locks is not final, so its
+        caller decides again inside the write (where a hop limit's chain is read too)."""
         ahead = send.ahead
         assert ahead is not None
-        stands = decide(ahead.sender, limits, ahead.read_at, script=send.script)
+        try:
+            stands = decide(ahead.sender, limits, ahead.read_at, script=send.script)
+        except PagerError:
+            return None
         if isinstance(stands, TooDeep):
-            raise ms.StaleFacts()  # named inside the write, where the chain is read
+            return None
         before = ms.InboxDue(**attrs.asdict(ahead.inbox), message_expiry=policy.message_expiry)
         after = before.with_new_mail(now)
 
