@@ -41,6 +41,9 @@ class Checkpoint:
     (on the event loop, its commit in the thread), and `await lookup(fn)` for short reads (fn
     runs at once, on the event loop: no thread handoff, it awaits nothing)."""
 
+    #: A statement costs no round trip here: a send reads its facts inside its write.
+    reads_ahead = False
+
     def __init__(self, ref: ActorRef[CheckpointMessage], quick: QuickReads) -> None:
         self.ref = ref
         self.quick = quick

@@ -43,6 +43,7 @@ from pager.domain.ids import Kind, hash_token, looks_like, new_mailbox_id, new_t
 from pager.domain.mailbox_tokens import UNUSABLE, MailboxToken
 from pager.domain.names import alias_of_login, format_address, parse_address
 from pager.domain.pages import Page
+from pager.domain.read_ahead import ReadAhead
 from pager.domain.records import Delivery, DeliveryKind, SessionState
 from pager.domain.reservation_results import (
     CheckResult,
@@ -232,19 +233,23 @@ class BrokerService:
         """The alias the person's identity gets in each workspace (docs/cli.md)."""
         return self.config.person_name or alias_of_login(_login_name())
 
-    async def _recipient(self, caller: Caller, to: str) -> Resolved:
-        """The identity `to` names for a send or a page from `caller`. The person is
-        reachable from every workspace by their name: a bare alias that names no one in the
-        caller's workspace but is the person's name reaches the person's identity there,
-        made as the person's own first command there would make it."""
+    async def _recipient(self, caller: Caller, to: str) -> tuple[Resolved, ReadAhead | None]:
+        """The identity `to` names for a send or a page from `caller`, with the facts the
+        send's decision needs where the store reads them with the address (`ReadAhead`). The
+        person is reachable from every workspace by their name: a bare alias that names no
+        one in the caller's workspace but is the person's name reaches the person's identity
+        there, made as the person's own first command there would make it."""
         address = parse_address(to)
         try:
-            return await self.lookups.resolve(caller.agent_id, address, to)
+            return await self.lookups.resolve_to_send(
+                caller.agent_id, address, to, now=self.clock.now()
+            )
         except PagerError as error:
             person = self._person_alias()
             if not addressing.reaches_person(address, error, person):
                 raise
-        return await self.accounts.person_beside(caller.agent_id, person, now=self.clock.now())
+        made = await self.accounts.person_beside(caller.agent_id, person, now=self.clock.now())
+        return made, None
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -281,8 +286,8 @@ class BrokerService:
         idempotency_key: str | None = None,
     ) -> SendResult:
         self._check_body(body)
-        recipient = await self._recipient(caller, to)
-        request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key)
+        recipient, ahead = await self._recipient(caller, to)
+        request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key, ahead=ahead)
         return await self._enqueue(recipient, request)
 
     async def notify(self, caller: Caller, *, to: str | None, page: Page, run: bool) -> SendResult:
@@ -291,10 +296,11 @@ class BrokerService:
         send like any other (SPEC §8.1)."""
         body = page.body
         self._check_body(body)
-        recipient = await self._recipient(caller, to if to is not None else caller.agent_id)
+        recipient, ahead = await self._recipient(caller, to if to is not None else caller.agent_id)
         request = Enqueue(
-            caller.agent_id, body, page.job_id, None, None, fields=page.fields_json, script=run
-        )
+            caller.agent_id, body, page.job_id, None, None, fields=page.fields_json, script=run,
+            ahead=ahead,
+        )  # fmt: skip
         return await self._enqueue(recipient, request)
 
     async def notify_with_token(

@@ -25,6 +25,11 @@ class PausableProxy:
         task_status.started(self.port)
         await trio.serve_listeners(self._handle, listeners)
 
+    @property
+    def flowing(self) -> bool:
+        """Whether the link passes data (not paused)."""
+        return self._flowing.is_set()
+
     def pause(self) -> None:
         self.held.clear()
         self._flowing = trio.Event()

@@ -13,6 +13,7 @@ import attrs
 
 from pager.domain.clock import iso
 from pager.store._conn import Conn
+from pager.store._dialect import dialect_of
 
 
 @attrs.frozen
@@ -55,8 +56,7 @@ def events_after(conn: Conn, seq: int, limit: int) -> list[Event]:
 def latest_event_seq(conn: Conn) -> int:
     """The highest seq ever assigned (0 when none): AUTOINCREMENT remembers deleted ones
     (PostgreSQL's adapter asks its identity sequence instead)."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
-    return int(row[0]) if row is not None else 0
+    return dialect_of(conn).latest_event_seq(conn)
 
 
 def event_rows_after(conn: Conn, seq: int, limit: int) -> list[tuple[int, str, str, str]]:

@@ -1,35 +1,41 @@
-"""The loop guard and send rates of SPEC §8.1, decided inside the send's own transaction (so
-no caller can understate its hop or race its own count)."""
+"""The reads behind the loop guard and send rates of SPEC §8.1 (the decision is
+pager/domain/loop_guard.py): inside the send's own transaction, so no caller can understate
+its hop or race its own count, or read ahead of it and checked again when it writes
+(`expect_unchanged`)."""
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
-import attrs
-
-from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.errors import PagerError
 from pager.domain.limits import SendLimits
+from pager.domain.loop_guard import (
+    HOUR,
+    SenderFacts,
+    SendOrigin,
+    Sent,
+    TooDeep,
+    chain_reset_budget,
+    decide,
+    decide_token_page,
+    hop_limit_error,
+)
+from pager.domain.read_ahead import InboxDeadlines, ReadAhead
+from pager.domain.records import Identity
 from pager.store._conn import Conn
-from pager.store._identities import addresses
+from pager.store._dialect import dialect_of
+from pager.store._identities import (
+    ADDRESSED_COLUMNS,
+    addressed_where,
+    addresses,
+    identity_of,
+)
 from pager.store._tokens import MAILBOX_PREFIX, page_with_token
 
-HUMAN, AGENT, SCRIPT = "human", "agent", "script"
-#: The implementation of the person's identity (SPEC §4.2).
-PERSON_IMPLEMENTATION = "human"
-HOUR = 3600.0
 #: The origins each rate counts, as SQL literals: an agent identity's sends are its own
 #: (`agent`) and its `pager run` pages (`script`); a token's and a run's cap count pages alone.
 AGENTS = "'agent', 'script'"
 SCRIPTS = "'script'"
-
-
-@attrs.frozen
-class SendOrigin:
-    """Where a new message stands in its chain (SPEC §8.1)."""
-
-    origin: str
-    hop: int
-    cause_id: str | None  # the message whose delivery led to this send
 
 
 def origin_and_hop(
@@ -41,149 +47,229 @@ def origin_and_hop(
     *,
     script: bool = False,
 ) -> SendOrigin:
-    """The new message's origin, hop and cause, or PagerError `hop_limit` / `rate_limited`
-    (or `unauthenticated` for a mailbox token no longer usable). `script`: a page about a job
-    (`pager run`), which starts a chain like a person's message."""
+    """The new message's origin, hop and cause, read and decided inside the send's
+    transaction, or PagerError `hop_limit` / `rate_limited` (or `unauthenticated` for a
+    mailbox token no longer usable)."""
     if sender_id.startswith(MAILBOX_PREFIX):
         page_with_token(conn, sender_id, recipient_id, now)
-        if limits.script_per_hour:  # counted only when limited: the count walks the hour
-            _within_rate(limits.script_per_hour, _token_pages(conn, sender_id, now), now,
-                         "this token sent")  # fmt: skip
-        return SendOrigin(SCRIPT, 0, None)
+        # Counted only when limited: the count walks the token's hour of pages.
+        pages = _token_pages(conn, sender_id, now) if limits.script_per_hour else NONE_SENT
+        return decide_token_page(pages, limits, now)
     counted = limits.agent_per_hour or limits.pair_per_hour or (script and limits.script_per_hour)
-    sender = _sender(conn, sender_id, recipient_id, now, count=bool(counted))
-    if sender is None:
-        raise PagerError(ErrorCode.ENDED, "the sending identity no longer exists (purged)")
-    if script:
-        _within_rate(limits.script_per_hour, sender.script, now, "you paged")
-    if sender.implementation == PERSON_IMPLEMENTATION:
-        return SendOrigin(SCRIPT, 0, None) if script else SendOrigin(HUMAN, 0, None)
-    hop = 1 + sender.cause_hop
-    if not script:  # a run-page starts a chain: no hop to check
-        _within_hops(conn, sender_id, recipient_id, hop, sender.cause_id, limits)
-    # An agent's sends and its `pager run` pages share its budgets: a run-page starts no
-    # chain, but it is still this agent writing to that recipient.
-    _within_rate(limits.agent_per_hour, sender.agent, now, "you sent")
-    _within_rate(limits.pair_per_hour, sender.pair, now, "you sent this recipient")
-    if script:
-        return SendOrigin(SCRIPT, 0, None)
-    return SendOrigin(AGENT, hop, sender.cause_id)
+    facts = sender_facts(conn, sender_id, recipient_id, now, count=bool(counted))
+    decided = decide(facts, limits, now, script=script)
+    if isinstance(decided, TooDeep):
+        raise too_deep(conn, sender_id, recipient_id, decided, limits)
+    return decided
 
 
-@attrs.frozen
-class _Sent:
-    """How many messages of a kind were sent in the last hour, and when the oldest was."""
-
-    count: int
-    oldest: float | None
-
-
-@attrs.frozen
-class _Sender:
-    implementation: str
-    cause_hop: int
-    cause_id: str | None
-    agent: _Sent  # its sends and run-pages (origins agent and script)
-    pair: _Sent  # the same, to this recipient
-    script: _Sent  # its run-pages
-
-
-def _token_pages(conn: Conn, token_id: str, now: float) -> _Sent:
+def _token_pages(conn: Conn, token_id: str, now: float) -> Sent:
     """The pages a mailbox token sent in the last hour."""
     count, oldest = conn.execute(
         "SELECT COUNT(*), MIN(sent_at) FROM messages WHERE sender_id = ? AND sent_at > ?"
         f" AND origin IN ({SCRIPTS})",
         (token_id, now - HOUR),
     ).fetchone()
-    return _Sent(int(count), None if oldest is None else float(oldest))
+    return Sent(int(count), None if oldest is None else float(oldest))
 
 
-def _sender(
-    conn: Conn, sender_id: str, recipient_id: str, now: float, *, count: bool
-) -> _Sender | None:
+#: The sender's sends of the last hour (`:from`, `:since`) by the origins each rate counts,
+#: in one walk of its recent sends (the index by sender and time); the pair's are `PAIR`'s.
+_RATES = (
+    f"SELECT COUNT(CASE WHEN origin IN ({AGENTS}) THEN 1 END) AS agent,"
+    f" MIN(CASE WHEN origin IN ({AGENTS}) THEN sent_at END) AS agent_oldest,"
+    f" COUNT(CASE WHEN origin IN ({SCRIPTS}) THEN 1 END) AS script,"
+    f" MIN(CASE WHEN origin IN ({SCRIPTS}) THEN sent_at END) AS script_oldest"
+    " FROM messages WHERE sender_id = :from AND sent_at > :since"
+)
+
+
+def _pair(to: str) -> str:
+    """The sender's sends of the last hour to `to` (a column or a parameter)."""
+    return (
+        f"(SELECT COUNT(*) FROM messages WHERE sender_id = :from AND sent_at > :since"
+        f" AND recipient_id = {to} AND origin IN ({AGENTS})),"
+        f" (SELECT MIN(sent_at) FROM messages WHERE sender_id = :from AND sent_at > :since"
+        f" AND recipient_id = {to} AND origin IN ({AGENTS}))"
+    )
+
+
+#: No sends counted: what a rate that is off reads.
+NONE_SENT = Sent(0, None)
+
+
+def sender_facts(
+    conn: Conn, sender_id: str, recipient_id: str, now: float, *, count: bool = True
+) -> SenderFacts | None:
     """The sender's chain and, when `count` (a rate limit is on), its sends of the last hour,
-    in one statement (one walk of its recent sends, on the index by sender and time). With
-    every rate off nothing is counted: that walk grows with each send of the hour."""
+    in one statement. With every rate off nothing is counted: that walk grows with each send
+    of the hour."""
     if not count:
-        row = conn.execute(
+        chain = conn.execute(
             "SELECT implementation, cause_hop, cause_id FROM identities WHERE id = ?",
             (sender_id,),
         ).fetchone()
-        return None if row is None else _chain_of(row, _NONE_SENT, _NONE_SENT, _NONE_SENT)
+        if chain is None:
+            return None
+        return facts_of((*chain, 0, None, 0, None, 0, None))
     row = conn.execute(
-        "SELECT i.implementation, i.cause_hop, i.cause_id, r.agent, r.agent_oldest, r.pair,"
-        " r.pair_oldest, r.script, r.script_oldest FROM identities i,"
-        f" (SELECT COUNT(CASE WHEN origin IN ({AGENTS}) THEN 1 END) AS agent,"
-        f"  MIN(CASE WHEN origin IN ({AGENTS}) THEN sent_at END) AS agent_oldest,"
-        f"  COUNT(CASE WHEN origin IN ({AGENTS}) AND recipient_id = :to THEN 1 END) AS pair,"
-        f"  MIN(CASE WHEN origin IN ({AGENTS}) AND recipient_id = :to THEN sent_at END)"
-        "   AS pair_oldest,"
-        f"  COUNT(CASE WHEN origin IN ({SCRIPTS}) THEN 1 END) AS script,"
-        f"  MIN(CASE WHEN origin IN ({SCRIPTS}) THEN sent_at END) AS script_oldest"
-        "  FROM messages WHERE sender_id = :from AND sent_at > :since) AS r"
-        " WHERE i.id = :from",
+        f"SELECT s.implementation, s.cause_hop, s.cause_id, {_pair(':to')}, r.agent,"
+        f" r.agent_oldest, r.script, r.script_oldest FROM identities s, ({_RATES}) AS r"
+        " WHERE s.id = :from",
         {"from": sender_id, "to": recipient_id, "since": now - HOUR},
+    ).fetchone()
+    return None if row is None else facts_of(row)
+
+
+#: The columns `facts_of` reads, in a statement where `s` is the sender's identities row
+#: (NULLs when it is gone), `r` its rates (`_RATES`) and `i` the recipient's row.
+_SENDER_COLUMNS = (
+    f"s.implementation, s.cause_hop, s.cause_id, {_pair('i.id')}, r.agent, r.agent_oldest,"
+    " r.script, r.script_oldest"
+)
+
+
+def facts_of(row: Any) -> SenderFacts | None:
+    """`_SENDER_COLUMNS` as the decision takes them (None: the sender is gone)."""
+    if row[0] is None:
+        return None
+
+    def sent(count: object, oldest: object) -> Sent:
+        return Sent(int(str(count)), None if oldest is None else float(str(oldest)))
+
+    return SenderFacts(
+        implementation=str(row[0]),
+        cause_hop=int(row[1] or 0),
+        cause_id=None if row[2] is None else str(row[2]),
+        pair=sent(row[3], row[4]),
+        agent=sent(row[5], row[6]),
+        script=sent(row[7], row[8]),
+    )
+
+
+def too_deep(
+    conn: Conn, sender_id: str, recipient_id: str, deep: TooDeep, limits: SendLimits
+) -> PagerError:
+    """The `hop_limit` refusal, naming the chain's senders by address."""
+    ends = addresses(conn, (sender_id, recipient_id))
+    chain = [
+        *_chain(conn, deep.cause_id, limits.max_hops + 1),
+        f"{ends.get(sender_id, sender_id)} (you)",
+        ends.get(recipient_id, recipient_id),
+    ]
+    return hop_limit_error(deep, limits.max_hops, chain)
+
+
+def lock_send(conn: Conn, recipient_id: str, sender_id: str) -> None:
+    """Taken first by a send: the recipient's inbox lock, then the sender's, so that two sends
+    of one sender (to any recipients, from any broker) decide on its rates one after the
+    other (see `Dialect`)."""
+    dialect_of(conn).lock_send(conn, recipient_id, sender_id)
+
+
+#: The SQLSTATE `pager_expect` raises (pg/_schema.py): what a write decided on changed.
+STALE_SQLSTATE = "PGR01"
+
+
+class StaleFacts(Exception):
+    """What a send read ahead of its write changed before the write (another send of its
+    sender, a claim of its recipient's inbox): nothing was written; decide again."""
+
+
+def expect_unchanged(conn: Conn, sender_id: str, recipient_id: str, read: ReadAhead) -> None:
+    """A statement that fails the write (`StaleFacts`, by `pager_expect`) unless the facts
+    the send decided on still hold: the sender's chain and its counts, the
+    recipient's row and its inbox's deadlines (`read`). Run under
+    `lock_send`, so no other send of this sender or change of this inbox can come between
+    it and the commit. PostgreSQL's statement (its function `pager_expect`)."""
+    sender = read.sender
+    assert sender is not None  # a send from no one was refused before its write
+    conn.execute(
+        "SELECT pager_expect("
+        " (SELECT COALESCE(cause_hop, 0) FROM identities WHERE id = :from) = :hop"
+        " AND (SELECT COALESCE(cause_id, '') FROM identities WHERE id = :from) = :cause"
+        f" AND (SELECT COUNT(*) FROM messages WHERE sender_id = :from AND sent_at > :since"
+        f"  AND origin IN ({AGENTS})) = :agent"
+        f" AND (SELECT COUNT(*) FROM messages WHERE sender_id = :from AND sent_at > :since"
+        f"  AND origin IN ({SCRIPTS})) = :script"
+        " AND (SELECT COALESCE(next_due, -1) FROM identities WHERE id = :to) = :due"
+        f" AND COALESCE(({_DEADLINES[0]}), -1) = :claim"
+        f" AND COALESCE(({_DEADLINES[1]}), -1) = :retry"
+        f" AND COALESCE(({_DEADLINES[2]}), -1) = :oldest)",
+        {
+            "from": sender_id,
+            "to": recipient_id,
+            "since": read.read_at - HOUR,
+            "now": read.read_at,
+            "hop": sender.cause_hop,
+            "cause": sender.cause_id or "",
+            "agent": sender.agent.count,
+            "script": sender.script.count,
+            "due": _or_minus_one(read.inbox.recorded),
+            "claim": _or_minus_one(read.inbox.open_claim_deadline),
+            "retry": _or_minus_one(read.inbox.next_retry),
+            "oldest": _or_minus_one(read.inbox.oldest_unsettled_sent_at),
+        },
+    )
+
+
+def _or_minus_one(value: float | None) -> float:
+    return -1.0 if value is None else value
+
+
+#: An inbox's deadlines (`:to` its identity, `:now` the time they are read at), as
+#: pager/store/_messages.py `inbox_due` reads them: the earliest open claim's, the next
+#: retry's, the oldest unsettled message's sending.
+_DEADLINES = (
+    "SELECT MIN(expires_at) FROM claims WHERE identity_id = :to AND state = 'open'",
+    "SELECT MIN(available_at) FROM messages WHERE recipient_id = :to AND state = 'queued'"
+    " AND available_at > :now",
+    "SELECT MIN(sent_at) FROM messages WHERE recipient_id = :to"
+    " AND state IN ('queued', 'claimed', 'delivered')",
+)
+
+
+def resolve_ahead(
+    conn: Conn,
+    *,
+    agent_id: str | None,
+    alias_key: str | None,
+    beside: str,
+    slug: str | None,
+    sender_id: str,
+    now: float,
+) -> tuple[Identity, str, ReadAhead] | None:
+    """The identity an address names (as `addressed_identity`) and its workspace's slug,
+    with what the send's decision needs (the sender's chain and rates, the recipient's row
+    and its inbox's deadlines, as of `now`), in one statement. None when no identity answers
+    to the address now."""
+    where, parameters = addressed_where(
+        agent_id=agent_id, alias_key=alias_key, beside=beside, slug=slug
+    )
+    deadlines = ", ".join(f"({deadline.replace(':to', 'i.id')})" for deadline in _DEADLINES)
+    row = conn.execute(
+        f"SELECT {ADDRESSED_COLUMNS}, w.slug, i.next_due, {deadlines}, {_SENDER_COLUMNS}"
+        " FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
+        f" LEFT JOIN identities s ON s.id = :from CROSS JOIN ({_RATES}) AS r WHERE {where}",
+        {**parameters, "from": sender_id, "since": now - HOUR, "now": now},
     ).fetchone()
     if row is None:
         return None
-
-    def sent(count: object, oldest: object) -> _Sent:
-        return _Sent(int(str(count)), None if oldest is None else float(str(oldest)))
-
-    return _chain_of(row, sent(row[3], row[4]), sent(row[5], row[6]), sent(row[7], row[8]))
-
-
-#: The sends of an hour not counted (their limit is off).
-_NONE_SENT = _Sent(0, None)
-
-
-def _chain_of(row: tuple[object, ...], agent: _Sent, pair: _Sent, script: _Sent) -> _Sender:
-    return _Sender(
-        implementation=str(row[0]),
-        cause_hop=int(str(row[1] or 0)),
-        cause_id=None if row[2] is None else str(row[2]),
-        agent=agent,
-        pair=pair,
-        script=script,
+    columns = len(ADDRESSED_COLUMNS.split(","))
+    identity, slug = identity_of(row), str(row[columns])
+    recorded, claim, retry, oldest = row[columns + 1 : columns + 5]
+    inbox = InboxDeadlines(
+        exists=True,
+        recorded=_float(recorded),
+        open_claim_deadline=_float(claim),
+        next_retry=_float(retry),
+        oldest_unsettled_sent_at=_float(oldest),
     )
+    return identity, slug, ReadAhead(now, facts_of(row[columns + 5 :]), inbox)
 
 
-def _within_hops(
-    conn: Conn, sender_id: str, recipient_id: str, hop: int, cause_id: object, limits: SendLimits
-) -> None:
-    """PagerError `hop_limit` when a send at `hop` would make the chain too deep."""
-    if limits.max_hops and hop > limits.max_hops:
-        ends = addresses(conn, (sender_id, recipient_id))
-        chain = [
-            *_chain(conn, cause_id, limits.max_hops + 1),
-            f"{ends.get(sender_id, sender_id)} (you)",
-            ends.get(recipient_id, recipient_id),
-        ]
-        raise PagerError(
-            ErrorCode.HOP_LIMIT,
-            f"not sent: this would be message {hop} of a chain in which agents answer each"
-            f" other without a person in between ({' → '.join(chain)}; the limit is"
-            f" {limits.max_hops}). Ask your person whether to go on; once they type a prompt"
-            " to you, the chain starts again.",
-            hop=hop,
-            max_hops=limits.max_hops,
-            chain=chain,
-        )
-
-
-def _within_rate(limit: int, sent: _Sent, now: float, who: str) -> None:
-    """PagerError `rate_limited` when `sent` reached `limit` in the last hour (0: no limit)."""
-    if not limit or sent.count < limit:
-        return
-    oldest = now if sent.oldest is None else sent.oldest
-    retry = max(1, math.ceil(oldest + HOUR - now))
-    raise PagerError(
-        ErrorCode.RATE_LIMITED,
-        f"not sent: {who} {sent.count} messages in the last hour (the limit is {limit})."
-        f" Wait {retry} s, and ask your person whether this many are needed.",
-        retry_after_s=retry,
-        limit=limit,
-    )
+def _float(value: object) -> float | None:
+    return None if value is None else float(str(value))
 
 
 def _chain(conn: Conn, cause_id: object, longest: int) -> list[str]:
@@ -215,25 +301,10 @@ def start_chain(conn: Conn, identity_id: str, now: float, limits: SendLimits) ->
     ).fetchone()
     if row is None or not row[0]:  # nothing to reset: no chain, or one a person started
         return False
-    per_hour = limits.chain_resets_per_hour
-    level: float | None = None  # no budget kept while the limit is off
-    if per_hour:
-        level = float(per_hour)
-        if row[1] is not None:
-            level = min(level, float(row[1]) + (now - float(row[2])) * per_hour / HOUR)
-        if level < 1:
-            retry = max(1, math.ceil((1 - level) * HOUR / per_hour))
-            raise PagerError(
-                ErrorCode.RATE_LIMITED,
-                f"the chain was not started again: {per_hour} prompts an hour restart this"
-                f" agent's chain after mail from agents, and it used them (the loop guard"
-                f" counts on from where it is). It can restart in {retry} s.",
-                retry_after_s=retry,
-                limit=per_hour,
-            )
+    level = chain_reset_budget(limits.chain_resets_per_hour, row[1], row[2], now)
     conn.execute(
         "UPDATE identities SET cause_hop = NULL, cause_id = NULL, chain_resets = ?,"
         " chain_resets_at = ? WHERE id = ?",
-        (None if level is None else level - 1, now, identity_id),
+        (level, now, identity_id),
     )
     return True

@@ -15,6 +15,7 @@ from pager.domain.names import format_address
 from pager.domain.records import Delivery, Identity, Session, SessionState
 from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
+from pager.store._dialect import dialect_of
 from pager.store._events import record_event
 
 _IDENTITY_COLUMNS = (
@@ -133,23 +134,40 @@ def addressed_identity(
     """The identity an address names and its workspace's slug, in one statement: by its id,
     or by its alias in the workspace `slug` names or (`beside`) the workspace of that
     identity. None when no identity answers to it now."""
-    columns = ", ".join(f"i.{column.strip()}" for column in _IDENTITY_COLUMNS.split(","))
-    select = (
-        f"SELECT {columns}, w.slug FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
+    where, parameters = addressed_where(
+        agent_id=agent_id, alias_key=alias_key, beside=beside, slug=slug
     )
-    if agent_id is not None:
-        row = conn.execute(f"{select} WHERE i.id = ?", (agent_id,)).fetchone()
-    elif slug is not None:
-        row = conn.execute(
-            f"{select} WHERE w.slug = ? AND i.alias_key = ?", (slug, alias_key)
-        ).fetchone()
-    else:
-        row = conn.execute(
-            f"{select} WHERE i.alias_key = ? AND i.workspace_key ="
-            " (SELECT workspace_key FROM identities WHERE id = ?)",
-            (alias_key, beside),
-        ).fetchone()
+    row = conn.execute(
+        f"SELECT {ADDRESSED_COLUMNS}, w.slug FROM identities i"
+        f" JOIN workspaces w ON w.key = i.workspace_key WHERE {where}",
+        parameters,
+    ).fetchone()
     return None if row is None else (_identity(row), str(row[-1]))
+
+
+#: The identities row's columns as `identity_of` reads them, from the row named `i`.
+ADDRESSED_COLUMNS = ", ".join(f"i.{column.strip()}" for column in _IDENTITY_COLUMNS.split(","))
+
+
+def addressed_where(
+    *, agent_id: str | None, alias_key: str | None, beside: str | None, slug: str | None
+) -> tuple[str, dict[str, str | None]]:
+    """The condition on `i` (identities) and `w` (its workspace) that picks the identity an
+    address names (see `addressed_identity`), with its named parameters."""
+    if agent_id is not None:
+        return "i.id = :agent_id", {"agent_id": agent_id}
+    if slug is not None:
+        return "w.slug = :slug AND i.alias_key = :alias_key", {"slug": slug, "alias_key": alias_key}
+    return (
+        "i.alias_key = :alias_key AND i.workspace_key ="
+        " (SELECT workspace_key FROM identities WHERE id = :beside)",
+        {"alias_key": alias_key, "beside": beside},
+    )
+
+
+def identity_of(row: Any) -> Identity:
+    """An identity from a row that starts with `ADDRESSED_COLUMNS`."""
+    return _identity(row)
 
 
 def alias_reserved_by(conn: Conn, workspace_key: str, alias_key: str) -> str | None:
@@ -391,15 +409,9 @@ def attached_identity_ids(conn: Conn, host: str | None = None) -> frozenset[str]
     return frozenset(str(row[0]) for row in rows if host is None or (row[1] or "") == host)
 
 
-#: Taken first by every transaction that changes an identity's inbox: on PostgreSQL an
-#: advisory lock held to the commit (pg/_conn.py spells it), so at most one broker claims for
-#: a recipient at a time and its first deliveries keep send order (SPEC §13); on SQLite, whose
-#: one writer already serializes every transaction, a trivial select.
-LOCK_INBOX = "SELECT 'lock the inbox of', ?"
-
-
 def lock_inbox(conn: Conn, identity_id: str) -> None:
-    conn.execute(LOCK_INBOX, (identity_id,))
+    """Taken first by every transaction that changes an identity's inbox (see `Dialect`)."""
+    dialect_of(conn).lock_inbox(conn, identity_id)
 
 
 def set_next_due(conn: Conn, identity_id: str, due: float | None) -> None:

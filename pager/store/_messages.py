@@ -20,6 +20,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._conn import Conn, Cursor
 from pager.store._delivery_sql import guard, states_sql
+from pager.store._dialect import dialect_of
 from pager.store._events import record_event, record_events
 from pager.store._identities import addresses
 
@@ -246,6 +247,19 @@ def _claim_end(step: Step) -> str:
     return end.value
 
 
+def _claimable(conn: Conn) -> str:
+    """The messages a claim takes, in send order: queued ones available by now. The IN term
+    repeats the partial index's condition so SQLite walks the unsettled inbox in send order
+    and stops at the limit, instead of sorting every waiting row."""
+    dialect = dialect_of(conn)
+    return (
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
+        f" AND {_UNSETTLED} AND {_CLAIMABLE}"
+        f" AND {dialect.not_after_now('available_at')} ORDER BY seq LIMIT ?"
+        f"{dialect.take_free_rows}"
+    )
+
+
 def claim_waiting(
     conn: Conn,
     *,
@@ -263,14 +277,7 @@ def claim_waiting(
     Each claim is a guarded update of the queued row it read, so a message another claimer
     took meanwhile is skipped, never claimed twice."""
     dead_letter_expired(conn, recipient_id, now, policy.message_expiry)
-    rows = conn.execute(
-        # The IN term repeats the partial index's condition so SQLite walks the unsettled
-        # inbox in send order and stops at the limit, instead of sorting every waiting row.
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
-        f" AND {_UNSETTLED} AND {_CLAIMABLE}"
-        " AND available_at <= ? ORDER BY seq LIMIT ?",
-        (recipient_id, now, limit),
-    ).fetchall()
+    rows = conn.execute(_claimable(conn), (recipient_id, now, limit)).fetchall()
     claims: list[Claim] = []
     events: list[tuple[str, dict[str, object]]] = []
     for row in rows:
@@ -447,9 +454,10 @@ def _return_to_queue(
 
 def expire_claims(conn: Conn, recipient_id: str, now: float, max_attempts: int) -> int:
     """Open claims past their ack wait return their messages to the queue at once."""
+    dialect = dialect_of(conn)
     rows = conn.execute(
         f"SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND {_OPEN}"
-        " AND expires_at <= ?",
+        f" AND {dialect.not_after_now('expires_at')}{dialect.take_free_rows}",
         (recipient_id, now),
     ).fetchall()
     events = []

@@ -2,11 +2,11 @@
 the SQL both engines speak. The rule (overlap, conflicts, states) is pager/domain/reservations.py's;
 this module reads the rows it needs and writes what it decided.
 
-Every change of a scope's reservations holds that scope's lock to its commit (`LOCK_SCOPE`: on
-PostgreSQL an advisory lock, so two brokers never both take an overlapping claim; on SQLite,
-whose one writer already serialises every transaction, a trivial select). A reservation whose TTL
-passed blocks nothing from that instant: every read filters by time; the sweep only records its
-end (`expire_due`, with the `reservation.expired` event) and later prunes it.
+Every change of a scope's reservations holds that scope's lock to its commit (the dialect's
+`lock_reservations`: on PostgreSQL an advisory lock, so two brokers never both take an
+overlapping claim; on SQLite, whose one writer already serialises every transaction, nothing).
+A reservation whose TTL passed blocks nothing from that instant: every read filters by time; the
+sweep only records its end (`expire_due`, with the `reservation.expired` event) and later prunes it.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Hint
 from pager.domain.reservations import Holding, Pattern, State, Times
 from pager.store._conn import Conn
+from pager.store._dialect import dialect_of
 from pager.store._events import record_event
 
-#: One transaction at a time changes a scope's reservations (pg/_conn.py spells it).
-LOCK_SCOPE = "SELECT 'lock the reservations of', ?"
 #: The person's implementation (pager/store/_registration.py `PERSON`): the person has no
 #: session, and their reservations never go stale.
 PERSON = "human"
@@ -214,7 +213,7 @@ def reserve(
     """Take every pattern or none: PagerError `conflict` naming each holder when one is
     held against it. A pattern the holder holds already is renewed (its mode, reason and
     TTL as asked now) and keeps its id."""
-    conn.execute(LOCK_SCOPE, (holder.scope,))
+    dialect_of(conn).lock_reservations(conn, holder.scope)
     wanted = [Holding(holder.identity_id, pattern, exclusive) for pattern in patterns]
     found = conflicts(wanted, candidates(conn, holder, patterns, now), now, grace)
     if found:
@@ -278,7 +277,7 @@ def release(
 ) -> tuple[list[Reservation], list[str]]:
     """End the holder's reservations of these patterns (None: all of them); (those ended,
     the patterns it held none of)."""
-    conn.execute(LOCK_SCOPE, (holder.scope,))
+    dialect_of(conn).lock_reservations(conn, holder.scope)
     mine = held_by(conn, holder.identity_id, now)
     if patterns is None:
         chosen, missing = mine, []
@@ -301,7 +300,7 @@ def break_one(conn: Conn, reservation_id: str, now: float) -> Reservation:
             f"no reservation {reservation_id[:64]!r} is in force (unknown, or it ended);"
             " `pager reservations --all` lists them",
         )
-    conn.execute(LOCK_SCOPE, (found[0].scope,))
+    dialect_of(conn).lock_reservations(conn, found[0].scope)
     return _end(conn, found, now, "broken", "reservation.broken")[0]
 
 

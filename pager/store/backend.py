@@ -33,6 +33,10 @@ class StoreAccess(Protocol):
     """What the broker's children hold of the running store: short lookups now, reads, and
     writes committed before they return (the SQLite checkpoint, or the PostgreSQL writer)."""
 
+    #: Whether a send's decision facts are read ahead of its write (pager/store/ports.py
+    #: `ReadAhead`).
+    reads_ahead: bool
+
     async def lookup(self, fn: Callable[[Conn], T]) -> T: ...
 
     async def read(self, fn: Callable[[Conn], T]) -> T: ...

@@ -1,7 +1,14 @@
 """The messaging part of the store, as one namespace: `from pager.store import messaging as ms`."""
 
 from pager.store._events import Event, events_after, latest_event_seq, record_event
-from pager.store._guard import origin_and_hop, start_chain
+from pager.store._guard import (
+    StaleFacts,
+    expect_unchanged,
+    lock_send,
+    origin_and_hop,
+    resolve_ahead,
+    start_chain,
+)
 from pager.store._identities import (
     addressed_identity,
     addresses,
@@ -90,6 +97,7 @@ __all__ = [
     "MAILBOX_PREFIX",
     "Event",
     "InboxDue",
+    "StaleFacts",
     "acknowledge",
     "add_message",
     "addressed_identity",
@@ -112,6 +120,7 @@ __all__ = [
     "end_session",
     "ensure_workspace",
     "events_after",
+    "expect_unchanged",
     "expire_claims",
     "expire_sessions_of_hosts",
     "get_identity",
@@ -132,6 +141,7 @@ __all__ = [
     "latest_session",
     "list_mailbox_tokens",
     "lock_inbox",
+    "lock_send",
     "mailbox_token_by_hash",
     "mark_exchanged",
     "move_conversation",
@@ -150,6 +160,7 @@ __all__ = [
     "release_claims",
     "remember_idempotency",
     "reserve_alias",
+    "resolve_ahead",
     "retire_credentials",
     "revoke_mailbox_token",
     "revoke_sessions",

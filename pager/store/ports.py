@@ -23,6 +23,7 @@ from pager.domain.api import Caller
 from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.hosts import HostBoard
 from pager.domain.limits import SendLimits
+from pager.domain.read_ahead import ReadAhead
 from pager.domain.records import Claim, Message, Session, SessionState
 from pager.domain.registration import Outcome, Registration, Takeover
 from pager.domain.results import AliasResult
@@ -69,6 +70,7 @@ class NewMessage:
     idempotency_key: str | None
     fields: str | None = None  # a page's fields, as a JSON object
     script: bool = False  # a page about a job (`pager run`): script origin, hop 0
+    ahead: ReadAhead | None = None  # its decision's facts, when read with the address
 
 
 @attrs.frozen

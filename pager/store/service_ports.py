@@ -20,6 +20,7 @@ import attrs
 from pager.domain.addressing import Resolved
 from pager.domain.mailbox_tokens import MailboxToken
 from pager.domain.names import Address
+from pager.domain.read_ahead import ReadAhead
 from pager.domain.records import Identity, Message
 from pager.domain.roster import RosterEntry, RosterKey
 from pager.domain.workspace import Workspace
@@ -120,6 +121,14 @@ class Lookups(Protocol):
         looked up in the caller's workspace. PagerError `unknown_recipient`,
         `recipient_alias_changed` (the alias was renamed: its new address in the details), or
         `ended` (a bare alias, and the caller's identity is gone)."""
+        ...
+
+    async def resolve_to_send(
+        self, caller_id: str, address: Address, text: str, *, now: float
+    ) -> tuple[Resolved, ReadAhead | None]:
+        """`resolve` for a send from `caller_id`: with it, where the backend reads them
+        ahead of the write (`ReadAhead`), the facts the send's decision needs, in the same
+        statement; None where the write reads them itself."""
         ...
 
     async def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:

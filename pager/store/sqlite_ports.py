@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
+import attrs
+
 from pager.domain import ids
 from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.limits import SendLimits
+from pager.domain.loop_guard import TooDeep, decide
 from pager.domain.records import Session, SessionState
 from pager.domain.retention import Applied, Due, Plan, Pruned
 from pager.domain.windows import Windows
@@ -32,6 +35,10 @@ ROWS_ON_LOOP = 20
 
 class Writer(Protocol):
     """The SQLite writer (pager/store/sqlite_writer.py `Checkpoint`)."""
+
+    #: Whether a send's decision facts are read with its address, ahead of its write (where
+    #: each statement costs a round trip: PostgreSQL), not inside it.
+    reads_ahead: bool
 
     async def lookup(self, fn: Callable[[Conn], T]) -> T: ...
 
@@ -98,10 +105,22 @@ class SqliteInbox:
         """The statements are ordered for a backend that sends them together (PostgreSQL:
         pg/_batch.py): what the send must read before it decides (the inbox, the sender's
         chain and rates) goes out in one batch with BEGIN; the rest, the event last (it holds
-        the events' order lock to the commit), goes with COMMIT."""
+        the events' order lock to the commit), goes with COMMIT. A send whose facts were read
+        with its address (`send.ahead`) is decided before its write, which goes out whole in
+        one batch (`_enqueue_decided`)."""
+        if _decidable_ahead(send, claim_for):
+            try:
+                decided = await self._enqueue_decided(
+                    recipient_id, send, now=now, limits=limits, policy=policy,
+                    tell_others=tell_others,
+                )  # fmt: skip
+            except ms.StaleFacts:
+                decided = None  # decided on facts that changed: decide inside the write
+            if decided is not None:
+                return decided
 
         def op(conn: Conn) -> AfterCommit[Changed[Enqueued]]:
-            ms.lock_inbox(conn, recipient_id)
+            ms.lock_send(conn, recipient_id, send.sender_id)
             # The recipient's row, read once: it still exists (a reap that committed just
             # before must win) and its next due time, with the inbox's deadlines.
             inbox = ms.inbox_due_later(conn, recipient_id, now, policy.message_expiry)
@@ -168,6 +187,61 @@ class SqliteInbox:
 
         heavy = claim_for is not None and claim_for.limit > ROWS_ON_LOOP
         return await self._writer.write_late(op, heavy=heavy)
+
+    async def _enqueue_decided(
+        self,
+        recipient_id: str,
+        send: NewMessage,
+        *,
+        now: float,
+        limits: SendLimits,
+        policy: ClaimPolicy,
+        tell_others: bool,
+    ) -> Changed[Enqueued] | None:
+        """A send decided on the facts read ahead (`send.ahead`), written in one transaction
+        that reads nothing before its end: under the inbox's and the sender's locks, a
+        statement fails it (`StaleFacts`) unless those facts still hold, so a sender racing
+        its own sends, or a claim of the inbox, cannot slip past what was decided. None when
+        the decision refuses: a refusal on facts read without the locks is not final, so its
+        caller decides again inside the write (where a hop limit's chain is read too)."""
+        ahead = send.ahead
+        assert ahead is not None
+        try:
+            stands = decide(ahead.sender, limits, ahead.read_at, script=send.script)
+        except PagerError:
+            return None
+        if isinstance(stands, TooDeep):
+            return None
+        before = ms.InboxDue(**attrs.asdict(ahead.inbox), message_expiry=policy.message_expiry)
+        after = before.with_new_mail(now)
+
+        def op(conn: Conn) -> AfterCommit[Changed[Enqueued]]:
+            ms.lock_send(conn, recipient_id, send.sender_id)
+            ms.expect_unchanged(conn, send.sender_id, recipient_id, ahead)
+            message = ms.add_message(
+                conn,
+                message_id=ids.new_message_id(),
+                sender_id=send.sender_id,
+                recipient_id=recipient_id,
+                body=send.body,
+                thread=send.thread,
+                reply_to=send.reply_to,
+                now=now,
+                origin=stands.origin,
+                hop=stands.hop,
+                cause_id=stands.cause_id,
+                fields=send.fields,
+            )
+            ms.mark_exchanged(conn, {send.sender_id, recipient_id})
+            if after.needed != before.recorded:
+                ms.set_next_due(conn, recipient_id, after.needed)
+            if tell_others and self._wake_in_write is not None:
+                self._wake_in_write(conn, recipient_id)
+            ms.record_queued(conn, message)
+            due = after.needed
+            return AfterCommit(lambda: Changed(Enqueued(message.message(), False), due))
+
+        return await self._writer.write_late(op)
 
     async def claim(
         self,
@@ -272,6 +346,21 @@ class SqliteInbox:
 
     async def earliest_due_after(self, now: float) -> float | None:
         return await self._writer.lookup(lambda conn: ms.earliest_due_after(conn, now))
+
+
+def _decidable_ahead(send: NewMessage, claim_for: ClaimFor | None) -> bool:
+    """Whether a send can be decided on the facts read with its address: an identity's
+    send, read ahead, that neither repeats an idempotency key (the original is read in the
+    write) nor claims for a waiting reader (the claim reads the inbox in the write)."""
+    ahead = send.ahead
+    return (
+        ahead is not None
+        and ahead.sender is not None
+        and ahead.inbox.exists
+        and send.idempotency_key is None
+        and claim_for is None
+        and not send.sender_id.startswith(ms.MAILBOX_PREFIX)
+    )
 
 
 def _settled(

@@ -16,7 +16,8 @@ from pager.domain import addressing
 from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.mailbox_tokens import MailboxToken
-from pager.domain.names import Address, format_address, parse_address
+from pager.domain.names import Address, alias_key, format_address, parse_address
+from pager.domain.read_ahead import ReadAhead
 from pager.domain.records import Identity, Message
 from pager.domain.roster import RosterKey
 from pager.domain.workspace import Workspace
@@ -58,6 +59,30 @@ class SqliteLookups:
 
     async def resolve(self, caller_id: str, address: Address, text: str) -> Resolved:
         return await self._writer.lookup(lambda conn: _resolve(conn, caller_id, address, text))
+
+    async def resolve_to_send(
+        self, caller_id: str, address: Address, text: str, *, now: float
+    ) -> tuple[Resolved, ReadAhead | None]:
+        if not self._writer.reads_ahead:
+            return await self.resolve(caller_id, address, text), None
+
+        def read(conn: Conn) -> tuple[Resolved, ReadAhead | None]:
+            found = ms.resolve_ahead(
+                conn,
+                agent_id=address.agent_id,
+                alias_key=None if address.alias is None else alias_key(address.alias),
+                beside=caller_id,
+                slug=address.slug,
+                sender_id=caller_id,
+                now=now,
+            )
+            if found is None:  # renamed, unknown or gone: said as `resolve` says it
+                return _resolve(conn, caller_id, address, text), None
+            identity, slug, ahead = found
+            address_now = format_address(identity.alias, slug)
+            return Resolved(identity.id, address_now, identity.implementation), ahead
+
+        return await self._writer.lookup(read)
 
     async def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:
         def read(conn: Conn) -> MailboxTarget:

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 import trio
 
+from pager.store.pg._writer import LOOKUP_ANSWER
 from tests.e2e.conftest import FAST_WINDOWS, postgres_env, start_broker
 from tests.launch.conftest import PagerHome
 from tests.pg_proxy import PausableProxy
@@ -78,6 +79,62 @@ async def test_health_answers_while_a_send_waits_on_a_silent_database_link(
                 with trio.fail_after(STEP):
                     await done.wait()
                 assert answered[0] in (200, 503), answered
+        finally:
+            proxy.resume()
+            await trio.to_thread.run_sync(home.kill_all)
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_lookup_on_a_silent_link_gives_up_and_says_unavailable(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """The link goes silent for good (TCP still accepted, nothing passed on): the send that
+    waits on it is answered `unavailable` while the link is still silent, once its lookup has
+    waited LOOKUP_ANSWER, and /health shows the store degraded; sends succeed again once the
+    link passes data."""
+    upstream = urlsplit(pg_dsn)
+    assert upstream.hostname is not None
+    assert upstream.port is not None
+    proxy = PausableProxy(upstream.hostname, upstream.port)
+    home = PagerHome(tmp_path / "home")
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(proxy.serve)
+        env = postgres_env(through(pg_dsn, port), tmp_path)
+        env["PAGER_STORE"] += "?sslmode=disable"
+        try:
+            broker = await trio.to_thread.run_sync(
+                lambda: start_broker(home, tmp_path / "repo", **FAST_WINDOWS, **env)
+            )
+            alice = await broker.register("alice")
+            zebra = await broker.register("zebra")
+            async with httpx2.AsyncClient(timeout=60) as http:
+
+                async def send(body: str) -> httpx2.Response:
+                    return await http.post(
+                        f"{broker.url}/v1/me/send",
+                        json={"to": zebra["agent_id"], "body": body},
+                        headers={"Authorization": f"Bearer {alice['token']}"},
+                    )
+
+                with trio.fail_after(STEP):
+                    assert (await send("over a working link")).status_code == 200
+                proxy.pause()
+                with trio.fail_after(LOOKUP_ANSWER + STEP):
+                    answer = await send("over a link gone silent")
+                assert answer.status_code == 503, answer.text
+                assert answer.json()["error"]["code"] == "unavailable"
+                assert not proxy.flowing  # answered while the link still passed nothing
+                with trio.fail_after(STEP):
+                    health = (await http.get(f"{broker.url}/health")).json()
+                assert health["status"] == "degraded", health
+
+                proxy.resume()  # the broker's probe gets through: sends go again
+                with trio.fail_after(STEP):
+                    statuses = [(await send("over the link back")).status_code]
+                    while statuses[-1] != 200:
+                        await trio.sleep(0.1)  # a pace for the retries, not a timer awaited
+                        statuses.append((await send("over the link back")).status_code)
+                assert set(statuses) <= {200, 503}, statuses
         finally:
             proxy.resume()
             await trio.to_thread.run_sync(home.kill_all)

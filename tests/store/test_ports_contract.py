@@ -54,7 +54,8 @@ from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSession
 from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from tests.store.test_pg_schema import pg_store
 
-NOW = 1_800_000_000.0
+#: Before the present: PostgreSQL compares claim deadlines on its own clock, never later.
+NOW = 1_728_000_000.0  # a whole day, in the past
 POLICY = ClaimPolicy(ack_wait=60.0, max_attempts=2, message_expiry=3600.0)
 LIMITS = SendLimits(
     max_hops=0, agent_sends_per_hour=0, pair_sends_per_hour=0, token_sends_per_hour=0

@@ -19,6 +19,7 @@ import psycopg
 
 from pager.store._conn import Parameters
 from pager.store.pg._conn import to_psycopg
+from pager.store.pg._dialect import POSTGRESQL
 
 
 class _Result:
@@ -70,6 +71,8 @@ class LazyCursor:
 class BatchConn:
     """The store's `Conn` over one autocommit psycopg connection, statements queued until a
     result is read (see the module's docstring)."""
+
+    dialect = POSTGRESQL
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw

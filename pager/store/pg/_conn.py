@@ -12,22 +12,8 @@ from typing import Any
 import psycopg
 
 from pager.store._conn import Parameters
-from pager.store._identities import LOCK_INBOX
-from pager.store._reservations import LOCK_SCOPE
+from pager.store.pg._dialect import POSTGRESQL
 
-#: The few statements SQLite spells its own way, as PostgreSQL spells them.
-SPELLED_OTHERWISE = {
-    # The highest event seq ever handed out (0 before the first): SQLite's AUTOINCREMENT
-    # table, PostgreSQL's identity sequence.
-    "SELECT seq FROM sqlite_sequence WHERE name = 'events'": (
-        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_seq_seq"
-    ),
-    # One transaction at a time changes an identity's inbox, whichever broker runs it (the
-    # two-key form: its key space is apart from the schema's and the events' locks).
-    LOCK_INBOX: "SELECT pg_advisory_xact_lock(1, hashtext(?))",
-    # One transaction at a time changes a workspace's reservations, whichever broker runs it.
-    LOCK_SCOPE: "SELECT pg_advisory_xact_lock(2, hashtext(?))",
-}
 #: Rows a streaming cursor fetches at a time.
 STREAM_BATCH = 1000
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -37,7 +23,7 @@ _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 def to_psycopg(sql: str) -> bytes:
     """SQLite's placeholders as psycopg's: `?` as `%s`, `:name` as `%(name)s`, and a literal
     `%` doubled (`LIKE 'a%'`). The store's statements hold neither inside string literals."""
-    sql = SPELLED_OTHERWISE.get(sql, sql).replace("%", "%%").replace("?", "%s")
+    sql = sql.replace("%", "%%").replace("?", "%s")
     return _NAMED.sub(r"%(\1)s", sql).encode()
 
 
@@ -67,6 +53,8 @@ class PgConn:
 
     `streaming`: each statement runs in a server-side cursor whose rows come a batch at a
     time as they are read (an export of any size in constant memory; inside a transaction)."""
+
+    dialect = POSTGRESQL
 
     def __init__(self, conn: psycopg.Connection[Any], *, streaming: bool = False) -> None:
         self.raw = conn

@@ -300,8 +300,25 @@ _V3 = (
     "ALTER TABLE identities ADD COLUMN chain_resets_at double precision",
 )
 
-# Edit reservations, as SQLite's schema 12.
+# A write that decided on facts read before it (a send: pager/store/_guard.py
+# `expect_unchanged`) checks them in a statement of its own batch; this fails the
+# transaction when they changed (SQLSTATE PGR01, which the writer reports as `StaleFacts`).
 _V4 = (
+    """
+    CREATE FUNCTION pager_expect(ok boolean) RETURNS boolean LANGUAGE plpgsql AS $$
+    BEGIN
+        IF ok IS NOT TRUE THEN
+            RAISE EXCEPTION 'what this write decided on changed before it ran'
+                USING ERRCODE = 'PGR01';
+        END IF;
+        RETURN true;
+    END
+    $$
+    """,
+)
+
+# Edit reservations, as SQLite's schema 12.
+_V5 = (
     """
     CREATE TABLE reservations (
         id text PRIMARY KEY,
@@ -328,7 +345,8 @@ PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "the store of schema 9, with the hosts and their heartbeats", _V1),
     PgMigration(2, "launch on mail: settings per identity and wake runs (schema 10)", _V2),
     PgMigration(3, "refusals counted per minute, chain resets budgeted (schema 11)", _V3),
-    PgMigration(4, "edit reservations (schema 12)", _V4),
+    PgMigration(4, "a write checks the facts it decided on (pager_expect)", _V4),
+    PgMigration(5, "edit reservations (schema 12)", _V5),
 )
 
 PG_SCHEMA_VERSION: int = PG_MIGRATIONS[-1].version

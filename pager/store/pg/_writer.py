@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -38,6 +41,7 @@ from pager.config import StoreConfig
 from pager.health import STORE, HealthBoard
 from pager.store._conn import AfterCommit, Conn
 from pager.store._errors import StoreFault
+from pager.store._guard import STALE_SQLSTATE, StaleFacts
 from pager.store.pg._batch import BatchConn
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import (
@@ -51,17 +55,29 @@ from pager.store.pg._database import (
 log = logging.getLogger("pager.store")
 T = TypeVar("T")
 
-#: Connections the writes of one broker use at most (and so writes in flight at once).
-WRITE_POOL = 4
+#: Connections the writes of one broker use at most (and so writes in flight at once). A
+#: connection carries one round trip at a time, so across a link of 40 ms a round trip each
+#: one carries at most 25 writes a second: 16 let 16 clients' sends go at once (a send is one
+#: write). They are opened as load needs them (the pool lends the one used last first), so a
+#: quiet broker holds one; at full load a broker holds up to 16 + LOOKUP_POOL + a few of its
+#: own (reads, events, LISTEN, the sweep's lock): about 40 of the server's `max_connections`
+#: (100 by default).
+WRITE_POOL = 16
 #: Times a transaction the database rolled back (deadlock, serialization) is run in all.
 ATTEMPTS = 3
 #: How long the server lets a write's transaction sit idle before it ends it (see _Pool).
 IDLE_IN_TRANSACTION = "10s"
-#: Connections the lookups of one broker use at most (and so lookups in flight at once).
-LOOKUP_POOL = 4
+#: Connections the lookups of one broker use at most (and so lookups in flight at once):
+#: as many as writes, since each send is one lookup and one write (see WRITE_POOL).
+LOOKUP_POOL = 16
 #: Seconds a lookup may wait on a connection attempt, the first time the store stops
 #: answering (after that, lookups fail at once until a probe finds it back).
 LOOKUP_TIMEOUT = 3
+#: Seconds a lookup waits for its answer. A lookup is a few index reads: past this the link
+#: or the server is in trouble (a link that still acknowledges TCP but passes nothing on
+#: would hold it forever, keepalives and all). Its connection is cut and its caller answered
+#: `unavailable`; the server ends the statement by itself by then too (`statement_timeout`).
+LOOKUP_ANSWER = 5.0
 #: A failure that took longer than this was a timeout (a cut link, a server that does not
 #: answer), not a refusal (a server that is down answers "refused" at once).
 SLOW_FAILURE = 0.5
@@ -94,6 +110,7 @@ class _Connection:
         self._timeout = timeout
         self._raw: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
+        self._cut = False  # set by `cut`: the call waiting on the connection gives up
 
     def run(self, fn: Callable[[Conn], T]) -> T:
         with self._lock:
@@ -120,12 +137,19 @@ class _Connection:
                     if rolled_back == ATTEMPTS:
                         raise (pg_fault(exc, self._store.url or "") or exc) from exc
                 except psycopg.Error as exc:
+                    if exc.sqlstate == STALE_SQLSTATE:  # rolled back: decide again
+                        raise StaleFacts() from None
                     fault = pg_fault(exc, self._store.url or "")
                     if fault is not None:  # the server said why; the connection stays
                         raise fault from exc
                     if not isinstance(exc, psycopg.OperationalError):
                         raise  # a bug or a domain rule, not the store's trouble
                     self._drop()
+                    if self._cut:  # given up on (`cut`): no second try
+                        self._cut = False
+                        raise PgUnreachable(
+                            self._store.url or "", "it did not answer in time"
+                        ) from None
                     if not began and not fresh:
                         # It died while idle (a server restart since the last call): its
                         # BEGIN failed, nothing of `fn` ran; once more on a new connection.
@@ -134,7 +158,7 @@ class _Connection:
 
     def _open(self) -> tuple[psycopg.Connection[Any], bool]:
         """The connection, and whether it was opened just now."""
-        if self._raw is None or self._raw.closed or self._raw.broken:
+        if self._raw is None or self._raw.closed or self._raw.broken or _said_goodbye(self._raw):
             self._drop()
             raw = connect(
                 self._store,
@@ -150,6 +174,20 @@ class _Connection:
             self._raw = raw
             return raw, True
         return self._raw, False
+
+    def cut(self) -> None:
+        """From another thread: shut the connection's socket down, so a call waiting on a
+        link that passes nothing fails at once (and its connection is dropped)."""
+        raw = self._raw
+        if raw is None or raw.closed:
+            return
+        self._cut = True
+        with contextlib.suppress(OSError, psycopg.Error):
+            sock = socket.socket(fileno=os.dup(raw.pgconn.socket))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
 
     def _drop(self) -> None:
         raw, self._raw = self._raw, None
@@ -182,6 +220,36 @@ def _batched(conn: BatchConn, fn: Callable[[Conn], T]) -> T:
     return value.finish() if isinstance(value, AfterCommit) else value
 
 
+def _said_goodbye(raw: psycopg.Connection[Any]) -> bool:
+    """Whether the server wrote to this idle connection (a connection nobody LISTENs on):
+    only a server ending it does (its FATAL on a shutdown or restart, then end of stream).
+    Checked before each call without a round trip, so a write whose statements go out with
+    their COMMIT in one message (pg/_batch.py) never goes out on a connection already gone
+    (whether such a message reached the server could not be told)."""
+    try:
+        readable, _, _ = select.select([raw.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
+
+
+class _Lent:
+    """The connection a call runs on while it runs, to `cut` it from another thread."""
+
+    def __init__(self) -> None:
+        self._connection: _Connection | None = None
+        self._lock = threading.Lock()
+
+    def lend(self, connection: _Connection | None) -> None:
+        with self._lock:
+            self._connection = connection
+
+    def cut(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.cut()
+
+
 class _Pool:
     """Up to `size` connections, each lent to one worker thread at a time: the one used last
     first (a stack), so a quiet broker keeps reusing one open connection, not opening each in
@@ -196,11 +264,14 @@ class _Pool:
         one_statement_snapshots: bool = False,
         batched: bool = False,
         timeout: int = CONNECT_TIMEOUT,
+        statement_timeout: float | None = None,
     ) -> None:
         self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue()
         # A write never waits on this broker between its statements: a transaction left open
         # (its broker cut off mid-way) is ended by the server, and its locks with it.
         server = {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION}
+        if statement_timeout is not None:
+            server["statement_timeout"] = f"{int(statement_timeout * 1000)}ms"
         self._all = [
             _Connection(
                 store,
@@ -215,11 +286,16 @@ class _Pool:
         for connection in self._all:
             self._idle.put(connection)
 
-    def run(self, fn: Callable[[Conn], T]) -> T:
+    def run(self, fn: Callable[[Conn], T], lent: _Lent | None = None) -> T:
+        """`fn` on an idle connection; `lent` holds that connection while it runs."""
         connection = self._idle.get()
+        if lent is not None:
+            lent.lend(connection)
         try:
             return connection.run(fn)
         finally:
+            if lent is not None:
+                lent.lend(None)
             self._idle.put(connection)
 
     def close(self) -> None:
@@ -238,6 +314,10 @@ class PgWriter:
     cannot be reached. `inline` runs everything on the event loop (tests on trio's mock clock,
     where a worker thread would let the clock jump)."""
 
+    #: Each statement read before a write costs a round trip: a send's facts are read with
+    #: its address, and its write checks them (pager/store/ports.py `ReadAhead`).
+    reads_ahead = True
+
     def __init__(
         self,
         store: StoreConfig,
@@ -255,7 +335,12 @@ class PgWriter:
         # checked where it matters (the identity actor decides whether a session is current,
         # every change is a guarded update).
         self._lookups = _Pool(
-            store, "lookups", LOOKUP_POOL, one_statement_snapshots=True, timeout=LOOKUP_TIMEOUT
+            store,
+            "lookups",
+            LOOKUP_POOL,
+            one_statement_snapshots=True,
+            timeout=LOOKUP_TIMEOUT,
+            statement_timeout=LOOKUP_ANSWER,
         )
         self._lookup_slots = trio.CapacityLimiter(LOOKUP_POOL)
         # Set while the store does not answer at all (calls time out): lookups then fail at
@@ -289,7 +374,26 @@ class PgWriter:
             raise PgUnreachable(
                 self._store_url, "it did not answer the last call; waiting for it to answer again"
             )
-        return await self._call(lambda: self._lookups.run(fn), limiter=self._lookup_slots)
+        if self._inline:
+            return self._watched(lambda: self._lookups.run(fn))
+        lent = _Lent()
+        with trio.move_on_after(LOOKUP_ANSWER):
+            return await trio.to_thread.run_sync(
+                lambda: self._watched(lambda: self._lookups.run(fn, lent)),
+                limiter=self._lookup_slots,
+                abandon_on_cancel=True,  # its thread ends once `cut` below reaches it
+            )
+        # No answer in time: a link that passes nothing on. Its connection is cut (the thread
+        # waiting on it fails and drops it), and lookups fail at once until a probe finds
+        # the store answering again.
+        lent.cut()
+        self._unresponsive = True
+        unanswered = PgUnreachable(
+            self._store_url, f"it did not answer a lookup within {LOOKUP_ANSWER:g} s"
+        )
+        if self._board is not None:
+            self._board.degrade(STORE, str(unanswered))
+        raise unanswered
 
     def _probe(self) -> None:
         """Ask the store whether it answers again, in a thread of its own (one at a time)."""

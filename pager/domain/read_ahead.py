@@ -1,0 +1,33 @@
+"""What a send's decision needs, read before its write together with its recipient's address
+(one statement), by a backend for which each statement costs a round trip (PostgreSQL): the
+write then checks that it still holds instead of reading it again."""
+
+from __future__ import annotations
+
+import attrs
+
+from pager.domain.loop_guard import SenderFacts
+
+
+@attrs.frozen
+class InboxDeadlines:
+    """Where an inbox stood when read: whether its identity exists, the next due time the
+    store holds for it, and its deadlines (`delivery.next_due` makes the next from them)."""
+
+    exists: bool
+    recorded: float | None
+    open_claim_deadline: float | None
+    next_retry: float | None
+    oldest_unsettled_sent_at: float | None
+
+
+@attrs.frozen
+class ReadAhead:
+    """What a send's decision needs, read with its recipient's address in one statement
+    before its write, by a backend for which a statement costs a round trip (PostgreSQL):
+    the write then checks that it still holds instead of reading it again (and decides
+    again, inside the write, when it does not)."""
+
+    read_at: float  # the time the rates were counted up to
+    sender: SenderFacts | None  # None: the sender is gone
+    inbox: InboxDeadlines
