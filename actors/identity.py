@@ -135,6 +135,8 @@ class IdentityActor(Pushes, LaunchOnMail):
         self.binding: Attachment | None = None
         self.lease: Lease | None = None
         self.last_wake = -WAKE_EVERY  # trio time of the last wake helper request
+        self.woken_turn_came = False  # the session claimed since the last wake
+        self.wake_due: float | None = None  # trio time: a wake owed to mail after that turn
         self.push_deadline: float | None = None  # trio time: an unanswered push counts as refused
         self.polls: list[_Poll] = []
         self.push_id = 0
@@ -287,6 +289,8 @@ class IdentityActor(Pushes, LaunchOnMail):
             now=self.deps.clock.now(),
             policy=self.policy,
         )
+        if via is not Via.DELIVERY:
+            self.woken_turn_came = True  # a turn of the session came to take its mail
         return self._due(changed)
 
     async def _dead_letter(self, tokens: tuple[str, ...]) -> list[str]:
@@ -453,12 +457,15 @@ class IdentityActor(Pushes, LaunchOnMail):
             self.polls.remove(poll)
             _answer(poll.reply, [])
         now = self.deps.clock.now()
-        self._due(await self.deps.inbox.lapse(self.identity_id, now=now, policy=self.policy))
+        lapsed = self._due(
+            await self.deps.inbox.lapse(self.identity_id, now=now, policy=self.policy)
+        )
         if self.push_in_flight and self.push_deadline is not None and self.push_deadline <= current:
             log.warning("push %d for %s unanswered; requeued", self.push_id, self.identity_id)
             await self._pushed(Pushed(self.push_id, self.push_tokens))
         await self._serve_polls()
         await self._push()
+        await self._wake_again(lapsed=lapsed > 0)
         await self._launch()
 
     def _idle(self) -> bool:
@@ -594,6 +601,8 @@ class IdentityActor(Pushes, LaunchOnMail):
             deadlines.append(self.push_deadline)
         if self.launch_not_before is not None:
             deadlines.append(self.launch_not_before)
+        if self.wake_due is not None:
+            deadlines.append(self.wake_due)
         if self.next_deadline is not None:
             deadlines.append(trio_deadline(self.deps.clock, self.next_deadline))
         retry_at = self.retry_at

@@ -75,6 +75,8 @@ class Pushes(Actor[IdentityMessage]):
     policy: ClaimPolicy
     binding: Attachment | None
     last_wake: float
+    woken_turn_came: bool
+    wake_due: float | None
     push_deadline: float | None
     push_id: int
     push_in_flight: bool
@@ -129,14 +131,21 @@ class Pushes(Actor[IdentityMessage]):
         """A session without a delivery address may still be told that mail waits: its event
         streams say `mail` (a launch that can nudge its harness listens), and its
         implementation's wake helper runs (if it has one); at most once every WAKE_EVERY.
-        Neither claims anything: the mail waits for the turn the nudge starts."""
+        Neither claims anything: the mail waits for the turn the nudge starts.
+
+        Mail within WAKE_EVERY of the last wake is that wake's, as long as the turn it
+        started has not come yet (a burst is one turn). Once that turn came (the session
+        claimed), it cannot show mail that arrives after it: that mail is woken for when
+        WAKE_EVERY has passed, if it still waits then (`_wake_if_waiting`)."""
         binding = self.binding
         if binding is None or binding.session.delivery is not None:
             return
         now = trio.current_time()
         if now - self.last_wake < WAKE_EVERY:
+            if self.woken_turn_came:
+                self.wake_due = self.last_wake + WAKE_EVERY
             return
-        self.last_wake = now
+        self.last_wake, self.woken_turn_came, self.wake_due = now, False, None
         binding.bell.ring()
         provider = await self.deps.providers(binding.implementation)
         if provider is None:
@@ -154,6 +163,18 @@ class Pushes(Actor[IdentityMessage]):
         }
         with contextlib.suppress(ActorError):
             provider.try_cast(WakeSession(values))
+
+    async def _wake_again(self, *, lapsed: bool) -> None:
+        """Wake for mail that waits again: claims that `lapsed` unacknowledged returned their
+        mail to the queue (as if it came now), and mail owed a wake (see `_wake`) once its
+        time came; only while mail still waits for a claim (the session may have taken it)."""
+        due = self.wake_due is not None and self.wake_due <= trio.current_time()
+        if due:
+            self.wake_due = None
+        if not (lapsed or due) or self.binding is None or self.binding.session.delivery:
+            return
+        if await self.deps.inbox.offerable(self.identity_id, now=self.deps.clock.now()):
+            await self._wake()
 
     async def _pushed(self, outcome: Pushed) -> None:
         if outcome.push_id != self.push_id or not self.push_in_flight:

@@ -77,17 +77,6 @@ def _kilo_home(ctx: Context) -> None:
         KILO_DISABLE_AUTOUPDATE="1",
         KILO_DISABLE_DEFAULT_PLUGINS="1",  # its indexing and chat plugins: not Pager's concern
     )
-    # Kilo's first start in a home migrates its configuration and creates its database, which
-    # took long enough once (on a loaded machine) for `kilo mcp list` to report "Failed to get
-    # tools" without asking the server for them: start it once before the checks.
-    subprocess.run(
-        [str(ctx.bin_dir / "kilo"), "debug", "config"],
-        env=ctx.env,
-        cwd=ctx.workspace,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _plain(text: str) -> str:

@@ -13,6 +13,10 @@ might send it to). For each request the relay
 - replaces its credential with the session's current token, and `Host` with the broker's;
 - sends the request on a connection of its own (`Connection: close`, so the answer's end is
   the connection's) and streams the answer back as it arrives (event streams included);
+- keeps the client's connection open for its next request when the answer has a length (as
+  any HTTP/1.1 server would, for `KEEP_ALIVE` seconds): Bun's `fetch` (OpenCode's and Kilo
+  CLI's MCP client) may send a request on a connection whose answer said `Connection: close`,
+  and met the relay closing it with "The socket connection was closed unexpectedly";
 - meets a refused token (401 `expired` or `unauthenticated`) by rejoining (the session client,
   pager/session_client.py) and sending the request once more: the broker did not act on it.
 
@@ -47,6 +51,8 @@ REPLAY_LIMIT = 4 * 1024 * 1024
 #: Seconds a client has to send a held body after its head before it is dropped (the head has
 #: `HEAD_TIMEOUT`, pager/launch/relay_admission.py).
 BODY_TIMEOUT = 30.0
+#: Seconds a harness's connection is kept open, after an answer, for its next request.
+KEEP_ALIVE = 5.0
 #: Headers the relay sets itself on the way to the broker.
 REWRITTEN = frozenset({b"host", b"connection", b"keep-alive", b"proxy-connection", b"expect"})
 
@@ -80,6 +86,7 @@ class Request(NamedTuple):
     expect: bool  # the client waits for `100 Continue` before it sends a held body
     body: bytes | None  # the whole body when held (once read); None when it streams
     rest: bytes  # what arrived after the head and was not yet forwarded
+    keep_alive: bool = False  # HTTP/1.1 without `Connection: close`: the client may reuse it
 
 
 class Relay:
@@ -150,21 +157,27 @@ class Relay:
             raise Refusal(503, "unavailable", "too many connections to the launch relay")
         self.harness_connections += 1
         try:
-            await self._serve(client, request, session)
+            while await self._serve(client, request, session):
+                request = None
+                with trio.move_on_after(KEEP_ALIVE):  # the harness's next request, if any
+                    request = self._parse(*await _read_head(client, client_side=True))
+                if request is None:
+                    return
         finally:
             self.harness_connections -= 1
 
     async def _serve(
         self, client: trio.SocketStream, request: Request, session: SessionHandle
-    ) -> None:
+    ) -> bool:
+        """Relays one request and its answer; whether the connection may serve another."""
         if request.length is not None:
             held = None
             with trio.move_on_after(BODY_TIMEOUT):
                 held = await _read_body(client, request)
             if held is None:
-                return
+                return False
             request = held
-        await self._forward(client, request, session)
+        return await self._forward(client, request, session)
 
     def _parse(self, head: bytes, rest: bytes) -> Request:
         """The request a head announces (its body not read yet). Raises Refusal."""
@@ -199,6 +212,9 @@ class Relay:
             and name.lower() != b"origin"  # the relay's own (others were refused): none upstream
             and not (credential and name.lower() == b"authorization")
         ]
+        keep_alive = parts[2] == b"HTTP/1.1" and not any(
+            b"close" in value.lower() for value in named.get(b"connection", [])
+        )
         lengths = named.get(b"content-length", [])
         if b"transfer-encoding" in named or len(lengths) > 1:
             if lengths:
@@ -210,11 +226,14 @@ class Relay:
         if length > REPLAY_LIMIT:
             return Request(line, kept + _expect(named), credential, None, False, None, rest)
         expect = named.get(b"expect", [b""])[0].lower() == b"100-continue"
-        return Request(line, kept, credential, length, expect, None, rest)
+        return Request(line, kept, credential, length, expect, None, rest, keep_alive)
 
     async def _forward(
         self, client: trio.SocketStream, request: Request, session: SessionHandle
-    ) -> None:
+    ) -> bool:
+        """Sends `request` to the broker and its answer to the client; whether the client's
+        connection may serve another request (a held request whose answer came whole, with
+        its length)."""
         token = session.token
         for attempt in (1, 2):
             url = await session.url(start=True)
@@ -237,7 +256,7 @@ class Relay:
                 if request.body is None:  # streamed: no replay
                     await upstream.send_all(request.rest)
                     await _pipe(client, upstream)
-                    return
+                    return False
                 await upstream.send_all(request.body)
                 head, after = await _read_head(upstream, client_side=False)
                 if attempt == 1 and request.credential and _status(head) == 401:
@@ -246,10 +265,21 @@ class Relay:
                         token = session.token
                         continue
                     await client.send_all(head + b"\r\n\r\n" + after)
-                    return
-                await client.send_all(head + b"\r\n\r\n" + after)
-                await _pipe(client, upstream)
-                return
+                    return False
+                length = _content_length(head) if request.keep_alive else None
+                if length is None:
+                    await client.send_all(head + b"\r\n\r\n" + after)
+                    await _pipe(client, upstream)
+                    return False
+                # The answer's end is its length: the connection stays the client's. The
+                # client's side is not read meanwhile: what it sends next is its next request.
+                await client.send_all(_kept_open(head) + b"\r\n\r\n" + after)
+                sent = len(after)
+                while sent < length and (chunk := await upstream.receive_some(65536)):
+                    await client.send_all(chunk)
+                    sent += len(chunk)
+                return sent == length
+        return False
 
 
 async def _read_body(client: trio.SocketStream, request: Request) -> Request:
@@ -302,6 +332,31 @@ async def _read_to_end(stream: trio.SocketStream) -> bytes:
     while len(data) <= HEAD_LIMIT and (chunk := await stream.receive_some(65536)):
         data += chunk
     return data
+
+
+def _content_length(head: bytes) -> int | None:
+    """The length of an answer's body as its head gives it (None: it ends with the connection,
+    or it is no plain HTTP/1.1 answer with a body of one stated length)."""
+    lines = head.split(b"\r\n")
+    if not lines[0].startswith(b"HTTP/1.1 ") or _status(head) in (None, 101):
+        return None
+    lengths = []
+    for raw in lines[1:]:
+        name, _, value = raw.partition(b":")
+        if name.strip().lower() == b"transfer-encoding":
+            return None
+        if name.strip().lower() == b"content-length":
+            lengths.append(value.strip())
+    if len(lengths) != 1 or not lengths[0].isdigit():
+        return None
+    return int(lengths[0])
+
+
+def _kept_open(head: bytes) -> bytes:
+    """The broker's answer head without the `Connection: close` the relay asked it for."""
+    lines = head.split(b"\r\n")
+    kept = [raw for raw in lines[1:] if raw.partition(b":")[0].strip().lower() != b"connection"]
+    return b"\r\n".join([lines[0], *kept])
 
 
 def _status(head: bytes) -> int | None:

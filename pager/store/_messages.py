@@ -721,6 +721,16 @@ def inbox_counts(conn: Conn, recipient_id: str) -> dict[str, int]:
     return counts
 
 
+def offerable_count(conn: Conn, recipient_id: str, now: float) -> int:
+    """The recipient's messages a claim could take at `now` (queued and available)."""
+    (count,) = conn.execute(
+        "SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND state = 'queued'"
+        " AND available_at <= ?",
+        (recipient_id, now),
+    ).fetchone()
+    return int(count)
+
+
 def waiting_count(conn: Conn, recipient_id: str) -> int:
     (count,) = conn.execute(
         "SELECT COUNT(*) FROM messages WHERE recipient_id = ?"

@@ -32,6 +32,7 @@ from pager.store._identities import (
     touch_identity,
     workspace_slug,
 )
+from pager.store._messages import offerable_count
 
 #: Why a run's session ends when the run does.
 RUN_OVER = "the wake run ended"
@@ -147,18 +148,13 @@ def wake_target(conn: Conn, agent_id: str, *, now: float) -> WakeTarget | None:
         return None
     key = candidate.identity.workspace_key
     row = conn.execute("SELECT slug, path, host FROM workspaces WHERE key = ?", (key,)).fetchone()
-    (available,) = conn.execute(
-        "SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND state = 'queued'"
-        " AND available_at <= ?",
-        (agent_id, now),
-    ).fetchone()
     return WakeTarget(
         identity=candidate.identity,
         address=candidate.address,
         conversation_key=candidate.conversation_key,
         settings=settings,
         workspace=Workspace(key, str(row[0]), str(row[1]), str(row[2])),
-        available=int(available),
+        available=offerable_count(conn, agent_id, now),
     )
 
 

@@ -97,6 +97,10 @@ class Inbox(Protocol):
         """The identity's next due time as the store holds it (a quick read)."""
         ...
 
+    async def offerable(self, identity_id: str, *, now: float) -> int:
+        """How many of the identity's messages a claim could take now (a quick read)."""
+        ...
+
     async def enqueue(
         self,
         recipient_id: str,

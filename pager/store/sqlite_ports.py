@@ -69,6 +69,9 @@ class SqliteInbox:
     async def next_due(self, identity_id: str) -> float | None:
         return await self._writer.lookup(lambda conn: ms.next_due_of(conn, identity_id))
 
+    async def offerable(self, identity_id: str, *, now: float) -> int:
+        return await self._writer.lookup(lambda conn: ms.offerable_count(conn, identity_id, now))
+
     async def _change(
         self,
         identity_id: str,

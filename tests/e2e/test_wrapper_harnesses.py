@@ -533,6 +533,22 @@ async def test_codex_hooks_deliver_mail_to_the_wrapped_session(
     assert await state_of(broker, alice, message_id) == "acknowledged"
 
 
+@pytest.mark.parametrize("kind", ["opencode", "kilo"])
+async def test_mcp_calls_reusing_one_connection_are_all_answered(
+    broker: Broker, fakes: Path, kind: str
+) -> None:
+    """OpenCode and Kilo CLI run on Bun, whose `fetch` may send its next request on the
+    connection of the last answer although that answer said `Connection: close`. The launch
+    relay closed such connections after one answer, and Kilo CLI's first `kilo mcp list`
+    failed ("Failed to get tools", its `tools/list` lost on the closed connection). Both calls
+    on one connection to the relay are answered, as the launch's session."""
+    wrapper = launch(broker, kind, "mcp-reuse,exit:0", "--session-name", "x")
+    status, err = await finish(wrapper)
+    assert status == 0, err
+    answers = record(fakes, "mcp-reuse")
+    assert [(a.get("alias"), a.get("implementation")) for a in answers] == [("x", kind)] * 2
+
+
 # -- OpenCode plugin and Pi extension, run under Node with a fake host -----------------------
 
 

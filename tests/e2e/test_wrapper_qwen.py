@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Broker
+from tests.e2e.conftest import ROOT, Broker, mcp_session, structured
 from tests.e2e.test_wrapper_harnesses import (
     finish,
     hop_of_next_send,
@@ -202,6 +202,35 @@ async def test_idle_qwen_is_knocked_through_its_input_file(
     assert "mail for the idle qwen" in context
     assert await state_of(broker, alice, message_id) == "acknowledged"
     assert hop == 2  # on the chain of the mail the knock's turn delivered
+
+
+async def test_mail_right_after_a_knocked_turn_is_knocked_for_too(
+    broker: Broker, qwen: Path, tmp_path: Path
+) -> None:
+    """The knock's turn took its mail at once, and more mail came right after it (within the
+    broker's 2 s between two wakes): that mail gets a knock of its own, once the 2 s are over,
+    and the turn it starts delivers it. (It used to wait unknocked for the next prompt.)"""
+    go = tmp_path / "go"
+    wrapper = launch(broker, "qwen", f"input,input,wait:{go},exit:0", "--session-name", "x")
+    try:
+        wait_for(lambda: any("argv" in r for r in records(qwen)), "the fake to start")
+        alice = await broker.register("alice")
+        async with mcp_session(broker.url, alice["token"]) as a:
+            structured(await a.call_tool("send", {"to": "x", "body": "first mail"}))
+            wait_for(lambda: any("input" in r for r in records(qwen)), "the first knock")
+            sent = structured(await a.call_tool("send", {"to": "x", "body": "right after"}))
+        knocks = wait_for(
+            lambda: [r["input"] for r in records(qwen) if "input" in r][1:], "the second knock"
+        )
+        go.touch()
+    finally:
+        status, err = await finish(wrapper)
+    assert status == 0, err
+    [second] = knocks
+    assert second["line"]["text"].startswith("[pager] Mail is waiting for you in Pager")
+    context = json.loads(second["hook"]["stdout"])["hookSpecificOutput"]["additionalContext"]
+    assert "right after" in context
+    assert await state_of(broker, alice, str(sent["message_id"])) == "acknowledged"
 
 
 async def test_qwen_subcommands_get_no_input_file(broker: Broker, qwen: Path) -> None:

@@ -15,6 +15,8 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   the same from `KILO_CONFIG_CONTENT`), Pi as Pager's extension
   does (`PAGER_URL`, `PAGER_TOKEN`), Copilot from the `--additional-mcp-config @FILE`, Cline
   from the file `CLINE_MCP_SETTINGS_PATH` names;
+- `mcp-reuse`: as `mcp`, twice on one connection, the second sent whatever the first answer's
+  `Connection` header said (as Bun's `fetch`, OpenCode's and Kilo CLI's, may do);
 - `hook:EVENT`: runs the hook command configured for EVENT with a realistic payload (Gemini:
   from the settings and extensions of its home, with the sanitized environment Gemini CLI's
   redaction leaves; Codex: from the `-c hooks=…` override; Cline: the executable named after
@@ -48,6 +50,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -306,6 +309,47 @@ def call_tool(url: str, headers: dict[str, str], name: str, arguments: dict[str,
     with urllib.request.urlopen(request, timeout=30) as response:
         answer = json.loads(response.read())
     return answer["result"]["structuredContent"]
+
+
+def calls_on_one_connection(url: str, headers: dict[str, str], count: int) -> list[Any]:
+    """`whoami` `count` times on one connection: each answer (its structured content), or the
+    error that ended the connection instead."""
+    parsed = urlparse(url)
+    call = {"name": "whoami", "arguments": {}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+    fields = {
+        "Host": parsed.netloc,
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Content-Length": str(len(body)),
+        **headers,
+    }
+    head = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
+    request = f"POST {parsed.path} HTTP/1.1\r\n{head}\r\n{body}".encode()
+    answers: list[Any] = []
+    with socket.create_connection((parsed.hostname, parsed.port or 80), timeout=30) as sock:
+        for _ in range(count):
+            try:
+                sock.sendall(request)
+                answers.append(json.loads(_answer_body(sock))["result"]["structuredContent"])
+            except OSError as exc:
+                answers.append({"error": f"{type(exc).__name__}: {exc}"})
+                break
+    return answers
+
+
+def _answer_body(sock: socket.socket) -> bytes:
+    """The body of the next answer on `sock` (one with a Content-Length)."""
+    data = b""
+    while True:
+        head, found, body = data.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length: *(\d+)", head)
+        if found and length is not None and len(body) >= int(length[1]):
+            return body[: int(length[1])]
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionResetError("the connection was closed before the answer")
+        data += chunk
 
 
 # -- hooks -------------------------------------------------------------------------------------
@@ -660,6 +704,9 @@ def main() -> int:
             if name == "mcp":
                 url, headers = mcp_endpoint(kind, argv)
                 log({"mcp": call_tool(url, headers, "whoami", {})})
+            elif name == "mcp-reuse":
+                url, headers = mcp_endpoint(kind, argv)
+                log({"mcp-reuse": calls_on_one_connection(url, headers, 2)})
             elif name == "hook":
                 log({"hook": run_hook(kind, argv, arg, session)})
             elif name == "plugin":

@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from pager.launch.relay import HEAD_LIMIT, Relay
+from pager.launch.relay import HEAD_LIMIT, KEEP_ALIVE, Relay
 from pager.launch.relay_admission import HARNESS_CONNECTIONS, HEAD_TIMEOUT, STRANGERS
 from tests.launch.session_fakes import FakeSession, Handler, json_answer, read_request, serve
 from tests.other_user import SYSTEM_PYTHON
@@ -21,14 +21,26 @@ CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}'
 
 
 async def exchange(relay: Relay, request: bytes) -> bytes:
-    """Sends `request` to the relay; everything it answers until it closes."""
+    """Sends `request` to the relay; its answer: until the end its length gives, else until
+    the relay closes."""
     stream = await trio.open_tcp_stream("127.0.0.1", relay.port)
     async with stream:
         await stream.send_all(request)
         answer = b""
-        while chunk := await stream.receive_some(65536):
+        while not complete(answer) and (chunk := await stream.receive_some(65536)):
             answer += chunk
         return answer
+
+
+def complete(answer: bytes) -> bool:
+    """Whether `answer` holds a whole answer of a stated length."""
+    head, found, body = answer.partition(b"\r\n\r\n")
+    lengths = [
+        int(line.partition(b":")[2])
+        for line in head.split(b"\r\n")[1:]
+        if line.partition(b":")[0].strip().lower() == b"content-length"
+    ]
+    return bool(found) and len(lengths) == 1 and len(body) >= lengths[0]
 
 
 def post(relay: Relay, *headers: str, body: bytes = CALL, host: str | None = None) -> bytes:
@@ -209,6 +221,86 @@ async def test_an_event_stream_is_passed_on_as_it_comes_and_ends_with_its_client
             first_read.set()
             await stream.aclose()
             await broker_saw_close.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def answer_on(stream: trio.SocketStream) -> bytes:
+    """One whole answer of a stated length read from `stream` (b"" if it closes first)."""
+    answer = b""
+    while not complete(answer):
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return b""
+        answer += chunk
+    return answer
+
+
+async def test_the_harness_connection_serves_its_next_request() -> None:
+    """Bun's `fetch` (OpenCode's and Kilo CLI's MCP client) sends its next request on the
+    connection of the last answer, even one that said `Connection: close`; the relay closed
+    it, and the request failed with "The socket connection was closed unexpectedly" (Kilo's
+    `mcp list`: "Failed to get tools"). Now an answer with a length leaves the harness's
+    connection open (no `Connection: close`), and the next request on it is relayed with the
+    session's token like the first."""
+    seen: list[bytes] = []
+
+    async def broker(stream: trio.SocketStream) -> None:
+        seen.append(await read_request(stream))
+        await stream.send_all(json_answer(200, b'{"n": %d}' % len(seen)))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            relay = Relay.bind()
+            await nursery.start(relay.serve, FakeSession(await serve(nursery, broker)))
+            stream = await trio.open_tcp_stream("127.0.0.1", relay.port)
+            async with stream:
+                answers = []
+                for _ in range(3):
+                    await stream.send_all(post(relay, bearer(relay)))
+                    answers.append(await answer_on(stream))
+            nursery.cancel_scope.cancel()
+    assert [a.endswith(b'{"n": %d}' % n) for n, a in enumerate(answers, 1)] == [True] * 3
+    assert all(b"connection:" not in a.partition(b"\r\n\r\n")[0].lower() for a in answers)
+    assert len(seen) == 3
+    assert all(b"Authorization: Bearer tok_test" in request for request in seen)
+
+
+@pytest.mark.parametrize(
+    ("extra", "with_credential"),
+    [(("Connection: close",), True), ((), False)],
+    ids=["client-says-close", "stranger"],
+)
+async def test_connections_not_kept_open(
+    extra: tuple[str, ...], with_credential: bool, mock_clock: trio.testing.MockClock
+) -> None:
+    """Closed after the answer: a client that said `Connection: close`, and a request without
+    the credential (another local user's connection is never held for a next request, so it
+    cannot keep a place); a harness's connection left idle is closed after KEEP_ALIVE."""
+    mock_clock.autojump_threshold = 0.1
+
+    async def broker(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(json_answer(200, b"{}"))
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            relay = Relay.bind()
+            await nursery.start(relay.serve, FakeSession(await serve(nursery, broker)))
+            for headers in (
+                (*extra, *([bearer(relay)] if with_credential else [])),
+                (bearer(relay),),
+            ):
+                stream = await trio.open_tcp_stream("127.0.0.1", relay.port)
+                async with stream:
+                    await stream.send_all(post(relay, *headers))
+                    assert (await answer_on(stream)).startswith(b"HTTP/1.1 200 ")
+                    start = trio.current_time()
+                    assert await stream.receive_some(65536) == b""  # closed by the relay
+                    waited = trio.current_time() - start
+                if headers == (bearer(relay),):
+                    assert waited >= KEEP_ALIVE  # idle: kept open, then closed
+                else:
+                    assert waited < KEEP_ALIVE
             nursery.cancel_scope.cancel()
 
 

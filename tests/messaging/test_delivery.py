@@ -10,7 +10,7 @@ from trio.testing import MockClock, wait_all_tasks_blocked
 
 from actors.identity_delivery import PUSH_TIMEOUT
 from pager.domain.errors import ErrorCode, PagerError
-from tests.messaging.conftest import Harness, http_delivery
+from tests.messaging.conftest import WINDOWS, Harness, http_delivery
 
 
 async def test_send_fetch_ack_round_trip(harness: Harness, autojump_clock: MockClock) -> None:
@@ -263,3 +263,54 @@ async def test_attached_session_without_address_gets_a_debounced_wake(
         await harness.service.send(alice, to="bob", body="later")
         await wait_all_tasks_blocked()
         assert len(harness.inbox.wakes) == 2
+
+
+async def test_mail_after_the_woken_turn_is_woken_when_the_window_ends(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """The woken turn came and took its mail at once; mail sent right after it, within
+    WAKE_EVERY of that wake, is no longer that turn's: it gets a wake of its own when the
+    window ends (before, it waited unwoken until the next prompt). Mail the session took
+    before the window ended is owed nothing."""
+    with trio.fail_after(60):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob", conversation_key="conv-b")
+        await harness.service.send(alice, to="bob", body="first")
+        await wait_all_tasks_blocked()
+        assert len(harness.inbox.wakes) == 1
+        [claim] = (await harness.service.fetch(bob))["claims"]  # the woken turn
+        await harness.service.ack(bob, tokens=[claim["token"]])
+        await harness.service.send(alice, to="bob", body="after the turn")
+        await wait_all_tasks_blocked()
+        assert len(harness.inbox.wakes) == 1  # within the window: not yet
+        await trio.sleep(2.5)
+        assert len(harness.inbox.wakes) == 2
+        # Again, but the session takes the mail before the window ends: no wake for it.
+        [claim] = (await harness.service.fetch(bob))["claims"]
+        await harness.service.ack(bob, tokens=[claim["token"]])
+        await harness.service.send(alice, to="bob", body="taken in time")
+        await wait_all_tasks_blocked()
+        [claim] = (await harness.service.fetch(bob))["claims"]
+        await harness.service.ack(bob, tokens=[claim["token"]])
+        await trio.sleep(2.5)
+        assert len(harness.inbox.wakes) == 2
+
+
+async def test_mail_of_a_lapsed_claim_is_woken_again(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """A turn claimed the mail and never acknowledged it (its harness died mid-turn, say):
+    when the ack wait lapses the mail waits again, and the session is woken for it as for
+    new mail, not left waiting for the next prompt."""
+    with trio.fail_after(600):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob", conversation_key="conv-b")
+        await harness.service.send(alice, to="bob", body="claimed, never acked")
+        await wait_all_tasks_blocked()
+        assert len(harness.inbox.wakes) == 1
+        [claim] = (await harness.service.fetch(bob))["claims"]
+        assert claim["message"]["attempt"] == 1
+        await trio.sleep(WINDOWS.ack_wait + 1)
+        assert len(harness.inbox.wakes) == 2
+        [again] = (await harness.service.fetch(bob))["claims"]
+        assert again["message"]["attempt"] == 2
