@@ -1,9 +1,9 @@
 """`GET /health`: the broker's identity, what it reports degraded, and its proof.
 
 Every command line proves the broker before it sends a credential (pager/launch/proof.py), so
-each `pager send` costs the broker one `/health?challenge=…`. Through Quart that request took
-about 2 ms of the broker's CPU, nearly all of it the framework's, for a few hundred bytes of
-JSON. `HealthFirst` answers the two plain forms of it (`GET /health`, and `GET
+each `pager send` costs the broker one `/health?challenge=…`: a few hundred bytes of JSON, for
+which Quart's request and response machinery was about a sixth of the broker's CPU per proof
+(docs/benchmarks.md). `HealthFirst` answers the two plain forms of it (`GET /health`, and `GET
 /health?challenge=HEX` with a well-formed challenge) before Quart, behind the edge guard (its
 Host and Origin checks still apply), with the bytes and headers the Quart route gives
 (tests/web/test_health_first.py compares them). Every other form (HEAD, a malformed
