@@ -84,7 +84,7 @@ def run(started: dict[str, Any], home: Path, workspace: str, args: argparse.Name
         assert status in (200, 201)
 
     def one_connection() -> None:
-        connection = client.Connection(url)  # type: ignore[attr-defined,unused-ignore]
+        connection = client.Connection(url)
         assert connection.request("GET", proof)[0] == 200
         answer = connection.request(
             "POST", "/v1/me/send", token=tokens["alice"], body=send, last=True
