@@ -2,9 +2,10 @@
 
 `http.client` pulls in `email` and costs ~15 ms to import; `pager hook` runs on every prompt and
 `pager send` is measured against a bare interpreter, so this speaks just enough HTTP to the
-broker itself: one request per connection, a JSON body in, a JSON body out (Content-Length or
-chunked). It imports neither `socket` (its enums and `selectors`: `_socket` does the same
-work) nor `json` (`pager.small_json`: the same text, without `re`).
+broker itself: a JSON body in, a JSON body out (Content-Length or chunked), one request per
+connection or, for a command's proof and then its request, two on one (`Connection`). It
+imports neither `socket` (its enums and `selectors`: `_socket` does the same work) nor `json`
+(`pager.small_json`: the same text, without `re`).
 
 The answer's framing is read here once for every client that speaks HTTP by hand (the wrapper's
 lease holder on trio, the TUI's event stream on asyncio): `parse_head` reads a response head,
@@ -158,33 +159,119 @@ def request_json(
     body: dict[str, Any] | None = None,
     timeout: float = 2.0,
 ) -> tuple[int, Any]:
-    """One request to the broker at `url` (`http://HOST:PORT`); (status, JSON body or None)."""
-    host, port = _address(url)
-    headers = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close"]
-    headers.append("Accept: application/json")
-    if token:
-        headers.append(f"Authorization: Bearer {token}")
-    payload = b""
-    if body is not None:
-        payload = dumps(body).encode()
-        headers += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
-    request = ("\r\n".join(headers) + "\r\n\r\n").encode() + payload
-    try:
-        sock = _connect(host, port, timeout)
+    """One request to the broker at `url` (`http://HOST:PORT`) on a connection of its own;
+    (status, JSON body or None)."""
+    connection = Connection(url)
+    return connection.request(method, path, token=token, body=body, timeout=timeout, last=True)
+
+
+class Connection:
+    """Requests to the broker at `url`, in turn, over one connection (HTTP/1.1 keep-alive).
+
+    A command proves the broker on a connection (pager/launch/discovery.py) and then sends its
+    credential on that same connection: the process that proved itself is the one that gets
+    it, and the broker serves one connection instead of two. A connection is kept only after
+    an answer that leaves it in step (HTTP/1.1, no `Connection: close`, a body of exactly its
+    Content-Length); when the broker has closed it since (its idle timeout), the next request
+    opens a new one to the same address, as each request did before. A request is never sent
+    twice: one whose answer does not come is the caller's failure to report."""
+
+    __slots__ = ("_sock", "url")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._sock: _socket.socket | None = None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None = None,
+        body: dict[str, Any] | None = None,
+        timeout: float = 2.0,
+        last: bool = False,
+    ) -> tuple[int, Any]:
+        """(status, JSON body or None); `last`: the connection's last request
+        (`Connection: close`, and closed after it). Raises BrokerUnreachable."""
+        host, port = _address(self.url)
+        headers = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}"]
+        if last:
+            headers.append("Connection: close")
+        headers.append("Accept: application/json")
+        if token:
+            headers.append(f"Authorization: Bearer {token}")
+        payload = b""
+        if body is not None:
+            payload = dumps(body).encode()
+            headers += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+        request = ("\r\n".join(headers) + "\r\n\r\n").encode() + payload
+        url = self.url
         try:
-            sock.sendall(request)
-            head, body_reader, rest = _answer(url, sock.recv)
-            raw = b"".join(_body(body_reader, rest, sock.recv))
-        finally:
-            sock.close()
-    except OSError as exc:
-        raise BrokerUnreachable(f"{url}: {exc}") from exc
-    except ValueError:  # a malformed chunk
-        raise BrokerUnreachable(f"{url}: not an HTTP answer") from None
+            sock = self._open(host, port, timeout)
+            received = 0
+
+            def recv(size: int) -> bytes:
+                nonlocal received
+                data = sock.recv(size)
+                received += len(data)
+                return data
+
+            keep = False
+            try:
+                sock.sendall(request)
+                head, body_reader, rest = _answer(url, sock.recv)
+                raw = b"".join(_body(body_reader, rest, recv))
+                keep = not last and _in_step(head, len(rest) + received)
+            finally:
+                if not keep:
+                    self.close()
+        except OSError as exc:
+            raise BrokerUnreachable(f"{url}: {exc}") from exc
+        except ValueError:  # a malformed chunk
+            raise BrokerUnreachable(f"{url}: not an HTTP answer") from None
+        try:
+            return head.status, loads(raw) if raw else None
+        except ValueError:
+            return head.status, None
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _open(self, host: str, port: int, timeout: float) -> _socket.socket:
+        """The kept connection while the broker has not closed it, else a new one."""
+        sock = self._sock
+        if sock is not None and not _idle_and_open(sock):
+            self.close()
+            sock = None
+        if sock is None:
+            sock = self._sock = _connect(host, port, timeout)
+        sock.settimeout(timeout)
+        return sock
+
+
+def _in_step(head: ResponseHead, body_bytes: int) -> bool:
+    """Whether a connection may carry another request after this answer, whose body was
+    `body_bytes` long as it arrived: HTTP/1.1, not closing, exactly its Content-Length."""
+    return (
+        head.line.startswith("HTTP/1.1 ")
+        and "close" not in head.headers.get("connection", "").lower()
+        and head.length == body_bytes
+    )
+
+
+def _idle_and_open(sock: _socket.socket) -> bool:
+    """Whether the peer has neither closed `sock` nor sent anything since its last answer."""
+    sock.setblocking(False)
     try:
-        return head.status, loads(raw) if raw else None
-    except ValueError:
-        return head.status, None
+        sock.recv(1, _socket.MSG_PEEK)  # b"": it closed; a byte: an answer nobody asked for
+    except BlockingIOError:
+        return True  # nothing to read: open and idle
+    except OSError:
+        pass
+    return False
 
 
 #: What `quote` leaves as it is: urllib.parse's unreserved characters and `/`.

@@ -4,6 +4,7 @@ against stand-in servers."""
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pager.client import (
     BodyReader,
     BrokerRefused,
     BrokerUnreachable,
+    Connection,
     parse_head,
     request_json,
     split_head,
@@ -181,3 +183,97 @@ def test_quote_writes_what_urllib_writes(text: str) -> None:
             quote(text)
         return
     assert quote(text) == expected
+
+
+OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{"n": 1}'
+
+
+def _read_request(connection: socket.socket, pending: bytes) -> tuple[bytes, bytes] | None:
+    """One request (head and Content-Length body) from `connection`, and what followed it;
+    None when the client closed first."""
+    while b"\r\n\r\n" not in pending:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return None
+        pending += chunk
+    head, _, rest = pending.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    while len(rest) < length:
+        rest += connection.recv(65536)
+    return head + b"\r\n\r\n" + rest[:length], rest[length:]
+
+
+@contextmanager
+def keeping(*connections: list[bytes]) -> Iterator[tuple[str, list[list[bytes]]]]:
+    """A server on 127.0.0.1 that accepts one connection per item of `connections`, answers
+    its requests in turn with that item's answers, then closes it; yields its URL and the
+    requests each connection carried (filled in as they arrive)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[list[bytes]] = []
+
+    def serve() -> None:
+        for answers in connections:
+            connection, _ = listener.accept()
+            carried: list[bytes] = []
+            seen.append(carried)
+            with connection:
+                pending = b""
+                for answer in answers:
+                    request = _read_request(connection, pending)
+                    if request is None:
+                        break
+                    carried.append(request[0])
+                    pending = request[1]
+                    connection.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", seen
+    finally:
+        thread.join(10)
+        listener.close()
+
+
+def test_connection_carries_its_requests_on_one_connection() -> None:
+    """Two requests in turn on one connection: the first keeps it alive, the last (`last`)
+    asks the broker to close it."""
+    with keeping([OK, OK]) as (url, seen):
+        connection = Connection(url)
+        assert connection.request("GET", "/health") == (200, {"n": 1})
+        assert connection.request("POST", "/v1/me/send", token="t", body={}, last=True)[0] == 200
+    [[first, second]] = seen
+    assert b"Connection: close" not in first
+    assert second.startswith(b"POST /v1/me/send ")
+    assert b"Connection: close\r\n" in second
+
+
+def test_connection_opens_another_when_the_broker_closed_it() -> None:
+    """An answer that closes the connection (`Connection: close`, HTTP/1.0, or a server that
+    hung up since): the next request goes on a new connection, once."""
+    closing = OK.replace(b"OK\r\n", b"OK\r\nConnection: close\r\n", 1)
+    old = OK.replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+    with keeping([closing], [old], [OK], [OK]) as (url, seen):
+        connection = Connection(url)
+        for _ in range(3):
+            assert connection.request("GET", "/health") == (200, {"n": 1})
+        # The third connection's server answered and hung up: wait for its FIN to arrive.
+        kept = connection._sock
+        assert kept is not None
+        assert select.select([kept], [], [], 10)[0]
+        assert connection.request("GET", "/health") == (200, {"n": 1})
+    assert [len(carried) for carried in seen] == [1, 1, 1, 1]
+
+
+def test_connection_out_of_step_is_not_used_again() -> None:
+    """An answer longer than its Content-Length (bytes a server slipped in after it) leaves
+    the connection: the next answer is the next connection's, never those bytes."""
+    forged = b'HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{"n": 666}'
+    with keeping([OK + forged, OK], [OK]) as (url, seen):
+        connection = Connection(url)
+        assert connection.request("GET", "/health") == (200, {"n": 1})
+        assert connection.request("GET", "/health") == (200, {"n": 1})
+    assert [len(carried) for carried in seen] == [1, 1]

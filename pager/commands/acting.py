@@ -24,6 +24,7 @@ class Me:
 
         self.paths, broker = running_broker()
         self.url: str = broker.url
+        self.connection = broker.connection
         token = session_token(os.environ)
         self.harness: tuple[int, str, str] | None = None
         self.person_query: str | None = None  # the query that acts as the person
@@ -53,7 +54,13 @@ class Me:
             target += ("&" if "?" in target else "?") + self.query
         try:
             return call_broker(
-                self.url, method, target, token=self.credential, body=body, timeout=timeout
+                self.url,
+                method,
+                target,
+                token=self.credential,
+                body=body,
+                timeout=timeout,
+                connection=self.connection,
             )
         except BrokerRefused as refused:
             raise CommandRefused(self.advice(refused), refused.code, refused.error) from None
@@ -135,10 +142,13 @@ class Operator:
     def __init__(self) -> None:
         paths, broker = running_broker()
         self.url: str = broker.url
+        self.connection = broker.connection
         self.secret = local_secret(paths)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        return call_broker(self.url, method, path, token=self.secret, body=body)
+        return call_broker(
+            self.url, method, path, token=self.secret, body=body, connection=self.connection
+        )
 
 
 def resolve(agents: list[dict[str, Any]], given: str) -> dict[str, Any]:

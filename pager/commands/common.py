@@ -9,6 +9,7 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs millis
 if TYPE_CHECKING:
     from typing import Any
 
+    from pager.client import Connection
     from pager.launch.discovery import RunningBroker
     from pager.launch.paths import StatePaths
 
@@ -69,11 +70,13 @@ def ensure_running() -> tuple[StatePaths, RunningBroker]:
 
 
 def running_broker() -> tuple[StatePaths, RunningBroker]:
-    """The state directory and the running broker, started when none runs."""
+    """The state directory and the running broker, started when none runs. A broker found
+    running keeps the connection it proved itself on (`RunningBroker.connection`): the
+    command's first request goes on it."""
     from pager.launch.discovery import discover
 
     paths = state_paths()
-    found = discover(paths)
+    found = discover(paths, keep_open=True)
     if found.broker is not None:
         return paths, found.broker
     return ensure_running()  # slower: it reads the configuration first
@@ -93,14 +96,29 @@ class BrokerRefused(CommandError):
 
 
 def call_broker(
-    url: str, method: str, path: str, *, token: str, body: Any = None, timeout: float = 30.0
+    url: str,
+    method: str,
+    path: str,
+    *,
+    token: str,
+    body: Any = None,
+    timeout: float = 30.0,
+    connection: Connection | None = None,
 ) -> Any:
     """One JSON request of a command; its answer, BrokerRefused, or CommandError when the
-    broker does not answer."""
+    broker does not answer. `connection`: the one the broker at `url` proved itself on
+    (`RunningBroker.connection`), used while it stays open."""
     from pager.client import BrokerUnreachable, request_json
 
     try:
-        status, answer = request_json(url, method, path, token=token, body=body, timeout=timeout)
+        if connection is not None and connection.url == url:
+            status, answer = connection.request(
+                method, path, token=token, body=body, timeout=timeout
+            )
+        else:
+            status, answer = request_json(
+                url, method, path, token=token, body=body, timeout=timeout
+            )
     except BrokerUnreachable as exc:
         raise CommandError(f"the broker did not answer ({exc}); see `pager status`") from None
     if status >= 400 or not isinstance(answer, dict):

@@ -63,9 +63,12 @@ def _notify_with_token(args: argparse.Namespace, token: str, page: dict[str, Any
     from pager.client import quote
 
     url = args.url or os.environ.get("PAGER_URL")
+    connection = None
     if not url:
-        url = running_broker()[1].url
-    return call_broker(url, "POST", f"/v1/notify?to={quote(args.to)}", token=token, body=page)
+        broker = running_broker()[1]
+        url, connection = broker.url, broker.connection
+    target = f"/v1/notify?to={quote(args.to)}"
+    return call_broker(url, "POST", target, token=token, body=page, connection=connection)
 
 
 # -- tokens ----------------------------------------------------------------------------------

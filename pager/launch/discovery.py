@@ -7,7 +7,7 @@ secret (pager/launch/proof.py). Nothing sends a credential to a URL this module 
 
 from __future__ import annotations
 
-from pager.client import BrokerUnreachable, request_json
+from pager.client import BrokerUnreachable, Connection
 from pager.launch.files import read_json, read_secret
 from pager.launch.lock import holder_alive, read_lock_identity
 from pager.launch.paths import BROKER_JSON, LOCK, SECRET
@@ -21,11 +21,18 @@ if TYPE_CHECKING:
     from pager.launch.paths import StatePaths
 
 
+#: What a `RunningBroker` is: the fields its equality, hash and repr compare.
+_IDENTITY = ("instance_id", "pid", "schema_version", "started_at", "url", "version", "warnings")
+
+
 class RunningBroker:
     """A broker whose lock, `broker.json` and `/health` agree. A plain class, not a dataclass
-    or a NamedTuple: `dataclasses` and `typing` cost every quick command milliseconds."""
+    or a NamedTuple: `dataclasses` and `typing` cost every quick command milliseconds.
 
-    __slots__ = ("instance_id", "pid", "schema_version", "started_at", "url", "version", "warnings")
+    `connection`: the connection it proved itself on, kept open when `discover` was asked to
+    (`keep_open`), for the command's request to follow on it; None otherwise."""
+
+    __slots__ = (*_IDENTITY, "connection")
 
     def __init__(
         self,
@@ -40,9 +47,10 @@ class RunningBroker:
     ) -> None:
         self.url, self.pid, self.instance_id, self.version = url, pid, instance_id, version
         self.schema_version, self.started_at, self.warnings = schema_version, started_at, warnings
+        self.connection: Connection | None = None
 
     def _key(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
+        return tuple(getattr(self, name) for name in _IDENTITY)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RunningBroker) and other._key() == self._key()
@@ -51,7 +59,7 @@ class RunningBroker:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _IDENTITY)
         return f"RunningBroker({fields})"
 
     @property
@@ -69,8 +77,10 @@ class Discovery:
         self.reason = reason  # why no broker was adopted ("" when one was)
 
 
-def discover(paths: StatePaths, *, timeout: float = 1.0) -> Discovery:
-    """Whether a broker runs for this state directory, and why not when it does not."""
+def discover(paths: StatePaths, *, timeout: float = 1.0, keep_open: bool = False) -> Discovery:
+    """Whether a broker runs for this state directory, and why not when it does not.
+    `keep_open`: the broker found keeps the connection it proved itself on
+    (`RunningBroker.connection`); a process that does not prove itself keeps none."""
     # Paths as strings (`StatePaths.file`): `pathlib` costs a quick command milliseconds.
     info = read_json(paths.file(BROKER_JSON))
     if info is None:
@@ -88,9 +98,31 @@ def discover(paths: StatePaths, *, timeout: float = 1.0) -> Discovery:
         secret = read_secret(paths.file(SECRET))
     except OSError as exc:
         return Discovery(None, f"cannot read {SECRET} ({exc.strerror})")
+    connection = Connection(url)
+    found = _proved(url, info, lock, secret, connection, timeout=timeout, keep_open=keep_open)
+    if found.broker is not None and keep_open:
+        found.broker.connection = connection
+    else:
+        connection.close()  # a process that did not prove itself is asked nothing more
+    return found
+
+
+def _proved(
+    url: str,
+    info: dict[str, Any],
+    lock: dict[str, Any],
+    secret: str,
+    connection: Connection,
+    *,
+    timeout: float,
+    keep_open: bool,
+) -> Discovery:
+    """The broker at `url` if it proves, over `connection`, that it holds the lock and knows
+    the secret; else why not."""
     challenge = new_challenge()
+    path = f"/health?challenge={challenge}"
     try:
-        status, health = request_json(url, "GET", f"/health?challenge={challenge}", timeout=timeout)
+        status, health = connection.request("GET", path, timeout=timeout, last=not keep_open)
     except BrokerUnreachable as exc:
         return Discovery(None, f"nothing answers at {url} ({exc.__cause__ or exc})")
     if status != 200 or not isinstance(health, dict) or health.get("ok") is not True:

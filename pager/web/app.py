@@ -13,8 +13,9 @@ from werkzeug.exceptions import HTTPException
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.json_bounds import dumps
 from pager.health import HealthBoard
-from pager.launch.proof import CHALLENGE_BYTES, valid_challenge
+from pager.launch.proof import CHALLENGE_BYTES
 from pager.web.guard import ASGIApp, EdgeGuard, allowed_hosts
+from pager.web.health_first import HealthAnswer, HealthFirst
 from pager.web.store_trouble import unavailable_cause
 
 log = logging.getLogger("pager.web")
@@ -56,18 +57,18 @@ def create_quart_app(
     for blueprint in blueprints:
         app.register_blueprint(blueprint)
 
+    answer = HealthAnswer(health, board, prove)
+
     @app.get("/health")
     async def get_health() -> Response:
+        # The plain forms are answered before Quart (pager/web/health_first.py); the rest here.
         challenge = request.args.get("challenge")
-        # `ok`: the broker answers; `status`: whether anything is degraded (pager/health.py).
-        if challenge is None:
-            return jsonify({"ok": True, **health, **board.snapshot()})
-        if prove is None or not valid_challenge(challenge):
+        if not answer.answers(challenge):
             raise PagerError(
                 ErrorCode.VALIDATION_FAILED,
                 f"challenge must be {2 * CHALLENGE_BYTES} lower-case hex digits",
             )
-        return jsonify({"ok": True, **health, **board.snapshot(), "proof": prove(challenge)})
+        return jsonify(answer(challenge))
 
     @app.errorhandler(PagerError)
     async def pager_error(exc: PagerError) -> Response:
@@ -107,7 +108,10 @@ def create_app(
     prove: Callable[[str], str] | None = None,
     board: HealthBoard | None = None,
 ) -> ASGIApp:
-    """The whole ASGI application: the edge guard in front of every route (the web server
-    puts the `/mcp` dispatcher behind it when it serves MCP)."""
-    app = cast(ASGIApp, create_quart_app(health, blueprints, prove, board))
+    """The whole ASGI application: the edge guard in front of every route, then the plain
+    forms of `GET /health`, then Quart (the web server puts the `/mcp` dispatcher behind the
+    guard when it serves MCP)."""
+    board = HealthBoard() if board is None else board
+    quart = cast(ASGIApp, create_quart_app(health, blueprints, prove, board))
+    app = HealthFirst(quart, HealthAnswer(health, board, prove))
     return EdgeGuard(app, hosts=allowed_hosts(host, port), request_cap=request_cap)

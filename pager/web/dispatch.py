@@ -73,7 +73,7 @@ def bearer_token(values: Iterable[str | bytes]) -> str | None:
     text = value.decode("latin-1") if isinstance(value, bytes) else value
     scheme, _, token = text.strip().partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token or any(c.isspace() for c in token):
+    if scheme.lower() != "bearer" or token.split() != [token]:  # none, or with a space
         return None
     return token
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +178,123 @@ def test_locator_follows_the_broker_and_never_a_dead_one(running: PagerHome) -> 
     wait_for(lambda: locator.url() is not None, "the restarted broker to be located")
     assert locator.broker is not None
     assert locator.broker.instance_id != first.instance_id
+
+
+def _register(home: PagerHome, *names: str) -> dict[str, str]:
+    """Shell sessions `names` in one workspace; their tokens."""
+    paths = StatePaths(home.root)
+    found = discover(paths)
+    assert found.broker is not None, found.reason
+    secret = paths.secret.read_text().strip()
+    tokens = {}
+    for name in names:
+        body = {"workspace": str(home.root), "implementation": "shell", "session_name": name}
+        status, answer = request_json(
+            found.broker.url, "POST", "/v1/register", token=secret, body=body
+        )
+        assert status in (200, 201), answer
+        tokens[name] = answer["token"]
+    return tokens
+
+
+def test_a_command_proves_the_broker_and_sends_on_one_connection(
+    running: PagerHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pager send`'s path: the proof, then the send with the session's token, on the one
+    connection the broker proved itself on."""
+    from pager import client
+    from pager.commands.acting import Me
+
+    tokens = _register(running, "alice", "bob")
+    monkeypatch.setenv("PAGER_HOME", str(running.root))
+    monkeypatch.setenv("PAGER_TOKEN", tokens["alice"])
+    opened: list[tuple[str, int]] = []
+    connect = client._connect
+
+    def counting(host: str, port: int, timeout: float) -> Any:
+        opened.append((host, port))
+        return connect(host, port, timeout)
+
+    monkeypatch.setattr(client, "_connect", counting)
+    me = Me()
+    sent = me.call("POST", "/send", {"to": "bob", "body": "one connection"})
+    assert sent["message_id"].startswith("msg_")
+    assert len(opened) == 1
+    assert me.connection is not None
+    me.connection.close()
+
+
+def test_a_squatter_gets_no_credential_on_the_kept_connection(running: PagerHome) -> None:
+    """A program on broker.json's address that relays `/health` (so its identity matches)
+    and keeps connections open, as the real broker does: `pager send` as a session and the
+    kept-connection discovery send it nothing but the proof request, and close the
+    connection it failed to prove itself on."""
+    tokens = _register(running, "alice", "bob")
+    paths = StatePaths(running.root)
+    real = discover(paths).broker
+    assert real is not None
+    real_url = real.url
+    seen: list[bytes] = []
+    ended = threading.Semaphore(0)
+
+    class KeepingRelay(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keeps each connection open for the next request
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            seen.append(self.requestline.encode() + b"\n" + bytes(self.headers) + body)
+            if self.path.startswith("/health"):
+                status, answer = request_json(real_url, "GET", self.path)
+            else:
+                status, answer = 200, {"message_id": "msg_forged", "recipient": {}}
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+        def finish(self) -> None:
+            super().finish()
+            ended.release()  # the client closed the connection
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    relay = ThreadingHTTPServer(("127.0.0.1", 0), KeepingRelay)
+    thread = threading.Thread(target=relay.serve_forever)
+    thread.start()
+    original = paths.broker_json.read_text()
+    try:
+        info = json.loads(original)
+        info["url"] = f"http://127.0.0.1:{relay.server_address[1]}"
+        paths.broker_json.write_text(json.dumps(info))
+        found = discover(paths, keep_open=True)
+        assert found.broker is None
+        assert "did not prove" in found.reason
+        assert ended.acquire(timeout=PROCESS_BOUND)  # that connection is closed, not kept
+        sent = subprocess.run(
+            [sys.executable, "-m", "pager", "send", "bob", "secret plans"],
+            env={**running.env, "PAGER_TOKEN": tokens["alice"]},
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_BOUND,
+            check=False,
+        )
+        assert sent.returncode == 1  # it tried to start a broker: the lock's holder runs
+        assert "broker.lock is held by another process" in sent.stderr
+        assert "msg_forged" not in sent.stdout
+        assert seen
+        for request in seen:
+            assert request.startswith(b"GET /health?challenge="), request
+            assert b"authorization" not in request.lower()
+            assert tokens["alice"].encode() not in request
+            assert b"secret plans" not in request
+    finally:
+        relay.shutdown()
+        thread.join()
+        relay.server_close()
+        paths.broker_json.write_text(original)
