@@ -159,9 +159,11 @@ def _table(spec: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _absolute(path: str, cwd: str) -> str:
+    """`path` from `cwd`, its links resolved: an edit through a symbolic link (or a linked
+    directory) is an edit of the file it points at."""
     if path.startswith("~/"):
         path = os.path.expanduser(path)
-    return os.path.normpath(os.path.join(cwd, path))
+    return os.path.realpath(os.path.join(cwd, path))
 
 
 # -- the broker's answer -----------------------------------------------------------------------

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 
@@ -333,3 +334,54 @@ def test_the_edit_goes_ahead_when_the_broker_cannot_answer(
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     log = (broker.home.root / "logs" / "hook.log").read_text()
     assert "pre-tool" in log.splitlines()[-1] or "failed" in log.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("", "deny"),
+        ('[reservations]\nenforce = "warn"\n', "warn"),
+        ('[reservations]\nenforce = "off"\n', "off"),
+        (
+            '[reservations]\nenforce = "off"\n[reservations.workspaces]\n"{workspace}" = "deny"\n',
+            "deny",
+        ),
+    ],
+)
+async def test_enforce_deny_warn_or_off(broker: Broker, config: str, expected: str) -> None:
+    """`[reservations] enforce`: deny refuses, warn lets the edit through with a note for the
+    model, off asks nothing; a workspace's own line wins over the global one."""
+    (broker.home.root / "config.toml").write_text(config.format(workspace=broker.workspace))
+    alice, bob = await broker.register("alice"), await broker.register("bob")
+    async with httpx2.AsyncClient(timeout=10) as http:
+        taken = await http.post(
+            broker.url + "/v1/me/reservations",
+            headers={"Authorization": f"Bearer {alice['token']}"},
+            json={"paths": ["src/*.py"], "reason": "refactor"},
+        )
+    assert taken.status_code == 200, taken.text
+    spec = json.dumps({"paths": {"Edit": ["file_path"]}})
+    payload = {"hook_event_name": "PreToolUse", "cwd": str(broker.workspace),
+               "tool_name": "Edit", "tool_input": {"file_path": "src/x.py"}}  # fmt: skip
+    done = await trio.to_thread.run_sync(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "pager", "hook", "--pre-tool", spec, "PreToolUse"],
+            input=json.dumps(payload),
+            env={**broker.home.env, "PAGER_URL": broker.url, "PAGER_TOKEN": bob["token"]},
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_BOUND,
+            check=False,
+        )
+    )
+    assert done.returncode == 0, done.stderr
+    if expected == "off":
+        assert done.stdout == ""
+        return
+    said = json.loads(done.stdout)["hookSpecificOutput"]
+    if expected == "deny":
+        assert said["permissionDecision"] == "deny"
+        assert alice["address"] in said["permissionDecisionReason"]
+    else:
+        assert "permissionDecision" not in said
+        assert alice["address"] in said["additionalContext"]
