@@ -1936,6 +1936,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--upgrade", action="store_true", help="re-pin to the latest versions")
     parser.add_argument("--version", action="append", default=[], metavar="ID=VERSION")
     parser.add_argument("--keep", action="store_true", help="keep the run directory")
+    parser.add_argument(
+        "--pre-tool-only", action="store_true", help="only the reservations check before an edit"
+    )
     args = parser.parse_args(argv)
     QUIET = args.json
     wanted: dict[str, str] = {}
@@ -1965,8 +1968,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress(f"{ident} {version}")
                 ctx = Context(broker, run_dir, ident, bin_dir)
                 try:
-                    report.checks = CHECKS[ident](ctx)
-                    report.checks.append(tools_offered(ctx))
+                    if not args.pre_tool_only:
+                        report.checks = CHECKS[ident](ctx)
+                        report.checks.append(tools_offered(ctx))
+                    report.checks += _module_checks("verify_enforce", "check_pre_tool", ctx)
                 except Unchecked as exc:
                     report.checks.append(Check("launch", UNCHECKED, str(exc)))
                 finally:

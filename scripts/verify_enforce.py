@@ -1,0 +1,208 @@
+"""The reservations check before an edit, against each real harness, for
+scripts/verify_harnesses.py (docs/reservations.md, "What is enforced where").
+
+Another identity of the workspace reserves `src/*.py` (the script's sender, over MCP). The
+harness is launched as `pager <id>` wires it, with its tools allowed to edit, and the recorder,
+standing in for the model, asks for an edit of `src/reserved.py`. The check is accepted when
+the edit was refused before it wrote (the file unchanged) and the refusal reached the model (its
+next request carries Pager's reason, naming the holder). The same run with `[reservations]
+enforce = "off"` in the broker's config.toml (a broken copy of the wiring: the hook asks
+nothing) must write the file: so the refusal is the hook's, not the harness's own rules.
+
+Harnesses without a check here are reported as "could not check", with why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from verify_harnesses import (
+    ACCEPTED,
+    REJECTED,
+    UNCHECKED,
+    Canned,
+    Check,
+    Context,
+    Rejected,
+    Unchecked,
+    _tail,
+    run,
+)
+
+PROMPT = "verify: change the reserved file"
+RESERVED = "src/reserved.py"
+BEFORE, AFTER = "value = 1\n", "value = 2\n"
+REFUSED = "Pager refused this edit"
+
+
+def check_pre_tool(ctx: Context) -> list[Check]:
+    """The check for `ctx`'s harness, when it has one here."""
+    edits: dict[str, Callable[[Context], tuple[list[str], list[Canned]]]] = {
+        "claude": _claude,
+    }
+    if ctx.manifest.hooks.pre_tool is None:
+        return [Check("edit of a reserved file refused", UNCHECKED, "no [hooks.pre_tool]")]
+    setup = edits.get(ctx.id)
+    if setup is None:
+        why = (
+            "not checked against the real binary yet: the recorder would have to answer in this"
+            " harness's model API with a tool call (the wiring is tested with fake harnesses)"
+        )
+        return [Check("edit of a reserved file refused", UNCHECKED, why)]
+    return [_refused(ctx, setup), _written_when_off(ctx, setup)]
+
+
+def _refused(ctx: Context, setup: Callable[[Context], tuple[list[str], list[Canned]]]) -> Check:
+    target = _prepare(ctx)
+    holder = _reserve(ctx)
+    args, answers = setup(ctx)
+    for canned in answers:
+        ctx.model.answer_once(canned)
+    with ctx.launch(args) as launch:
+
+        def body() -> str:
+            before = len(ctx.model.requests)
+            status, out = run(launch, None, ctx.workspace, 180)
+            (ctx.workspace / "pre-tool.log").write_text(launch.redact(out))  # for --keep
+            requests = [b for _, b in ctx.model.requests[before:]]
+            if not requests:
+                raise Unchecked(f"no model request (exit {status}): {_tail(out)}")
+            if target.read_text() != BEFORE:
+                raise Rejected(f"the edit was written: {target.read_text()!r}; {_tail(out)}")
+            told = [b for b in requests if REFUSED in b]
+            if not told:
+                raise Rejected(
+                    f"the file is unchanged, but no model request carried Pager's refusal"
+                    f" ({len(requests)} requests); {_tail(out)}"
+                )
+            if holder not in told[0]:
+                raise Rejected(f"the refusal does not name the holder {holder}")
+            return (
+                f"the recorder asked for an edit of {RESERVED}, which {holder} reserved: it was"
+                f" refused before it wrote (the file unchanged) and the next model request"
+                f" carried the reason ({REFUSED}…, naming {holder}); exit {status}"
+            )
+
+        return ctx.check("edit of a reserved file refused before it writes", launch, body)
+
+
+def _written_when_off(
+    ctx: Context, setup: Callable[[Context], tuple[list[str], list[Canned]]]
+) -> Check:
+    """The broken copy: the hook told to ask nothing. The same edit must then be written."""
+    target = _prepare(ctx)
+    _reserve(ctx)
+    args, answers = setup(ctx)
+    for canned in answers:
+        ctx.model.answer_once(canned)
+    with _enforce_off(ctx), ctx.launch(args) as launch:
+
+        def body() -> str:
+            status, out = run(launch, None, ctx.workspace, 180)
+            if target.read_text() != AFTER:
+                raise Rejected(
+                    f"with enforcement off the edit was not written either ({target.read_text()!r})"
+                    f" — the refusal above may be the harness's own; {_tail(out)}"
+                )
+            return f'with `enforce = "off"` the same edit was written (exit {status})'
+
+        check = ctx.check(
+            "rejects a broken copy: enforcement off, the edit is written", launch, body
+        )
+    if check.verdict == ACCEPTED:
+        return check
+    return Check(check.name, REJECTED if check.verdict == REJECTED else UNCHECKED, check.observed)
+
+
+def _prepare(ctx: Context) -> Path:
+    target = ctx.workspace / RESERVED
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(BEFORE)
+    return target
+
+
+def _reserve(ctx: Context) -> str:
+    """`src/*.py` reserved by the script's sender; its address. Given absolute: the run
+    directory may lie inside a checkout (this one), whose top the patterns are relative to."""
+    pattern = f"{ctx.workspace / 'src'}/*.py"
+    taken = ctx.broker._as_sender(
+        ctx.workspace, "reserve", {"paths": [pattern], "reason": "verify: held by another"}
+    )
+    (held,) = taken["reserved"]
+    return str(held["holder"])
+
+
+@contextlib.contextmanager
+def _enforce_off(ctx: Context) -> Iterator[None]:
+    config = ctx.broker.paths.root / "config.toml"
+    before = config.read_text() if config.exists() else None
+    config.write_text((before or "") + '\n[reservations]\nenforce = "off"\n')
+    try:
+        yield
+    finally:
+        if before is None:
+            config.unlink()
+        else:
+            config.write_text(before)
+
+
+# ------------------------------------------------------------------------------ Claude Code
+
+
+def _claude(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`claude -p` allowed to edit (`--permission-mode acceptEdits`); the recorder answers with
+    a Read of the file (Claude Code edits only what it read), then an Edit of it."""
+    ctx.env.update(ANTHROPIC_API_KEY="pager-verify-dummy-key", ANTHROPIC_BASE_URL=ctx.model.url)
+    ctx.env.update(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    path = str(ctx.workspace / RESERVED)
+    read = _anthropic_tool_use("toolu_verify_read", "Read", {"file_path": path})
+    edit = _anthropic_tool_use(
+        "toolu_verify_edit",
+        "Edit",
+        {"file_path": path, "old_string": BEFORE.strip(), "new_string": AFTER.strip()},
+    )
+    answers = [
+        Canned("/v1/messages", PROMPT, "text/event-stream", read),
+        Canned("/v1/messages", "toolu_verify_read", "text/event-stream", edit),
+    ]
+    debug = str(ctx.workspace / "claude-pre-tool-debug.log")  # for --keep: the hook lines
+    return ["-p", "--permission-mode", "acceptEdits", "--debug-file", debug, PROMPT], answers
+
+
+def _anthropic_tool_use(ident: str, name: str, arguments: dict[str, Any]) -> bytes:
+    """One streamed Messages API answer: a single tool call."""
+    message = {
+        "id": f"msg_{ident}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    block = {"type": "tool_use", "id": ident, "name": name, "input": {}}
+    delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
+    events = [
+        ("message_start", {"type": "message_start", "message": message}),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": block},
+        ),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 1},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in events).encode()
