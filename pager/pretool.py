@@ -81,8 +81,9 @@ def written_paths(spec: dict[str, Any], payload: dict[str, Any], cwd: str) -> li
         value = arguments.get(key)
         found += [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
     shell_key = _table(spec, "shell").get(tool)
-    if isinstance(shell_key, str) and isinstance(arguments.get(shell_key), str):
-        found += shell_targets(arguments[shell_key])
+    if isinstance(shell_key, str):
+        for command in _commands(arguments.get(shell_key)):
+            found += shell_targets(command)
     patch_key = _table(spec, "patches").get(tool)
     if isinstance(patch_key, str) and isinstance(arguments.get(patch_key), str):
         found += patch_targets(arguments[patch_key])
@@ -134,6 +135,21 @@ def _operands(words: list[str]) -> list[str]:
     if name == "sed" and any(w.startswith("-i") or w == "--in-place" for w in words[1:]):
         return operands[1:]  # the first operand is the script
     return []
+
+
+def _commands(value: object) -> list[str]:
+    """A command, or a list of them (Cline CLI's `run_commands`, which its hooks get as JSON
+    text)."""
+    if isinstance(value, str) and value.startswith("["):
+        text = value
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return [text]  # a command that starts with `[` (a test)
+    if isinstance(value, str):
+        return [value]
+    listed: list[object] = value if isinstance(value, list) else []
+    return [v for v in listed if isinstance(v, str)]
 
 
 def patch_targets(patch: str) -> list[str]:

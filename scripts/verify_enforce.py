@@ -37,12 +37,20 @@ PROMPT = "verify: change the reserved file"
 RESERVED = "src/reserved.py"
 BEFORE, AFTER = "value = 1\n", "value = 2\n"
 REFUSED = "Pager refused this edit"
+#: Harnesses whose pre-tool hook can refuse only by ending the run, and why.
+RUN_STOPPED = {
+    "cline": "Cline CLI 3.0.65 turns a PreToolUse `cancel` into the end of the run; its hook"
+    " output has no way to skip one tool call and tell the model",
+}
 
 
 def check_pre_tool(ctx: Context) -> list[Check]:
     """The check for `ctx`'s harness, when it has one here."""
     edits: dict[str, Callable[[Context], tuple[list[str], list[Canned]]]] = {
         "claude": _claude,
+        "gemini": _gemini,
+        "qwen": _qwen,
+        "cline": _cline,
     }
     if ctx.manifest.hooks.pre_tool is None:
         return [Check("edit of a reserved file refused", UNCHECKED, "no [hooks.pre_tool]")]
@@ -74,6 +82,12 @@ def _refused(ctx: Context, setup: Callable[[Context], tuple[list[str], list[Cann
             if target.read_text() != BEFORE:
                 raise Rejected(f"the edit was written: {target.read_text()!r}; {_tail(out)}")
             told = [b for b in requests if REFUSED in b]
+            if ctx.id in RUN_STOPPED:  # the refusal ends the run: no next model request
+                return (
+                    f"the recorder asked for an edit of {RESERVED}, which {holder} reserved: the"
+                    f" hook's cancel stopped the run before it wrote (the file unchanged); the"
+                    f" model is not told why ({RUN_STOPPED[ctx.id]}); exit {status}"
+                )
             if not told:
                 raise Rejected(
                     f"the file is unchanged, but no model request carried Pager's refusal"
@@ -171,6 +185,81 @@ def _claude(ctx: Context) -> tuple[list[str], list[Canned]]:
     ]
     debug = str(ctx.workspace / "claude-pre-tool-debug.log")  # for --keep: the hook lines
     return ["-p", "--permission-mode", "acceptEdits", "--debug-file", debug, PROMPT], answers
+
+
+# ------------------------------------------------------------------------------- Gemini CLI
+
+
+def _gemini(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`gemini -p` in yolo mode (edits need no confirmation); the recorder answers with a
+    `write_file` call."""
+    from verify_harnesses import _gemini_home
+
+    _gemini_home(ctx)
+    call = {"name": "write_file", "args": {"file_path": str(ctx.workspace / RESERVED),
+                                           "content": AFTER}}  # fmt: skip
+    answer = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"functionCall": call}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+    }
+    body = ("data: " + json.dumps(answer) + "\r\n\r\n").encode()
+    canned = Canned("streamGenerateContent", PROMPT, "text/event-stream", body)
+    return ["--approval-mode", "yolo", "-p", PROMPT], [canned]
+
+
+# -------------------------------------------------------------------- Qwen Code, Cline CLI
+
+
+def _qwen(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`qwen -p` in yolo mode at the recorder as an OpenAI-compatible provider; the recorder
+    answers with a `write_file` call."""
+    from verify_qwen import _qwen_home
+
+    _qwen_home(ctx)
+    path = str(ctx.workspace / RESERVED)
+    answers = [  # Qwen Code 0.24.4 overwrites only a file it read
+        _openai_call("read_file", {"file_path": path}, "call_verify_read", PROMPT),
+        _openai_call("write_file", {"file_path": path, "content": AFTER}, "call_verify_edit",
+                     "call_verify_read"),
+    ]  # fmt: skip
+    return ["--approval-mode", "yolo", "-p", PROMPT], answers
+
+
+def _cline(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`cline --json --yolo` at the recorder (`cline auth`); the recorder answers with an
+    `editor` call replacing the file's text."""
+    from verify_cline import _cline_home
+
+    _cline_home(ctx)
+    arguments = {"path": str(ctx.workspace / RESERVED), "old_text": BEFORE.strip(),
+                 "new_text": AFTER.strip()}  # fmt: skip
+    return ["--json", "--yolo", PROMPT], [_openai_call("editor", arguments)]
+
+
+def _openai_call(
+    name: str,
+    arguments: dict[str, Any],
+    ident: str = "call_verify_edit",
+    needle: str = PROMPT,
+) -> Canned:
+    """One streamed OpenAI chat completion: a single tool call."""
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "verify", "object": "chat.completion.chunk", "created": 0}
+        return "data: " + json.dumps({**body, "model": "gpt-4o", "choices": [choice]}) + "\n\n"
+
+    call = {"index": 0, "id": ident, "type": "function"}
+    call["function"] = {"name": name, "arguments": json.dumps(arguments)}
+    text = chunk({"role": "assistant", "content": None, "tool_calls": [call]})
+    text += chunk({}, "tool_calls") + "data: [DONE]\n\n"
+    return Canned("/chat/completions", needle, "text/event-stream", text.encode())
 
 
 def _anthropic_tool_use(ident: str, name: str, arguments: dict[str, Any]) -> bytes:

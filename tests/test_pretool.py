@@ -69,8 +69,18 @@ def spec(ident: str) -> dict[str, Any]:
         ("copilot", {"toolName": "edit", "toolArgs": "{not json"}, []),
         (
             "cline",
-            {"preToolUse": {"toolName": "write_to_file", "parameters": {"path": "x.py"}}},
+            {"preToolUse": {"toolName": "editor", "parameters": {"path": "x.py"}}},
             ["x.py"],
+        ),
+        (
+            "cline",
+            {
+                "preToolUse": {
+                    "toolName": "run_commands",
+                    "parameters": {"commands": '["rm a", "touch b"]'},
+                }
+            },
+            ["a", "b"],
         ),
         (
             "codex",
