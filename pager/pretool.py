@@ -70,10 +70,10 @@ def written_paths(spec: dict[str, Any], payload: dict[str, Any], cwd: str) -> li
         return []
     arguments = _dig(payload, spec.get("input", "tool_input"))
     if isinstance(arguments, str):  # GitHub Copilot CLI's toolArgs: JSON text
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return []
+        arguments = _decoded(arguments)
+    if isinstance(arguments, str):  # the whole input is the tool's text: `patches = {tool = ""}`
+        whole = _table(spec, "patches").get(tool) == ""
+        return _absolutes(patch_targets(arguments) if whole else [], cwd)
     if not isinstance(arguments, dict):
         return []
     found: list[str] = []
@@ -88,8 +88,11 @@ def written_paths(spec: dict[str, Any], payload: dict[str, Any], cwd: str) -> li
     if isinstance(patch_key, str) and isinstance(arguments.get(patch_key), str):
         found += patch_targets(arguments[patch_key])
     where = arguments.get("cwd")
-    where = os.path.join(cwd, where) if isinstance(where, str) else cwd
-    return list(dict.fromkeys(_absolute(p, where) for p in found if p and "\0" not in p))
+    return _absolutes(found, os.path.join(cwd, where) if isinstance(where, str) else cwd)
+
+
+def _absolutes(found: list[str], cwd: str) -> list[str]:
+    return list(dict.fromkeys(_absolute(p, cwd) for p in found if p and "\0" not in p))
 
 
 def shell_targets(command: str) -> list[str]:
@@ -135,6 +138,14 @@ def _operands(words: list[str]) -> list[str]:
     if name == "sed" and any(w.startswith("-i") or w == "--in-place" for w in words[1:]):
         return operands[1:]  # the first operand is the script
     return []
+
+
+def _decoded(text: str) -> Any:
+    """JSON text decoded; other text (a freeform tool's, Copilot CLI's apply_patch) as is."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _commands(value: object) -> list[str]:

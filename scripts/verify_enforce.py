@@ -51,6 +51,10 @@ def check_pre_tool(ctx: Context) -> list[Check]:
         "gemini": _gemini,
         "qwen": _qwen,
         "cline": _cline,
+        "opencode": _opencode,
+        "kilo": _kilo,
+        "pi": _pi,
+        "copilot": _copilot,
     }
     if ctx.manifest.hooks.pre_tool is None:
         return [Check("edit of a reserved file refused", UNCHECKED, "no [hooks.pre_tool]")]
@@ -242,21 +246,97 @@ def _cline(ctx: Context) -> tuple[list[str], list[Canned]]:
     return ["--json", "--yolo", PROMPT], [_openai_call("editor", arguments)]
 
 
+def _opencode(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`opencode run` at the recorder as an OpenAI-compatible provider (chat completions); the
+    recorder answers the request that offers tools (not the title's) with a `read` of the file
+    (OpenCode edits only what it read), then an `edit` of it."""
+    config = ctx.home / ".config" / "opencode"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "opencode.json").write_text(json.dumps(_opencode_config(ctx, "opencode")))
+    return ["run", PROMPT], _read_then_edit(ctx)
+
+
+def _kilo(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`kilo run`, as OpenCode's (Kilo CLI is its fork)."""
+    from verify_kilo import _kilo_home
+
+    _kilo_home(ctx)
+    return ["run", PROMPT], _read_then_edit(ctx)
+
+
+def _opencode_config(ctx: Context, own: str) -> dict[str, Any]:
+    provider = {
+        "npm": "@ai-sdk/openai-compatible",
+        "name": "Recorder",
+        "options": {"baseURL": f"{ctx.model.url}/v1", "apiKey": "pager-verify-dummy-key"},
+        "models": {"gpt-4o-mini": {"name": "gpt-4o-mini"}},
+    }
+    return {
+        "provider": {"recorder": provider},
+        "model": "recorder/gpt-4o-mini",
+        "small_model": "recorder/gpt-4o-mini",
+        "disabled_providers": [own],
+        "autoupdate": False,
+        "share": "disabled",
+    }
+
+
+def _read_then_edit(ctx: Context) -> list[Canned]:
+    path = str(ctx.workspace / RESERVED)
+    edit = {"filePath": path, "oldString": BEFORE.strip(), "newString": AFTER.strip()}
+    return [
+        _openai_call("read", {"filePath": path}, "call_verify_read", '"name":"edit"'),
+        _openai_call("edit", edit, "call_verify_edit", "call_verify_read"),
+    ]
+
+
+def _pi(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`pi -p` with the launch's extension, at the recorder; the recorder answers with a
+    `write` of the file."""
+    from verify_harnesses import _pi_home
+
+    _pi_home(ctx)
+    arguments = {"path": str(ctx.workspace / RESERVED), "content": AFTER}
+    args = ["-p", "--no-session", "--offline", "--model", "pager-verify/none", PROMPT]
+    return args, [_openai_call("write", arguments)]
+
+
+def _copilot(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`copilot -p` offline at the recorder, every tool allowed; the recorder answers with an
+    `apply_patch` of the file (with gpt-4o, Copilot CLI 1.0.102 offers only this freeform tool
+    to edit files)."""
+    from verify_copilot import _copilot_home
+
+    _copilot_home(ctx)
+    patch = (
+        f"*** Begin Patch\n*** Update File: {ctx.workspace / RESERVED}\n@@\n-{BEFORE.strip()}\n"
+        f"+{AFTER.strip()}\n*** End Patch\n"
+    )
+    call = {"index": 0, "id": "call_verify_edit", "type": "custom"}
+    call["custom"] = {"name": "apply_patch", "input": patch}
+    return ["-p", PROMPT, "--allow-all-tools"], [_openai_canned(call, PROMPT)]
+
+
 def _openai_call(
     name: str,
     arguments: dict[str, Any],
     ident: str = "call_verify_edit",
     needle: str = PROMPT,
 ) -> Canned:
-    """One streamed OpenAI chat completion: a single tool call."""
+    """One streamed OpenAI chat completion: a single function call."""
+    call: dict[str, Any] = {"index": 0, "id": ident, "type": "function"}
+    call["function"] = {"name": name, "arguments": json.dumps(arguments)}
+    return _openai_canned(call, needle)
+
+
+def _openai_canned(call: dict[str, Any], needle: str) -> Canned:
+    """One streamed OpenAI chat completion whose answer is the tool call `call`."""
 
     def chunk(delta: dict[str, object], finish: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         body = {"id": "verify", "object": "chat.completion.chunk", "created": 0}
         return "data: " + json.dumps({**body, "model": "gpt-4o", "choices": [choice]}) + "\n\n"
 
-    call = {"index": 0, "id": ident, "type": "function"}
-    call["function"] = {"name": name, "arguments": json.dumps(arguments)}
     text = chunk({"role": "assistant", "content": None, "tool_calls": [call]})
     text += chunk({}, "tool_calls") + "data: [DONE]\n\n"
     return Canned("/chat/completions", needle, "text/event-stream", text.encode())

@@ -68,6 +68,11 @@ def spec(ident: str) -> dict[str, Any]:
         ),
         ("copilot", {"toolName": "edit", "toolArgs": "{not json"}, []),
         (
+            "copilot",  # a freeform tool: its whole input is the patch
+            {"toolName": "apply_patch", "toolArgs": "*** Begin Patch\n*** Add File: n.py\n+x\n"},
+            ["n.py"],
+        ),
+        (
             "cline",
             {"preToolUse": {"toolName": "editor", "parameters": {"path": "x.py"}}},
             ["x.py"],
