@@ -55,6 +55,7 @@ def check_pre_tool(ctx: Context) -> list[Check]:
         "kilo": _kilo,
         "pi": _pi,
         "copilot": _copilot,
+        "codex": _codex,
     }
     if ctx.manifest.hooks.pre_tool is None:
         return [Check("edit of a reserved file refused", UNCHECKED, "no [hooks.pre_tool]")]
@@ -69,9 +70,9 @@ def check_pre_tool(ctx: Context) -> list[Check]:
 
 
 def _refused(ctx: Context, setup: Callable[[Context], tuple[list[str], list[Canned]]]) -> Check:
+    args, answers = setup(ctx)
     target = _prepare(ctx)
     holder = _reserve(ctx)
-    args, answers = setup(ctx)
     for canned in answers:
         ctx.model.answer_once(canned)
     with ctx.launch(args) as launch:
@@ -112,9 +113,9 @@ def _written_when_off(
     ctx: Context, setup: Callable[[Context], tuple[list[str], list[Canned]]]
 ) -> Check:
     """The broken copy: the hook told to ask nothing. The same edit must then be written."""
+    args, answers = setup(ctx)
     target = _prepare(ctx)
     _reserve(ctx)
-    args, answers = setup(ctx)
     for canned in answers:
         ctx.model.answer_once(canned)
     with _enforce_off(ctx), ctx.launch(args) as launch:
@@ -147,9 +148,16 @@ def _reserve(ctx: Context) -> str:
     """`src/*.py` reserved by the script's sender; its address. Given absolute: the run
     directory may lie inside a checkout (this one), whose top the patterns are relative to."""
     pattern = f"{ctx.workspace / 'src'}/*.py"
-    taken = ctx.broker._as_sender(
-        ctx.workspace, "reserve", {"paths": [pattern], "reason": "verify: held by another"}
-    )
+    arguments = {"paths": [pattern], "reason": "verify: held by another"}
+    try:
+        taken = ctx.broker._as_sender(ctx.workspace, "reserve", arguments)
+    except RuntimeError as exc:
+        if "outside your workspace" not in str(exc):
+            raise
+        # The workspace became a repository of its own (`git init`, for Codex) after the sender
+        # joined: a sender that joins now is in it.
+        ctx.broker._senders.pop(str(ctx.workspace), None)
+        taken = ctx.broker._as_sender(ctx.workspace, "reserve", arguments)
     (held,) = taken["reserved"]
     return str(held["holder"])
 
@@ -166,6 +174,39 @@ def _enforce_off(ctx: Context) -> Iterator[None]:
             config.unlink()
         else:
             config.write_text(before)
+
+
+# -------------------------------------------------------------------------------- Codex CLI
+
+
+def _codex(ctx: Context) -> tuple[list[str], list[Canned]]:
+    """`codex exec` in a git repository with Pager's hooks trusted (as a person has them once,
+    docs/implementations/codex.md) and a sandbox that lets it write the workspace; the
+    recorder answers with an `apply_patch` of the file."""
+    from verify_harnesses import _codex_home, _codex_wake_ready
+
+    if not (ctx.home / ".codex" / "config.toml").exists():
+        _codex_home(ctx)
+    _codex_wake_ready(ctx)
+    patch = (
+        f"*** Begin Patch\n*** Update File: {RESERVED}\n@@\n-{BEFORE.strip()}\n"
+        f"+{AFTER.strip()}\n*** End Patch\n"
+    )
+    item = {"type": "custom_tool_call", "id": "ctc_verify", "call_id": "call_verify_edit",
+            "name": "apply_patch", "input": patch, "status": "completed"}  # fmt: skip
+    response = {"id": "resp_verify", "object": "response", "status": "completed", "output": [item],
+                "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+                          "input_tokens_details": {"cached_tokens": 0},
+                          "output_tokens_details": {"reasoning_tokens": 0}}}  # fmt: skip
+    events = [
+        ("response.created", {"type": "response.created", "response": {**response, "output": []}}),
+        ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
+                                       "item": item}),
+        ("response.completed", {"type": "response.completed", "response": response}),
+    ]  # fmt: skip
+    body = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in events)
+    canned = Canned("/responses", PROMPT, "text/event-stream", body.encode())
+    return ["exec", "--sandbox", "workspace-write", PROMPT], [canned]
 
 
 # ------------------------------------------------------------------------------ Claude Code

@@ -1163,7 +1163,9 @@ def _codex_hooks(launch: Launch, ctx: Context) -> tuple[list[dict[str, Any]], st
         raise Rejected(f"hooks/list errors: {entry['errors']}")
     ours = [hook for hook in entry["hooks"] if "pager hook" in hook.get("command", "")]
     events = {hook["eventName"].lower() for hook in ours}
+    pre_tool = ctx.manifest.hooks.pre_tool  # the reservations check (scripts/verify_enforce.py)
     wanted = {event.lower() for event in ctx.manifest.hooks.events}
+    wanted |= {pre_tool.event.lower()} if pre_tool is not None else set()
     if events != wanted:
         raise Rejected(f"hooks/list shows {sorted(events)}, not {sorted(wanted)}: {entry}")
     return ours, ", ".join(
