@@ -48,13 +48,14 @@ class HookSkipped(Exception):
 USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
                   [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only]
                   [--pre-tool SPEC] [EVENT]
+       pager hook --git-pre-commit
 
 The hook entry point a harness runs (its hook payload on stdin): prints the session's waiting
 mail in the harness's format and acknowledges it once written. It fails open: on any problem
 it prints nothing and exits 0 (see logs/hook.log in the state directory). `--wait` waits for
 mail and exits 2 with it on stderr (a background wake hook). `--pre-tool SPEC` refuses a
-file-writing tool call on a path another agent reserved (docs/reservations.md). See
-docs/skill-and-plugins.md.
+file-writing tool call on a path another agent reserved (docs/reservations.md);
+`--git-pre-commit` is the git guard (exit 1 refuses the commit). See docs/skill-and-plugins.md.
 """
 
 
