@@ -222,6 +222,7 @@ async function refusal(tool, args, directory) {
         { timeout: PRE_TOOL_TIMEOUT_MS },
         (error, out) => resolve(error ? "" : String(out)),
       );
+      child.stdin?.on("error", () => {}); // a hook that does not read it: never our crash
       child.stdin?.end(payload);
     });
     if (!stdout.trim()) return null;
