@@ -83,7 +83,7 @@ def written_paths(spec: dict[str, Any], payload: dict[str, Any], cwd: str) -> li
     shell_key = _table(spec, "shell").get(tool)
     if isinstance(shell_key, str):
         for command in _commands(arguments.get(shell_key)):
-            found += shell_targets(command)
+            found += shell_targets(command) + patch_targets(command)  # `apply_patch <<EOF`
     patch_key = _table(spec, "patches").get(tool)
     if isinstance(patch_key, str) and isinstance(arguments.get(patch_key), str):
         found += patch_targets(arguments[patch_key])
@@ -96,9 +96,10 @@ def _absolutes(found: list[str], cwd: str) -> list[str]:
 
 
 def shell_targets(command: str) -> list[str]:
-    """Best effort: the operands of `rm`, `mv`, `touch`, `tee`, … (every one), of `cp`,
-    `install`, `ln` (the last), `sed -i` (the files), and the targets of `>` and `>>`. A
-    command that builds its paths (variables, `$(…)`, `find -delete`, a script) is not seen."""
+    """Best effort: the operands of `rm`, `mv`, `touch`, `tee`, `git rm`, `git mv`, … (every
+    one), of `cp`, `install`, `ln` (the last), `sed -i` (the files), and the targets of `>` and
+    `>>`. A command that builds its paths (variables, `$(…)`, `find -delete`, a script) is not
+    seen."""
     import shlex
 
     try:
@@ -137,6 +138,8 @@ def _operands(words: list[str]) -> list[str]:
         return operands[-1:]
     if name == "sed" and any(w.startswith("-i") or w == "--in-place" for w in words[1:]):
         return operands[1:]  # the first operand is the script
+    if name == "git" and operands[:1] in (["rm"], ["mv"]):
+        return operands[1:]
     return []
 
 

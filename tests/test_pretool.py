@@ -129,6 +129,7 @@ def test_an_edit_through_a_symbolic_link_is_an_edit_of_its_target(tmp_path: Path
         ("cat a >> b; touch c", ["b", "c"]),
         ("echo 'unbalanced", []),
         ("python script.py", []),
+        ("git mv src/x.py src/y.py && git status", ["src/x.py", "src/y.py"]),
     ],
 )
 def test_shell_commands_best_effort(command: str, targets: list[str]) -> None:
