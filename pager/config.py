@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 
+from pager import enforce
 from pager.domain.body_limit import BODY_CAP
 from pager.domain.errors import PagerError
 from pager.domain.json_bounds import STRING_CHARS_MAX
@@ -420,7 +421,7 @@ _LIMIT_FIELDS: dict[str, attrs.Attribute[Any]] = {
 }
 _TOP_KEYS = {
     "host", "port", "allow_force", "allow_remote", "windows", "limits", "cli",
-    "store", "store_password_file",
+    "store", "store_password_file", "reservations",
 }  # fmt: skip
 _CLI_KEYS = {"name": "the person's alias in every workspace (default: the login name)"}
 #: `host` is the bind address as a string, or a table: TOML cannot hold both `host = "…"` and
@@ -591,6 +592,11 @@ def load_config(
         file_host = host_table.get("bind")
 
     store = _load_store(data, path, env, problems)
+    if "reservations" in data:  # read by the edit hooks and the git guard (pager/enforce.py)
+        try:
+            enforce.parse(data["reservations"], str(path))
+        except enforce.EnforceError as exc:
+            problems.append(str(exc))
 
     chosen_host = host or env.get("PAGER_HOST") or file_host or DEFAULT_HOST
     allow_remote = checked(partial(_policy, data, path, "allow_remote", False), False)

@@ -6,13 +6,16 @@ is waiting, prints it in the harness's output format inside the envelope, and ac
 after the write. It fails open: on any error it prints nothing, exits 0 and logs one line.
 
     pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
-               [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only] [EVENT]
+               [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only]
+               [--pre-tool SPEC] [EVENT]
 
 `--wait` is for a harness's background "wake" hook (Claude Code's `asyncRewake`): it waits
 until mail arrives for the session, writes it to stderr and exits 2, which wakes an idle
 session; it exits 0 with nothing when `--wait-max` passes first. `--prompt-only` is for an
 event that fires once per typed prompt and whose output the harness ignores: it reports the
-prompt for the session of `PAGER_TOKEN_FILE` and claims nothing.
+prompt for the session of `PAGER_TOKEN_FILE` and claims nothing. `--pre-tool SPEC` is for
+the harness's event before a tool runs: it refuses a file-writing call on a path another live
+agent holds exclusively (pager/pretool.py, SPEC the manifest's `[hooks.pre_tool]` as JSON).
 """
 
 from __future__ import annotations
@@ -43,12 +46,16 @@ class HookSkipped(Exception):
 
 
 USAGE = """usage: pager hook [--implementation ID] [--format claude|codex|gemini|copilot|cline|text]
-                  [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only] [EVENT]
+                  [--max-chars N] [--wait [--wait-max SECONDS]] [--prompt-only]
+                  [--pre-tool SPEC] [EVENT]
+       pager hook --git-pre-commit
 
 The hook entry point a harness runs (its hook payload on stdin): prints the session's waiting
 mail in the harness's format and acknowledges it once written. It fails open: on any problem
 it prints nothing and exits 0 (see logs/hook.log in the state directory). `--wait` waits for
-mail and exits 2 with it on stderr (a background wake hook). See docs/skill-and-plugins.md.
+mail and exits 2 with it on stderr (a background wake hook). `--pre-tool SPEC` refuses a
+file-writing tool call on a path another agent reserved (docs/reservations.md);
+`--git-pre-commit` is the git guard (exit 1 refuses the commit). See docs/skill-and-plugins.md.
 """
 
 
@@ -56,6 +63,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
         sys.stdout.write(USAGE)
         return 0
+    if argv == ["--git-pre-commit"]:  # the git guard: exit 1 refuses the commit
+        from pager.git_guard import main as guard
+
+        return guard()
     try:
         options = _parse(argv)
         return _run(options)
@@ -77,11 +88,12 @@ def _parse(argv: list[str]) -> dict[str, Any]:
         "wait": False,
         "wait_max": 3600.0,
         "prompt_only": False,
+        "pre_tool": None,
     }
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.partition("=")
-        if name in ("--implementation", "--format", "--max-chars", "--wait-max"):
+        if name in ("--implementation", "--format", "--max-chars", "--wait-max", "--pre-tool"):
             value = value if eq else next(args, "")
             key = name[2:].replace("-", "_")
             converters = {"max_chars": int, "wait_max": float}
@@ -112,6 +124,8 @@ def _run(options: dict[str, Any]) -> int:
         raise HookSkipped("payload is not a JSON object")
     if options["prompt_only"]:
         return _report_prompt()
+    if options["pre_tool"] is not None:
+        return _pre_tool(options, payload)
     key = _conversation_key(payload)
     if not isinstance(key, str) or not key:
         raise HookSkipped("payload names no session_id")
@@ -201,6 +215,22 @@ def _report_prompt() -> int:
     )
     if status != 200:
         raise HookSkipped(f"broker answered {status}: {answer}")
+    return 0
+
+
+def _pre_tool(options: dict[str, Any], payload: dict[str, Any]) -> int:
+    """`--pre-tool SPEC`: refuse (or note) a file-writing tool call on a path another live
+    agent holds exclusively (pager/pretool.py); print nothing to let it through."""
+    from pager import pretool
+
+    event = options["event"] or payload.get("hook_event_name") or "PreToolUse"
+    try:
+        answer = pretool.run(options["pre_tool"], str(event), payload, options["implementation"])
+    except pretool.Skipped as why:
+        raise HookSkipped(f"pre-tool: {why}") from None
+    if answer:
+        sys.stdout.write(answer)
+        sys.stdout.flush()
     return 0
 
 

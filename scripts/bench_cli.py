@@ -19,11 +19,13 @@ figures are the medians of `--runs` rounds (15):
 - send -> receipt: a reader waits (`pager read 1 --wait 30` as bob; `hcom listen --name bob
   30`), then the send runs; from the send's start to the reader's exit;
 - `pager hook` (Claude's UserPromptSubmit, nothing waiting);
+- `pager hook --pre-tool` (Claude's PreToolUse before an Edit of a file alice reserved, as bob:
+  the reservations check, refused; the manifest's own command line);
 - 4 CLI senders: four threads each running send after send for `--seconds` (4): sends/s.
 
 Targets (issue 28): `pager send` <= 4x hcom's send; `pager --version` and `pager help` <= 1.3x
-the bare interpreter of the same venv; `pager hook` <= 1.0x that interpreter importing json and
-http.client.
+the bare interpreter of the same venv; `pager hook` and `pager hook --pre-tool` <= 1.0x that
+interpreter importing json and http.client.
 
 `--vs REV` adds a third Pager, installed from the wheel of revision REV (checked out into a
 temporary worktree) into a venv of its own: a change and its baseline side by side in one run.
@@ -65,7 +67,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKOUT_BIN = Path(sys.executable).parent
 SCRIPT = str(ROOT / "scripts" / "pager")
 HCOM = "hcom==0.7.31"
-TARGETS = {"send_over_hcom": 4.0, "version_over_bare": 1.3, "help_over_bare": 1.3, "hook": 1.0}
+TARGETS = {
+    "send_over_hcom": 4.0,
+    "version_over_bare": 1.3,
+    "help_over_bare": 1.3,
+    "hook": 1.0,
+    "pre_tool": 1.0,
+}
 WAIT_BOUND = 30  # seconds a reader waits at most: a hang guard, not a timing
 
 
@@ -181,9 +189,12 @@ def _post(url: str, path: str, secret: str, body: dict[str, Any]) -> dict[str, A
 
 
 @contextlib.contextmanager
-def pager_broker(tmp: Path) -> Iterator[tuple[dict[str, str], dict[str, str], dict[str, str]]]:
-    """A broker with alice, bob (shell sessions) and a Claude session for the hook: the
-    environments that act as alice, as bob, and as the hook's harness."""
+def pager_broker(
+    tmp: Path,
+) -> Iterator[tuple[dict[str, str], dict[str, str], dict[str, str], dict[str, str]]]:
+    """A broker with alice, bob (shell sessions) and a Claude session for the hook, alice
+    holding `src/*.py`: the environments that act as alice, as bob, as the hook's harness, and
+    as bob's harness for the pre-tool check (its PAGER_URL and token, as a launch gives them)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAGER_")}
     env.update(NO_SEND_LIMITS)
     env["PAGER_HOME"] = str(tmp / "pager-home")
@@ -202,13 +213,26 @@ def pager_broker(tmp: Path) -> Iterator[tuple[dict[str, str], dict[str, str], di
         }  # fmt: skip
         claude = {"implementation": "claude", "session_name": "carol", "conversation_key": "k"}
         _post(url, "/v1/register", secret, {**here, **claude})
+        _post(url, "/v1/me/reservations", tokens["alice"], {"paths": ["src/*.py"]})
         yield (
             {**env, "PAGER_TOKEN": tokens["alice"]},
             {**env, "PAGER_TOKEN": tokens["bob"]},
             {**env, "PWD": str(workspace)},
+            {**env, "PWD": str(workspace), "PAGER_URL": url, "PAGER_TOKEN": tokens["bob"]},
         )
     finally:
         subprocess.run([pager, "exit"], env=env, capture_output=True, check=False)
+
+
+def pre_tool_arguments() -> list[str]:
+    """`--pre-tool SPEC EVENT` as Claude Code's manifest wires them."""
+    import shlex
+
+    from pager.implementations import discover
+
+    pre_tool = discover(entry_points=False).get("claude").manifest.hooks.pre_tool
+    assert pre_tool is not None
+    return shlex.split(pre_tool.arguments())
 
 
 def compile_checkout() -> None:
@@ -243,11 +267,16 @@ def measure(runs: int, seconds: float, vs: str | None) -> dict[str, Any]:
         hcom_env.pop("HCOM_DIR", None)
         for name in ("alice", "bob", "dave"):
             run([hcom, "start", "--as", name], hcom_env)
-        with pager_broker(tmp) as (alice, bob, harness):
+        with pager_broker(tmp) as (alice, bob, harness, editor):
             hook_payload = json.dumps(
                 {"session_id": "k", "hook_event_name": "UserPromptSubmit",
                  "cwd": harness["PWD"], "prompt": "hi"}
             ).encode()  # fmt: skip
+            edit_payload = json.dumps(
+                {"session_id": "k", "hook_event_name": "PreToolUse", "cwd": editor["PWD"],
+                 "tool_name": "Edit", "tool_input": {"file_path": "src/x.py"}}
+            ).encode()  # fmt: skip
+            pre_tool = pre_tool_arguments()
             for n in range(runs):
                 progress(f"round {n + 1}/{runs}")
                 timed("hcom_version", [hcom, "--version"], hcom_env)
@@ -277,6 +306,8 @@ def measure(runs: int, seconds: float, vs: str | None) -> dict[str, Any]:
                         timed("script_send", [SCRIPT, "send", "dave", f"s{n}"], alice)
                     timed(f"{way}_hook", [pager, "hook", "--implementation", "claude",
                                           "UserPromptSubmit"], harness, hook_payload)  # fmt: skip
+                    timed(f"{way}_pre_tool", [pager, "hook", "--implementation", "claude",
+                                              *pre_tool], editor, edit_payload)  # fmt: skip
                     times.setdefault(f"{way}_receipt", []).append(
                         receipt(
                             [pager, "read", "1", "--wait", str(WAIT_BOUND)],
@@ -317,9 +348,10 @@ def measure(runs: int, seconds: float, vs: str | None) -> dict[str, Any]:
             ratios[f"{way}_{name}_over_bare"] = round(
                 medians[f"{way}_{name}"] / medians[f"{way}_bare"], 2
             )
-        ratios[f"{way}_hook_over_bare_json_http"] = round(
-            medians[f"{way}_hook"] / medians[f"{way}_bare_json_http"], 2
-        )
+        for hook in ("hook", "pre_tool"):
+            ratios[f"{way}_{hook}_over_bare_json_http"] = round(
+                medians[f"{way}_{hook}"] / medians[f"{way}_bare_json_http"], 2
+            )
     return {
         "machine": machine(),
         "runs": runs,
@@ -390,6 +422,12 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f"pager hook ({label})",
                 f"{m[f'{way}_hook']} ms, {_mark(r[f'{way}_hook_over_bare_json_http'], 1.0)}"
                 " bare+json+http.client",
+                "<= 1.0x",
+            ),
+            (
+                f"pager hook --pre-tool, an Edit refused ({label})",
+                f"{m[f'{way}_pre_tool']} ms,"
+                f" {_mark(r[f'{way}_pre_tool_over_bare_json_http'], 1.0)} bare+json+http.client",
                 "<= 1.0x",
             ),
             (f"pager, 4 CLI senders ({label})", f"{s[way]} sends/s", ""),

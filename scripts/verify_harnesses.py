@@ -1163,7 +1163,9 @@ def _codex_hooks(launch: Launch, ctx: Context) -> tuple[list[dict[str, Any]], st
         raise Rejected(f"hooks/list errors: {entry['errors']}")
     ours = [hook for hook in entry["hooks"] if "pager hook" in hook.get("command", "")]
     events = {hook["eventName"].lower() for hook in ours}
+    pre_tool = ctx.manifest.hooks.pre_tool  # the reservations check (scripts/verify_enforce.py)
     wanted = {event.lower() for event in ctx.manifest.hooks.events}
+    wanted |= {pre_tool.event.lower()} if pre_tool is not None else set()
     if events != wanted:
         raise Rejected(f"hooks/list shows {sorted(events)}, not {sorted(wanted)}: {entry}")
     return ours, ", ".join(
@@ -1936,6 +1938,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--upgrade", action="store_true", help="re-pin to the latest versions")
     parser.add_argument("--version", action="append", default=[], metavar="ID=VERSION")
     parser.add_argument("--keep", action="store_true", help="keep the run directory")
+    parser.add_argument(
+        "--pre-tool-only", action="store_true", help="only the reservations check before an edit"
+    )
     args = parser.parse_args(argv)
     QUIET = args.json
     wanted: dict[str, str] = {}
@@ -1965,8 +1970,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress(f"{ident} {version}")
                 ctx = Context(broker, run_dir, ident, bin_dir)
                 try:
-                    report.checks = CHECKS[ident](ctx)
-                    report.checks.append(tools_offered(ctx))
+                    if not args.pre_tool_only:
+                        report.checks = CHECKS[ident](ctx)
+                        report.checks.append(tools_offered(ctx))
+                    report.checks += _module_checks("verify_enforce", "check_pre_tool", ctx)
                 except Unchecked as exc:
                     report.checks.append(Check("launch", UNCHECKED, str(exc)))
                 finally:

@@ -35,6 +35,12 @@ def _when(stamp: str | None) -> str:
 
 
 def cmd_reserve(args: argparse.Namespace) -> int:
+    if args.git_hook:
+        _git_hook()
+        if not args.paths:
+            return EXIT_OK
+    elif not args.paths:
+        raise UsageError("name what to reserve: pager reserve PATH… (or --git-hook)")
     body: dict[str, Any] = {"paths": _absolute(args.paths), "shared": args.shared}
     if args.reason is not None:
         body["reason"] = args.reason
@@ -59,6 +65,21 @@ def cmd_reserve(args: argparse.Namespace) -> int:
         line = f"reserved {held['pattern']} ({mode}, {held['id']}) until {_when(held['until'])}"
         print(for_terminal(line, one_line=True))
     return EXIT_OK
+
+
+def _git_hook() -> None:
+    """Install the git guard in this repository (pager/install/git_hook.py)."""
+    from pathlib import Path
+
+    from pager.install import git_hook
+    from pager.install.command import pager_argv
+    from pager.install.files import InstallError
+
+    try:
+        path, done = git_hook.install(Path.cwd(), pager_argv())
+    except InstallError as exc:
+        raise CommandError(str(exc)) from None
+    print(for_terminal(f"git guard {done}: {path}", one_line=True))
 
 
 def _conflict(refused: CommandRefused, as_json: bool) -> int:
@@ -152,13 +173,19 @@ def add_commands(commands: Any) -> None:
         " since and until when, takes nothing and exits 1. Reserving again renews.",
         epilog="example: pager reserve 'src/api/**' README.md --reason 'auth refactor' --ttl 2h",
     )
-    reserve.add_argument("paths", metavar="PATH", nargs="+", help="relative to this directory")
+    reserve.add_argument("paths", metavar="PATH", nargs="*", help="relative to this directory")
     reserve.add_argument(
         "--shared", action="store_true", help="others may hold it shared too; none exclusively"
     )
     reserve.add_argument("--ttl", metavar="D", help="how long: 1m to 24h (default 1h)")
     reserve.add_argument("--reason", metavar="TEXT", help="what you are doing (others see it)")
     reserve.add_argument("--json", action="store_true", help="print the result as JSON")
+    reserve.add_argument(
+        "--git-hook",
+        action="store_true",
+        help="install the git guard: a pre-commit hook refusing a commit of files another agent"
+        " reserved (with no PATH: only that)",
+    )
 
     release = commands.add_parser(
         "release",

@@ -18,6 +18,7 @@ from pager.implementations.manifest import (
     HOOK_OUTPUTS,
     ID_PATTERN,
     MAX_MANIFEST_BYTES,
+    PRE_TOOL_REFUSALS,
     RESERVED_IDS,
     Detect,
     Hooks,
@@ -26,6 +27,7 @@ from pager.implementations.manifest import (
     ManifestError,
     ManifestInvalid,
     Plugin,
+    PreTool,
     Resume,
     Skill,
     Source,
@@ -95,7 +97,7 @@ _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "subcommand",
             "other_subcommands",
         ),
-        "hooks": ("events", "output", "max_chars", "prompt_events"),
+        "hooks": ("events", "output", "max_chars", "prompt_events", "pre_tool"),
         "skill": ("dirs",),
         "plugin": ("supported",),
         "wake": ("command", "timeout", "launch", "input"),
@@ -494,4 +496,53 @@ class _Validator:
             output or "text",
             max_chars,
             tuple(dict.fromkeys(prompted)),
+            self._pre_tool(table["pre_tool"]) if "pre_tool" in table else None,
+        )
+
+    def _pre_tool(self, table: object) -> PreTool | None:
+        """`[hooks.pre_tool]`: every key type-checked; an unknown one is an error (a typo here
+        would silently turn enforcement off)."""
+        where = "hooks.pre_tool"
+        if not isinstance(table, Mapping):
+            self.fail(where, f"expected a table, got {_type_name(table)}")
+            return None
+        known = ("event", "refusal", "tool", "input", "paths", "shell", "patches")
+        for key in table:
+            if key not in known:
+                self.fail(_key(where, key), f"unknown key; known: {', '.join(known)}")
+        event = self.string(table, where, "event", required=True)
+        refusal = self.string(table, where, "refusal") or "claude"
+        if refusal not in PRE_TOOL_REFUSALS:
+            self.fail(
+                _key(where, "refusal"),
+                f"{refusal!r} is not one of {', '.join(PRE_TOOL_REFUSALS)}",
+            )
+        tool = self.string(table, where, "tool") or "tool_name"
+        arguments = self.string(table, where, "input") or "tool_input"
+        paths: dict[str, tuple[str, ...]] = {}
+        raw_paths = table.get("paths", {})
+        if not isinstance(raw_paths, Mapping):
+            self.fail(_key(where, "paths"), f"expected a table, got {_type_name(raw_paths)}")
+            raw_paths = {}
+        for name in raw_paths:
+            value = raw_paths[name]
+            keys = [value] if isinstance(value, str) else value
+            paths[name] = tuple(self.strings({name: keys}, _key(where, "paths"), name))
+        named = {}
+        for part in ("shell", "patches"):
+            raw = table.get(part, {})
+            if not isinstance(raw, Mapping):
+                self.fail(_key(where, part), f"expected a table, got {_type_name(raw)}")
+                raw = {}
+            named[part] = {n: self.string(raw, _key(where, part), n) or "" for n in raw}
+        if event is None:
+            return None
+        return PreTool(
+            event=event,
+            refusal=refusal,
+            tool=tool,
+            input=arguments,
+            paths=MappingProxyType(paths),
+            shell=MappingProxyType(named["shell"]),
+            patches=MappingProxyType(named["patches"]),
         )

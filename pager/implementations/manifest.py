@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime
 import enum
+import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -33,6 +35,7 @@ RESERVED_IDS = frozenset(
         *("implementations", "help", "send", "ls", "who", "whoami", "alias", "claim", "inbox"),
         *("export", "notify", "run", "reset", "read", "ack", "history", "sent", "archive"),
         *("unarchive", "purge", "token", "wake", "tui", "store", "setup", "doctor"),
+        *("reserve", "release", "reservations"),
     }
 )
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -191,6 +194,47 @@ class Resume:
     other_subcommands: tuple[str, ...] = ()
 
 
+#: How `pager hook --pre-tool` writes a refusal (pager/pretool.py): `claude` is
+#: `hookSpecificOutput.permissionDecision` (Claude Code, Qwen Code, Codex CLI), `decision` is
+#: `{"decision": "deny", "reason"}` (Gemini CLI), `copilot` is a top-level `permissionDecision`,
+#: `cline` is `{"cancel": true, "errorMessage"}`.
+PRE_TOOL_REFUSALS = ("claude", "decision", "copilot", "cline")
+
+
+@attrs.frozen
+class PreTool:
+    """`[hooks.pre_tool]`: the harness's event before a tool runs, where `pager hook --pre-tool`
+    refuses a file-writing call on a path another agent reserved exclusively."""
+
+    event: str
+    refusal: str = "claude"
+    #: Dotted keys of the payload: the tool's name and its arguments (an object or JSON text).
+    tool: str = "tool_name"
+    input: str = "tool_input"
+    #: Tool name -> the argument keys holding the paths it writes.
+    paths: Mapping[str, tuple[str, ...]] = attrs.field(factory=lambda: MappingProxyType({}))
+    #: Tool name -> the argument key holding a shell command (its `rm`, `mv`, `>` targets).
+    shell: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
+    #: Tool name -> the argument key holding an `apply_patch` envelope.
+    patches: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
+
+    def spec(self) -> str:
+        """What `pager hook --pre-tool` is given: this table as compact JSON."""
+        table = {
+            "refusal": self.refusal,
+            "tool": self.tool,
+            "input": self.input,
+            "paths": {name: list(keys) for name, keys in self.paths.items()},
+            "shell": dict(self.shell),
+            "patches": dict(self.patches),
+        }
+        return json.dumps(table, separators=(",", ":"))
+
+    def arguments(self) -> str:
+        """`pager hook`'s arguments for this event, quoted for a shell."""
+        return f"--pre-tool {shlex.quote(self.spec())} {shlex.quote(self.event)}"
+
+
 @attrs.frozen
 class Hooks:
     """`[hooks]`: the events Pager registers and how `pager hook` writes its output."""
@@ -201,6 +245,7 @@ class Hooks:
     #: Events whose output the harness ignores but that fire once per prompt a person typed:
     #: `pager hook --prompt-only` reports the prompt there and claims no mail.
     prompt_events: tuple[str, ...] = ()
+    pre_tool: PreTool | None = None
 
 
 @attrs.frozen
@@ -333,6 +378,9 @@ class Manifest:
                 "output": self.hooks.output,
                 "max_chars": self.hooks.max_chars,
                 "prompt_events": list(self.hooks.prompt_events),
+                "pre_tool": None
+                if self.hooks.pre_tool is None
+                else json.loads(self.hooks.pre_tool.spec()) | {"event": self.hooks.pre_tool.event},
             },
             "skill": {"dirs": list(self.skill.dirs)},
             "plugin": {"supported": self.plugin.supported},

@@ -59,6 +59,17 @@ def hook_command(pager: Sequence[str], manifest: Manifest, event: str) -> str:
     )
 
 
+def hook_commands(pager: Sequence[str], manifest: Manifest) -> dict[str, str]:
+    """Every hook the harness runs: event -> `pager hook` for waiting mail on the manifest's
+    events, and the reservations check on its `[hooks.pre_tool]` event."""
+    commands = {event: hook_command(pager, manifest, event) for event in manifest.hooks.events}
+    pre_tool = manifest.hooks.pre_tool
+    if pre_tool is not None:
+        base = shlex.join([*pager, "hook", "--implementation", manifest.id])
+        commands.setdefault(pre_tool.event, f"{base} {pre_tool.arguments()}")
+    return commands
+
+
 def mcp_server(pager: Sequence[str], manifest: Manifest) -> dict[str, object]:
     """A stdio MCP server entry (`command` + `args`) that runs `pager mcp` for `manifest`."""
     return {"command": pager[0], "args": [*pager[1:], "mcp", "--implementation", manifest.id]}

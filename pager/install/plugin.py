@@ -47,8 +47,8 @@ class PluginContext:
         xdg = self.environ.get("XDG_CONFIG_HOME")
         return Path(xdg) if xdg and os.path.isabs(xdg) else self.home / ".config"
 
-    def hook_command(self, manifest: Manifest, event: str) -> str:
-        return command.hook_command(self.pager, manifest, event)
+    def hook_commands(self, manifest: Manifest) -> dict[str, str]:
+        return command.hook_commands(self.pager, manifest)
 
     def mcp_server(self, manifest: Manifest) -> dict[str, object]:
         return command.mcp_server(self.pager, manifest)

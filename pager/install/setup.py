@@ -5,7 +5,8 @@
 Finds the harnesses the registry's `[detect]` tables find here (detect.py), then, with the
 existing installers and nothing of its own: the Pager skill (skill.py, written as files), each
 harness's plugin or extension with its hooks and MCP server (plugin.py), and the entries a
-harness needs in its own settings to enable that plugin (entries.py). It records which of
+harness needs in its own settings to enable that plugin (entries.py), and, run inside a git
+repository, the git guard's `pre-commit` hook there (git_hook.py). It records which of
 those installs it made in `<state dir>/installed/setup.json`, so that `--undo` takes back
 exactly them (in the reverse order) and nothing installed before it or by the user.
 """
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 
 from pager.implementations.manifest import tilde
 from pager.implementations.registry import ImplementationRegistry
-from pager.install import detect, plugin, skill
+from pager.install import detect, git_hook, plugin, skill
 from pager.install.entries import EntryOutcome, EntryStatus, apply_entries, undo_entries
 from pager.install.files import (
     InstallError,
@@ -73,9 +74,10 @@ class SetupResult:
     dry_run: bool
     skill: list[Outcome] = field(default_factory=list)
     harnesses: list[HarnessResult] = field(default_factory=list)
+    git_guard: list[Outcome] = field(default_factory=list)
 
     def files(self) -> list[Outcome]:
-        return [*self.skill, *(item for h in self.harnesses for item in h.files)]
+        return [*self.skill, *(item for h in self.harnesses for item in h.files), *self.git_guard]
 
     def entries(self) -> list[EntryOutcome]:
         return [item for harness in self.harnesses for item in harness.entries]
@@ -136,6 +138,7 @@ def run_setup(
         result.harnesses.append(harness)
         if progress is not None:
             progress.harness(harness)
+    result.git_guard = _git_guard(made, Path.cwd(), dry_run=dry_run, environ=environ)
     if not dry_run:
         wired = [skill.RECORD, *(plugin.record_name(h.ident) for h in result.harnesses if h.files)]
         for name in wired:
@@ -178,6 +181,29 @@ def _wire(
     return harness
 
 
+def _git_guard(
+    made: dict[str, Any], directory: Path, *, dry_run: bool, environ: Mapping[str, str] | None
+) -> list[Outcome]:
+    """The git guard in the repository holding `directory` (none outside one), recorded in
+    `made` for --undo when setup wrote it."""
+    from pager.install.command import pager_argv
+
+    try:
+        path = git_hook.hook_path(directory)
+    except InstallError:
+        return []  # not in a repository: no commits to guard here
+    if dry_run:
+        return [Outcome(path, Status.UNCHANGED if path.exists() else Status.WRITTEN)]
+    try:
+        path, done = git_hook.install(directory, pager_argv(environ))
+    except InstallError as exc:
+        return [Outcome(path, Status.SKIPPED, str(exc))]
+    if str(path) not in made["git_hooks"]:
+        made["git_hooks"].append(str(path))
+    status = {"installed": Status.WRITTEN, "updated": Status.UPDATED}.get(done, Status.UNCHANGED)
+    return [Outcome(path, status)]
+
+
 def nothing_to_wire(ident: str) -> str:
     """For a harness Pager has no plugin for: how its sessions join all the same."""
     return f"nothing to install: its sessions join when started with `pager {ident}`"
@@ -205,9 +231,16 @@ class UndoResult:
 def run_undo(state_root: Path) -> UndoResult:
     """Take back what setup wrote: its settings entries, then its installs, newest first."""
     made = _load_setup(state_root)
-    if not made["order"] and not record_path(state_root, ENTRIES_RECORD).exists():
+    if (
+        not made["order"]
+        and not made["git_hooks"]
+        and not record_path(state_root, ENTRIES_RECORD).exists()
+    ):
         return UndoResult(found=False)
     result = UndoResult(found=True, entries=undo_entries(state_root, ENTRIES_RECORD))
+    for hook in made["git_hooks"]:  # the git guard, where it is still Pager's
+        removed = git_hook.uninstall(Path(hook))
+        result.files.append(Outcome(Path(hook), Status.REMOVED if removed else Status.KEPT))
     for name in reversed(made["order"]):
         if not made["records"].get(name):
             continue  # installed before setup ran: not setup's to remove
@@ -228,13 +261,14 @@ def _load_setup(state_root: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
         order = [str(name) for name in data["order"]]
         records = {str(name): bool(made) for name, made in data["records"].items()}
+        hooks = [str(path) for path in data.get("git_hooks", [])]
     except FileNotFoundError:
-        return {"order": [], "records": {}}
+        return {"order": [], "records": {}, "git_hooks": []}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InstallError(
             f"the setup record {path} cannot be read ({exc}); move it aside to start afresh"
         ) from None
-    return {"order": order, "records": records}
+    return {"order": order, "records": records, "git_hooks": hooks}
 
 
 def _save_setup(state_root: Path, made: dict[str, Any]) -> None:
@@ -321,9 +355,14 @@ def _main(argv: list[str]) -> int:
             "ok": not result.troubled,
             "skill": {"files": [item.to_json() for item in result.skill]},
             "harnesses": [harness.to_json() for harness in result.harnesses],
+            "git_guard": {"files": [item.to_json() for item in result.git_guard]},
         }
         print(json.dumps(report, indent=2))
     else:
+        if result.git_guard:
+            print("git guard (pre-commit: refuses a commit of files another agent reserved)")
+            for item in result.git_guard:
+                _print_file(item, args.dry_run)
         _print_summary(result)
     return EXIT_ERROR if result.troubled else EXIT_OK
 

@@ -5,8 +5,10 @@ FAKE_WAKE says (`headless`, below). Otherwise it records how it was launched and
 harness, step by step, as FAKE_HARNESS_STEPS says (comma-separated): `whoami` calls the MCP
 endpoint from its --mcp-config with the header it was given; `hook` runs the configured
 UserPromptSubmit hook command with a realistic payload and records its output; `wait:PATH`
-waits until PATH exists; `exit:N` exits with N; `signal:NAME` kills itself with that signal.
-Everything goes to FAKE_HARNESS_LOG as JSON lines.
+waits until PATH exists; `exit:N` exits with N; `signal:NAME` kills itself with that signal;
+`reserve:PATTERN` and `release` run `pager reserve`/`pager release` as its agent's shell tool
+would; `edit:PATH` asks the PreToolUse hooks about an Edit of PATH as Claude Code does, and
+writes the file only when no hook denied it. Everything goes to FAKE_HARNESS_LOG as JSON lines.
 """
 
 from __future__ import annotations
@@ -69,6 +71,25 @@ def pager(*args: str) -> subprocess.CompletedProcess[str]:
     """The `pager` CLI of the venv this harness runs with (as an agent's shell tool would)."""
     program = os.path.join(os.path.dirname(sys.executable), "pager")
     return subprocess.run([program, *args], capture_output=True, text=True)
+
+
+def edit_file(settings: dict[str, Any], session: str, path: str) -> dict[str, Any]:
+    """An Edit of `path` as Claude Code runs it: each PreToolUse hook first; a `deny` decision
+    refuses it (the file untouched), otherwise the edit is written."""
+    payload = {"session_id": session, "hook_event_name": "PreToolUse", "cwd": os.getcwd(),
+               "tool_name": "Edit", "tool_input": {"file_path": path, "old_string": "",
+                                                   "new_string": "B was here"}}  # fmt: skip
+    for group in settings.get("hooks", {}).get("PreToolUse", []):
+        for hook in group["hooks"]:
+            done = run_hook(hook["command"], payload)
+            if done.stdout.strip():
+                decided = json.loads(done.stdout)["hookSpecificOutput"]
+                if decided.get("permissionDecision") == "deny":
+                    return {"denied": True, "reason": decided["permissionDecisionReason"]}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as file:
+        file.write("B was here\n")
+    return {"denied": False}
 
 
 def senders(text: str) -> list[str]:
@@ -134,6 +155,7 @@ def main() -> int:
     log(
         {
             "argv": argv,
+            "pid": os.getpid(),
             "env": {k: v for k, v in os.environ.items() if k.startswith("PAGER_")},
             "settings": settings,
             "mcp_config": read_json(config) if config else None,
@@ -152,6 +174,14 @@ def main() -> int:
                 command, shell=True, input=json.dumps(payload), capture_output=True, text=True
             )
             log({"hook": {"status": done.returncode, "stdout": done.stdout}})
+        elif kind == "reserve":
+            done = pager("reserve", arg, "--reason", "refactor", "--json")
+            log({"reserve": arg, "status": done.returncode, "stdout": done.stdout})
+        elif kind == "release":
+            done = pager("release")
+            log({"release": done.returncode})
+        elif kind == "edit":
+            log({"edit": arg, **edit_file(settings, session, arg)})
         elif kind == "wait":
             while not os.path.exists(arg):
                 time.sleep(0.02)

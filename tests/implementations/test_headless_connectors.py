@@ -24,6 +24,7 @@ import pytest
 
 from pager.implementations import discover
 from pager.implementations.connectors import copilot, opencode
+from pager.implementations.connectors.pre_tool import with_pre_tool
 from pager.implementations.launching import launch_spec
 from pager.implementations.manifest import Manifest
 from pager.launch.wrapper import LaunchContext, harness_command
@@ -93,7 +94,9 @@ def test_claude_headless_run_has_no_background_waiters(tmp_path: Path) -> None:
     assert {hook["command"].rsplit(" ", 1)[-1] for hook in waiters} == {"SessionStart", "Stop"}
     assert all(hook["asyncRewake"] for hook in waiters)
     # Headless: the same hooks on the manifest's events, and nothing that waits.
-    assert sorted(headless) == ["SessionStart", "UserPromptSubmit"]
+    assert sorted(headless) == ["PreToolUse", "SessionStart", "UserPromptSubmit"]
+    [[check]] = [group["hooks"] for group in headless.pop("PreToolUse")]  # the reservations check
+    assert check["command"].startswith("/venv/bin/pager hook --implementation test --pre-tool ")
     for event, groups in headless.items():
         [group] = groups
         [hook] = group["hooks"]
@@ -124,9 +127,10 @@ def test_gemini_headless_run_has_no_session_start_hook(tmp_path: Path) -> None:
     where the BeforeAgent hook would take it for a prompt the person typed."""
     interactive = gemini_hooks(prepare("gemini", tmp_path / "a", headless=False)["config_dir"])
     headless = gemini_hooks(prepare("gemini", tmp_path / "b", headless=True)["config_dir"])
-    assert sorted(interactive) == ["BeforeAgent", "SessionStart"]
+    assert sorted(interactive) == ["BeforeAgent", "BeforeTool", "SessionStart"]
     same = json.loads(json.dumps(headless).replace(str(tmp_path / "b"), str(tmp_path / "a")))
-    assert same == {"BeforeAgent": interactive["BeforeAgent"]}
+    kept = ("BeforeAgent", "BeforeTool")  # BeforeTool: the reservations check
+    assert same == {event: interactive[event] for event in kept}
 
 
 def test_gemini_headless_extension_keeps_the_mcp_server(tmp_path: Path) -> None:
@@ -163,9 +167,13 @@ def test_opencode_headless_plugin_is_the_asset_switched_to_headless(
     )
     interactive = opencode_plugin(prepare(ident, tmp_path / "a", headless=False)["config_content"])
     headless = opencode_plugin(prepare(ident, tmp_path / "b", headless=True)["config_content"])
-    assert interactive == asset
+    # The launch's copy says which command checks reservations before which tools.
+    launched = with_pre_tool(asset.encode(), manifest(ident), values(tmp_path)["hook_command"])
+    assert "const PRE_TOOL = null;" in asset
+    assert "const PRE_TOOL = null;" not in interactive
+    assert interactive == launched.decode()
     assert asset.count("const HEADLESS = false;") == 1
-    assert headless == asset.replace("const HEADLESS = false;", "const HEADLESS = true;")
+    assert headless == interactive.replace("const HEADLESS = false;", "const HEADLESS = true;")
 
 
 @pytest.mark.parametrize("ident", sorted(PLUGIN_NAMES))

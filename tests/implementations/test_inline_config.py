@@ -24,7 +24,7 @@ HARNESSES = {
 def config_for(ident: str, directory: Path, environ: dict[str, str]) -> dict[str, Any]:
     directory.mkdir()
     spec = launch_spec(discover(entry_points=False, user_dir=NO_USER_DIR).get(ident).manifest)
-    values = {"mcp_url": "http://127.0.0.1:4555/mcp"}
+    values = {"mcp_url": "http://127.0.0.1:4555/mcp", "hook_command": "/venv/bin/pager hook"}
     filled = spec.prepare(LaunchContext(str(directory), values, environ))
     config: dict[str, Any] = json.loads(filled["config_content"])
     return config

@@ -28,7 +28,7 @@ def test_qwen_headless_run_is_wired_as_any_launch(tmp_path: Path) -> None:
     hooks (UserPromptSubmit still sees the wake prompt's `[pager]`) and the same server."""
     interactive = prepare("qwen", tmp_path / "a", headless=False)["config_dir"]
     headless = prepare("qwen", tmp_path / "b", headless=True)["config_dir"]
-    assert sorted(hooks(interactive)) == ["SessionStart", "UserPromptSubmit"]
+    assert sorted(hooks(interactive)) == ["PreToolUse", "SessionStart", "UserPromptSubmit"]
     state = {"a": str(tmp_path / "a" / "state"), "b": str(tmp_path / "b" / "state")}
     same = json.dumps(hooks(headless)).replace(state["b"], state["a"])
     assert json.loads(same) == hooks(interactive)  # the same, in its own state directory

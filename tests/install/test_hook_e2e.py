@@ -124,3 +124,58 @@ def test_the_plugins_hook_command_injects_waiting_mail(
     assert injected["hookEventName"] == "UserPromptSubmit"
     assert "hello from alice" in injected["additionalContext"]
     assert _run_hook(command, payload) == ""  # acknowledged: not offered again
+
+
+def test_the_plugins_pre_tool_hook_refuses_an_edit_in_a_session_started_without_pager(
+    env: Env, broker: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Claude Code started without `pager`: its prompt hook binds the harness process, and
+    its PreToolUse hook then refuses an Edit of a file alice reserved (acting as that session,
+    through the harness process it runs under)."""
+    assert main(["plugin", "install", "claude"]) == 0
+    capsys.readouterr()
+    hooks_file = env.home / ".claude/plugins/pager/plugins/pager/hooks/hooks.json"
+    hooks = json.loads(Path(hooks_file).read_text())["hooks"]
+    workspace = env.root / "repo"
+    (workspace / "src").mkdir(parents=True)
+    register = f"{broker['url']}/v1/register"
+    alice = _post(
+        register,
+        broker["secret"],
+        {"workspace": str(workspace), "implementation": "shell", "session_name": "alice"},
+    )
+    _post(f"{broker['url']}/v1/me/reservations", alice["token"], {"paths": ["src/*.py"]})
+    bob = {"workspace": str(workspace), "implementation": "claude", "session_name": "bob",
+           "conversation_key": "conversation-2"}  # fmt: skip
+    _post(register, broker["secret"], bob)  # as its `pager mcp` server registers it
+    prompt = {"session_id": "conversation-2", "cwd": str(workspace),
+              "hook_event_name": "UserPromptSubmit", "prompt": "hi"}  # fmt: skip
+    edit = {"session_id": "conversation-2", "cwd": str(workspace), "hook_event_name": "PreToolUse",
+            "tool_name": "Edit", "tool_input": {"file_path": "src/x.py"}}  # fmt: skip
+    (env.root / "prompt.json").write_text(json.dumps(prompt))
+    (env.root / "edit.json").write_text(json.dumps(edit))
+    # A program named `claude` (a script: its name is the harness's) that runs both hooks.
+    harness = env.root / "claude"
+    harness.write_text(
+        "#!/bin/sh\n"
+        f'/bin/sh -c "$PROMPT_HOOK" < {env.root}/prompt.json > /dev/null\n'
+        f'/bin/sh -c "$PRE_TOOL_HOOK" < {env.root}/edit.json\n'
+    )
+    harness.chmod(0o755)
+    done = subprocess.run(
+        ["/bin/sh", str(harness)],
+        env={
+            **os.environ,
+            "PROMPT_HOOK": hooks["UserPromptSubmit"][0]["hooks"][0]["command"],
+            "PRE_TOOL_HOOK": hooks["PreToolUse"][0]["hooks"][0]["command"],
+        },
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    decided = json.loads(done.stdout)["hookSpecificOutput"]
+    assert decided["permissionDecision"] == "deny"
+    assert alice["address"] in decided["permissionDecisionReason"]

@@ -62,7 +62,10 @@ def test_claude_files_parse_and_run_the_venvs_pager(
     assert (root / entry["source"]).resolve() == plugin.resolve()
     assert _load(plugin / ".claude-plugin" / "plugin.json")["name"] == "pager"
     commands = _hook_commands(plugin / "hooks" / "hooks.json")
-    assert sorted(commands) == sorted(CLAUDE_EVENTS)
+    assert sorted(commands) == sorted([*CLAUDE_EVENTS, "PreToolUse"])
+    (check,) = commands["PreToolUse"]  # the reservations check before each tool call
+    assert shlex.split(check)[1:5] == ["hook", "--implementation", "claude", "--pre-tool"]
+    assert shlex.split(check)[-1] == "PreToolUse"
     for event in CLAUDE_EVENTS:
         (line,) = commands[event]
         argv = shlex.split(line)
@@ -215,7 +218,7 @@ def test_harnesses_without_an_installable_plugin_say_so(
     [
         (
             "codex",
-            ("SessionStart", "UserPromptSubmit"),
+            ("SessionStart", "UserPromptSubmit", "PreToolUse"),
             {
                 ".codex/plugins/pager/.agents/plugins/marketplace.json",
                 ".codex/plugins/pager/plugins/pager/.codex-plugin/plugin.json",
@@ -225,7 +228,7 @@ def test_harnesses_without_an_installable_plugin_say_so(
         ),
         (
             "gemini",
-            ("SessionStart", "BeforeAgent"),
+            ("SessionStart", "BeforeAgent", "BeforeTool"),
             {
                 ".gemini/extensions/pager/gemini-extension.json",
                 ".gemini/extensions/pager/hooks/hooks.json",
@@ -284,7 +287,9 @@ def test_copilot_hooks_file_and_the_mcp_server_it_asks_for(
     assert paths_with(report, "written") == env.files() == {str(hooks_file)}
     data = json.loads(hooks_file.read_text())
     assert data["version"] == 1
-    assert sorted(data["hooks"]) == ["sessionStart", "userPromptSubmitted"]
+    assert sorted(data["hooks"]) == ["preToolUse", "sessionStart", "userPromptSubmitted"]
+    (check,) = data["hooks"].pop("preToolUse")  # the reservations check before each tool call
+    assert shlex.split(check["bash"])[1:5] == ["hook", "--implementation", "copilot", "--pre-tool"]
     for event, (entry,) in data["hooks"].items():
         assert entry["type"] == "command"
         assert shlex.split(entry["bash"]) == [VENV_PAGER, "hook", "--implementation", "copilot",

@@ -308,3 +308,40 @@ def test_copilot_setup_adds_the_mcp_server_and_undo_keeps_the_users_servers(
     assert main(["setup", "--undo"]) == 0
     assert config.read_bytes() == own
     assert env.tree() == before
+
+
+def test_setup_installs_the_git_guard_and_undo_removes_it(
+    env: Env, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run inside a repository, setup installs the git guard's pre-commit hook (once), and
+    --undo removes it; a pre-commit hook of the user's is left alone, with the line to add."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git", path="/usr/bin:/bin:/usr/local/bin")
+    assert git is not None
+    (env.bin / "git").symlink_to(git)
+    fake_harness(env, "gemini")
+    repo = tmp_path / "repo"
+    subprocess.run([git, "init", "-q", str(repo)], check=True)
+    monkeypatch.chdir(repo)
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    status, report = run_json(capsys, "setup")
+    assert status == 0
+    assert report["git_guard"]["files"] == [
+        {"path": str(hook), "status": "written", "kind": "file"}
+    ]
+    assert "hook --git-pre-commit" in hook.read_text()
+    status, report = run_json(capsys, "setup")
+    assert report["git_guard"]["files"][0]["status"] == "unchanged"
+    status, report = run_json(capsys, "setup", "--undo")
+    assert status == 0
+    assert not hook.exists()
+
+    hook.write_text("#!/bin/sh\nmake lint\n")
+    status, report = run_json(capsys, "setup")
+    assert status == 1  # left alone: said, not hidden
+    (skipped,) = report["git_guard"]["files"]
+    assert skipped["status"] == "skipped"
+    assert "hook --git-pre-commit || exit 1" in skipped["reason"]
+    assert hook.read_text() == "#!/bin/sh\nmake lint\n"

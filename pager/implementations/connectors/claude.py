@@ -35,6 +35,12 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
         event: [{"hooks": [{"type": "command", "command": f"{hook} {event}"}]}]
         for event in manifest.hooks.events
     }
+    pre_tool = manifest.hooks.pre_tool
+    if pre_tool is not None:  # before each tool call: the reservations check
+        command = f"{values['hook_command']} {pre_tool.arguments()}"
+        hooks.setdefault(pre_tool.event, []).append(
+            {"hooks": [{"type": "command", "command": command}]}
+        )
     # Idle wake: a background hook waits for mail once a turn ends (and from the start);
     # exiting 2 makes Claude Code wake the session with the hook's stderr (`asyncRewake`).
     # Not in a headless run (a wake run, `claude -p`): nobody waits for a next turn there, and

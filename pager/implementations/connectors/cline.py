@@ -124,6 +124,9 @@ def hook_scripts(manifest: Manifest, values: Mapping[str, str]) -> dict[str, byt
     }
     for event in manifest.hooks.prompt_events:
         scripts.setdefault(event, f"{base} --prompt-only {shlex.quote(event)}")
+    pre_tool = manifest.hooks.pre_tool
+    if pre_tool is not None:  # before each tool call: the reservations check
+        scripts.setdefault(pre_tool.event, f"{base} {pre_tool.arguments()}")
     return {event: f"#!/bin/sh\n{line}\n".encode() for event, line in scripts.items()}
 
 

@@ -44,6 +44,14 @@ def hooks_table(manifest: Manifest, context: LaunchContext) -> dict[str, Any]:
         command = f"{base} --format {fmt} --max-chars {limit} {shlex.quote(event)}"
         handler = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
         table[event] = [{"hooks": [handler]}]
+    pre_tool = manifest.hooks.pre_tool
+    if pre_tool is not None:  # before each tool call: the reservations check
+        handler = {
+            "type": "command",
+            "command": f"{base} {pre_tool.arguments()}",
+            "timeout": HOOK_TIMEOUT_S,
+        }
+        table.setdefault(pre_tool.event, []).append({"hooks": [handler]})
     return table
 
 

@@ -121,7 +121,7 @@ def hook_entries(manifest: Manifest, values: Mapping[str, str]) -> dict[str, lis
     environment the hook is given."""
     base = f"PAGER_HOME={shlex.quote(values['state_dir'])} {values['hook_command']}"
     fmt, limit = manifest.hooks.output, manifest.hooks.max_chars
-    return {
+    entries = {
         event: [
             {
                 "type": "command",
@@ -131,6 +131,15 @@ def hook_entries(manifest: Manifest, values: Mapping[str, str]) -> dict[str, lis
         ]
         for event in manifest.hooks.events
     }
+    pre_tool = manifest.hooks.pre_tool
+    if pre_tool is not None:  # before each tool call: the reservations check
+        handler = {
+            "type": "command",
+            "bash": f"{base} {pre_tool.arguments()}",
+            "timeoutSec": HOOK_TIMEOUT_S,
+        }
+        entries.setdefault(pre_tool.event, []).append(handler)
+    return entries
 
 
 def write_plugin(directory: Path, files: Mapping[str, bytes]) -> None:

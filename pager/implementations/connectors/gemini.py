@@ -127,7 +127,7 @@ def hook_groups(
     this broker."""
     base = f"PAGER_HOME={shlex.quote(values['state_dir'])} {values['hook_command']}"
     fmt, limit = manifest.hooks.output, manifest.hooks.max_chars
-    return {
+    groups = {
         event: [
             {
                 "hooks": [
@@ -145,6 +145,17 @@ def hook_groups(
         for event in manifest.hooks.events
         if not (headless and event in NOT_HEADLESS)
     }
+    pre_tool = manifest.hooks.pre_tool
+    if pre_tool is not None:  # before each tool call: the reservations check
+        handler = {
+            "name": "pager-reservations",
+            "type": "command",
+            "command": f"{base} {pre_tool.arguments()}",
+            "timeout": HOOK_TIMEOUT_MS,
+            "description": "Pager: refuse an edit of a file another agent reserved",
+        }
+        groups.setdefault(pre_tool.event, []).append({"hooks": [handler]})
+    return groups
 
 
 def build_home(user: Path, home: Path, files: Mapping[str, bytes]) -> None:

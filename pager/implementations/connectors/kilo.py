@@ -24,6 +24,6 @@ SCHEMA = "https://app.kilo.ai/config.json"
 
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     config = opencode.inline_config(
-        context, variable=VARIABLE, plugin_name=PLUGIN_NAME, schema=SCHEMA
+        manifest, context, variable=VARIABLE, plugin_name=PLUGIN_NAME, schema=SCHEMA
     )
     return {"config_content": config}

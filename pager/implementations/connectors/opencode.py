@@ -6,7 +6,9 @@
   `PAGER_TOKEN` by OpenCode's `{env:…}` substitution (so the token is in no file and no argument),
   and `oauth: false` (no OAuth discovery for a server that has a static credential);
 - `plugin`: Pager's plugin (a copy of `assets/opencode/pager.js` in the launch's private
-  directory, as a `file://` URL), which pushes mail into the session and wakes it when idle.
+  directory, as a `file://` URL), which pushes mail into the session and wakes it when idle,
+  and refuses an edit of a file another agent reserved (its PRE_TOOL, from the manifest's
+  `[hooks.pre_tool]`).
 
 Written for OpenCode 1.x's configuration and plugin API. A configuration already in the user's
 `OPENCODE_CONFIG_CONTENT` is kept: Pager's entries are added to it.
@@ -25,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pager.implementations.connectors.pre_tool import with_pre_tool
 from pager.implementations.manifest import Manifest
 from pager.launch.wrapper import LaunchContext
 
@@ -39,16 +42,24 @@ HEADLESS = b"const HEADLESS = true;"
 def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     return {
         "config_content": inline_config(
-            context, variable="OPENCODE_CONFIG_CONTENT", plugin_name=PLUGIN_NAME, schema=SCHEMA
+            manifest,
+            context,
+            variable="OPENCODE_CONFIG_CONTENT",
+            plugin_name=PLUGIN_NAME,
+            schema=SCHEMA,
         )
     }
 
 
-def inline_config(context: LaunchContext, *, variable: str, plugin_name: str, schema: str) -> str:
+def inline_config(
+    manifest: Manifest, context: LaunchContext, *, variable: str, plugin_name: str, schema: str
+) -> str:
     """The JSON of the inline configuration variable `variable` for this launch: the user's own
     (if any) with the `pager` MCP server and Pager's plugin (copied as `plugin_name`) added.
     OpenCode's forks that read the same configuration (Kilo CLI) reuse it with their names."""
-    plugin = _copy_asset(context.directory, plugin_name, headless=context.headless)
+    content = plugin_source(headless=context.headless)
+    content = with_pre_tool(content, manifest, context.values["hook_command"])
+    plugin = _copy_asset(context.directory, plugin_name, content)
     config = _existing_config(context.environ.get(variable))
     config.setdefault("$schema", schema)
     servers = config.get("mcp")
@@ -95,9 +106,8 @@ def plugin_source(*, headless: bool) -> bytes:
     return content.replace(INTERACTIVE, HEADLESS)
 
 
-def _copy_asset(directory: str, name: str, *, headless: bool) -> str:
+def _copy_asset(directory: str, name: str, content: bytes) -> str:
     path = os.path.join(directory, name)
-    content = plugin_source(headless=headless)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as file:
         file.write(content)

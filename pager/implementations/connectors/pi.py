@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 
+from pager.implementations.connectors.pre_tool import with_pre_tool
 from pager.implementations.manifest import Manifest
 from pager.launch.wrapper import LaunchContext
 
@@ -23,5 +24,5 @@ def prepare(manifest: Manifest, context: LaunchContext) -> dict[str, str]:
     path = os.path.join(context.directory, "pager-pi-extension.ts")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as file:
-        file.write(source.read_bytes())
+        file.write(with_pre_tool(source.read_bytes(), manifest, context.values["hook_command"]))
     return {"extension_path": path}

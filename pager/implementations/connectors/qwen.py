@@ -117,7 +117,7 @@ def hook_groups(manifest: Manifest, values: Mapping[str, str]) -> dict[str, list
     gives its hooks."""
     base = f"PAGER_HOME={shlex.quote(values['state_dir'])} {values['hook_command']}"
     fmt, limit = manifest.hooks.output, manifest.hooks.max_chars
-    return {
+    groups = {
         event: [
             {
                 "hooks": [
@@ -133,3 +133,13 @@ def hook_groups(manifest: Manifest, values: Mapping[str, str]) -> dict[str, list
         ]
         for event in manifest.hooks.events
     }
+    pre_tool = manifest.hooks.pre_tool
+    if pre_tool is not None:  # before each tool call: the reservations check
+        handler = {
+            "name": "pager-reservations",
+            "type": "command",
+            "command": f"{base} {pre_tool.arguments()}",
+            "timeout": HOOK_TIMEOUT,
+        }
+        groups.setdefault(pre_tool.event, []).append({"hooks": [handler]})
+    return groups

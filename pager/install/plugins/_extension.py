@@ -32,9 +32,7 @@ def extension_plan(
         " prompt).",
         "mcpServers": {EXTENSION: context.mcp_server(manifest)},
     }
-    hooks = command_hooks(
-        {event: context.hook_command(manifest, event) for event in manifest.hooks.events}
-    )
+    hooks = command_hooks(context.hook_commands(manifest))
     files = (
         Planned(root / manifest_name, dump(extension)),
         Planned(root / "hooks" / "hooks.json", dump(hooks)),

@@ -47,9 +47,7 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
         ],
     }
     manifest_json = {"name": PLUGIN, "version": context.version, "description": DESCRIPTION}
-    hooks = command_hooks(
-        {event: context.hook_command(manifest, event) for event in manifest.hooks.events}
-    )
+    hooks = command_hooks(context.hook_commands(manifest))
     mcp = {"mcpServers": {PLUGIN: context.mcp_server(manifest)}}
     files = (
         Planned(root / ".claude-plugin" / "marketplace.json", dump(marketplace)),

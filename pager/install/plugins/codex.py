@@ -50,9 +50,7 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
         "hooks": "./hooks/hooks.json",
         "mcpServers": "./.mcp.json",
     }
-    hooks = command_hooks(
-        {event: context.hook_command(manifest, event) for event in manifest.hooks.events}
-    )
+    hooks = command_hooks(context.hook_commands(manifest))
     mcp = {"mcpServers": {PLUGIN: context.mcp_server(manifest)}}
     files = (
         Planned(root / ".agents" / "plugins" / "marketplace.json", dump(marketplace)),

@@ -49,14 +49,8 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
     hooks = {
         "version": 1,
         "hooks": {
-            event: [
-                {
-                    "type": "command",
-                    "bash": context.hook_command(manifest, event),
-                    "timeoutSec": HOOK_TIMEOUT_S,
-                }
-            ]
-            for event in manifest.hooks.events
+            event: [{"type": "command", "bash": line, "timeoutSec": HOOK_TIMEOUT_S}]
+            for event, line in context.hook_commands(manifest).items()
         },
     }
     server = context.mcp_server(manifest)

@@ -28,9 +28,20 @@
 // acknowledges it, and polls nothing; it reports no prompt as typed (no person typed it).
 // Checked in a real OpenCode (1.18.33) by scripts/verify_harnesses.py.
 //
+// It refuses an edit of a file another agent reserved (docs/reservations.md): before a tool
+// that writes files runs (`tool.execute.before`), it runs the launch's `pager hook --pre-tool`
+// (PRE_TOOL below, written by the connector from the manifest's `[hooks.pre_tool]`) with the
+// call, and throws its reason when the hook denies: OpenCode then fails the call with that
+// message, which the model reads. Only the tools the manifest names start the hook; it fails
+// open (no answer within PRE_TOOL_TIMEOUT_MS, or any error: the call goes ahead).
+//
 // Only one export: OpenCode 1.x calls every exported function of a plugin module.
 
+import { execFile } from "node:child_process";
+
 const HEADLESS = false; // the connector writes `true` for a wake run (see above)
+const PRE_TOOL = null; // the connector writes { command, event, tools } for a launch
+const PRE_TOOL_TIMEOUT_MS = 5_000;
 const POLL_WAIT_S = 25; // the broker's long-poll bound is 60 s
 const RETRY_MAX_MS = 30_000;
 const PROMPT_GRACE_MS = 3_000; // how long a blocking prompt() may take to fail before we ack
@@ -42,7 +53,7 @@ const DELIVERY_PREFIX = "Pager delivered ";
 // How Pager's own wake text begins (the envelope's preamble), as `pager hook` tells it apart.
 const PAGER_PREFIX = "[pager]";
 
-export const PagerPlugin = async ({ client }) => {
+export const PagerPlugin = async ({ client, directory }) => {
   const base = process.env.PAGER_URL;
   const token = process.env.PAGER_TOKEN;
   if (!base || !token || !client?.session) return {};
@@ -152,6 +163,10 @@ export const PagerPlugin = async ({ client }) => {
   };
 
   return {
+    "tool.execute.before": async (input, output) => {
+      const reason = await refusal(input?.tool, output?.args, directory);
+      if (reason) throw new Error(reason); // OpenCode fails the call with this message
+    },
     event: async ({ event }) => {
       const props = event?.properties ?? {};
       switch (event?.type) {
@@ -193,6 +208,34 @@ export const PagerPlugin = async ({ client }) => {
     },
   };
 };
+
+async function refusal(tool, args, directory) {
+  // The pre-tool hook's reason to refuse this call, or null (allowed, or no answer: fail open).
+  if (!PRE_TOOL || typeof tool !== "string" || !PRE_TOOL.tools.includes(tool)) return null;
+  const payload = JSON.stringify({
+    hook_event_name: PRE_TOOL.event,
+    tool_name: tool,
+    tool_input: args ?? {},
+    cwd: directory ?? process.cwd(),
+  });
+  try {
+    const stdout = await new Promise((resolve) => {
+      const child = execFile(
+        "/bin/sh",
+        ["-c", PRE_TOOL.command],
+        { timeout: PRE_TOOL_TIMEOUT_MS },
+        (error, out) => resolve(error ? "" : out),
+      );
+      child.stdin?.on("error", () => {}); // a hook that does not read it: never our crash
+      child.stdin?.end(payload);
+    });
+    if (!stdout.trim()) return null;
+    const decided = JSON.parse(stdout).hookSpecificOutput ?? {};
+    return decided.permissionDecision === "deny" ? String(decided.permissionDecisionReason) : null;
+  } catch {
+    return null;
+  }
+}
 
 function parseRpc(text, contentType) {
   if (contentType.includes("text/event-stream")) {

@@ -24,6 +24,13 @@
 // the waiting mail and returns it as a custom "pager" message, which Pi stores in the session
 // and sends with the prompt, and acknowledges it once the agent starts.
 //
+// It refuses an edit of a file another agent reserved (docs/reservations.md): on Pi's
+// `tool_call` event (before a tool runs) for a tool that writes files, it runs the launch's
+// `pager hook --pre-tool` (PRE_TOOL below, written by the connector from the manifest's
+// `[hooks.pre_tool]`) with the call and returns `{ block: true, reason }` when the hook denies;
+// the model reads the reason. It fails open (no answer within PRE_TOOL_TIMEOUT_MS, or any error:
+// the call goes ahead).
+//
 // Checked in a real Pi (0.73.1) by scripts/verify_harnesses.py: the tools are registered and
 // offered to the model, mail wakes an idle session, and a headless run gets the waiting mail
 // in its first model request; see docs/implementations/pi.md. Written without type annotations
@@ -36,6 +43,8 @@ const REPORT_WAIT_MS = 2_000; // how long a typed prompt waits for its report to
 const REPORT_TIMEOUT_MS = 15_000; // then the report goes on in the background until this bound
 // How Pager's own wake text begins (the envelope's preamble), as `pager hook` tells it apart.
 const PAGER_PREFIX = "[pager]";
+const PRE_TOOL = null; // the connector writes { command, event, tools } for a launch
+const PRE_TOOL_TIMEOUT_MS = 5_000;
 
 export default function pagerExtension(pi) {
   const base = process.env.PAGER_URL;
@@ -184,10 +193,44 @@ export default function pagerExtension(pi) {
     return { action: "continue" };
   });
 
+  pi.on("tool_call", async (event, ctx) => {
+    const reason = await refusal(event?.toolName, event?.input, ctx?.cwd);
+    return reason ? { block: true, reason } : undefined;
+  });
+
   pi.on("session_shutdown", async () => {
     poller?.abort();
     poller = null;
   });
+}
+
+async function refusal(tool, args, directory) {
+  // The pre-tool hook's reason to refuse this call, or null (allowed, or no answer: fail open).
+  if (!PRE_TOOL || typeof tool !== "string" || !PRE_TOOL.tools.includes(tool)) return null;
+  const payload = JSON.stringify({
+    hook_event_name: PRE_TOOL.event,
+    tool_name: tool,
+    tool_input: args ?? {},
+    cwd: typeof directory === "string" ? directory : process.cwd(),
+  });
+  try {
+    const { execFile } = await import("node:child_process");
+    const stdout = await new Promise((resolve) => {
+      const child = execFile(
+        "/bin/sh",
+        ["-c", PRE_TOOL.command],
+        { timeout: PRE_TOOL_TIMEOUT_MS },
+        (error, out) => resolve(error ? "" : String(out)),
+      );
+      child.stdin?.on("error", () => {}); // a hook that does not read it: never our crash
+      child.stdin?.end(payload);
+    });
+    if (!stdout.trim()) return null;
+    const decided = JSON.parse(stdout).hookSpecificOutput ?? {};
+    return decided.permissionDecision === "deny" ? String(decided.permissionDecisionReason) : null;
+  } catch {
+    return null;
+  }
 }
 
 function parseRpc(text, contentType) {

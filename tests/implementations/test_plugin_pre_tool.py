@@ -1,0 +1,108 @@
+"""The reservations check inside OpenCode's (and Kilo's) plugin and Pi's extension, run by Node:
+a launch's copy runs its PRE_TOOL command for the tools the manifest names, with the call as a
+hook payload, and refuses the call with the hook's reason (OpenCode: throws; Pi: `block`);
+other tools never start it, and a hook that fails lets the call through (fail open)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pager.implementations import discover
+from pager.implementations.connectors.pre_tool import with_pre_tool
+
+NO_USER_DIR = Path(__file__).parent / "no-user-manifests"  # the built-ins only
+DENY = {"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "held"}}
+
+OPENCODE_DRIVER = r"""
+const mod = await import(process.argv[2]);
+const hooks = await mod.PagerPlugin({ client: { session: {} }, directory: process.cwd() });
+const results = [];
+for (const [tool, args] of JSON.parse(process.argv[3])) {
+  try {
+    await hooks["tool.execute.before"]({ tool, sessionID: "ses_1", callID: "c" }, { args });
+    results.push(null);
+  } catch (error) {
+    results.push(String(error.message));
+  }
+}
+console.log(JSON.stringify(results));
+process.exit(0);
+"""
+
+PI_DRIVER = r"""
+const mod = await import(process.argv[2]);
+const handlers = {};
+mod.default({ registerTool: () => {}, on: (event, handler) => { handlers[event] = handler; } });
+const results = [];
+for (const [toolName, input] of JSON.parse(process.argv[3])) {
+  const answer = await handlers.tool_call({ type: "tool_call", toolCallId: "t", toolName, input },
+                                          { cwd: process.cwd(), hasUI: false });
+  results.push(answer?.block ? String(answer.reason) : null);
+}
+console.log(JSON.stringify(results));
+process.exit(0);
+"""
+
+ASSETS = {
+    "opencode": (("assets", "opencode", "pager.js"), OPENCODE_DRIVER, "filePath"),
+    "kilo": (("assets", "opencode", "pager.js"), OPENCODE_DRIVER, "filePath"),
+    "pi": (("assets", "pi", "pager.ts"), PI_DRIVER, "path"),
+}
+
+
+def _run(ident: str, hook: str, calls: list[tuple[str, dict[str, Any]]], tmp_path: Path) -> Any:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs node")
+    asset, driver, _ = ASSETS[ident]
+    manifest = discover(entry_points=False, user_dir=NO_USER_DIR).get(ident).manifest
+    source = resources.files("pager.implementations.connectors").joinpath(*asset).read_bytes()
+    # The hook stand-in ends with `#`: the `--pre-tool SPEC EVENT` appended to it is a comment.
+    module = tmp_path / "module.mjs"
+    module.write_bytes(with_pre_tool(source, manifest, f"{hook} #"))
+    script = tmp_path / "driver.mjs"
+    script.write_text(driver)
+    env = {"PATH": "/usr/bin:/bin", "PAGER_URL": "http://127.0.0.1:9", "PAGER_TOKEN": "prl_x"}
+    done = subprocess.run(
+        [node, str(script), module.as_uri(), json.dumps(calls)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("ident", sorted(ASSETS))
+def test_a_denied_write_is_refused_and_a_read_never_asks(ident: str, tmp_path: Path) -> None:
+    key = ASSETS[ident][2]
+    payloads = tmp_path / "payloads.jsonl"
+    saved = shlex.quote(str(payloads))
+    hook = f"cat >> {saved}; echo >> {saved}; echo {shlex.quote(json.dumps(DENY))}"
+    calls = [("write", {key: "src/x.py"}), ("read", {key: "src/x.py"})]
+    results = _run(ident, hook, calls, tmp_path)
+    assert results == ["held", None]
+    [payload] = [json.loads(line) for line in payloads.read_text().splitlines() if line]
+    assert payload["tool_name"] == "write"
+    assert payload["tool_input"] == {key: "src/x.py"}
+    assert payload["cwd"] == str(tmp_path)
+
+
+@pytest.mark.parametrize("ident", sorted(ASSETS))
+@pytest.mark.parametrize("hook", ["exit 1", "echo not json", "echo '{}'", "true"])
+def test_the_call_goes_ahead_when_the_hook_fails_or_allows(
+    ident: str, hook: str, tmp_path: Path
+) -> None:
+    key = ASSETS[ident][2]
+    assert _run(ident, hook, [("write", {key: "src/x.py"})], tmp_path) == [None]
