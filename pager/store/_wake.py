@@ -24,6 +24,7 @@ from pager.domain.wake import (
 )
 from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
+from pager.store._delivery_sql import INBOX_INDEXED
 from pager.store._events import record_event
 from pager.store._identities import (
     describe_identity,
@@ -148,8 +149,8 @@ def wake_target(conn: Conn, agent_id: str, *, now: float) -> WakeTarget | None:
     key = candidate.identity.workspace_key
     row = conn.execute("SELECT slug, path, host FROM workspaces WHERE key = ?", (key,)).fetchone()
     (available,) = conn.execute(
-        "SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND state = 'queued'"
-        " AND available_at <= ?",
+        f"SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND {INBOX_INDEXED}"
+        " AND state = 'queued' AND available_at <= ?",
         (agent_id, now),
     ).fetchone()
     return WakeTarget(
