@@ -15,7 +15,7 @@ VERSION = "0.1.0"
 
 #: The database schema this build reads and writes. The store checks that its
 #: migration list ends at this number (tests/store).
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 def identity_mismatch(lock: dict[str, Any], health: dict[str, Any]) -> str | None:

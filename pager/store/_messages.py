@@ -19,7 +19,7 @@ from pager.domain.delivery import AckResult, ClaimPolicy, Step, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._conn import Conn, Cursor
-from pager.store._delivery_sql import guard, states_sql
+from pager.store._delivery_sql import DELAYED_INDEXED, INBOX_INDEXED, guard, states_sql
 from pager.store._dialect import dialect_of
 from pager.store._events import record_event, record_events
 from pager.store._identities import addresses
@@ -249,13 +249,14 @@ def _claim_end(step: Step) -> str:
 
 def _claimable(conn: Conn) -> str:
     """The messages a claim takes, in send order: queued ones available by now. The IN term
-    repeats the partial index's condition so SQLite walks the unsettled inbox in send order
-    and stops at the limit, instead of sorting every waiting row."""
+    repeats `messages_inbox`'s condition, and `seq > 0` (true of every seq) names the seq that
+    ends each of its entries, so SQLite walks the queued mail in send order and stops at the
+    limit, instead of sorting every waiting row."""
     dialect = dialect_of(conn)
     return (
         f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
-        f" AND {_UNSETTLED} AND {_CLAIMABLE}"
-        f" AND {dialect.not_after_now('available_at')} ORDER BY seq LIMIT ?"
+        f" AND {INBOX_INDEXED} AND {_CLAIMABLE}"
+        f" AND {dialect.not_after_now('available_at')} AND seq > 0 ORDER BY seq LIMIT ?"
         f"{dialect.take_free_rows}"
     )
 
@@ -381,7 +382,7 @@ def dead_letter_inbox(conn: Conn, recipient_id: str, now: float, reason: str) ->
     )
     dead = conn.execute(
         "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
-        f" WHERE recipient_id = ? AND {guard(Step.RETIRE)}"
+        f" WHERE recipient_id = ? AND {INBOX_INDEXED} AND {guard(Step.RETIRE)}"
         " RETURNING id, sender_id, attempts",
         (_DEAD, reason, now, recipient_id),
     ).fetchall()
@@ -675,7 +676,9 @@ class InboxDue:
 
 def inbox_due(conn: Conn, recipient_id: str, now: float, message_expiry: float) -> InboxDue:
     """The identity's row and the inbox's three deadlines, in one statement (each deadline an
-    index probe, not a scan of the inbox)."""
+    index probe, not a scan of the inbox). A retry later than now is one later than its
+    message's send, unless the clock went back since: then the oldest message's expiry still
+    wakes the inbox."""
     return inbox_due_later(conn, recipient_id, now, message_expiry)()
 
 
@@ -688,7 +691,7 @@ def inbox_due_later(
         "SELECT i.id IS NOT NULL, i.next_due,"
         " (SELECT MIN(expires_at) FROM claims WHERE identity_id = :id AND state = 'open'),"
         " (SELECT MIN(available_at) FROM messages WHERE recipient_id = :id"
-        "   AND state = 'queued' AND available_at > :now),"
+        f"   AND {DELAYED_INDEXED} AND available_at > :now),"
         " (SELECT MIN(sent_at) FROM messages WHERE recipient_id = :id"
         "   AND state IN ('queued', 'claimed', 'delivered'))"
         " FROM (SELECT CAST(:id AS TEXT) AS wanted) AS k"
@@ -713,8 +716,8 @@ def inbox_due_later(
 def inbox_counts(conn: Conn, recipient_id: str) -> dict[str, int]:
     counts = {"queued": 0, "claimed": 0, "delivered": 0, "dead": 0}
     for state, count in conn.execute(
-        "SELECT state, COUNT(*) FROM messages WHERE recipient_id = ?"
-        " AND state IN ('queued', 'claimed', 'delivered', 'dead') GROUP BY state",
+        f"SELECT state, COUNT(*) FROM messages WHERE recipient_id = ? AND {INBOX_INDEXED}"
+        " GROUP BY state",
         (recipient_id,),
     ):
         counts[str(state)] = int(count)
@@ -724,8 +727,8 @@ def inbox_counts(conn: Conn, recipient_id: str) -> dict[str, int]:
 def offerable_count(conn: Conn, recipient_id: str, now: float) -> int:
     """The recipient's messages a claim could take at `now` (queued and available)."""
     (count,) = conn.execute(
-        "SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND state = 'queued'"
-        " AND available_at <= ?",
+        f"SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND {INBOX_INDEXED}"
+        f" AND {_CLAIMABLE} AND available_at <= ?",
         (recipient_id, now),
     ).fetchone()
     return int(count)
@@ -733,8 +736,8 @@ def offerable_count(conn: Conn, recipient_id: str, now: float) -> int:
 
 def waiting_count(conn: Conn, recipient_id: str) -> int:
     (count,) = conn.execute(
-        "SELECT COUNT(*) FROM messages WHERE recipient_id = ?"
-        " AND state IN ('queued', 'claimed', 'delivered')",
+        f"SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND {INBOX_INDEXED}"
+        f" AND {_UNSETTLED}",
         (recipient_id,),
     ).fetchone()
     return int(count)
@@ -766,7 +769,7 @@ def waiting(conn: Conn, recipient_id: str, *, limit: int) -> list[Message]:
     """The recipient's unsettled mail, oldest first, read-only (`pager inbox`)."""
     rows = conn.execute(
         f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
-        " AND state IN ('queued', 'claimed', 'delivered') ORDER BY seq LIMIT ?",
+        f" AND {_UNSETTLED} ORDER BY seq LIMIT ?",
         (recipient_id, limit),
     )
     return [_message(row) for row in rows]

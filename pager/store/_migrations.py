@@ -414,6 +414,23 @@ def _v12_reservations(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX reservations_ended ON reservations (ended_at)")
 
 
+def _v13_fewer_pages_per_send(conn: sqlite3.Connection) -> None:
+    # Each index a new row enters is one more page the send's commit writes and waits for
+    # (one fsync of them all). `messages_inbox` ends each entry with the seq, so it walks one
+    # state of one inbox in send order: `messages_unsettled` (recipient_id, seq) over the same
+    # mail is not needed. The next retry needs only the mail whose retry is later than its
+    # send: new mail is available at once (available_at = sent_at) and stays out of it.
+    conn.execute("DROP INDEX messages_unsettled")
+    conn.execute("DROP INDEX messages_retry")
+    conn.execute(
+        "CREATE INDEX messages_delayed ON messages (recipient_id, available_at)"
+        " WHERE state = 'queued' AND available_at > sent_at"
+    )
+    # Every event wrote `events_at` for the prune alone, which walks the log from its oldest
+    # event in seq order instead (events are appended in time order).
+    conn.execute("DROP INDEX events_at")
+
+
 # Append only. Released migrations are frozen: fix mistakes with a new migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "broker runs", _v1_broker_runs),
@@ -428,6 +445,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "launch on mail: settings per identity and wake runs", _v10_wake),
     Migration(11, "refusals counted per minute, chain resets budgeted", _v11_refusals_and_resets),
     Migration(12, "edit reservations", _v12_reservations),
+    Migration(13, "fewer indexes written by each send", _v13_fewer_pages_per_send),
 )
 
 CURRENT_SCHEMA_VERSION: int = MIGRATIONS[-1].version

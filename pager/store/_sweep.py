@@ -333,9 +333,18 @@ def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
     keys = conn.execute(
         "DELETE FROM idempotency WHERE created_at <= ?", (now - windows.idempotency,)
     ).rowcount
-    # `at` is ISO 8601 UTC with a fixed width, so text order is time order.
+    # `at` is ISO 8601 UTC with a fixed width, so text order is time order. Events are
+    # appended in time order: the log is cut from its oldest event up to the first one to keep,
+    # a walk of what is deleted in seq order (an index on `at` would cost every event a page).
+    # Should the clock have gone back, an older event after a newer one is kept a little
+    # longer, never dropped early.
     cutoff = iso(now - windows.event_retention)
-    events = conn.execute("DELETE FROM events WHERE at <= ?", (cutoff,)).rowcount
+    events = conn.execute(
+        "DELETE FROM events WHERE seq < COALESCE("
+        "(SELECT seq FROM events WHERE at > ? ORDER BY seq LIMIT 1),"
+        " (SELECT MAX(seq) + 1 FROM events))",
+        (cutoff,),
+    ).rowcount
     refusals = prune_refusals(conn, now - windows.event_retention)
     tombstones = conn.execute(
         "DELETE FROM purged_sessions WHERE purged_at <= ?", (now - windows.event_retention,)

@@ -30,6 +30,7 @@ from pager.domain.views import (
     WorkspaceView,
 )
 from pager.store._conn import Conn
+from pager.store._delivery_sql import INBOX_INDEXED
 from pager.store._events import latest_event_seq
 from pager.store._identities import script_names
 from pager.store._refusals import refused_sends
@@ -50,7 +51,7 @@ _END = 2**63 - 1
 
 # A partial index serves a query only when SQLite can see that the query's condition implies
 # the index's, which it cannot for bound parameters: states are spelled out literally.
-_COUNTED = "state IN ('queued', 'claimed', 'delivered', 'dead')"  # = messages_inbox's
+_COUNTED = INBOX_INDEXED
 _STATE_TERMS = {
     MessageState.QUEUED: f"{_COUNTED} AND state = 'queued'",
     MessageState.CLAIMED: f"{_COUNTED} AND state = 'claimed'",
