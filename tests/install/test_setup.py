@@ -345,3 +345,47 @@ def test_setup_installs_the_git_guard_and_undo_removes_it(
     assert skipped["status"] == "skipped"
     assert "hook --git-pre-commit || exit 1" in skipped["reason"]
     assert hook.read_text() == "#!/bin/sh\nmake lint\n"
+
+
+def test_gemini_setup_enables_hooks_in_its_settings_and_undo_gives_the_file_back(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Gemini CLI runs an extension's hooks only where its settings enable hooks: setup adds
+    `hooksConfig.enabled` beside the user's keys (dry run: shown, not written), a second run
+    changes nothing, and `--undo` gives the file back byte for byte; a value the user chose
+    is theirs (reported, never flipped, never removed)."""
+    fake_harness(env, "gemini")
+    settings = env.home / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    own = b'{\n  "theme": "GitHub",\n  "hooksConfig": {"notifications": true}\n}\n'
+    settings.write_bytes(own)
+    before = env.tree()
+    status, planned = run_json(capsys, "setup", "--dry-run", "--only", "gemini")
+    assert (status, _entries(planned)) == (
+        0,
+        [{"path": str(settings), "key": "hooksConfig.enabled", "status": "added"}],
+    )
+    assert env.tree() == before
+    status, report = run_json(capsys, "setup", "--only", "gemini")
+    assert status == 0
+    assert json.loads(settings.read_text()) == {
+        "theme": "GitHub",
+        "hooksConfig": {"notifications": True, "enabled": True},
+    }
+    assert (env.home / ".gemini" / "extensions" / "pager" / "hooks" / "hooks.json").is_file()
+    after = env.tree()
+    status, again = run_json(capsys, "setup", "--only", "gemini")
+    assert [e["status"] for e in _entries(again)] == ["unchanged"]
+    assert env.tree() == after
+    assert main(["setup", "--undo"]) == 0
+    assert settings.read_bytes() == own
+    assert env.tree() == before
+
+    theirs = b'{"hooksConfig": {"enabled": false}}\n'
+    settings.write_bytes(theirs)
+    status, report = run_json(capsys, "setup", "--only", "gemini")
+    assert status == 1
+    (refused,) = _entries(report)
+    assert (refused["status"], "your own value" in refused["reason"]) == ("skipped", True)
+    assert main(["setup", "--undo"]) == 0
+    assert settings.read_bytes() == theirs
