@@ -23,6 +23,7 @@ from typing import NoReturn
 import attrs
 
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hints import Hint
 from pager.domain.ids import Kind
 from pager.domain.names import Address, alias_key, format_address
 from pager.domain.records import Identity
@@ -140,9 +141,8 @@ def answers_to(given: str, *, agent_id: str, alias: str, address: str) -> bool:
 def unknown_recipient(text: str, why: str | None = None) -> PagerError:
     return PagerError(
         ErrorCode.UNKNOWN_RECIPIENT,
-        f"no agent {text!r}"
-        + (f" ({why})" if why else "")
-        + "; see `roster` (scope 'all' for other workspaces)",
+        f"no agent {text!r}" + (f" ({why})" if why else ""),
+        hint=Hint.ROSTER,
     )
 
 

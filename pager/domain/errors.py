@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from pager.domain.hints import Edge, Hint, split_store_wording, with_hint
+from pager.domain.hints import Edge, Hint, with_hint
 
 
 class ErrorCode(enum.StrEnum):
@@ -54,8 +54,6 @@ class PagerError(Exception):
     def __init__(
         self, code: ErrorCode, message: str, *, hint: Hint | None = None, **details: Any
     ) -> None:
-        if hint is None:
-            message, hint = split_store_wording(message)
         super().__init__(with_hint(message, hint, Edge.HTTP))
         self.code = code
         self.message = message

@@ -108,18 +108,6 @@ NOT_APPLIED: dict[tuple[str, Edge], str] = {
     ("expired", Edge.HTTP): "the message expired before it was acknowledged",
 }
 
-#: Hints the store still writes into its messages as MCP text (its errors are built in
-#: pager/store, which passes no key yet): recognised here, by the wording that ends the
-#: message, so that every edge still says its own words. Remove each line once the store
-#: raises its error with `hint=`.
-STORE_WORDING: tuple[tuple[str, Hint], ...] = (
-    ("; see `roster` (scope 'all' for other workspaces)", Hint.ROSTER),
-    ("; see `roster`", Hint.ROSTER),
-    ("; choose another alias, or pass force to take it", Hint.ALIAS_FORCE),
-    ("; claim it with --force to end that session and take it over", Hint.CLAIM_FORCE),
-    ("; `pager who` lists them", Hint.WHO_LISTS),
-)
-
 
 def hint_text(hint: Hint, edge: Edge) -> str:
     return HINTS[hint, edge]
@@ -128,15 +116,6 @@ def hint_text(hint: Hint, edge: Edge) -> str:
 def with_hint(message: str, hint: Hint | None, edge: Edge) -> str:
     """`message`, then what to do as `edge` says it."""
     return message if hint is None else f"{message}; {HINTS[hint, edge]}"
-
-
-def split_store_wording(message: str) -> tuple[str, Hint | None]:
-    """(the message without a hint the store wrote as text, that hint's key), or
-    (message, None)."""
-    for wording, hint in STORE_WORDING:
-        if message.endswith(wording):
-            return message.removesuffix(wording), hint
-    return message, None
 
 
 def for_edge(error: Mapping[str, object], edge: Edge) -> str:

@@ -16,6 +16,7 @@ import attrs
 
 from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hints import Hint
 from pager.domain.records import Identity, Session
 from pager.domain.registration import Registration, WakeStart
 from pager.domain.wake import hourly_retry_after
@@ -55,9 +56,12 @@ class Refuse:
     message: str
     about: Identity | None = None
     details: tuple[tuple[str, Any], ...] = ()
+    hint: Hint | None = None  # what to do next, said by each edge in its own words
 
     def error(self, holder: dict[str, Any] | None = None) -> PagerError:
-        return PagerError(self.code, self.message, **(holder or {}), **dict(self.details))
+        return PagerError(
+            self.code, self.message, hint=self.hint, **(holder or {}), **dict(self.details)
+        )
 
 
 # -- a registration --------------------------------------------------------------------------
@@ -236,9 +240,9 @@ def decide_alias_claim(
         state = "attached" if holder.attached is not None else "not attached"
         return Refuse(
             ErrorCode.ALIAS_CONFLICT,
-            f"the alias {alias!r} belongs to {holder.identity.id} ({state}); choose another"
-            " alias, or pass force to take it",
+            f"the alias {alias!r} belongs to {holder.identity.id} ({state})",
             about=holder.identity,
+            hint=Hint.ALIAS_FORCE,
         )
     if reserved_by is None or reserved_by == agent_id:
         return AliasFree(reassign=False)
@@ -275,14 +279,15 @@ def decide_rename(
     if claim and holder is None:
         return Refuse(
             ErrorCode.UNKNOWN_RECIPIENT,
-            f"no identity is named {alias!r} in this workspace; `pager who` lists them",
+            f"no identity is named {alias!r} in this workspace",
+            hint=Hint.WHO_LISTS,
         )
     if claim and not force and holder is not None and holder.attached is not None:
         return Refuse(
             ErrorCode.ALIAS_CONFLICT,
-            f"{alias!r} is attached to a session; claim it with --force to end that"
-            " session and take it over",
+            f"{alias!r} is attached to a session",
             about=holder.identity,
+            hint=Hint.CLAIM_FORCE,
         )
     if (force or claim) and holder is not None and holder.identity.id != me.id:
         if not session_open:  # it ended while this request waited

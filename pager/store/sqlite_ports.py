@@ -17,6 +17,7 @@ import attrs
 from pager.domain import ids
 from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.hints import Hint
 from pager.domain.limits import SendLimits
 from pager.domain.loop_guard import TooDeep, decide
 from pager.domain.records import Session, SessionState
@@ -154,7 +155,7 @@ class SqliteInbox:
             before = inbox()
             if not before.exists:
                 raise PagerError(
-                    ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped; see `roster`"
+                    ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped", hint=Hint.ROSTER
                 )
             message_id = ids.new_message_id()
             message = ms.add_message(

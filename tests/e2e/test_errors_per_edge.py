@@ -15,7 +15,7 @@ import trio
 
 from pager.domain.body_limit import BODY_CAP
 from pager.domain.delivery import NotApplied
-from pager.domain.hints import HINTS, NOT_APPLIED, STORE_WORDING, Edge, Hint
+from pager.domain.hints import HINTS, NOT_APPLIED, Edge, Hint
 from tests.e2e.conftest import Broker, mcp_session, tool_error
 from tests.e2e.test_everyday_cli import pager
 
@@ -109,7 +109,6 @@ def test_every_hint_has_words_for_every_edge() -> None:
     assert set(HINTS) == {(hint, edge) for hint in Hint for edge in Edge}
     assert all(text.strip() for text in HINTS.values())
     assert set(NOT_APPLIED) == {(reason.value, edge) for reason in NotApplied for edge in Edge}
-    assert {hint for _, hint in STORE_WORDING} <= set(Hint)
 
 
 def test_every_hint_key_used_in_the_code_is_in_the_table() -> None:
