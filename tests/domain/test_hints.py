@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pager.domain.addressing import unknown_recipient
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Edge, Hint, for_edge
 
@@ -21,11 +22,20 @@ def test_an_unknown_key_or_wording_leaves_the_message_as_it_came() -> None:
     assert for_edge({"code": "internal", "message": "failed"}, Edge.CLI) == "failed"
 
 
-def test_a_hint_the_store_wrote_as_text_is_read_as_its_key() -> None:
-    error = PagerError(
-        ErrorCode.UNKNOWN_RECIPIENT, "no agent 'x'; see `roster` (scope 'all' for other workspaces)"
-    )
+def test_the_store_raises_its_hint_by_key() -> None:
+    """An unknown recipient (raised in the store and the addressing rules) carries `roster` as
+    a key, and each edge says it in its own words."""
+    error = unknown_recipient("x")
     assert (error.message, error.hint) == ("no agent 'x'", Hint.ROSTER)
     assert error.text(Edge.CLI) == (
         "no agent 'x'; see `pager who` (`pager who --all` for other workspaces)"
     )
+
+
+def test_a_message_is_never_read_for_a_hint() -> None:
+    """Text that happens to end like an old hint (a caller's alias or body quoted in it) stays
+    as written: hints come only from the key the raiser gives."""
+    quoted = "the body ends with '; see `roster`'"
+    error = PagerError(ErrorCode.VALIDATION_FAILED, quoted + "; see `roster`")
+    assert (error.message, error.hint) == (quoted + "; see `roster`", None)
+    assert error.text(Edge.CLI) == quoted + "; see `roster`"
