@@ -8,7 +8,9 @@
         .mcp.json                                  the stdio MCP server `pager mcp`
 
 Codex adds a marketplace and installs plugins with its own commands, and asks the user to
-trust new hooks once (`/hooks`), so those are printed as the next steps. The personal
+trust new hooks once (`/hooks`), so those are printed as the next steps, by `pager setup` too:
+the install is Codex copying the plugin into its own cache, and the trust is the user's review
+of what a hook runs, which Pager must not record on the user's behalf. The personal
 marketplace `~/.agents/plugins/marketplace.json` is the user's file and is left alone.
 Sources and what is unverified: docs/skill-and-plugins.md.
 """
@@ -66,6 +68,8 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
             f"  codex plugin marketplace add {context.tilde(root)}",
             f"  then install `{PLUGIN}` from the `{MARKETPLACE}` marketplace in /plugins",
             "Then trust its hooks once in Codex with /hooks (Codex skips untrusted hooks).",
+            "(Pager leaves these to Codex: installing copies the plugin into Codex's own cache,"
+            " and trusting a hook is your review of what it runs.)",
         ),
         uninstall_steps=(
             f"If you installed it in Codex, uninstall `{PLUGIN}` there too (/plugins) and remove"
