@@ -14,14 +14,19 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
+import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from verify_harnesses import (
     ACCEPTED,
+    MAIL_BOUND,
     REJECTED,
     UNCHECKED,
     Canned,
@@ -74,6 +79,20 @@ def _tool_call(path: Path, needle: str = FIRST) -> Canned:
     text = chunk({"role": "assistant", "content": None, "tool_calls": [call]})
     text += chunk({}, "tool_calls") + "data: [DONE]\n\n"
     return Canned("/chat/completions", needle, "text/event-stream", text.encode())
+
+
+def _text(needle: str, text: str) -> Canned:
+    """The recorder's one answer: a streamed OpenAI chat completion saying `text`, ending the
+    turn."""
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "verify", "object": "chat.completion.chunk", "created": 0}
+        return "data: " + json.dumps({**body, "model": "gpt-4o", "choices": [choice]}) + "\n\n"
+
+    answer = chunk({"role": "assistant", "content": text}) + chunk({}, "stop")
+    answer += "data: [DONE]\n\n"
+    return Canned("/chat/completions", needle, "text/event-stream", answer.encode())
 
 
 def check_cline(ctx: Context) -> list[Check]:
@@ -360,17 +379,133 @@ def _own_hub(ctx: Context) -> Check:
             _stop_hub_daemons(ctx)
 
 
+#: A user manifest put over the built-in for the idle wake check only (a broken copy of the
+#: wiring, to see the check reject it): the path of a TOML file, or unset.
+BROKEN_MANIFEST = "VERIFY_CLINE_MANIFEST"
+#: The prompt the launch's knock sends through the hub (the wake prompt's start).
+KNOCK = "[pager] Mail is waiting for you in Pager"
+#: Seconds for the wrapper to start the launch's hub and the TUI to draw its prompt box.
+TUI_BOUND = 90.0
+
+
 def _idle_wake(ctx: Context) -> Check:
-    """Why there is no idle wake (docs/implementations/cline.md, Known gaps)."""
-    return Check(
-        "idle wake",
-        UNCHECKED,
-        "not built: an idle TUI session takes text only from its terminal or, when it runs in"
-        " a hub daemon, from the hub's session.send (tried by hand: a queued prompt ran as a"
-        " turn). `pager cline`'s TUI runs its session in its own process (its hub, the"
-        " launch's own, starts after it), and the TaskStart hook cannot tell a knocked run"
-        " from a typed one (its payload has no prompt)",
+    """The real `pager cline` wrapper with Cline CLI's TUI in a pseudo-terminal: the launch
+    starts its own hub first (`[launch] before`), so the TUI's session runs there. After one
+    typed prompt the session idles; mail is sent, and the wrapper's knock through the hub must
+    start a turn (the recorder answers its first request with a `read_files` call) whose
+    PostToolUse hook puts the mail into the next model request (acknowledged). Twice: the
+    second knock's turn, with the first mail's cause set, must not be reported as typed by its
+    TaskStart hook (the identity's chain is never reset)."""
+    name = "verify-cline-idle"
+    broken = os.environ.get(BROKEN_MANIFEST)
+    if broken:  # a broken copy over the built-in, in the throwaway home's manifests
+        manifests = ctx.home / ".config" / "pager" / "implementations"
+        manifests.mkdir(parents=True, exist_ok=True)
+        shutil.copy(broken, manifests / "cline.toml")
+    argv = [sys.executable, "-m", "pager", "cline", "--session-name", name]
+    shown = ["pager", "cline", "--session-name", name]
+    terminal = Terminal(argv, ctx.env, ctx.workspace)
+    try:
+        observed = _woken(ctx, terminal, name)
+        verdict = ACCEPTED
+    except Rejected as exc:
+        verdict, observed = REJECTED, str(exc)
+    except Unchecked as exc:
+        verdict, observed = UNCHECKED, str(exc)
+    except Exception as exc:  # the check itself broke: say so, do not guess a verdict
+        verdict, observed = UNCHECKED, f"the check failed: {type(exc).__name__}: {exc}"
+    finally:
+        terminal.stop()
+        (ctx.workspace / "cline-idle-tui.log").write_text(terminal.text())  # for --keep
+        if broken:
+            (ctx.home / ".config" / "pager" / "implementations" / "cline.toml").unlink()
+        left = _stop_hub_daemons(ctx)
+    if left and verdict == ACCEPTED:
+        verdict, observed = REJECTED, f"{observed}; but hub daemons were left: {left}"
+    return Check("idle wake (through the launch's hub)", verdict, observed, shown, {})
+
+
+def _woken(ctx: Context, terminal: Terminal, name: str) -> str:
+    terminal.ready(TUI_BOUND)
+    hubs = _hub_daemons(ctx)
+    # Cline CLI 3.0.65's TUI shows a session's turns once it ran one itself: a knock before
+    # the first typed prompt runs (the mail is delivered) without being shown.
+    terminal.type("verify: a first typed prompt")
+    terminal.wait_for("no model here", 60)
+    time.sleep(3)  # the refused run has ended: the session idles
+    agent = _agent_id(ctx, name)
+    first = _knocked(ctx, terminal, name, "verify: mail for the idle cline")
+    second = _knocked(ctx, terminal, name, "verify: a second knock for cline")
+    hop, cause, resets = _guard(ctx, agent)
+    if resets is not None or cause is None:
+        raise Rejected(
+            f"both knocks' turns delivered their mail, but the identity's chain was reset"
+            f" (chain_resets {resets}, cause_id {cause}): the knock's turn was reported as"
+            " typed by a person (its TaskStart hook did not take the knock's mark)"
+        )
+    return (
+        f"the wrapper started the launch's hub before the TUI ({hubs}); after one typed"
+        f" prompt the TUI idled; mail sent to {name}: {first}. Again, with that mail's cause"
+        f" set: {second}; the chain was never reset (chain_resets NULL; cause_hop {hop}):"
+        " the knock's TaskStart was not reported as typed"
     )
+
+
+def _knocked(ctx: Context, terminal: Terminal, name: str, body: str) -> str:
+    """Mail sent to the idle session reached a model request through a knock's turn and was
+    acknowledged: what was seen."""
+    ctx.model.answer_once(_tool_call(ctx.workspace / "README.md", KNOCK))
+    done = f"verify-turn-{len(ctx.model.requests)}-ended"  # no spaces: the TUI may drop them
+    ctx.model.answer_once(_text(body, done))  # the turn ends: the session idles again
+    shown = len(terminal.text())
+    requests = len(ctx.model.requests)
+    sent_at = time.monotonic()
+    message = ctx.broker.send(ctx.workspace, name, body)
+    try:
+        path, request = ctx.model.wait_for(body, MAIL_BOUND)
+    except Rejected:
+        state = ctx.broker.state(ctx.workspace, message)
+        raise Rejected(
+            f"mail sent to the idle session did not reach a model request within"
+            f" {MAIL_BOUND:.0f} s ({len(ctx.model.requests) - requests} new requests; the"
+            f" message is {state}); the terminal showed:\n{_tail(terminal.text(), 600)}"
+        ) from None
+    took = time.monotonic() - sent_at
+    if KNOCK not in request:
+        raise Rejected(f"the mail reached a model request (POST {path}) without the knock's prompt")
+    if 'source=\\"PostToolUse\\"' not in request and 'source="PostToolUse"' not in request:
+        raise Rejected("the mail reached the model, but not as PostToolUse's context")
+    state = ctx.broker.wait_state(ctx.workspace, message, 20)
+    if state != "acknowledged":
+        raise Rejected(f"the model request (POST {path}) carried the mail; it is {state}")
+    terminal.wait_for(done, 30, shown)
+    time.sleep(2)  # the hub marks the session idle once the turn ended
+    return (
+        f"{took:.1f} s later a model request (POST {path}) carried it, in <hook_context"
+        f' source="PostToolUse">, in the turn of the knock\'s `{KNOCK} …` prompt (sent'
+        " through the launch's hub); acknowledged"
+    )
+
+
+def _agent_id(ctx: Context, name: str) -> str:
+    uri = ctx.broker.paths.database.as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+        row = conn.execute("SELECT id FROM identities WHERE alias = ?", (name,)).fetchone()
+    if row is None:
+        raise Unchecked(f"no identity {name} in the broker's pager.db")
+    return str(row[0])
+
+
+def _guard(ctx: Context, agent: str) -> tuple[Any, Any, Any]:
+    """The identity's loop-guard cause and chain resets, read read-only from `pager.db`."""
+    uri = ctx.broker.paths.database.as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+        row = conn.execute(
+            "SELECT cause_hop, cause_id, chain_resets FROM identities WHERE id = ?", (agent,)
+        ).fetchone()
+    if row is None:
+        raise Unchecked(f"the identity {agent} is not in the broker's pager.db")
+    return row[0], row[1], row[2]
 
 
 def _stop_hub_daemons(ctx: Context) -> list[str]:
