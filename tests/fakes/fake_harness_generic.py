@@ -38,6 +38,9 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   seconds); it writes its pid to PATH once it runs;
 - `wait:PATH`, `exit:N`, `signal:NAME` as in tests/fakes/fake_harness.py.
 
+`cline hub start` runs no step: it starts the fake hub daemon (tests/fakes/fake_cline_hub.py)
+and exits once it is ready, as Cline CLI 3.0.65 does.
+
 Everything goes to FAKE_HARNESS_LOG as JSON lines.
 """
 
@@ -625,8 +628,27 @@ def start_daemon(pid_file: str) -> None:
         time.sleep(0.01)
 
 
+def start_hub() -> None:
+    """`cline hub start`: the fake hub daemon (tests/fakes/fake_cline_hub.py), detached with
+    this process's environment; returns once its discovery file is written."""
+    discovery = Path(os.environ["CLINE_HUB_DISCOVERY_PATH"])
+    hub = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_cline_hub"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 10
+    while not discovery.exists() and hub.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    log({"hub_start": {"pid": hub.pid, "ready": discovery.exists()}})
+
+
 def main() -> int:
     kind, argv = sys.argv[1], sys.argv[2:]
+    if kind == "cline" and argv[:2] == ["hub", "start"]:  # the launch's `[launch] before`
+        start_hub()
+        return 0
     log(
         {
             "kind": kind,
