@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pager.launch.knock_mark import MARK
 from tests.e2e.conftest import Broker
 from tests.e2e.test_wrapper_harnesses import (
     environ_of,
@@ -25,8 +26,6 @@ from tests.e2e.test_wrapper_harnesses import (
     state_of,
 )
 from tests.launch.conftest import wait_for
-
-from pager.launch.knock_mark import MARK
 
 
 def hooks(log: Path) -> list[dict[str, Any]]:
@@ -67,7 +66,9 @@ async def test_idle_cline_is_knocked_through_the_launchs_own_hub(
         assert knock["prompt"].startswith("[pager] Mail is waiting for you in Pager (you are x@")
         task_start, post_tool_use = hooks(fakes)
         assert (task_start["event"], task_start["status"], task_start["stdout"]) == (
-            "TaskStart", 0, ""
+            "TaskStart",
+            0,
+            "",
         ), task_start["stderr"]
         context = json.loads(post_tool_use["stdout"])["contextModification"]
         assert "mail for the idle cline" in context
@@ -96,7 +97,9 @@ async def test_cline_knocked_turn_is_not_reported_as_typed_but_a_typed_one_is(
     pending): hop 1."""
     gates = [tmp_path / f"gate-{n}" for n in range(3)]
     hub_gate = tmp_path / "hub-gate"
-    steps = f"wait:{gates[0]},hook:PostToolUse,wait:{gates[1]},hook:TaskStart,wait:{gates[2]},exit:0"
+    steps = (
+        f"wait:{gates[0]},hook:PostToolUse,wait:{gates[1]},hook:TaskStart,wait:{gates[2]},exit:0"
+    )
     env = {"FAKE_HUB_TURNS": "TaskStart", "FAKE_HUB_GATE": str(hub_gate)}
     wrapper = launch(broker, "cline", steps, "--session-name", "x", env=env)
     try:
@@ -104,7 +107,7 @@ async def test_cline_knocked_turn_is_not_reported_as_typed_but_a_typed_one_is(
         mark = Path(start["env"]["PAGER_TOKEN_FILE"]).parent / MARK
         alice, message_id = await send_hop_2(broker, "x")
         wait_for(lambda: knocks(fakes), "the knock")
-        assert mark.exists()  # noqa: ASYNC240
+        assert mark.exists()
         gates[0].touch()  # a tool call of x's delivers the mail
         wait_for(lambda: len(hooks(fakes)) == 1, "the PostToolUse hook")
         assert "mail for x" in json.loads(hooks(fakes)[0]["stdout"])["contextModification"]
@@ -114,7 +117,7 @@ async def test_cline_knocked_turn_is_not_reported_as_typed_but_a_typed_one_is(
         hub_gate.touch()  # the knock's queued turn begins
         wait_for(lambda: len(hooks(fakes)) == 2, "the knocked turn's TaskStart")
         assert (hooks(fakes)[1]["event"], hooks(fakes)[1]["stdout"]) == ("TaskStart", "")
-        assert not mark.exists()  # noqa: ASYNC240
+        assert not mark.exists()
         assert await hop_of_next_send(broker, start) == 3, "the knock's turn counted as typed"
 
         gates[1].touch()  # the person types a prompt

@@ -14,6 +14,7 @@ that file exists (the queued prompt's turn begins later). A refused client is lo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -62,10 +63,8 @@ class Hub:
                 continue
             with conn:
                 conn.settimeout(10)
-                try:
+                with contextlib.suppress(OSError):
                     self.connection(conn)
-                except OSError:
-                    pass
 
     def connection(self, conn: socket.socket) -> None:
         ws = WSConnection(ConnectionType.SERVER)
