@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -437,6 +438,13 @@ def _woken(ctx: Context, terminal: Terminal, name: str) -> str:
     first = _knocked(ctx, terminal, name, "verify: mail for the idle cline")
     second = _knocked(ctx, terminal, name, "verify: a second knock for cline")
     hop, cause, resets = _guard(ctx, agent)
+    stranger = _tokenless(ctx)
+    if stranger.startswith("HTTP/1.1 101"):
+        raise Rejected(
+            "the knocks worked, but the launch's hub let in a client without its token (an"
+            f" Origin header naming localhost): {stranger}; another local user could put"
+            " prompts into the session"
+        )
     if resets is not None or cause is None:
         raise Rejected(
             f"both knocks' turns delivered their mail, but the identity's chain was reset"
@@ -447,8 +455,29 @@ def _woken(ctx: Context, terminal: Terminal, name: str) -> str:
         f"the wrapper started the launch's hub before the TUI ({hubs}); after one typed"
         f" prompt the TUI idled; mail sent to {name}: {first}. Again, with that mail's cause"
         f" set: {second}; the chain was never reset (chain_resets NULL; cause_hop {hop}):"
-        " the knock's TaskStart was not reported as typed"
+        " the knock's TaskStart was not reported as typed. A client without the hub's token"
+        f" (Origin: http://localhost) was refused: {stranger}"
     )
+
+
+def _tokenless(ctx: Context) -> str:
+    """What the launch's hub answers a WebSocket upgrade without its token, with an Origin
+    header naming localhost (any local process can send one): its status line."""
+    for pid in _hub_daemons(ctx):
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        named = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"CLINE_HUB_DISCOVERY_PATH=")]
+        if not named:
+            continue
+        url = json.loads(Path(named[0].decode()).read_text())["url"]
+        host, _, port = url.removeprefix("ws://").partition("/")[0].rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(
+                f"GET /hub HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                "Sec-WebSocket-Version: 13\r\nOrigin: http://localhost\r\n\r\n".encode()
+            )
+            return conn.recv(4096).decode(errors="replace").split("\r\n")[0] or "closed"
+    raise Unchecked("no hub daemon of the launch's was found to try")
 
 
 def _knocked(ctx: Context, terminal: Terminal, name: str, body: str) -> str:

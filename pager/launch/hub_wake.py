@@ -23,6 +23,7 @@ waits for the session's next turn.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import json
 from collections.abc import Mapping
@@ -80,8 +81,9 @@ class HubConnection:
         """Connects to the hub the discovery file names, its token as the subprotocol."""
         url, token = read_discovery(discovery)
         parts = urlsplit(url)
-        if parts.scheme != "ws" or parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        if parts.scheme != "ws" or not _loopback(parts.hostname):
             raise HubError(f"the hub's url {url!r} is not a loopback ws:// address")
+        assert parts.hostname is not None
         port = parts.port or 80
         stream = await trio.open_tcp_stream(parts.hostname, port)
         ws = WSConnection(ConnectionType.CLIENT)
@@ -157,6 +159,14 @@ class HubConnection:
             if not data:
                 raise HubError("the hub closed the connection")
             self._ws.receive_data(bytes(data))
+
+
+def _loopback(host: str | None) -> bool:
+    """An address of this machine's loopback (127.0.0.0/8, ::1): the token goes nowhere else."""
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def read_discovery(path: Path) -> tuple[str, str]:

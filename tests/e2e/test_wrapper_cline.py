@@ -51,7 +51,8 @@ async def test_idle_cline_is_knocked_through_the_launchs_own_hub(
     without it); the turn's TaskStart prints nothing and its PostToolUse delivers and
     acknowledges the mail. The hub is stopped with the launch."""
     go = tmp_path / "go"
-    wrapper = launch(broker, "cline", f"wait:{go},exit:0", "--session-name", "x")
+    env = {"FAKE_HUB_TURNS": "TaskStart,PostToolUse"}
+    wrapper = launch(broker, "cline", f"wait:{go},exit:0", "--session-name", "x", env=env)
     try:
         start = started(fakes)
         order = [key for r in records(fakes) for key in ("hub_start", "argv") if key in r]

@@ -1,13 +1,14 @@
 """FAKE Cline hub daemon for wrapper tests: what `cline hub start` (the fake's `hub start`)
 leaves running, detached, with the launch's environment.
 
-It listens on 127.0.0.1:$CLINE_HUB_PORT (WebSocket, path /hub), writes its discovery file at
-$CLINE_HUB_DISCOVERY_PATH (url, authToken) as Cline CLI 3.0.65's hub does, accepts only a
-client offering the subprotocol `cline-hub-auth.<authToken>`, and answers Cline's hub protocol
+It listens on $CLINE_HUB_HOST (default 127.0.0.1), port $CLINE_HUB_PORT (WebSocket, path
+/hub), writes its discovery file at $CLINE_HUB_DISCOVERY_PATH (url, authToken) as Cline CLI
+3.0.65's hub does, accepts only a client offering the subprotocol
+`cline-hub-auth.<authToken>`, and answers Cline's hub protocol
 (v1) for one session, always idle: `session.list`, and `session.send_input`, which it logs
 (`hub_input`) and then runs as Cline CLI runs a turn: the hooks of the launch's
 `$CLINE_DIR/hooks` named by FAKE_HUB_TURNS (`;` between turns, `,` between a turn's events;
-default `TaskStart,PostToolUse`), each logged as a `hook` record; with FAKE_HUB_GATE, only once
+empty: none), each logged as a `hook` record; with FAKE_HUB_GATE, only once
 that file exists (the queued prompt's turn begins later). A refused client is logged
 (`hub_refused`). It exits after DAEMON_BOUND seconds at most.
 """
@@ -41,14 +42,15 @@ SESSION = "fake-hub-session"
 class Hub:
     def __init__(self) -> None:
         self.token = secrets.token_hex(16)
-        turns = os.environ.get("FAKE_HUB_TURNS", "TaskStart,PostToolUse")
+        turns = os.environ.get("FAKE_HUB_TURNS", "")
         self.turns = [turn.split(",") for turn in turns.split(";")]
         self.knocks = 0
 
     def serve(self) -> None:
+        host = os.environ.get("CLINE_HUB_HOST", "127.0.0.1")
         port = int(os.environ["CLINE_HUB_PORT"])
-        listener = socket.create_server(("127.0.0.1", port))
-        url = f"ws://127.0.0.1:{port}/hub"
+        listener = socket.create_server((host, port))
+        url = f"ws://{host}:{port}/hub"
         discovery = Path(os.environ["CLINE_HUB_DISCOVERY_PATH"])
         discovery.parent.mkdir(parents=True, exist_ok=True)
         part = discovery.with_name(discovery.name + ".part")
