@@ -203,7 +203,8 @@ class Terminal:
         raise Rejected(f"the TUI never showed {needle!r}:\n{_tail(self.text(), 600)}")
 
     def ready(self, bound: float) -> None:
-        """Until the prompt box takes input: a first start shows a ClinePass offer instead
+        """Until the prompt box takes input ("Ask anything…", or "What can I do for you?"
+        once Cline CLI has kept a session): a first start shows a ClinePass offer instead
         ("Press Enter to open, any other key to close"), closed here with Escape."""
         deadline = time.monotonic() + bound
         while time.monotonic() < deadline:
@@ -213,7 +214,7 @@ class Terminal:
                 os.write(self.master, b"\x1b")
                 time.sleep(3)
                 return
-            if "Ask anything" in text:
+            if "Ask anything" in text or "What can I do for you?" in text:
                 time.sleep(3)  # the box takes input a little after it is drawn
                 if "any other key to close" not in self.text():
                     return
@@ -322,10 +323,11 @@ def _wait_hubs(ctx: Context, token: str | None, bound: float) -> dict[int, str]:
 def _own_hub(ctx: Context) -> Check:
     """Cline CLI's TUI runs its session in the hub daemon its discovery file names, whatever
     environment that daemon has, and otherwise starts one in the background that outlives it.
-    A user's plain `cline` has started one (the decoy): the launch's TUI must not run in it,
-    must start its own (the launch's environment, the launch's port), and that one must be
-    gone once the launch stopped what holds its credential (`stop_holders`, as the wrapper
-    does when the harness exits)."""
+    A user's plain `cline` has started one (the decoy). The launch runs its `[launch] before`
+    (`cline hub start`, as the wrapper does) and then the TUI: the TUI must run its session
+    in the launch's hub (the launch's environment, its host and port), not in the decoy, and
+    the launch's hub must be gone once the launch stopped what holds its credential
+    (`stop_holders`, as the wrapper does when the harness exits)."""
     decoy_tui = Terminal([str(ctx.bin_dir / "cline")], ctx.env, ctx.workspace)
     try:
         decoys = _wait_hubs(ctx, "", 60)
@@ -333,11 +335,19 @@ def _own_hub(ctx: Context) -> Check:
         decoy_tui.stop()
     with ctx.launch([]) as launch:
         token = launch.env["PAGER_TOKEN"]
+        env = launch.env
+        mine = f"ws://{env['CLINE_HUB_HOST']}:{env['CLINE_HUB_PORT']}/hub"
 
         def own_hub() -> str:
             if not decoys:
                 raise Unchecked("the plain TUI started no hub daemon (the decoy)")
-            terminal = Terminal(launch.argv, launch.env, ctx.workspace)
+            if launch.command.before:
+                subprocess.run(
+                    launch.command.before, env=env, cwd=ctx.workspace, timeout=60,
+                    capture_output=True, check=False,
+                )  # fmt: skip
+            started = _hub_daemons(ctx, token)
+            terminal = Terminal(launch.argv, env, ctx.workspace)
             try:
                 terminal.ready(60)
                 own = _wait_hubs(ctx, token, 30)
@@ -350,13 +360,13 @@ def _own_hub(ctx: Context) -> Check:
                 if f'"pid":{pid},' in line and "runtime host" in line
             ]
             used = [entry.get("url") or entry.get("reason") for entry in host]
-            if any(entry.get("url") for entry in host):
+            if any(entry.get("url") not in (None, mine) for entry in host):
                 raise Rejected(
-                    f"the launch's TUI ran its session in a hub daemon it did not start ({used});"
-                    f" the user's own hub daemon(s): {decoys}"
+                    f"the launch's TUI ran its session in a hub daemon not the launch's ({used},"
+                    f" the launch's: {mine}); the user's own hub daemon(s): {decoys}"
                 )
             if not own:
-                raise Rejected("the launch's TUI started no hub daemon of its own")
+                raise Rejected("no hub daemon of the launch's ran")
             # What the wrapper does when the harness exits, with the manifest's stop_leftovers.
             stopped = stop_holders(token) if launch.command.stop_leftovers else []
             left = _hub_daemons(ctx, token)
@@ -367,11 +377,11 @@ def _own_hub(ctx: Context) -> Check:
                 )
             decoys_left = _hub_daemons(ctx, "")
             return (
-                f"with a user's hub daemon running ({decoys}), the launch's TUI ran its session"
-                f" in its own process ({used}), started a hub daemon of its own with the"
-                f" launch's environment on the launch's port ({own}); after the TUI exited"
-                f" `stop_holders` stopped {stopped} and no process held the credential; the"
-                f" user's hub daemon was untouched ({decoys_left})"
+                f"with a user's hub daemon running ({decoys}), `cline hub start` (the"
+                f" launch's `before`) started the launch's hub ({started}, {mine}, the"
+                f" launch's environment); the TUI ran its session there ({used}); after the"
+                f" TUI exited `stop_holders` stopped {stopped} and no process held the"
+                f" credential; the user's hub daemon was untouched ({decoys_left})"
             )
 
         try:

@@ -183,10 +183,15 @@ def read_discovery(path: Path) -> tuple[str, str]:
 
 
 def live_session(sessions: Any) -> dict[str, Any] | None:
-    """The session the knock is for: of the hub's sessions with a state, the one updated
-    last (a TUI may have started a new one with `/new`)."""
-    rows = [s for s in sessions if isinstance(s, dict) and isinstance(s.get("sessionId"), str)]
-    live = [s for s in rows if isinstance(s.get("status"), str)]
+    """The session the knock is for: of the sessions a client of the hub is attached to (the
+    TUI's; `session.list` also lists every session kept in the user's data directory, other
+    terminals' included), the one updated last (the TUI may have started another with
+    `/new`)."""
+    live = [
+        s
+        for s in sessions
+        if isinstance(s, dict) and isinstance(s.get("sessionId"), str) and s.get("participants")
+    ]
     if not live:
         return None
     return max(live, key=lambda s: s.get("updatedAt") or 0)
@@ -199,8 +204,8 @@ class HubKnock:
     def __init__(self, discovery: Path, prompt: str, mark_dir: Path) -> None:
         self.discovery, self.prompt, self.mark_dir = discovery, prompt, mark_dir
         self._wanted = trio.Event()
-        #: What became of each knock (for a test or a log): "sent", "busy", or why not.
-        self.outcomes: list[str] = []
+        #: What became of the last knock (for a test or a log): "sent", or why not.
+        self.outcome: str | None = None
 
     @classmethod
     def create(cls, directory: str, wake: HubWake, values: Mapping[str, str]) -> HubKnock:
@@ -222,7 +227,7 @@ class HubKnock:
                     outcome = await self.knock_once()
                 except (OSError, HubError, trio.BrokenResourceError, ValueError) as exc:
                     outcome = f"failed: {exc}"
-            self.outcomes.append(outcome)
+            self.outcome = outcome
 
     async def knock_once(self) -> str:
         """Queues the wake prompt in the hub's session: "sent", or why not. A busy session

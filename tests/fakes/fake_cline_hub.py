@@ -94,7 +94,9 @@ class Hub:
         answer: dict[str, Any] = {}
         after = None
         if name == "session.list":
-            answer = {"sessions": [{"sessionId": SESSION, "status": "idle", "updatedAt": 1}]}
+            attached = [{"clientId": "fake-tui", "attachedAt": 1}]
+            session = {"sessionId": SESSION, "status": "idle", "updatedAt": 1}
+            answer = {"sessions": [{**session, "participants": attached}]}
         elif name == "session.send_input":
             log({"hub_input": payload})
             turn = self.turns[min(self.knocks, len(self.turns) - 1)]

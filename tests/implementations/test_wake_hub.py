@@ -150,11 +150,17 @@ class FakeHub:
         if name == self.refuse:
             answer |= {"ok": False, "error": {"code": "nope", "message": "refused"}}
         elif name == "session.list":
+            attached = [{"clientId": "tui", "attachedAt": 1}]
             sessions = [
-                {"sessionId": "old", "status": "completed", "updatedAt": 1},
-                {"sessionId": "live", "status": self.status, "updatedAt": 2},
-                {"sessionId": "stored"},  # no state: not loaded in the hub
-            ]
+                {"sessionId": "old", "status": "completed", "updatedAt": 1,
+                 "participants": attached},
+                {"sessionId": "live", "status": self.status, "updatedAt": 2,
+                 "participants": attached},
+                # Kept in the user's data directory, another terminal's, updated last: no
+                # client of this hub is attached to it.
+                {"sessionId": "elsewhere", "status": "idle", "updatedAt": 3,
+                 "participants": []},
+            ]  # fmt: skip
             answer["payload"] = {"sessions": sessions}
         return json.dumps({"kind": "reply", "envelope": answer})
 
@@ -183,6 +189,8 @@ async def _knock(
 async def test_a_knock_queues_the_prompt_in_the_live_session_and_leaves_its_mark(
     tmp_path: Path,
 ) -> None:
+    """The live session is the TUI's (a client attached), not one kept on disk that another
+    terminal updated later."""
     hub = FakeHub()
     _, outcome = await _knock(tmp_path, hub)
     assert outcome == "sent"
@@ -249,4 +257,5 @@ async def test_knocks_run_one_at_a_time_and_failures_are_not_the_launchs(tmp_pat
         knock.knock()
         await trio.testing.wait_all_tasks_blocked()
         nursery.cancel_scope.cancel()
-    assert knock.outcomes[0].startswith("failed: no hub discovery file")
+    assert knock.outcome is not None
+    assert knock.outcome.startswith("failed: no hub discovery file")
