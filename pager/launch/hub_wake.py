@@ -6,11 +6,15 @@ as a queued prompt; the TUI runs it as a turn and the harness's own hooks claim,
 acknowledge the mail there.
 
 The hub is the launch's own (its discovery file in the launch's private directory, a port of
-its own), so the only sessions it holds are this launch's. Its protocol (Cline's "v1", read
-in @cline/core 0.0.86): JSON text frames, `{"kind": "command", "envelope": {"version": "v1",
-"command": …, "requestId": …, "payload": …}}` answered by `{"kind": "reply", "envelope":
-{"requestId": …, "ok": …, "payload": …}}`; the bearer token travels as the WebSocket
-subprotocol `cline-hub-auth.<token>`, read from the discovery file (`url`, `authToken`).
+its own). It lists every session kept in the user's data directory, so the knock picks the one
+whose process (`metadata.pid`) holds the launch's credential in its environment: the TUI's
+(Linux only, as pager/launch/leftovers.py reads /proc; elsewhere nothing is knocked).
+
+Its protocol (Cline's "v1", read in @cline/core 0.0.86): JSON text frames, `{"kind":
+"command", "envelope": {"version": "v1", "command": …, "requestId": …, "payload": …}}`
+answered by `{"kind": "reply", "envelope": {"requestId": …, "ok": …, "payload": …}}`; the
+bearer token travels as the WebSocket subprotocol `cline-hub-auth.<token>`, read from the
+discovery file (`url`, `authToken`).
 
 The turn the knock starts begins with a hook (Cline CLI's TaskStart) whose payload has no
 prompt, so it cannot see the `[pager]` mark: before sending, the launch leaves a pending-knock
@@ -26,7 +30,8 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,6 +50,7 @@ from wsproto.events import (
 )
 
 from pager.launch.knock_mark import has_mark, leave_mark, take_mark
+from pager.launch.leftovers import holders
 from pager.launch.wake_prompt import wake_prompt
 
 #: The subprotocol prefix carrying the hub's token (Cline's `cline-hub-auth.`).
@@ -182,16 +188,19 @@ def read_discovery(path: Path) -> tuple[str, str]:
     return url, token
 
 
-def live_session(sessions: Any) -> dict[str, Any] | None:
-    """The session the knock is for: of the sessions a client of the hub is attached to (the
-    TUI's; `session.list` also lists every session kept in the user's data directory, other
-    terminals' included), the one updated last (the TUI may have started another with
-    `/new`)."""
-    live = [
-        s
-        for s in sessions
-        if isinstance(s, dict) and isinstance(s.get("sessionId"), str) and s.get("participants")
-    ]
+def live_session(sessions: Any, owners: Collection[int]) -> dict[str, Any] | None:
+    """The session the knock is for: of the sessions whose process (`metadata.pid`, the TUI
+    that runs it) is one of `owners`, the one updated last (the TUI may have started another
+    with `/new`). `session.list` also lists every session kept in the user's data directory:
+    earlier launches', and other terminals', which may be running."""
+    live = []
+    for session in sessions:
+        if not isinstance(session, dict) or not isinstance(session.get("sessionId"), str):
+            continue
+        metadata = session.get("metadata")
+        pid = metadata.get("pid") if isinstance(metadata, dict) else None
+        if isinstance(pid, int) and pid in owners:
+            live.append(session)
     if not live:
         return None
     return max(live, key=lambda s: s.get("updatedAt") or 0)
@@ -199,10 +208,18 @@ def live_session(sessions: Any) -> dict[str, Any] | None:
 
 class HubKnock:
     """One launch's knock through its hub: `knock()` (called at each `mail` event) asks for
-    one; `run()` (a task of the launch) sends them, one at a time."""
+    one; `run()` (a task of the launch) sends them, one at a time. `owners` gives the pids of
+    the launch's processes (those holding its credential: the TUI among them)."""
 
-    def __init__(self, discovery: Path, prompt: str, mark_dir: Path) -> None:
+    def __init__(
+        self,
+        discovery: Path,
+        prompt: str,
+        mark_dir: Path,
+        owners: Callable[[], Iterable[int]],
+    ) -> None:
         self.discovery, self.prompt, self.mark_dir = discovery, prompt, mark_dir
+        self.owners = owners
         self._wanted = trio.Event()
         #: What became of the last knock (for a test or a log): "sent", or why not.
         self.outcome: str | None = None
@@ -212,7 +229,8 @@ class HubKnock:
         """The knock of the launch whose private directory is `directory`, its hub's discovery
         file rendered with `values`."""
         discovery = Path(wake.discovery.format_map(values))
-        return cls(discovery, wake_prompt(values["address"]), Path(directory))
+        owners = partial(holders, values["token"])  # the relay credential of PAGER_TOKEN
+        return cls(discovery, wake_prompt(values["address"]), Path(directory), owners)
 
     def knock(self) -> None:
         self._wanted.set()
@@ -236,10 +254,11 @@ class HubKnock:
         and the session is busy, that knock is still queued: no second one."""
         connection = await HubConnection.open(self.discovery)
         try:
-            listed = await connection.command("session.list", {"limit": 20})
-            session = live_session(listed.get("sessions") or [])
+            listed = await connection.command("session.list", {"limit": 50})
+            owners = frozenset(await trio.to_thread.run_sync(lambda: list(self.owners())))
+            session = live_session(listed.get("sessions") or [], owners)
             if session is None:
-                return "no session in the hub"
+                return "no session of the launch's in the hub (none typed into yet)"
             if has_mark(self.mark_dir) and session.get("status") not in IDLE:
                 return "a knock is queued already"
             leave_mark(self.mark_dir)

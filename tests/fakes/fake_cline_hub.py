@@ -4,8 +4,8 @@ leaves running, detached, with the launch's environment.
 It listens on $CLINE_HUB_HOST (default 127.0.0.1), port $CLINE_HUB_PORT (WebSocket, path
 /hub), writes its discovery file at $CLINE_HUB_DISCOVERY_PATH (url, authToken) as Cline CLI
 3.0.65's hub does, accepts only a client offering the subprotocol
-`cline-hub-auth.<authToken>`, and answers Cline's hub protocol
-(v1) for one session, always idle: `session.list`, and `session.send_input`, which it logs
+`cline-hub-auth.<authToken>`, and answers Cline's hub protocol (v1) for its session, always
+idle (and one of another process's): `session.list`, and `session.send_input`, which it logs
 (`hub_input`) and then runs as Cline CLI runs a turn: the hooks of the launch's
 `$CLINE_DIR/hooks` named by FAKE_HUB_TURNS (`;` between turns, `,` between a turn's events;
 empty: none), each logged as a `hook` record; with FAKE_HUB_GATE, only once
@@ -94,9 +94,12 @@ class Hub:
         answer: dict[str, Any] = {}
         after = None
         if name == "session.list":
-            attached = [{"clientId": "fake-tui", "attachedAt": 1}]
-            session = {"sessionId": SESSION, "status": "idle", "updatedAt": 1}
-            answer = {"sessions": [{**session, "participants": attached}]}
+            # Its own pid stands for the TUI's (both hold the launch's credential); a session
+            # of another process (init's) kept in the user's data directory, updated later.
+            mine = {"sessionId": SESSION, "status": "idle", "updatedAt": 1}
+            other = {"sessionId": "elsewhere", "status": "idle", "updatedAt": 2}
+            answer = {"sessions": [{**mine, "metadata": {"pid": os.getpid()}},
+                                   {**other, "metadata": {"pid": 1}}]}  # fmt: skip
         elif name == "session.send_input":
             log({"hub_input": payload})
             turn = self.turns[min(self.knocks, len(self.turns) - 1)]

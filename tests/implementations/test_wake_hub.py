@@ -24,6 +24,8 @@ from pager.launch.wake_command import wake_values
 from pager.launch.wake_prompt import wake_prompt
 from pager.launch.wrapper import HarnessCommand, harness_command
 
+#: The pid of the launch's TUI (holding its credential), and of another terminal's Cline.
+TUI, OTHER = 4242, 4343
 SOURCE = Source(SourceKind.USER, "/cfg/implementations/x.toml", "x.toml")
 BASE = (
     'id = "mine"\nname = "Mine"\nexecutable = "mine"\n'
@@ -92,6 +94,7 @@ def test_an_interactive_launch_gets_its_hub_knock_and_before_command(tmp_path: P
     assert int(command.before[4]) > 0
     knock = command.knock
     assert isinstance(knock, HubKnock)
+    assert list(knock.owners()) == []  # no process holds the (unused) credential `prl_x`
     assert knock.discovery == tmp_path / "hub" / "discovery.json"
     assert knock.mark_dir == tmp_path / "launch"
     assert knock.prompt == wake_prompt("a@ws")
@@ -150,16 +153,16 @@ class FakeHub:
         if name == self.refuse:
             answer |= {"ok": False, "error": {"code": "nope", "message": "refused"}}
         elif name == "session.list":
-            attached = [{"clientId": "tui", "attachedAt": 1}]
             sessions = [
                 {"sessionId": "old", "status": "completed", "updatedAt": 1,
-                 "participants": attached},
+                 "metadata": {"pid": TUI}},
                 {"sessionId": "live", "status": self.status, "updatedAt": 2,
-                 "participants": attached},
-                # Kept in the user's data directory, another terminal's, updated last: no
-                # client of this hub is attached to it.
+                 "metadata": {"pid": TUI}},
+                # Kept in the user's data directory: another terminal's, updated last, and an
+                # earlier launch's whose process is gone.
                 {"sessionId": "elsewhere", "status": "idle", "updatedAt": 3,
-                 "participants": []},
+                 "metadata": {"pid": OTHER}},
+                {"sessionId": "gone", "status": "idle", "updatedAt": 4, "metadata": {}},
             ]  # fmt: skip
             answer["payload"] = {"sessions": sessions}
         return json.dumps({"kind": "reply", "envelope": answer})
@@ -175,7 +178,9 @@ async def _knock(
 ) -> tuple[HubKnock, str]:
     async with trio.open_nursery() as nursery:
         port = await nursery.start(hub.serve)
-        knock = HubKnock(hub.discovery(tmp_path / "d.json", port), "[pager] knock", tmp_path)
+        knock = HubKnock(
+            hub.discovery(tmp_path / "d.json", port), "[pager] knock", tmp_path, lambda: [TUI]
+        )
         prepare(tmp_path)
         with trio.fail_after(10):
             try:
@@ -189,8 +194,8 @@ async def _knock(
 async def test_a_knock_queues_the_prompt_in_the_live_session_and_leaves_its_mark(
     tmp_path: Path,
 ) -> None:
-    """The live session is the TUI's (a client attached), not one kept on disk that another
-    terminal updated later."""
+    """The live session is the TUI's (its process holds the launch's credential), not one
+    kept in the user's data directory that another terminal runs and updated later."""
     hub = FakeHub()
     _, outcome = await _knock(tmp_path, hub)
     assert outcome == "sent"
@@ -200,6 +205,22 @@ async def test_a_knock_queues_the_prompt_in_the_live_session_and_leaves_its_mark
     )
     assert has_mark(tmp_path)
     assert os.stat(tmp_path / MARK).st_mode & 0o777 == 0o600
+
+
+async def test_no_session_of_the_launchs_gets_no_knock(tmp_path: Path) -> None:
+    """Before the TUI's first run, the hub lists only other processes' sessions: the knock
+    sends nothing (it would run in another conversation)."""
+    hub = FakeHub()
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(hub.serve)
+        discovery = hub.discovery(tmp_path / "d.json", port)
+        knock = HubKnock(discovery, "[pager] knock", tmp_path, lambda: [1])
+        with trio.fail_after(10):
+            outcome = await knock.knock_once()
+        nursery.cancel_scope.cancel()
+    assert outcome.startswith("no session of the launch's")
+    assert [name for name, _ in hub.commands] == ["session.list"]
+    assert not has_mark(tmp_path)
 
 
 async def test_a_busy_session_with_a_knock_queued_gets_no_second_one(tmp_path: Path) -> None:
@@ -232,7 +253,7 @@ async def test_a_hub_refuses_a_client_without_its_token(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:
         port = await nursery.start(hub.serve)
         discovery = hub.discovery(tmp_path / "d.json", port, token="guessed")
-        knock = HubKnock(discovery, "[pager] knock", tmp_path)
+        knock = HubKnock(discovery, "[pager] knock", tmp_path, lambda: [TUI])
         with trio.fail_after(10), pytest.raises(HubError, match="refused the connection"):
             await knock.knock_once()
         nursery.cancel_scope.cancel()
@@ -245,13 +266,13 @@ async def test_a_discovery_file_naming_another_host_gets_no_token(tmp_path: Path
     discovery = tmp_path / "d.json"
     discovery.write_text(json.dumps({"url": "ws://192.0.2.1:9/hub", "authToken": "t"}))
     with trio.fail_after(10), pytest.raises(HubError, match="not a loopback"):
-        await HubKnock(discovery, "[pager] knock", tmp_path).knock_once()
+        await HubKnock(discovery, "[pager] knock", tmp_path, lambda: [TUI]).knock_once()
 
 
 async def test_knocks_run_one_at_a_time_and_failures_are_not_the_launchs(tmp_path: Path) -> None:
     """`run` sends each asked-for knock; no hub (no discovery file yet) is an outcome, not an
     error of the launch."""
-    knock = HubKnock(tmp_path / "missing.json", "[pager] knock", tmp_path)
+    knock = HubKnock(tmp_path / "missing.json", "[pager] knock", tmp_path, lambda: [TUI])
     async with trio.open_nursery() as nursery:
         nursery.start_soon(knock.run)
         knock.knock()
