@@ -1,8 +1,7 @@
 """FAKE Cline hub daemon for wrapper tests: what `cline hub start` (the fake's `hub start`)
 leaves running, detached, with the launch's environment.
 
-It listens on $CLINE_HUB_HOST (default 127.0.0.1), port $CLINE_HUB_PORT (WebSocket, path
-/hub), writes its discovery file at $CLINE_HUB_DISCOVERY_PATH (url, authToken) as Cline CLI
+It listens on 127.0.0.1, port $CLINE_HUB_PORT (WebSocket, path /hub), writes its discovery file at $CLINE_HUB_DISCOVERY_PATH (url, authToken) as Cline CLI
 3.0.65's hub does, accepts only a client offering the subprotocol
 `cline-hub-auth.<authToken>`, and answers Cline's hub protocol (v1) for its session, always
 idle (and one of another process's): `session.list`, and `session.send_input`, which it logs
@@ -47,7 +46,7 @@ class Hub:
         self.knocks = 0
 
     def serve(self) -> None:
-        host = os.environ.get("CLINE_HUB_HOST", "127.0.0.1")
+        host = "127.0.0.1"
         port = int(os.environ["CLINE_HUB_PORT"])
         listener = socket.create_server((host, port))
         url = f"ws://{host}:{port}/hub"
