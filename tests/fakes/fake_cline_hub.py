@@ -1,15 +1,15 @@
 """FAKE Cline hub daemon for wrapper tests: what `cline hub start` (the fake's `hub start`)
 leaves running, detached, with the launch's environment.
 
-It listens on 127.0.0.1, port $CLINE_HUB_PORT (WebSocket, path /hub), writes its discovery file at $CLINE_HUB_DISCOVERY_PATH (url, authToken) as Cline CLI
-3.0.65's hub does, accepts only a client offering the subprotocol
-`cline-hub-auth.<authToken>`, and answers Cline's hub protocol (v1) for its session, always
-idle (and one of another process's): `session.list`, and `session.send_input`, which it logs
-(`hub_input`) and then runs as Cline CLI runs a turn: the hooks of the launch's
-`$CLINE_DIR/hooks` named by FAKE_HUB_TURNS (`;` between turns, `,` between a turn's events;
-empty: none), each logged as a `hook` record; with FAKE_HUB_GATE, only once
-that file exists (the queued prompt's turn begins later). A refused client is logged
-(`hub_refused`). It exits after DAEMON_BOUND seconds at most.
+It listens on 127.0.0.1, port $CLINE_HUB_PORT (WebSocket, path /hub), writes its discovery
+file at $CLINE_HUB_DISCOVERY_PATH (url, authToken) as Cline CLI 3.0.65's hub does, accepts
+only a client offering the subprotocol `cline-hub-auth.<authToken>`, and answers Cline's hub
+protocol (v1) for its session, always idle (and one of another process's): `session.list`,
+and `session.send_input`, which it logs (`hub_input`) and then runs as Cline CLI runs a
+turn: the hooks of the launch's `$CLINE_DIR/hooks` named by FAKE_HUB_TURNS (`;` between
+turns, `,` between a turn's events; empty: none), each logged as a `hook` record; with
+FAKE_HUB_GATE, only once that file exists (the queued prompt's turn begins later). A refused
+client is logged (`hub_refused`). It exits after DAEMON_BOUND seconds at most.
 """
 
 from __future__ import annotations
