@@ -382,8 +382,10 @@ async def _run_harness(harness: HarnessCommand, relay: Relay, session: SessionCl
 
 async def _run_before(harness: HarnessCommand) -> None:
     """The manifest's `[launch] before` command, with the harness's environment and no
-    input; what it prints goes to the terminal. A failure is said, not fatal: the harness
-    runs without what it would have started (its idle wake, for Cline CLI's hub)."""
+    input; its stderr goes to the terminal (its stdout, Cline CLI's hub URL, does not). A
+    failure is said, not fatal: the harness runs without what it would have started (its idle
+    wake, for Cline CLI's hub)."""
+    shown = shlex.join([os.path.basename(harness.before[0]), *harness.before[1:]])
     try:
         with trio.fail_after(BEFORE_BOUND):
             done = await trio.run_process(
@@ -394,10 +396,10 @@ async def _run_before(harness: HarnessCommand) -> None:
                 check=False,
             )
     except (OSError, trio.TooSlowError) as exc:
-        _say(f"{shlex.join(harness.before[1:])!r} did not finish: {exc}; going on without it")
+        _say(f"{shown!r} did not finish: {exc}; going on without it")
         return
     if done.returncode != 0:
-        _say(f"{shlex.join(harness.before)!r} exited {done.returncode}; going on without it")
+        _say(f"{shown!r} exited {done.returncode}; going on without it")
 
 
 async def _harness_status(harness: HarnessCommand) -> int:

@@ -130,3 +130,18 @@ async def test_cline_knocked_turn_is_not_reported_as_typed_but_a_typed_one_is(
             gate.touch()
         status, err = await finish(wrapper)
     assert status == 0, err
+
+
+async def test_a_hub_that_does_not_start_is_said_and_the_launch_goes_on(
+    broker: Broker, fakes: Path
+) -> None:
+    """`cline hub start` failing (the fake exits 1 when no hub turns are set): `pager cline`
+    says so on stderr and runs the TUI all the same (without idle wake)."""
+    wrapper = launch(broker, "cline", "exit:0", "--session-name", "x")
+    status, err = await finish(wrapper)
+    assert status == 0, err
+    assert "pager: 'cline hub start' exited 1; going on without it" in err
+    assert [key for r in records(fakes) for key in ("hub_start", "argv") if key in r] == [
+        "hub_start",
+        "argv",
+    ]
