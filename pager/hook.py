@@ -198,7 +198,8 @@ def _report_prompt() -> int:
     """`--prompt-only`: a hook the harness runs once per prompt a person typed, whose output it
     ignores (Cline CLI's TaskStart). It says so for the session of `PAGER_TOKEN_FILE` (its
     next send starts a new chain, SPEC §8.1) and claims no mail: mail printed here would be
-    acknowledged without reaching the model."""
+    acknowledged without reaching the model. The first turn after the launch's knock is not
+    a typed one: it takes the knock's mark instead."""
     from pager.client import request_json
     from pager.launch.discovery import discover
     from pager.launch.files import session_token
@@ -207,6 +208,8 @@ def _report_prompt() -> int:
     token = session_token(os.environ)
     if not token:
         raise HookSkipped("--prompt-only outside `pager <implementation>` (no session token)")
+    if _knocked():
+        raise HookSkipped("the turn of the launch's knock (its [pager] prompt), not a typed one")
     found = discover(StatePaths(Path(_state_dir())), timeout=TIMEOUT)
     if found.broker is None:
         raise HookSkipped(f"no broker ({found.reason})")
@@ -232,6 +235,15 @@ def _pre_tool(options: dict[str, Any], payload: dict[str, Any]) -> int:
         sys.stdout.write(answer)
         sys.stdout.flush()
     return 0
+
+
+def _knocked() -> bool:
+    """The launch knocked and this is the first turn since (pager/launch/knock_mark.py): the
+    mark lives in the launch's private directory, beside the session's token file."""
+    from pager.launch.knock_mark import take_mark
+
+    token_file = os.environ.get("PAGER_TOKEN_FILE", "")
+    return bool(token_file) and take_mark(Path(token_file).parent)
 
 
 def _conversation_key(payload: dict[str, Any]) -> Any:

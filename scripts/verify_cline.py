@@ -14,14 +14,20 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
+import socket
+import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from verify_harnesses import (
     ACCEPTED,
+    MAIL_BOUND,
     REJECTED,
     UNCHECKED,
     Canned,
@@ -74,6 +80,20 @@ def _tool_call(path: Path, needle: str = FIRST) -> Canned:
     text = chunk({"role": "assistant", "content": None, "tool_calls": [call]})
     text += chunk({}, "tool_calls") + "data: [DONE]\n\n"
     return Canned("/chat/completions", needle, "text/event-stream", text.encode())
+
+
+def _text(needle: str, text: str) -> Canned:
+    """The recorder's one answer: a streamed OpenAI chat completion saying `text`, ending the
+    turn."""
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "verify", "object": "chat.completion.chunk", "created": 0}
+        return "data: " + json.dumps({**body, "model": "gpt-4o", "choices": [choice]}) + "\n\n"
+
+    answer = chunk({"role": "assistant", "content": text}) + chunk({}, "stop")
+    answer += "data: [DONE]\n\n"
+    return Canned("/chat/completions", needle, "text/event-stream", answer.encode())
 
 
 def check_cline(ctx: Context) -> list[Check]:
@@ -183,7 +203,8 @@ class Terminal:
         raise Rejected(f"the TUI never showed {needle!r}:\n{_tail(self.text(), 600)}")
 
     def ready(self, bound: float) -> None:
-        """Until the prompt box takes input: a first start shows a ClinePass offer instead
+        """Until the prompt box takes input ("Ask anything…", or "What can I do for you?"
+        once Cline CLI has kept a session): a first start shows a ClinePass offer instead
         ("Press Enter to open, any other key to close"), closed here with Escape."""
         deadline = time.monotonic() + bound
         while time.monotonic() < deadline:
@@ -193,7 +214,7 @@ class Terminal:
                 os.write(self.master, b"\x1b")
                 time.sleep(3)
                 return
-            if "Ask anything" in text:
+            if "Ask anything" in text or "What can I do for you?" in text:
                 time.sleep(3)  # the box takes input a little after it is drawn
                 if "any other key to close" not in self.text():
                     return
@@ -302,10 +323,11 @@ def _wait_hubs(ctx: Context, token: str | None, bound: float) -> dict[int, str]:
 def _own_hub(ctx: Context) -> Check:
     """Cline CLI's TUI runs its session in the hub daemon its discovery file names, whatever
     environment that daemon has, and otherwise starts one in the background that outlives it.
-    A user's plain `cline` has started one (the decoy): the launch's TUI must not run in it,
-    must start its own (the launch's environment, the launch's port), and that one must be
-    gone once the launch stopped what holds its credential (`stop_holders`, as the wrapper
-    does when the harness exits)."""
+    A user's plain `cline` has started one (the decoy). The launch runs its `[launch] before`
+    (`cline hub start`, as the wrapper does) and then the TUI: the TUI must run its session
+    in the launch's hub (the launch's environment, its host and port), not in the decoy, and
+    the launch's hub must be gone once the launch stopped what holds its credential
+    (`stop_holders`, as the wrapper does when the harness exits)."""
     decoy_tui = Terminal([str(ctx.bin_dir / "cline")], ctx.env, ctx.workspace)
     try:
         decoys = _wait_hubs(ctx, "", 60)
@@ -313,11 +335,19 @@ def _own_hub(ctx: Context) -> Check:
         decoy_tui.stop()
     with ctx.launch([]) as launch:
         token = launch.env["PAGER_TOKEN"]
+        env = launch.env
+        mine = f"ws://127.0.0.1:{env['CLINE_HUB_PORT']}/hub"
 
         def own_hub() -> str:
             if not decoys:
                 raise Unchecked("the plain TUI started no hub daemon (the decoy)")
-            terminal = Terminal(launch.argv, launch.env, ctx.workspace)
+            if launch.command.before:
+                subprocess.run(
+                    launch.command.before, env=env, cwd=ctx.workspace, timeout=60,
+                    capture_output=True, check=False,
+                )  # fmt: skip
+            started = _hub_daemons(ctx, token)
+            terminal = Terminal(launch.argv, env, ctx.workspace)
             try:
                 terminal.ready(60)
                 own = _wait_hubs(ctx, token, 30)
@@ -330,13 +360,13 @@ def _own_hub(ctx: Context) -> Check:
                 if f'"pid":{pid},' in line and "runtime host" in line
             ]
             used = [entry.get("url") or entry.get("reason") for entry in host]
-            if any(entry.get("url") for entry in host):
+            if any(entry.get("url") not in (None, mine) for entry in host):
                 raise Rejected(
-                    f"the launch's TUI ran its session in a hub daemon it did not start ({used});"
-                    f" the user's own hub daemon(s): {decoys}"
+                    f"the launch's TUI ran its session in a hub daemon not the launch's ({used},"
+                    f" the launch's: {mine}); the user's own hub daemon(s): {decoys}"
                 )
             if not own:
-                raise Rejected("the launch's TUI started no hub daemon of its own")
+                raise Rejected("no hub daemon of the launch's ran")
             # What the wrapper does when the harness exits, with the manifest's stop_leftovers.
             stopped = stop_holders(token) if launch.command.stop_leftovers else []
             left = _hub_daemons(ctx, token)
@@ -347,11 +377,11 @@ def _own_hub(ctx: Context) -> Check:
                 )
             decoys_left = _hub_daemons(ctx, "")
             return (
-                f"with a user's hub daemon running ({decoys}), the launch's TUI ran its session"
-                f" in its own process ({used}), started a hub daemon of its own with the"
-                f" launch's environment on the launch's port ({own}); after the TUI exited"
-                f" `stop_holders` stopped {stopped} and no process held the credential; the"
-                f" user's hub daemon was untouched ({decoys_left})"
+                f"with a user's hub daemon running ({decoys}), `cline hub start` (the"
+                f" launch's `before`) started the launch's hub ({started}, {mine}, the"
+                f" launch's environment); the TUI ran its session there ({used}); after the"
+                f" TUI exited `stop_holders` stopped {stopped} and no process held the"
+                f" credential; the user's hub daemon was untouched ({decoys_left})"
             )
 
         try:
@@ -360,17 +390,157 @@ def _own_hub(ctx: Context) -> Check:
             _stop_hub_daemons(ctx)
 
 
+#: A user manifest put over the built-in for the idle wake check only (a broken copy of the
+#: wiring, to see the check reject it): the path of a TOML file, or unset.
+BROKEN_MANIFEST = "VERIFY_CLINE_MANIFEST"
+#: The prompt the launch's knock sends through the hub (the wake prompt's start).
+KNOCK = "[pager] Mail is waiting for you in Pager"
+#: Seconds for the wrapper to start the launch's hub and the TUI to draw its prompt box.
+TUI_BOUND = 90.0
+
+
 def _idle_wake(ctx: Context) -> Check:
-    """Why there is no idle wake (docs/implementations/cline.md, Known gaps)."""
-    return Check(
-        "idle wake",
-        UNCHECKED,
-        "not built: an idle TUI session takes text only from its terminal or, when it runs in"
-        " a hub daemon, from the hub's session.send (tried by hand: a queued prompt ran as a"
-        " turn). `pager cline`'s TUI runs its session in its own process (its hub, the"
-        " launch's own, starts after it), and the TaskStart hook cannot tell a knocked run"
-        " from a typed one (its payload has no prompt)",
+    """The real `pager cline` wrapper with Cline CLI's TUI in a pseudo-terminal: the launch
+    starts its own hub first (`[launch] before`), so the TUI's session runs there. After one
+    typed prompt the session idles; mail is sent, and the wrapper's knock through the hub must
+    start a turn (the recorder answers its first request with a `read_files` call) whose
+    PostToolUse hook puts the mail into the next model request (acknowledged). Twice: the
+    second knock's turn, with the first mail's cause set, must not be reported as typed by its
+    TaskStart hook (the identity's chain is never reset)."""
+    name = "verify-cline-idle"
+    broken = os.environ.get(BROKEN_MANIFEST)
+    if broken:  # a broken copy over the built-in, in the throwaway home's manifests
+        manifests = ctx.home / ".config" / "pager" / "implementations"
+        manifests.mkdir(parents=True, exist_ok=True)
+        shutil.copy(broken, manifests / "cline.toml")
+    argv = [sys.executable, "-m", "pager", "cline", "--session-name", name]
+    shown = ["pager", "cline", "--session-name", name]
+    terminal = Terminal(argv, ctx.env, ctx.workspace)
+    try:
+        observed = _woken(ctx, terminal, name)
+        verdict = ACCEPTED
+    except Rejected as exc:
+        verdict, observed = REJECTED, str(exc)
+    except Unchecked as exc:
+        verdict, observed = UNCHECKED, str(exc)
+    except Exception as exc:  # the check itself broke: say so, do not guess a verdict
+        verdict, observed = UNCHECKED, f"the check failed: {type(exc).__name__}: {exc}"
+    finally:
+        terminal.stop()
+        (ctx.workspace / "cline-idle-tui.log").write_text(terminal.text())  # for --keep
+        if broken:
+            (ctx.home / ".config" / "pager" / "implementations" / "cline.toml").unlink()
+        left = _stop_hub_daemons(ctx)
+    if left and verdict == ACCEPTED:
+        verdict, observed = REJECTED, f"{observed}; but hub daemons were left: {left}"
+    return Check("idle wake (through the launch's hub)", verdict, observed, shown, {})
+
+
+def _woken(ctx: Context, terminal: Terminal, name: str) -> str:
+    terminal.ready(TUI_BOUND)
+    hubs = _hub_daemons(ctx)
+    # Cline CLI 3.0.65's TUI shows a session's turns once it ran one itself: a knock before
+    # the first typed prompt runs (the mail is delivered) without being shown.
+    terminal.type("verify: a first typed prompt")
+    terminal.wait_for("no model here", 60)
+    time.sleep(3)  # the refused run has ended: the session idles
+    agent = _agent_id(ctx, name)
+    first = _knocked(ctx, terminal, name, "verify: mail for the idle cline")
+    second = _knocked(ctx, terminal, name, "verify: a second knock for cline")
+    hop, cause, resets = _guard(ctx, agent)
+    # Cline CLI's own: its hub lets in a client without the token whose Origin names a
+    # loopback host (docs/security.md); said here, so that a change is seen.
+    stranger = _tokenless(ctx)
+    if resets is not None or cause is None:
+        raise Rejected(
+            f"both knocks' turns delivered their mail, but the identity's chain was reset"
+            f" (chain_resets {resets}, cause_id {cause}): the knock's turn was reported as"
+            " typed by a person (its TaskStart hook did not take the knock's mark)"
+        )
+    return (
+        f"the wrapper started the launch's hub before the TUI ({hubs}); after one typed"
+        f" prompt the TUI idled; mail sent to {name}: {first}. Again, with that mail's cause"
+        f" set: {second}; the chain was never reset (chain_resets NULL; cause_hop {hop}):"
+        " the knock's TaskStart was not reported as typed. Cline CLI's hub answered a client"
+        f" without its token (Origin: http://localhost): {stranger}"
     )
+
+
+def _tokenless(ctx: Context) -> str:
+    """What the launch's hub answers a WebSocket upgrade without its token, with an Origin
+    header naming localhost (any local process can send one): its status line."""
+    for pid in _hub_daemons(ctx):
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        named = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"CLINE_HUB_DISCOVERY_PATH=")]
+        if not named:
+            continue
+        url = json.loads(Path(named[0].decode()).read_text())["url"]
+        host, _, port = url.removeprefix("ws://").partition("/")[0].rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(
+                f"GET /hub HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                "Sec-WebSocket-Version: 13\r\nOrigin: http://localhost\r\n\r\n".encode()
+            )
+            return conn.recv(4096).decode(errors="replace").split("\r\n")[0] or "closed"
+    raise Unchecked("no hub daemon of the launch's was found to try")
+
+
+def _knocked(ctx: Context, terminal: Terminal, name: str, body: str) -> str:
+    """Mail sent to the idle session reached a model request through a knock's turn and was
+    acknowledged: what was seen."""
+    ctx.model.answer_once(_tool_call(ctx.workspace / "README.md", KNOCK))
+    done = f"verify-turn-{len(ctx.model.requests)}-ended"  # no spaces: the TUI may drop them
+    ctx.model.answer_once(_text(body, done))  # the turn ends: the session idles again
+    shown = len(terminal.text())
+    requests = len(ctx.model.requests)
+    sent_at = time.monotonic()
+    message = ctx.broker.send(ctx.workspace, name, body)
+    try:
+        path, request = ctx.model.wait_for(body, MAIL_BOUND)
+    except Rejected:
+        state = ctx.broker.state(ctx.workspace, message)
+        raise Rejected(
+            f"mail sent to the idle session did not reach a model request within"
+            f" {MAIL_BOUND:.0f} s ({len(ctx.model.requests) - requests} new requests; the"
+            f" message is {state}); the terminal showed:\n{_tail(terminal.text(), 600)}"
+        ) from None
+    took = time.monotonic() - sent_at
+    if KNOCK not in request:
+        raise Rejected(f"the mail reached a model request (POST {path}) without the knock's prompt")
+    if 'source=\\"PostToolUse\\"' not in request and 'source="PostToolUse"' not in request:
+        raise Rejected("the mail reached the model, but not as PostToolUse's context")
+    state = ctx.broker.wait_state(ctx.workspace, message, 20)
+    if state != "acknowledged":
+        raise Rejected(f"the model request (POST {path}) carried the mail; it is {state}")
+    terminal.wait_for(done, 30, shown)
+    time.sleep(2)  # the hub marks the session idle once the turn ended
+    return (
+        f"{took:.1f} s later a model request (POST {path}) carried it, in <hook_context"
+        f' source="PostToolUse">, in the turn of the knock\'s `{KNOCK} …` prompt (sent'
+        " through the launch's hub); acknowledged"
+    )
+
+
+def _agent_id(ctx: Context, name: str) -> str:
+    uri = ctx.broker.paths.database.as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+        row = conn.execute("SELECT id FROM identities WHERE alias = ?", (name,)).fetchone()
+    if row is None:
+        raise Unchecked(f"no identity {name} in the broker's pager.db")
+    return str(row[0])
+
+
+def _guard(ctx: Context, agent: str) -> tuple[Any, Any, Any]:
+    """The identity's loop-guard cause and chain resets, read read-only from `pager.db`."""
+    uri = ctx.broker.paths.database.as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+        row = conn.execute(
+            "SELECT cause_hop, cause_id, chain_resets FROM identities WHERE id = ?", (agent,)
+        ).fetchone()
+    if row is None:
+        raise Unchecked(f"the identity {agent} is not in the broker's pager.db")
+    return row[0], row[1], row[2]
 
 
 def _stop_hub_daemons(ctx: Context) -> list[str]:

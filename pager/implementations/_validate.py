@@ -32,6 +32,7 @@ from pager.implementations.manifest import (
     Skill,
     Source,
     Wake,
+    WakeHub,
     WakeInput,
     WakeLaunch,
     freeze,
@@ -88,7 +89,7 @@ def _odd_keys(value: object, path: str) -> list[str]:
 _TOP_KEYS = ("id", "name", "executable", "description", "capabilities", "connector")
 _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "launch": ("args", "env", "default_program", "greeting", "stop_leftovers"),
+        "launch": ("args", "env", "default_program", "greeting", "stop_leftovers", "before"),
         "resume": (
             "flags",
             "continue_flags",
@@ -100,7 +101,7 @@ _SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "hooks": ("events", "output", "max_chars", "prompt_events", "pre_tool"),
         "skill": ("dirs",),
         "plugin": ("supported",),
-        "wake": ("command", "timeout", "launch", "input"),
+        "wake": ("command", "timeout", "launch", "input", "hub"),
         "detect": ("executables", "paths"),
     }
 )
@@ -341,8 +342,16 @@ class _Validator:
         if greeting:
             self.template("launch.greeting", greeting)
         stop_leftovers = self.boolean(table, "launch", "stop_leftovers", default=False)
+        before = self.strings(table, "launch", "before")
+        for index, arg in enumerate(before):
+            self.template(f"launch.before[{index}]", arg)
         return Launch(
-            tuple(args), MappingProxyType(env), tuple(default_program), greeting, stop_leftovers
+            tuple(args),
+            MappingProxyType(env),
+            tuple(default_program),
+            greeting,
+            stop_leftovers,
+            tuple(before),
         )
 
     def _wake(self, table: Mapping[str, Any]) -> Wake:
@@ -360,7 +369,11 @@ class _Validator:
             )
             timeout = 10.0
         return Wake(
-            tuple(command), float(timeout), self._wake_launch(table), self._wake_input(table)
+            tuple(command),
+            float(timeout),
+            self._wake_launch(table),
+            self._wake_input(table),
+            self._wake_hub(table),
         )
 
     def _wake_launch(self, table: Mapping[str, Any]) -> WakeLaunch | None:
@@ -412,6 +425,23 @@ class _Validator:
                     self.template(where, value)
                     fields[name] = value
         return WakeInput(tuple(args), MappingProxyType(fields))
+
+    def _wake_hub(self, table: Mapping[str, Any]) -> WakeHub | None:
+        """`[wake.hub]`: `discovery`, the template of the hub's discovery file."""
+        if "hub" not in table:
+            return None
+        given = table["hub"]
+        if not isinstance(given, Mapping):
+            self.fail("wake.hub", f"expected a table, got {_type_name(given)}")
+            return None
+        for key in given:
+            if key != "discovery":
+                self.warnings.append(f"wake.hub.{key} is not a key Pager knows; ignored")
+        discovery = self.string(given, "wake.hub", "discovery", required=True)
+        if discovery is None:
+            return None
+        self.template("wake.hub.discovery", discovery)
+        return WakeHub(discovery)
 
     def _detect(self, table: Mapping[str, Any]) -> Detect:
         """`[detect]`: program names (no path: PATH is searched) and directory paths."""

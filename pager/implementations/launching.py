@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from pager.implementations.manifest import Manifest
+from pager.launch.hub_wake import HubWake
 from pager.launch.input_wake import InputWake
 from pager.launch.wrapper import LaunchSpec
 
@@ -33,4 +34,6 @@ def launch_spec(manifest: Manifest) -> LaunchSpec:
         if manifest.wake.input is None
         else InputWake(manifest.wake.input.args, manifest.wake.input.line),
         stop_leftovers=manifest.launch.stop_leftovers,
+        before=manifest.launch.before,
+        hub_wake=None if manifest.wake.hub is None else HubWake(manifest.wake.hub.discovery),
     )

@@ -173,6 +173,9 @@ class Launch:
     #: When the harness exits, stop the processes it left running that still hold the
     #: launch's credential in their environment (a daemon it starts detached).
     stop_leftovers: bool = False
+    #: Arguments of the harness's own program, run to their end with the launch's environment
+    #: before an interactive launch starts the harness (a daemon it should find running).
+    before: tuple[str, ...] = ()
 
     def render_args(self, values: Mapping[str, str]) -> list[str]:
         return [render(arg, values) for arg in self.args]
@@ -297,6 +300,16 @@ class WakeInput:
 
 
 @attrs.frozen
+class WakeHub:
+    """`[wake.hub]`: idle wake through the harness's hub daemon (Cline CLI's protocol): when
+    the broker says mail waits, `pager <id>` sends the `[pager]` prompt to the idle session of
+    the hub whose discovery file is `discovery` (a template), and marks the knock pending for
+    `pager hook --prompt-only` (the turn's first hook may not see the prompt)."""
+
+    discovery: str
+
+
+@attrs.frozen
 class Wake:
     """`[wake]`: a helper command the provider runs (with a timeout) to tell an attached
     session that mail waits, for harnesses with a queue/knock command (empty: none), the
@@ -307,6 +320,7 @@ class Wake:
     timeout: float = 10.0
     launch: WakeLaunch | None = None
     input: WakeInput | None = None
+    hub: WakeHub | None = None
 
 
 @attrs.frozen
@@ -364,6 +378,7 @@ class Manifest:
                 "default_program": list(self.launch.default_program),
                 "greeting": self.launch.greeting,
                 "stop_leftovers": self.launch.stop_leftovers,
+                "before": list(self.launch.before),
             },
             "resume": {
                 "flags": list(self.resume.flags),
@@ -393,6 +408,7 @@ class Manifest:
                 "input": None
                 if self.wake.input is None
                 else {"args": list(self.wake.input.args), "line": dict(self.wake.input.line)},
+                "hub": None if self.wake.hub is None else {"discovery": self.wake.hub.discovery},
             },
             "detect": {
                 "executables": list(self.detect.executables),

@@ -50,6 +50,9 @@ class InputKnock:
         fields = {key: template.format_map(filled) for key, template in wake.line.items()}
         return cls(path, (json.dumps(fields, ensure_ascii=False) + "\n").encode())
 
+    async def run(self) -> None:
+        """Nothing to serve: `knock` appends at once (the launch starts every knock's `run`)."""
+
     def knock(self) -> None:
         """Append the line (one write, so a reader never sees half of it). A failure is not
         the launch's: the mail waits for the next turn."""

@@ -17,6 +17,7 @@ import shlex
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ import attrs
 import trio
 
 from pager.launch.discovery import BrokerLocator
+from pager.launch.hub_wake import HubKnock, HubWake
 from pager.launch.input_wake import InputKnock, InputWake
 from pager.launch.leftovers import stop_holders
 from pager.launch.lifecycle import LifecycleError, ensure_broker
@@ -51,9 +53,11 @@ from pager.sse import SseEvent
 #: Signals sent to the wrapper itself that the harness must get too. SIGINT is not among
 #: them: a terminal sends it to the whole foreground group, the harness included.
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-#: Seconds a harness with an input file waits, at most, for the session's event stream (its
+#: Seconds a harness with an idle wake waits, at most, for the session's event stream (its
 #: `mail` events knock) before it starts.
 STREAM_WAIT = 5.0
+#: Seconds the manifest's `[launch] before` command may take.
+BEFORE_BOUND = 60.0
 
 
 class LaunchError(Exception):
@@ -81,6 +85,10 @@ class LaunchSpec:
     input_wake: InputWake | None = None
     #: Stop what the harness left running with the launch's credential (pager/launch/leftovers.py).
     stop_leftovers: bool = False
+    #: Arguments of the program run to their end before an interactive launch's harness.
+    before: tuple[str, ...] = ()
+    #: Idle wake through the harness's hub (`[wake.hub]`), for interactive launches only.
+    hub_wake: HubWake | None = None
 
 
 @attrs.frozen
@@ -112,11 +120,13 @@ class HarnessCommand:
 
     argv: tuple[str, ...]
     env: Mapping[str, str]
-    #: Appends the `[pager]` prompt to the harness's input file when mail waits (None: the
-    #: harness has none, or this launch is not interactive).
-    knock: InputKnock | None = None
+    #: Starts a turn with the `[pager]` prompt when mail waits: through the harness's input
+    #: file or its hub (None: the harness has neither, or this launch is not interactive).
+    knock: InputKnock | HubKnock | None = None
     #: When the harness exits, stop the processes still holding the launch's credential.
     stop_leftovers: bool = False
+    #: Run to its end before the harness (the manifest's `[launch] before`; empty: nothing).
+    before: tuple[str, ...] = ()
 
 
 def run_wrapped(paths: StatePaths, spec: LaunchSpec, argv: Sequence[str]) -> int:
@@ -258,20 +268,25 @@ def harness_command(
     run's headless arguments, docs/wake.md), then `args` as given (the user's own). `environ`
     is the environment the harness inherits (default: this process's). An interactive launch
     (not headless, no subcommand) of a harness with `[wake.input]` also gets its input file:
-    the options naming it follow the `[launch]` args."""
+    the options naming it follow the `[launch]` args; one with `[wake.hub]` gets its hub's
+    knock, and `[launch] before` (the program with those arguments, run before it)."""
     # Whatever the harness runs as `pager` (its shell tool, its hooks) is this Pager.
     inherited = with_own_pager(os.environ if environ is None else environ, directory)
     filled = {"free_port": str(free_port()), **values}
     if spec.prepare is not None:
         context = LaunchContext(directory, dict(values), inherited, headless=headless)
         filled.update(spec.prepare(context))
-    knock: InputKnock | None = None
+    knock: InputKnock | HubKnock | None = None
     input_args: tuple[str, ...] = ()
     subcommand = bool(args) and args[0] in spec.other_subcommands  # `qwen mcp list`
-    if spec.input_wake is not None and not headless and not subcommand:
+    interactive = not headless and not subcommand
+    if spec.input_wake is not None and interactive:
         knock = InputKnock.create(directory, spec.input_wake, filled)
         filled["input_file"] = str(knock.path)
         input_args = spec.input_wake.args
+    elif spec.hub_wake is not None and interactive:
+        knock = HubKnock.create(directory, spec.hub_wake, filled)
+    before = (program, *(_render(t, filled) for t in spec.before)) if spec.before else ()
     rendered = (_render(t, filled) for t in (*spec.args, *input_args, *templates))
     argv = (program, *rendered, *args)
     env = {
@@ -285,7 +300,7 @@ def harness_command(
         "PAGER_TOKEN_FILE": filled["token_file"],
         **{key: _render(value, filled) for key, value in spec.env.items()},
     }
-    return HarnessCommand(argv, env, knock, spec.stop_leftovers)
+    return HarnessCommand(argv, env, knock, spec.stop_leftovers, before if interactive else ())
 
 
 async def register(session: SessionClient) -> dict[str, Any]:
@@ -341,16 +356,21 @@ def private_directory() -> Iterator[str]:
 
 async def _run_harness(harness: HarnessCommand, relay: Relay, session: SessionClient) -> int:
     """The launch's small tree: the relay, the lease holder (which knocks on the harness's
-    input file when mail waits, if it has one) and the harness (stdio inherited)."""
+    input file or hub when mail waits, if it has one), the `before` command, then the harness
+    (stdio inherited)."""
     on_mail = None if harness.knock is None else harness.knock.knock
     live = trio.Event()
     async with trio.open_nursery() as nursery:
         await nursery.start(relay.serve, session)
         nursery.start_soon(partial(hold_lease, session, on_mail=on_mail, live=live))
-        if on_mail is not None:  # so that mail sent once the harness runs knocks
-            with trio.move_on_after(STREAM_WAIT):
-                await live.wait()
+        if harness.knock is not None:
+            nursery.start_soon(harness.knock.run)
         try:
+            if harness.before:
+                await _run_before(harness)
+            if on_mail is not None:  # so that mail sent once the harness runs knocks
+                with trio.move_on_after(STREAM_WAIT):
+                    await live.wait()
             status = await _harness_status(harness)
         finally:
             if harness.stop_leftovers:  # however the harness ended
@@ -358,6 +378,28 @@ async def _run_harness(harness: HarnessCommand, relay: Relay, session: SessionCl
                     await trio.to_thread.run_sync(stop_holders, relay.credential)
         nursery.cancel_scope.cancel()
     return 128 - status if status < 0 else status
+
+
+async def _run_before(harness: HarnessCommand) -> None:
+    """The manifest's `[launch] before` command, with the harness's environment and no
+    input; its stderr goes to the terminal (its stdout, Cline CLI's hub URL, does not). A
+    failure is said, not fatal: the harness runs without what it would have started (its idle
+    wake, for Cline CLI's hub)."""
+    shown = shlex.join([os.path.basename(harness.before[0]), *harness.before[1:]])
+    try:
+        with trio.fail_after(BEFORE_BOUND):
+            done = await trio.run_process(
+                list(harness.before),
+                env=dict(harness.env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                check=False,
+            )
+    except (OSError, trio.TooSlowError) as exc:
+        _say(f"{shown!r} did not finish: {exc}; going on without it")
+        return
+    if done.returncode != 0:
+        _say(f"{shown!r} exited {done.returncode}; going on without it")
 
 
 async def _harness_status(harness: HarnessCommand) -> int:

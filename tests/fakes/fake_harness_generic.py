@@ -40,6 +40,10 @@ step by step, as FAKE_HARNESS_STEPS says (comma-separated):
   seconds); it writes its pid to PATH once it runs;
 - `wait:PATH`, `exit:N`, `signal:NAME` as in tests/fakes/fake_harness.py.
 
+`cline hub start` runs no step: with FAKE_HUB_TURNS set it starts the fake hub daemon
+(tests/fakes/fake_cline_hub.py) and exits once it is ready, as Cline CLI 3.0.65 does; without,
+it exits 1 (no hub, no knock).
+
 Everything goes to FAKE_HARNESS_LOG as JSON lines.
 """
 
@@ -669,8 +673,33 @@ def start_daemon(pid_file: str) -> None:
         time.sleep(0.01)
 
 
+def start_hub() -> int:
+    """`cline hub start`: the fake hub daemon (tests/fakes/fake_cline_hub.py), detached with
+    this process's environment; returns once its discovery file is written. Only when the test
+    says what the hub's turns run (FAKE_HUB_TURNS): otherwise it fails, as when a hub cannot
+    start (the launch goes on without its idle wake), so that tests of the TUI's own hooks get
+    no knock."""
+    if "FAKE_HUB_TURNS" not in os.environ:
+        log({"hub_start": {"pid": None, "ready": False}})
+        return 1
+    discovery = Path(os.environ["CLINE_HUB_DISCOVERY_PATH"])
+    hub = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_cline_hub"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 10
+    while not discovery.exists() and hub.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    log({"hub_start": {"pid": hub.pid, "ready": discovery.exists()}})
+    return 0
+
+
 def main() -> int:
     kind, argv = sys.argv[1], sys.argv[2:]
+    if kind == "cline" and argv[:2] == ["hub", "start"]:  # the launch's `[launch] before`
+        return start_hub()
     log(
         {
             "kind": kind,

@@ -12,6 +12,7 @@ import pytest
 
 from pager.implementations import Manifest, ManifestInvalid, Source, SourceKind, parse_text
 from pager.implementations.launching import launch_spec
+from pager.launch.input_wake import InputKnock
 from pager.launch.wake_command import wake_values
 from pager.launch.wake_prompt import wake_prompt
 from pager.launch.wrapper import HarnessCommand, harness_command
@@ -82,7 +83,7 @@ def test_an_interactive_launch_gets_a_private_input_file_and_knocks_append_the_l
     appends the manifest's line, one JSON object, its prompt the `[pager]` wake prompt."""
     command = _command(tmp_path, ("--model", "m"))
     knock = command.knock
-    assert knock is not None
+    assert isinstance(knock, InputKnock)
     path = tmp_path / "launch" / "input.jsonl"
     assert command.argv == (
         "/bin/mine", "--url", "http://127.0.0.1:1/mcp", "--input-file", str(path), "--model", "m"
@@ -117,7 +118,7 @@ def test_a_knock_after_the_launch_is_gone_does_nothing(tmp_path: Path) -> None:
     """The launch's directory removed (the launch ended): a late `mail` event is ignored."""
     command = _command(tmp_path, ())
     knock = command.knock
-    assert knock is not None
+    assert isinstance(knock, InputKnock)
     knock.path.unlink()
     knock.knock()
     assert not knock.path.exists()
