@@ -33,7 +33,7 @@ from pager.tui.live import Backoff, RefreshGate
 from pager.tui.messages import MessagesScreen
 from pager.tui.model import Agent, Snapshot, wake_notice
 from pager.tui.rows import AUTO_WIDTH, COLUMNS, Row, cursor_key, table_rows
-from pager.tui.source import OperatorSource
+from pager.tui.source import BREAK_RESERVATIONS, OperatorSource
 
 AGE_REFRESH = 15.0  # re-render "3m ago" this often, without asking the broker
 #: Stream frames that change nothing shown.
@@ -95,6 +95,15 @@ ACTIONS = {
     "wake_off": ActionSpec(
         "Wake off", lambda agent: agent.wake, "launch on mail is not on", done="launch on mail off"
     ),
+    # Edit reservations (docs/reservations.md): `pager reservations break ID` from the TUI.
+    BREAK_RESERVATIONS: ActionSpec(
+        "Break reservations",
+        lambda agent: bool(agent.reservation_ids),
+        "it holds no reservations",
+        "Its edit reservations end now: other agents may edit those files. The agent is "
+        "not told; it can reserve again.",
+        done="reservations broken",
+    ),
 }
 
 
@@ -123,6 +132,7 @@ class PagerApp(App[None]):
         Binding("p", "act('purge')", "purge"),
         Binding("w", "act('wake_on')", "wake on"),
         Binding("W", "act('wake_off')", "wake off", key_display="W"),
+        Binding("b", f"act('{BREAK_RESERVATIONS}')", "break reservations"),
         Binding("m", "menu", "install skill/plugin"),
         Binding("r", "refresh", "refresh"),
         Binding("escape", "clear_marks", "clear marks", show=False),
@@ -433,7 +443,10 @@ class PagerApp(App[None]):
         report = ActionReport(action)
         for agent in targets:
             try:
-                await asyncio.to_thread(self.source.act, agent.agent_id, action)
+                if action == BREAK_RESERVATIONS:
+                    await asyncio.to_thread(self.source.break_reservations, agent.reservation_ids)
+                else:
+                    await asyncio.to_thread(self.source.act, agent.agent_id, action)
             except (Unreachable, ApiError) as exc:
                 report.failed.append((agent, str(exc)))
             else:

@@ -50,6 +50,8 @@ class Agent:
     #: Its edit reservations in force (docs/reservations.md): each pattern, and whether it
     #: is stale (its holder has no live session: it blocks nothing).
     reservations: tuple[tuple[str, bool], ...] = ()
+    #: Their ids, for the operator's break (`b`).
+    reservation_ids: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -132,11 +134,12 @@ class MessagePage:
 def parse_snapshot(data: dict[str, Any], reservations: Any = None) -> Snapshot:
     """The snapshot, with each agent's reservations from `GET /v1/reservations`'s list."""
     broker = data.get("broker") or {}
-    held: dict[str, list[tuple[str, bool]]] = {}
+    held: dict[str, list[tuple[str, bool, str]]] = {}
     for item in reservations if isinstance(reservations, list) else []:
         if isinstance(item, dict):
-            pattern = (str(item.get("pattern") or ""), item.get("state") == "stale")
-            held.setdefault(str(item.get("agent_id") or ""), []).append(pattern)
+            pattern = str(item.get("pattern") or "")
+            one = (pattern, item.get("state") == "stale", str(item.get("id") or ""))
+            held.setdefault(str(item.get("agent_id") or ""), []).append(one)
     return Snapshot(
         broker=Broker(
             instance_id=str(broker.get("instance_id", "")),
@@ -164,17 +167,19 @@ def _ws_order(ws: dict[str, Any]) -> str:
     return str(ws.get("slug", ""))
 
 
-def _workspace(ws: dict[str, Any], held: dict[str, list[tuple[str, bool]]]) -> Workspace:
+def _workspace(ws: dict[str, Any], held: dict[str, list[tuple[str, bool, str]]]) -> Workspace:
     slug = str(ws.get("slug", ""))
     agents = [_agent(item, slug, held) for item in ws.get("agents") or []]
     agents.sort(key=lambda agent: (agent.alias.lower(), agent.agent_id))
     return Workspace(slug=slug, path=str(ws.get("path", "")), agents=tuple(agents))
 
 
-def _agent(item: dict[str, Any], slug: str, held: dict[str, list[tuple[str, bool]]]) -> Agent:
+def _agent(item: dict[str, Any], slug: str, held: dict[str, list[tuple[str, bool, str]]]) -> Agent:
     inbox = item.get("inbox") or {}
+    its = held.get(str(item.get("agent_id", "")), [])
     return Agent(
-        reservations=tuple(held.get(str(item.get("agent_id", "")), ())),
+        reservations=tuple((pattern, stale) for pattern, stale, _ in its),
+        reservation_ids=tuple(rid for _, _, rid in its if rid),
         agent_id=str(item.get("agent_id", "")),
         alias=str(item.get("alias") or ""),
         address=str(item.get("address") or ""),

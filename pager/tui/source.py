@@ -30,6 +30,9 @@ ACTIONS = {
     "wake_on": ("PUT", "wake"),  # launch on mail with its defaults (docs/wake.md)
     "wake_off": ("DELETE", "wake"),
 }
+#: The action that breaks an agent's edit reservations: each by its id, on
+#: `/v1/reservations/{id}` (docs/reservations.md), not a route of the agent's.
+BREAK_RESERVATIONS = "break_reservations"
 REQUEST_TIMEOUT = 10.0  # a snapshot of thousands of agents on a loaded machine
 
 #: Returns the broker's URL and the local secret; raises `Unreachable` when no broker proves
@@ -54,6 +57,9 @@ class OperatorSource(Protocol):
 
     def act(self, agent_id: str, action: str) -> None:
         """One of `ACTIONS` on one agent; `ApiError` when refused."""
+
+    def break_reservations(self, reservation_ids: tuple[str, ...]) -> None:
+        """End these edit reservations as the operator; `ApiError` when one is refused."""
 
     def events(self, last_id: int) -> AsyncIterator[SseEvent]: ...
 
@@ -101,6 +107,10 @@ class HttpSource:
         method, route = ACTIONS[action]
         body: dict[str, Any] | None = None if method == "DELETE" else {}
         self._call(method, f"/v1/agents/{quote(agent_id, safe='')}/{route}", body)
+
+    def break_reservations(self, reservation_ids: tuple[str, ...]) -> None:
+        for reservation_id in reservation_ids:
+            self._call("DELETE", f"/v1/reservations/{quote(reservation_id, safe='')}", None)
 
     def events(self, last_id: int) -> AsyncIterator[SseEvent]:
         # No relocate here: this runs on the event loop, and the app relocates (in a thread)

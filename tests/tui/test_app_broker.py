@@ -225,3 +225,61 @@ def test_broker_tui_shows_a_hostile_message_escaped(real_broker: RealBroker) -> 
             assert "hidden\\rfake ⟨U+202E⟩evil\\x9b31m end\nline two" in detail
 
     run(scenario)
+
+
+def test_broker_tui_breaks_an_agents_reservations(real_broker: RealBroker) -> None:
+    """`b` then `y` on alice, who reserved `src/**`: the broker ends her reservation (the
+    operator's break, docs/reservations.md), and her row shows none; bob, holding none, is
+    not asked about."""
+    from pager.client import request_json
+
+    workspace = real_broker.workspace("api")
+    alice = real_broker.register(workspace, "alice")
+    real_broker.register(workspace, "bob")
+    status, made = request_json(
+        real_broker.url,
+        "POST",
+        "/v1/me/reservations",
+        token=alice["token"],
+        body={"paths": ["src/**"], "reason": "refactor"},
+        timeout=30,
+    )
+    assert status == 200, made
+    held = made["reserved"][0]["id"]
+
+    def active() -> list[str]:
+        status, listed = request_json(
+            real_broker.url, "GET", "/v1/reservations", token=real_broker.secret, timeout=30
+        )
+        assert status == 200, listed
+        return [item["id"] for item in listed["reservations"] if item["state"] == "active"]
+
+    assert active() == [held]
+
+    async def scenario() -> None:
+        app = _app(real_broker)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(
+                pilot,
+                lambda: (
+                    app.snapshot is not None
+                    and app.snapshot.agents()[alice["agent_id"]].reservation_ids == (held,)
+                ),
+                "alice's reservation in the table",
+            )
+            await move_to(pilot, app, alice["agent_id"])
+            await pilot.press("b")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the dialog")
+            assert isinstance(app.screen, ConfirmScreen)
+            assert app.screen.names[0].startswith(alice["address"])
+            await pilot.press("y")
+            await until(
+                pilot,
+                lambda: app.last_action is not None and bool(app.last_action.done),
+                "the break done",
+            )
+            assert app.last_action is not None
+            assert not app.last_action.failed
+
+    run(scenario)
+    assert active() == []
