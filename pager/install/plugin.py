@@ -75,6 +75,12 @@ class PluginPlan:
     #: prints `entries_steps` in place of `next_steps`.
     entries: tuple[Entry, ...] = ()
     entries_steps: tuple[str, ...] = ()
+    #: The harness's own commands that register the plugin (pager/install/harness_commands.py):
+    #: `pager setup` runs them and then prints `register_steps` in place of `next_steps`;
+    #: `pager setup --undo` runs `unregister`. `pager plugin install` prints `next_steps`.
+    register: tuple[tuple[str, ...], ...] = ()
+    register_steps: tuple[str, ...] = ()
+    unregister: tuple[tuple[str, ...], ...] = ()
 
 
 PluginBuilder = Callable[[Manifest, PluginContext], PluginPlan]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from pager.install.files import (
     record_path,
     remove,
 )
+from pager.install.harness_commands import Ran, on_path, run_all, run_one
 from pager.install.usage import Parser, UsageRefused
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -54,6 +56,8 @@ class HarnessResult:
     steps: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     problem: str = ""  # why it could not be wired
+    #: The harness's own registration commands run (pager/install/harness_commands.py).
+    ran: list[Ran] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +67,7 @@ class HarnessResult:
             "location": self.location,
             "files": [item.to_json() for item in self.files],
             "entries": [item.to_json() for item in self.entries],
+            "ran": [item.to_json() for item in self.ran],
             "next_steps": self.steps,
             "notes": self.notes,
             "problem": self.problem,
@@ -84,8 +89,10 @@ class SetupResult:
 
     @property
     def changed(self) -> bool:
-        return any(item.status in _CHANGES for item in self.files()) or any(
-            item.status is EntryStatus.ADDED for item in self.entries()
+        return (
+            any(item.status in _CHANGES for item in self.files())
+            or any(item.status is EntryStatus.ADDED for item in self.entries())
+            or any(harness.ran for harness in self.harnesses)
         )
 
     @property
@@ -95,6 +102,7 @@ class SetupResult:
             any(item.status is Status.SKIPPED for item in self.files())
             or any(item.status is EntryStatus.SKIPPED for item in self.entries())
             or any(harness.problem for harness in self.harnesses)
+            or any(not ran.ok for harness in self.harnesses for ran in harness.ran)
         )
 
 
@@ -134,7 +142,9 @@ def run_setup(
     if progress is not None:
         progress.skill(result.skill)
     for impl, found in chosen:
-        harness = _wire(registry, impl.id, found, state_root, dry_run=dry_run, environ=environ)
+        harness = _wire(
+            registry, impl.id, found, state_root, made, dry_run=dry_run, environ=environ
+        )
         result.harnesses.append(harness)
         if progress is not None:
             progress.harness(harness)
@@ -155,6 +165,7 @@ def _wire(
     ident: str,
     found: list[str],
     state_root: Path,
+    made: dict[str, Any],
     *,
     dry_run: bool,
     environ: Mapping[str, str] | None,
@@ -178,7 +189,38 @@ def _wire(
         harness.steps = list(plan.entries_steps)
     else:
         harness.steps = done.next_steps
+    if plan.register:
+        _register(harness, plan, made, dry_run=dry_run, environ=environ)
     return harness
+
+
+def _register(
+    harness: HarnessResult,
+    plan: plugin.PluginPlan,
+    made: dict[str, Any],
+    *,
+    dry_run: bool,
+    environ: Mapping[str, str] | None,
+) -> None:
+    """Run the harness's own registration commands: when its files changed, or setup has not
+    registered it yet (so a second setup runs nothing). Recorded for --undo once they all ran;
+    when one fails, what is left is printed as the manual steps."""
+    undo = [list(argv) for argv in plan.unregister]
+    changed = any(item.status in _CHANGES for item in harness.files)
+    if not changed and undo and all(argv in made["commands"] for argv in undo):
+        return
+    program = plan.register[0][0]
+    if not on_path(program, environ):
+        harness.notes.append(f"`{program}` is not on PATH here: run the steps below once it is")
+        return
+    harness.ran = run_all(plan.register, environ, dry_run=dry_run)
+    if all(ran.ok for ran in harness.ran):
+        harness.steps = list(plan.register_steps)
+        if not dry_run:
+            made["commands"] += [argv for argv in undo if argv not in made["commands"]]
+    else:
+        failed = harness.ran[-1]
+        harness.problem = f"`{shlex.join(failed.argv)}` failed: {failed.said}; do it by hand:"
 
 
 def _git_guard(
@@ -226,6 +268,7 @@ class UndoResult:
     files: list[Outcome] = field(default_factory=list)
     entries: list[EntryOutcome] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)
+    ran: list[Ran] = field(default_factory=list)
 
 
 def run_undo(state_root: Path) -> UndoResult:
@@ -234,10 +277,13 @@ def run_undo(state_root: Path) -> UndoResult:
     if (
         not made["order"]
         and not made["git_hooks"]
+        and not made["commands"]
         and not record_path(state_root, ENTRIES_RECORD).exists()
     ):
         return UndoResult(found=False)
     result = UndoResult(found=True, entries=undo_entries(state_root, ENTRIES_RECORD))
+    # The harnesses' own registrations first, while the files they name are still there.
+    result.ran = [run_one(tuple(argv), None) for argv in made["commands"]]
     for hook in made["git_hooks"]:  # the git guard, where it is still Pager's
         removed = git_hook.uninstall(Path(hook))
         result.files.append(Outcome(Path(hook), Status.REMOVED if removed else Status.KEPT))
@@ -262,13 +308,14 @@ def _load_setup(state_root: Path) -> dict[str, Any]:
         order = [str(name) for name in data["order"]]
         records = {str(name): bool(made) for name, made in data["records"].items()}
         hooks = [str(path) for path in data.get("git_hooks", [])]
+        commands = [[str(word) for word in argv] for argv in data.get("commands", [])]
     except FileNotFoundError:
-        return {"order": [], "records": {}, "git_hooks": []}
+        return {"order": [], "records": {}, "git_hooks": [], "commands": []}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InstallError(
             f"the setup record {path} cannot be read ({exc}); move it aside to start afresh"
         ) from None
-    return {"order": order, "records": records, "git_hooks": hooks}
+    return {"order": order, "records": records, "git_hooks": hooks, "commands": commands}
 
 
 def _save_setup(state_root: Path, made: dict[str, Any]) -> None:
@@ -434,12 +481,18 @@ class _Printer:
             reason = f"  ({entry.reason})" if entry.reason else ""
             word = _word(entry.status.value, self.dry_run)
             print(f"  {word:<9}  {tilde(str(entry.path))}  {entry.key}{reason}")
+        for ran in harness.ran:
+            word = "would run" if self.dry_run else ("ran" if ran.ok else "failed")
+            said = f"  ({ran.said})" if ran.said and not self.dry_run else ""
+            print(f"  {word:<9}  {shlex.join(ran.argv)}{said}")
         if harness.problem:
             print(f"  not wired: {harness.problem}")
         for line in harness.notes:
             print(f"  note: {line}")
-        if any(item.status in _CHANGES for item in harness.files) or any(
-            entry.status is EntryStatus.ADDED for entry in harness.entries
+        if (
+            any(item.status in _CHANGES for item in harness.files)
+            or any(entry.status is EntryStatus.ADDED for entry in harness.entries)
+            or harness.ran
         ):
             for line in harness.steps:
                 print(f"  {line}")
@@ -484,6 +537,7 @@ def _print_undo(result: UndoResult, *, as_json: bool) -> int:
             "found": result.found,
             "files": [item.to_json() for item in result.files],
             "entries": [item.to_json() for item in result.entries],
+            "ran": [item.to_json() for item in result.ran],
             "next_steps": result.steps,
         }
         print(json.dumps(report, indent=2))
@@ -492,6 +546,9 @@ def _print_undo(result: UndoResult, *, as_json: bool) -> int:
         print("Nothing to undo: Pager has no record of pager setup writing anything.")
         return EXIT_OK
     print("Removing what pager setup wrote:")
+    for ran in result.ran:
+        said = f"  ({ran.said})" if ran.said else ""
+        print(f"  {'ran' if ran.ok else 'failed':<9}  {shlex.join(ran.argv)}{said}")
     for entry in result.entries:
         reason = f"  ({entry.reason})" if entry.reason else ""
         print(f"  {entry.status.value:<9}  {tilde(str(entry.path))}  {entry.key}{reason}")

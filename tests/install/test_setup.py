@@ -389,3 +389,89 @@ def test_gemini_setup_enables_hooks_in_its_settings_and_undo_gives_the_file_back
     assert (refused["status"], "your own value" in refused["reason"]) == ("skipped", True)
     assert main(["setup", "--undo"]) == 0
     assert settings.read_bytes() == theirs
+
+
+def _recording_codex(env: Env, *, fails: str = "") -> Path:
+    """A `codex` on PATH that appends each argv to a log (and fails for `fails`), standing in
+    for Codex's own plugin commands; the real Codex 0.171.0 runs the same commands
+    (docs/skill-and-plugins.md)."""
+    log = env.root / "codex.log"
+    program = env.bin / "codex"
+    program.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {shlex.quote(str(log))}\n'
+        f'case "$*" in "{fails}") echo "it went wrong" >&2; exit 3;; esac\n'
+        'echo "done: $*"\n'
+    )
+    program.chmod(0o755)
+    return log
+
+
+def test_codex_setup_registers_the_plugin_with_codex_and_undo_takes_it_back(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Codex enables a plugin only through its own commands: setup runs `codex plugin
+    marketplace add` and `codex plugin add` after writing the marketplace (a dry run names
+    them and runs nothing), a second setup runs nothing, `--undo` runs `codex plugin remove`
+    and `codex plugin marketplace remove`; trusting the hooks stays the user's step."""
+    log = _recording_codex(env)
+    root = env.home / ".codex" / "plugins" / "pager"
+    status, planned = run_json(capsys, "setup", "--dry-run", "--only", "codex")
+    (harness,) = planned["harnesses"]
+    assert status == 0
+    assert [ran["argv"] for ran in harness["ran"]] == [
+        ["codex", "plugin", "marketplace", "add", str(root)],
+        ["codex", "plugin", "add", "pager@pager-local"],
+    ]
+    assert not log.exists()
+
+    status, report = run_json(capsys, "setup", "--only", "codex")
+    (harness,) = report["harnesses"]
+    assert (status, [ran["ok"] for ran in harness["ran"]]) == (0, [True, True])
+    assert log.read_text().splitlines() == [
+        f"plugin marketplace add {root}",
+        "plugin add pager@pager-local",
+    ]
+    assert any("/hooks" in step for step in harness["next_steps"])
+    assert not any("marketplace add" in step for step in harness["next_steps"])
+
+    status, again = run_json(capsys, "setup", "--only", "codex")
+    assert (status, again["harnesses"][0]["ran"], again["changed"]) == (0, [], False)
+    assert len(log.read_text().splitlines()) == 2
+
+    assert main(["setup", "--undo"]) == 0
+    assert "ran        codex plugin remove pager@pager-local" in capsys.readouterr().out
+    assert log.read_text().splitlines()[2:] == [
+        "plugin remove pager@pager-local",
+        "plugin marketplace remove pager-local",
+    ]
+    assert not root.exists()
+
+
+def test_codex_setup_says_what_failed_and_leaves_the_steps_to_do_by_hand(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Codex refusing its plugin add: setup stops there, names the command and what Codex
+    said, prints the manual steps, exits 1, and records nothing for --undo to run."""
+    log = _recording_codex(env, fails="plugin add pager@pager-local")
+    status, report = run_json(capsys, "setup", "--only", "codex")
+    (harness,) = report["harnesses"]
+    assert status == 1
+    assert [ran["ok"] for ran in harness["ran"]] == [True, False]
+    assert "codex plugin add pager@pager-local" in harness["problem"]
+    assert "it went wrong" in harness["problem"]
+    assert any("codex plugin marketplace add" in step for step in harness["next_steps"])
+    assert main(["setup", "--undo"]) == 0
+    assert not [line for line in log.read_text().splitlines() if "remove" in line]
+
+
+def test_codex_named_but_not_on_path_gets_its_files_and_the_steps(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--only codex` on a machine without `codex`: the marketplace is written, nothing is
+    run, and the registration is printed as the steps to run once Codex is installed."""
+    status, report = run_json(capsys, "setup", "--only", "codex")
+    (harness,) = report["harnesses"]
+    assert (status, harness["ran"], harness["problem"]) == (0, [], "")
+    assert any("not on PATH" in note for note in harness["notes"])
+    assert any("codex plugin marketplace add" in step for step in harness["next_steps"])

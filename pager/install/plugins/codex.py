@@ -7,10 +7,12 @@
         hooks/hooks.json                           `pager hook` on the manifest's [hooks] events
         .mcp.json                                  the stdio MCP server `pager mcp`
 
-Codex adds a marketplace and installs plugins with its own commands, and asks the user to
-trust new hooks once (`/hooks`), so those are printed as the next steps, by `pager setup` too:
-the install is Codex copying the plugin into its own cache, and the trust is the user's review
-of what a hook runs, which Pager must not record on the user's behalf. The personal
+Codex adds a marketplace and installs plugins with its own commands (`codex plugin marketplace
+add`, `codex plugin add`, which copy the plugin into Codex's cache and enable it in its
+config.toml): `pager setup` runs them (and `--undo` runs `codex plugin remove` and `codex plugin
+marketplace remove`); `pager plugin install codex` prints them. Codex asks the user to trust new
+hooks once (`/hooks`): that is the user's review of what a hook runs, which Pager must not
+record on the user's behalf, so it stays a printed step. The personal
 marketplace `~/.agents/plugins/marketplace.json` is the user's file and is left alone.
 Sources and what is unverified: docs/skill-and-plugins.md.
 """
@@ -75,5 +77,17 @@ def plugin_files(manifest: Manifest, context: PluginContext) -> PluginPlan:
             f"If you installed it in Codex, uninstall `{PLUGIN}` there too (/plugins) and remove"
             f" the `{MARKETPLACE}` marketplace (see `codex plugin marketplace --help`).",
         ),
-        notes=("Unverified against a real Codex: see docs/skill-and-plugins.md.",),
+        notes=("What of it is verified against a real Codex: docs/skill-and-plugins.md.",),
+        register=(
+            ("codex", "plugin", "marketplace", "add", str(root)),
+            ("codex", "plugin", "add", f"{PLUGIN}@{MARKETPLACE}"),
+        ),
+        register_steps=(
+            "Then trust its hooks once in Codex with /hooks (Codex skips untrusted hooks;"
+            " trusting a hook is your review of what it runs, so Pager leaves it to you).",
+        ),
+        unregister=(
+            ("codex", "plugin", "remove", f"{PLUGIN}@{MARKETPLACE}"),
+            ("codex", "plugin", "marketplace", "remove", MARKETPLACE),
+        ),
     )
