@@ -239,8 +239,8 @@ class DirectoryActor(Actor[DirectoryMessage]):
             raise PagerError(
                 ErrorCode.CONFLICT,
                 "taking an identity over hands it to a session, and this caller has none (the"
-                " person at the terminal, or a harness seen only through its hook); rename"
-                " without force, or run the command inside a `pager <harness>` session",
+                " person at the terminal, or a harness seen only through its hook)",
+                hint=Hint.NEEDS_SESSION,
             )
         now, lease_ttl = self.deps.clock.now(), self.deps.windows.lease_ttl
 

@@ -44,6 +44,10 @@ class Hint(enum.StrEnum):
     WHO_LISTS = "who_lists"
     #: A reservation another identity holds stops the request: ask it, or wait.
     RESERVATION_HELD = "reservation_held"
+    #: A takeover (`claim`, or a rename with force) asked by a caller without a session (the
+    #: person at the terminal, or a harness seen only through its hook): takeovers hand the
+    #: identity to a session.
+    NEEDS_SESSION = "needs_session"
 
 
 HINTS: dict[tuple[Hint, Edge], str] = {
@@ -61,6 +65,12 @@ HINTS: dict[tuple[Hint, Edge], str] = {
     " `pager <harness>`, can take a name over with --force)",
     (Hint.ALIAS_TAKEN, Edge.HTTP): "choose another alias (only a session's token can take"
     ' it over, with "force": true)',
+    (Hint.NEEDS_SESSION, Edge.MCP): "rename without force, or call it from a session of"
+    " `pager <harness>`",
+    (Hint.NEEDS_SESSION, Edge.CLI): "rename yourself with `pager alias NAME` (without"
+    " --force), or run `pager claim NAME` inside a session started with `pager <harness>`",
+    (Hint.NEEDS_SESSION, Edge.HTTP): 'rename without "force", or send it with a session\'s'
+    " token (a session started with `pager <harness>`)",
     (Hint.CLAIM_FORCE, Edge.MCP): "pass force to end that session and take it over",
     (Hint.CLAIM_FORCE, Edge.CLI): "add --force to end that session and take it over",
     (Hint.CLAIM_FORCE, Edge.HTTP): 'send "force": true to end that session and take it over',

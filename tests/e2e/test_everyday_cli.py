@@ -618,4 +618,6 @@ async def test_claim_takes_over_a_detached_identity_and_its_inbox(
     assert busy["agent_id"] != claimed["agent_id"]
     person = pager(broker, desk, "claim", "old")
     assert person.returncode == 1
-    assert "run the command inside a `pager <harness>` session" in person.stderr
+    # The person is told in the command line's words what to do instead.
+    assert "rename yourself with `pager alias NAME`" in person.stderr
+    assert "run `pager claim NAME` inside a session started with `pager <harness>`" in person.stderr
