@@ -106,3 +106,82 @@ def test_the_call_goes_ahead_when_the_hook_fails_or_allows(
 ) -> None:
     key = ASSETS[ident][2]
     assert _run(ident, hook, [("write", {key: "src/x.py"})], tmp_path) == [None]
+
+
+INSTALLED_DRIVER = r"""
+const mod = await import(process.argv[2]);
+const hooks = await mod.PagerPlugin({ client: { session: {} }, directory: process.cwd() });
+const results = [];
+for (const [tool, args] of JSON.parse(process.argv[3])) {
+  try {
+    await hooks["tool.execute.before"]({ tool, sessionID: "ses_1", callID: "c" }, { args });
+    results.push(null);
+  } catch (error) {
+    results.push(String(error.message));
+  }
+}
+console.log(JSON.stringify(results));
+process.exit(0);
+"""
+
+
+@pytest.mark.parametrize("ident", ["opencode", "kilo"])
+def test_the_installed_plugin_checks_sessions_started_without_pager(
+    ident: str, tmp_path: Path
+) -> None:
+    """`pager plugin install opencode|kilo` (and `pager setup`) write a plugin for sessions
+    started without `pager`: it asks `pager hook --pre-tool` before a write, with the call as
+    the payload, refuses with the hook's reason, never asks for a read, and lets the call
+    through when the hook fails."""
+    from pager.install.plugin import PluginContext
+    from pager.install.plugins.kilo import plugin_files as kilo_files
+    from pager.install.plugins.opencode import plugin_files
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs node")
+    manifest = discover(entry_points=False, user_dir=NO_USER_DIR).get(ident).manifest
+    payloads = tmp_path / "payloads.jsonl"
+    stand_in = tmp_path / "pager"  # the `pager` the plugin runs: records argv and payload
+    stand_in.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {shlex.quote(str(tmp_path / "argv.txt"))}\n'
+        f"cat >> {shlex.quote(str(payloads))}; echo >> {shlex.quote(str(payloads))}\n"
+        f"echo {shlex.quote(json.dumps(DENY))}\n"
+    )
+    stand_in.chmod(0o755)
+    build = plugin_files if ident == "opencode" else kilo_files
+    context = PluginContext(home=tmp_path, pager=(str(stand_in),), environ={})
+    (planned,) = build(manifest, context).files
+    module = tmp_path / "plugin.mjs"
+    module.write_bytes(planned.content)
+    script = tmp_path / "driver.mjs"
+    script.write_text(INSTALLED_DRIVER)
+    calls = [("write", {"filePath": "src/x.py"}), ("read", {"filePath": "src/x.py"})]
+    done = subprocess.run(
+        [node, str(script), module.as_uri(), json.dumps(calls)],
+        env={"PATH": "/usr/bin:/bin"},  # no PAGER_TOKEN: a session started without `pager`
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["held", None]
+    [payload] = [json.loads(line) for line in payloads.read_text().splitlines() if line]
+    assert (payload["tool_name"], payload["tool_input"]) == ("write", {"filePath": "src/x.py"})
+    argv = (tmp_path / "argv.txt").read_text().split()
+    assert argv[:4] == ["hook", "--implementation", ident, "--pre-tool"]
+
+    stand_in.write_text("#!/bin/sh\nexit 1\n")  # the hook fails: the write goes ahead
+    done = subprocess.run(
+        [node, str(script), module.as_uri(), json.dumps(calls[:1])],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [None], done.stderr

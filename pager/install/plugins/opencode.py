@@ -27,7 +27,10 @@ TEMPLATE = """\
 //   1. adds the MCP server "pager" (the local command `pager mcp`) to the configuration,
 //      unless the configuration already has a server of that name, and
 //   2. when a session goes idle, runs `pager hook` for it and, if mail was waiting, adds the
-//      mail to that session with noReply: no turn starts; the model sees it on the next one.
+//      mail to that session with noReply: no turn starts; the model sees it on the next one;
+//   3. before a tool that writes files runs, asks `pager hook --pre-tool` whether another agent
+//      holds one of its paths (edit reservations), and fails the call with the hook's reason
+//      when it does; no answer within PRE_TOOL_TIMEOUT_MS, or any error: the call goes ahead.
 // Sessions started with `pager @ID@` (PAGER_TOKEN is set) are wired by the wrapper: the
 // plugin does nothing there. @VERIFIED@
 
@@ -36,6 +39,47 @@ import { spawn } from "node:child_process";
 const PAGER = @PAGER@;
 const MCP_ARGS = @MCP_ARGS@;
 const HOOK_ARGS = @HOOK_ARGS@;
+const PRE_TOOL = @PRE_TOOL@; // { args, event, tools } from the manifest's [hooks.pre_tool], or null
+const PRE_TOOL_TIMEOUT_MS = 5_000;
+
+async function refusal(tool, args, cwd) {
+  // The pre-tool hook's reason to refuse this call, or null (allowed, or no answer: fail open).
+  if (!PRE_TOOL || typeof tool !== "string" || !PRE_TOOL.tools.includes(tool)) return null;
+  const payload = JSON.stringify({
+    hook_event_name: PRE_TOOL.event,
+    tool_name: tool,
+    tool_input: args ?? {},
+    cwd,
+  });
+  try {
+    const out = await new Promise((resolve) => {
+      let text = "";
+      let child;
+      try {
+        child = spawn(PAGER[0], [...PAGER.slice(1), ...PRE_TOOL.args], {
+          cwd,
+          stdio: ["pipe", "pipe", "ignore"],
+          timeout: PRE_TOOL_TIMEOUT_MS,
+        });
+      } catch {
+        resolve("");
+        return;
+      }
+      child.stdout.on("data", (chunk) => {
+        text += chunk;
+      });
+      child.on("error", () => resolve(""));
+      child.on("close", (code) => resolve(code === 0 ? text : ""));
+      child.stdin.on("error", () => {}); // a hook that does not read it: never our crash
+      child.stdin.end(payload);
+    });
+    if (!out.trim()) return null;
+    const decided = JSON.parse(out).hookSpecificOutput ?? {};
+    return decided.permissionDecision === "deny" ? String(decided.permissionDecisionReason) : null;
+  } catch {
+    return null;
+  }
+}
 
 function waitingMail(sessionID, cwd) {
   return new Promise((resolve) => {
@@ -68,6 +112,10 @@ export const PagerPlugin = async ({ client, directory }) => {
       if (!config.mcp.pager) {
         config.mcp.pager = { type: "local", command: [...PAGER, ...MCP_ARGS], enabled: true };
       }
+    },
+    "tool.execute.before": async (input, output) => {
+      const reason = await refusal(input?.tool, output?.args, directory);
+      if (reason) throw new Error(reason); // @NAME@ fails the call with this message
     },
     event: async ({ event }) => {
       if (event.type !== "@EVENT@") return;
@@ -115,7 +163,23 @@ def plugin_plan(
         str(manifest.hooks.max_chars),
         EVENT,
     ]
+    pre_tool = manifest.hooks.pre_tool
+    checked = None
+    if pre_tool is not None:
+        checked = {
+            "args": [
+                "hook",
+                "--implementation",
+                manifest.id,
+                "--pre-tool",
+                pre_tool.spec(),
+                pre_tool.event,
+            ],
+            "event": pre_tool.event,
+            "tools": sorted({*pre_tool.paths, *pre_tool.shell, *pre_tool.patches}),
+        }
     values = {
+        "@PRE_TOOL@": json.dumps(checked),
         "@VERSION@": context.version,
         "@NAME@": name,
         "@ID@": manifest.id,
