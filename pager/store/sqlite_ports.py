@@ -19,12 +19,13 @@ from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Hint
 from pager.domain.limits import SendLimits
-from pager.domain.loop_guard import TooDeep, decide
+from pager.domain.loop_guard import SendOrigin, TooDeep, decide
 from pager.domain.records import Session, SessionState
 from pager.domain.retention import Applied, Due, Plan, Pruned
 from pager.domain.windows import Windows
 from pager.store import messaging as ms
 from pager.store._conn import AfterCommit, Conn
+from pager.store._messages import Queued
 from pager.store.ports import Changed, ClaimFor, ClaimView, Enqueued, NewMessage
 
 T = TypeVar("T")
@@ -157,35 +158,16 @@ class SqliteInbox:
                 raise PagerError(
                     ErrorCode.UNKNOWN_RECIPIENT, "the recipient was just reaped", hint=Hint.ROSTER
                 )
-            message_id = ids.new_message_id()
-            message = ms.add_message(
-                conn,
-                message_id=message_id,
-                sender_id=send.sender_id,
-                recipient_id=recipient_id,
-                body=send.body,
-                thread=send.thread,
-                reply_to=send.reply_to,
-                now=now,
-                origin=stands.origin,
-                hop=stands.hop,
-                cause_id=stands.cause_id,
-                fields=send.fields,
-            )
+            message = _add_sent(conn, recipient_id, send, stands, now)
             if key is not None:
-                ms.remember_idempotency(conn, send.sender_id, key, message_id, now)
-            ms.mark_exchanged(conn, {send.sender_id, recipient_id})
+                ms.remember_idempotency(conn, send.sender_id, key, message.unread.id, now)
             claims: tuple[ClaimView, ...] = ()
             if claim_for is None:
                 after = before.with_new_mail(now)
             else:
                 claims = tuple(_claim(conn, recipient_id, claim_for, now, policy))
                 after = ms.inbox_due(conn, recipient_id, now, policy.message_expiry)
-            if after.needed != before.recorded:
-                ms.set_next_due(conn, recipient_id, after.needed)
-            if tell_others and self._wake_in_write is not None:
-                self._wake_in_write(conn, recipient_id)
-            ms.record_queued(conn, message)
+            self._queued(conn, recipient_id, message, before, after, tell_others=tell_others)
             due = after.needed
             return AfterCommit(lambda: Changed(Enqueued(message.message(), False, claims), due))
 
@@ -222,30 +204,30 @@ class SqliteInbox:
         def op(conn: Conn) -> AfterCommit[Changed[Enqueued]]:
             ms.lock_send(conn, recipient_id, send.sender_id)
             ms.expect_unchanged(conn, send.sender_id, recipient_id, ahead)
-            message = ms.add_message(
-                conn,
-                message_id=ids.new_message_id(),
-                sender_id=send.sender_id,
-                recipient_id=recipient_id,
-                body=send.body,
-                thread=send.thread,
-                reply_to=send.reply_to,
-                now=now,
-                origin=stands.origin,
-                hop=stands.hop,
-                cause_id=stands.cause_id,
-                fields=send.fields,
-            )
-            ms.mark_exchanged(conn, {send.sender_id, recipient_id})
-            if after.needed != before.recorded:
-                ms.set_next_due(conn, recipient_id, after.needed)
-            if tell_others and self._wake_in_write is not None:
-                self._wake_in_write(conn, recipient_id)
-            ms.record_queued(conn, message)
+            message = _add_sent(conn, recipient_id, send, stands, now)
+            self._queued(conn, recipient_id, message, before, after, tell_others=tell_others)
             due = after.needed
             return AfterCommit(lambda: Changed(Enqueued(message.message(), False), due))
 
         return await self._writer.write_late(op)
+
+    def _queued(
+        self,
+        conn: Conn,
+        recipient_id: str,
+        message: Queued,
+        before: ms.InboxDue,
+        after: ms.InboxDue,
+        *,
+        tell_others: bool,
+    ) -> None:
+        """What every send writes after its message: the inbox's next due time when it moved,
+        the other brokers told, and the `message.queued` event last."""
+        if after.needed != before.recorded:
+            ms.set_next_due(conn, recipient_id, after.needed)
+        if tell_others and self._wake_in_write is not None:
+            self._wake_in_write(conn, recipient_id)
+        ms.record_queued(conn, message)
 
     async def claim(
         self,
@@ -472,3 +454,26 @@ class SqliteRetention:
     async def expire_sessions_of(self, hosts: Sequence[str], *, now: float) -> list[str]:
         gone = list(hosts)
         return await self._writer.write(lambda conn: ms.expire_sessions_of_hosts(conn, gone, now))
+
+
+def _add_sent(
+    conn: Conn, recipient_id: str, send: NewMessage, stands: SendOrigin, now: float
+) -> Queued:
+    """The send's message row, where its chain stands, and both identities marked as having
+    exchanged mail."""
+    message = ms.add_message(
+        conn,
+        message_id=ids.new_message_id(),
+        sender_id=send.sender_id,
+        recipient_id=recipient_id,
+        body=send.body,
+        thread=send.thread,
+        reply_to=send.reply_to,
+        now=now,
+        origin=stands.origin,
+        hop=stands.hop,
+        cause_id=stands.cause_id,
+        fields=send.fields,
+    )
+    ms.mark_exchanged(conn, {send.sender_id, recipient_id})
+    return message

@@ -118,17 +118,24 @@ def run_hook(event: str, session: str, prompt: str | None = None) -> dict[str, A
             "stdout": done.stdout, "stderr": done.stderr, "session_id": session}  # fmt: skip
 
 
+#: Seconds the fake waits for the wrapper to append a whole line to its input file.
+INPUT_BOUND = 60.0
+
+
 def submitted(argv: list[str], session: str) -> dict[str, Any]:
     """The next line of the `--input-file`, and the hook run for it when it is a submit."""
     path = Path(option(argv, "--input-file") or "")
     offset = int(os.environ.get("FAKE_QWEN_INPUT_OFFSET", "0"))
+    deadline = time.monotonic() + INPUT_BOUND
     while True:
         with path.open("rb") as file:
             file.seek(offset)
             line = file.readline()
         if line.endswith(b"\n"):
             break
-        time.sleep(0.02)
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no whole line in {path} within {INPUT_BOUND:.0f} s")
+        time.sleep(0.02)  # paces the reads of a file the wrapper appends to
     os.environ["FAKE_QWEN_INPUT_OFFSET"] = str(offset + len(line))
     entry = json.loads(line)
     record: dict[str, Any] = {"line": entry, "mode": path.stat().st_mode & 0o777}

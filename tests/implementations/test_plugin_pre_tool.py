@@ -108,23 +108,6 @@ def test_the_call_goes_ahead_when_the_hook_fails_or_allows(
     assert _run(ident, hook, [("write", {key: "src/x.py"})], tmp_path) == [None]
 
 
-INSTALLED_DRIVER = r"""
-const mod = await import(process.argv[2]);
-const hooks = await mod.PagerPlugin({ client: { session: {} }, directory: process.cwd() });
-const results = [];
-for (const [tool, args] of JSON.parse(process.argv[3])) {
-  try {
-    await hooks["tool.execute.before"]({ tool, sessionID: "ses_1", callID: "c" }, { args });
-    results.push(null);
-  } catch (error) {
-    results.push(String(error.message));
-  }
-}
-console.log(JSON.stringify(results));
-process.exit(0);
-"""
-
-
 @pytest.mark.parametrize("ident", ["opencode", "kilo"])
 def test_the_installed_plugin_checks_sessions_started_without_pager(
     ident: str, tmp_path: Path
@@ -156,7 +139,7 @@ def test_the_installed_plugin_checks_sessions_started_without_pager(
     module = tmp_path / "plugin.mjs"
     module.write_bytes(planned.content)
     script = tmp_path / "driver.mjs"
-    script.write_text(INSTALLED_DRIVER)
+    script.write_text(OPENCODE_DRIVER)  # the installed plugin exports the same `PagerPlugin`
     calls = [("write", {"filePath": "src/x.py"}), ("read", {"filePath": "src/x.py"})]
     done = subprocess.run(
         [node, str(script), module.as_uri(), json.dumps(calls)],
