@@ -1,12 +1,13 @@
 """Every figure of `./scripts/bench`, for two Git revisions, side by side in one run.
 
 Each revision is checked out into a temporary worktree; each group of figures (lifecycle,
-messaging, implementations, operator, paging) runs that revision's own bench script with this
-checkout's interpreter and PYTHONPATH set to the worktree, so the brokers, hooks and commands it
-starts run that revision's code. The two revisions take turns script by script, `--repeats`
-times each in A-B-B-A order, and each figure is the median of its repeats: a machine that
-speeds up or slows down during the run weighs on both (figures that are already ratios to a
-yardstick measured in the same script, e.g. `status_to_bare_ratio`, are the steadiest).
+messaging, implementations, operator, paging, refusals, floor, multihost, wake) runs that
+revision's own bench script with this checkout's interpreter and PYTHONPATH set to the worktree,
+so the brokers, hooks and commands it starts run that revision's code. The two revisions take
+turns script by script, `--repeats` times each in A-B-B-A order, and each figure is the median
+of its repeats: a machine that speeds up or slows down during the run weighs on both (figures
+that are already ratios to a yardstick measured in the same script, e.g.
+`status_to_bare_ratio`, are the steadiest).
 The output is every numeric figure the groups report (their `--json`, flattened), the two
 revisions' values and their ratio (the second's over the first's).
 
@@ -34,6 +35,10 @@ GROUPS = {
     "implementations": ["bench_implementations.py"],
     "operator": ["bench_operator_api.py", "bench_events.py", "bench_tui.py"],
     "paging": ["bench_paging.py"],
+    "refusals": ["bench_refusals.py"],
+    "floor": ["bench_floor.py"],
+    "multihost": ["bench_multihost.py"],
+    "wake": ["bench_wake.py"],
 }
 
 
