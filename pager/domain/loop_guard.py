@@ -11,12 +11,12 @@ import math
 
 import attrs
 
+from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.limits import SendLimits
+from pager.domain.results import Origin
 
-HUMAN, AGENT, SCRIPT = "human", "agent", "script"
-#: The implementation of the person's identity (SPEC §4.2).
-PERSON_IMPLEMENTATION = "human"
+HUMAN, AGENT, SCRIPT = Origin.HUMAN.value, Origin.AGENT.value, Origin.SCRIPT.value
 #: The window every send rate counts over.
 HOUR = 3600.0
 
@@ -69,7 +69,7 @@ def decide(
         raise PagerError(ErrorCode.ENDED, "the sending identity no longer exists (purged)")
     if script:
         within_rate(limits.script_per_hour, sender.script, now, "you paged")
-    if sender.implementation == PERSON_IMPLEMENTATION:
+    if sender.implementation == PERSON:
         return SendOrigin(SCRIPT, 0, None) if script else SendOrigin(HUMAN, 0, None)
     hop = 1 + sender.cause_hop
     # A run-page starts a chain: no hop to check.

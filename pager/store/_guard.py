@@ -22,6 +22,7 @@ from pager.domain.loop_guard import (
 )
 from pager.domain.read_ahead import InboxDeadlines, ReadAhead
 from pager.domain.records import Identity
+from pager.domain.results import Origin
 from pager.store._conn import Conn
 from pager.store._dialect import dialect_of
 from pager.store._identities import (
@@ -35,7 +36,7 @@ from pager.store._tokens import MAILBOX_PREFIX, page_with_token
 #: The origins each rate counts, as SQL literals: an agent identity's sends are its own
 #: (`agent`) and its `pager run` pages (`script`); a token's and a run's cap count pages alone.
 AGENTS = "'agent', 'script'"
-SCRIPTS = "'script'"
+SCRIPTS = f"'{Origin.SCRIPT.value}'"
 
 
 def origin_and_hop(

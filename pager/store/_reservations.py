@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from pager.domain import reservations as rules
+from pager.domain.addressing import PERSON
 from pager.domain.clock import iso
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Hint
@@ -25,9 +26,6 @@ from pager.store._conn import Conn
 from pager.store._dialect import dialect_of
 from pager.store._events import record_event
 
-#: The person's implementation (pager/store/_registration.py `PERSON`): the person has no
-#: session, and their reservations never go stale.
-PERSON = "human"
 #: Rows a listing answers at most.
 LIST_MAX = 2000
 

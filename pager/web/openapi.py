@@ -21,7 +21,7 @@ from pager.domain.errors import ErrorCode
 from pager.domain.harness_process import HARNESS_MAX, HARNESS_PATTERN
 from pager.domain.hints import Hint
 from pager.domain.records import MessageState
-from pager.domain.results import MeActing
+from pager.domain.results import MeActing, Origin
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT
 from pager.domain.wake import RunOutcome
 from pager.requests import ADDRESS, NAME, PAGE, cursor_pattern
@@ -273,7 +273,7 @@ SCHEMAS: dict[str, Schema] = {
             "attempts": COUNT,
             "dead_reason": NULLABLE_STRING,
             "settled_at": NULLABLE_TIME,
-            "origin": {"enum": ["human", "agent", "script"]},
+            "origin": {"enum": [origin.value for origin in Origin]},
             "hop": COUNT,
         }
     ),

@@ -124,3 +124,15 @@ def test_no_edge_matches_an_alias_or_an_agent_id_by_hand() -> None:
         for path in EDGES
     }
     assert {path: names for path, names in found.items() if names} == {}
+
+
+def test_origins_and_the_persons_implementation_are_spelled_once() -> None:
+    """`human` (an origin, and the person's implementation) is written in the domain only, in
+    `results.Origin` and `addressing.PERSON`: the loop guard, the store's SQL and the OpenAPI
+    document take it from there."""
+    spelled = sorted(
+        str(path.relative_to(ROOT))
+        for path in PAGER.rglob("*.py")
+        if any(re.search(r"\bhuman\b", text) and len(text) < 12 for text in _strings(path))
+    )
+    assert spelled == ["pager/domain/addressing.py", "pager/domain/results.py"]
