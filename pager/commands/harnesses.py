@@ -73,9 +73,17 @@ def cmd_launch(implementation: str, argv: list[str], commands: Iterable[str]) ->
         raise CommandError(str(exc)) from None
 
 
+#: Words people reach for that name a command of another name (`pager stop` is `pager exit`).
+SYNONYMS = {"stop": "exit", "quit": "exit", "shutdown": "exit", "ls": "who", "mail": "inbox"}
+
+
 def _closest(word: str, names: list[str]) -> str | None:
-    """The name `word` most likely misspells; two letters swapped (`sedn`) count first."""
+    """The name `word` most likely means: a synonym, else the name it misspells (two letters
+    swapped, `sedn`, count first)."""
     import difflib
+
+    if SYNONYMS.get(word) in names:
+        return SYNONYMS[word]
 
     close = difflib.get_close_matches(word, names, n=3)
     close.sort(key=lambda name: sorted(name) != sorted(word))  # stable: else by likeness

@@ -196,6 +196,8 @@ def test_a_misspelt_command_is_a_usage_error_with_a_suggestion(
     assert "did you mean claude?" in capsys.readouterr().err
     assert main(["help", "sedn"]) == EXIT_USAGE
     assert "did you mean send?" in capsys.readouterr().err
+    assert main(["stop"]) == EXIT_USAGE  # another word for a command: its name
+    assert "did you mean exit?" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
