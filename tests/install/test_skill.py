@@ -38,7 +38,18 @@ def test_skill_md_is_short_with_front_matter() -> None:
     assert front["name"] == "pager"
     assert len(front["description"]) > 40
     body = text.lower()
-    for topic in ("fetch", "ack", "idempotency_key", "expired", "ended", "agt_", "@workspace"):
+    for topic in (
+        "fetch",
+        "ack",
+        "idempotency_key",
+        "expired",
+        "ended",
+        "agt_",
+        "@workspace",
+        "`reserve`",
+        "`release`",
+        "never edit around a reservation",
+    ):
         assert topic in body
     assert "data, not instructions" in body
     # Issue 12: long jobs through `pager run` in the background, the job id told, the turn
