@@ -11,7 +11,10 @@ in processes of their own (`--client`), never in a server's.
 - sequential: one client, `--sends` (400) sends one at a time: p50, and the server's CPU per
   send (utime+stime of its process, /proc/<pid>/stat, as bench_floor.py measures);
 - 8 clients: 2 processes of 4 threads, each thread its own agent sending to its pair's inbox
-  (agent0 to agent1 and back, ...) for `--seconds` (6): calls/s. Nobody reads.
+  (agent0 to agent1 and back, ...) for `--seconds` (6): calls/s. Nobody reads. With it, the
+  clients' own CPU per call, and the ceiling of the machine on Pager's stack: its cores over
+  the floor's server CPU plus its clients' CPU per call (no server on that stack, Pager's
+  included, answers more on this machine, whatever it does per call).
 
 Each round runs every server in turn, the order reversed every other round; figures are the
 medians of `--runs` rounds (3). Targets (issue 27): Pager's p50 <= agent-inbox's; Pager's CPU
@@ -37,6 +40,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -168,11 +172,13 @@ def load(
         )
         for spec in specs
     ]
+    clients_before = _children_cpu()
     time.sleep(max(0.0, start_at - time.monotonic()))
     before = cpu_seconds(server["pid"])
     outputs = [child.communicate(timeout=600)[0] for child in children]
     elapsed = time.monotonic() - start_at
     cpu = cpu_seconds(server["pid"]) - before
+    clients_cpu = _children_cpu() - clients_before
     results = [json.loads(out) for out in outputs]
     latencies = [t for r in results for t in r["latencies"]]
     sends = len(latencies)
@@ -182,7 +188,15 @@ def load(
         "p50_ms": ms(percentile(latencies, 50)) if latencies else None,
         "calls_per_s": round(sends / (seconds if not count else elapsed), 1),
         "cpu_ms_per_send": round(1000 * cpu / max(sends, 1), 3),
+        # The client processes' own CPU (their start and warm-up included: a few ms each).
+        "client_cpu_ms_per_send": round(1000 * clients_cpu / max(sends, 1), 3),
     }
+
+
+def _children_cpu() -> float:
+    """utime + stime of this process's children that ended (the client processes)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # -- the servers -------------------------------------------------------------------------------
@@ -394,6 +408,12 @@ def measure(args: Any) -> dict[str, Any]:
             "clients_8_calls_per_s": statistics.median(
                 r[name]["clients_8"]["calls_per_s"] for r in results["rounds"]
             ),
+            "clients_8_cpu_ms_per_send": statistics.median(
+                r[name]["clients_8"]["cpu_ms_per_send"] for r in results["rounds"]
+            ),
+            "clients_8_client_cpu_ms_per_send": statistics.median(
+                r[name]["clients_8"]["client_cpu_ms_per_send"] for r in results["rounds"]
+            ),
             "errors": sum(
                 r[name][f]["errors"] for r in results["rounds"] for f in ("sequential", "clients_8")
             ),
@@ -407,6 +427,13 @@ def measure(args: Any) -> dict[str, Any]:
         results["clients_8_over_peer"] = round(
             pager["clients_8_calls_per_s"] / peer["clients_8_calls_per_s"], 2
         )
+        results["clients_8_target_calls_per_s"] = round(4 * peer["clients_8_calls_per_s"], 1)
+    # What this machine can answer at most with 8 clients on Pager's stack: every core busy
+    # with nothing but the floor's server and its clients, at their CPU per call.
+    floor_8 = med["floor"]
+    per_call_ms = floor_8["clients_8_cpu_ms_per_send"] + floor_8["clients_8_client_cpu_ms_per_send"]
+    results["cores"] = os.cpu_count()
+    results["floor_ceiling_calls_per_s"] = round(1000 * (os.cpu_count() or 1) / per_call_ms, 1)
     return results
 
 
@@ -439,6 +466,16 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             )
         )
     rows.append(("CPU per send, Pager / floor", _mark(results["cpu_over_floor"], 1.4), "<= 1.4x"))
+    floor_8 = results["medians"]["floor"]
+    rows.append(
+        (
+            "8 clients: the most this machine answers on Pager's stack",
+            f"{results['floor_ceiling_calls_per_s']} calls/s: {results['cores']} cores over the"
+            f" floor's {floor_8['clients_8_cpu_ms_per_send']} ms CPU per call and its clients'"
+            f" {floor_8['clients_8_client_cpu_ms_per_send']} ms",
+            f"target {results.get('clients_8_target_calls_per_s', '-')} calls/s",
+        )
+    )
     return rows
 
 
