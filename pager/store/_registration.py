@@ -31,6 +31,7 @@ from pager.domain.workspace import Workspace
 from pager.store import _wake as wk
 from pager.store import messaging as ms
 from pager.store._conn import Conn
+from pager.store._sql import sql
 
 
 def identity_of(conn: Conn, agent_id: str) -> Identity:
@@ -93,8 +94,10 @@ def claim_alias(
         refuse(conn, decided)
     if decided.reassign:
         conn.execute(
-            "UPDATE alias_reservations SET identity_id = ? WHERE workspace_key = ?"
-            " AND alias_key = ?",
+            sql(
+                "UPDATE alias_reservations SET identity_id = {} WHERE workspace_key = {}"
+                " AND alias_key = {}"
+            ),
             (agent_id, workspace_key, key),
         )
 

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from pager.domain.delivery import ClaimPolicy, Via
+from pager.store._sql import sql
 from pager.store.sqlite_ports import SqliteInbox
 from tests.store.test_pg_send_round_trips import pg_messaging
 
@@ -88,7 +89,7 @@ async def test_a_broker_whose_clock_runs_ahead_does_not_take_a_claim_early(
             assert (lapsed.value, again.value) == (0, [])
             state = await pg.writer.read(
                 lambda conn: conn.execute(
-                    "SELECT state, attempts FROM messages WHERE id = ?", (sent.message_id,)
+                    sql("SELECT state, attempts FROM messages WHERE id = {}"), (sent.message_id,)
                 ).fetchone()
             )
             assert tuple(state) == ("claimed", 1)

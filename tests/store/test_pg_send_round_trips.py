@@ -37,6 +37,7 @@ from pager.domain.limits import SendLimits
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.requests import RegisterRequest
 from pager.service import BrokerService
+from pager.store._sql import sql
 from pager.store.pg import _writer
 from pager.store.pg._database import connect, upgrade
 from pager.store.pg._schema import WAKE_CHANNEL
@@ -272,7 +273,7 @@ async def test_a_hostile_body_is_stored_as_written(
             )
             rows = await pg.writer.read(
                 lambda conn: conn.execute(
-                    "SELECT id, body, thread, reply_to FROM messages ORDER BY seq"
+                    sql("SELECT id, body, thread, reply_to FROM messages ORDER BY seq")
                 ).fetchall()
             )
             assert rows == [
@@ -311,7 +312,7 @@ async def test_concurrent_sends_at_the_rate_edge_never_pass_the_limit(
                     nursery.start_soon(send, n)
             stored = await pg.writer.read(
                 lambda conn: conn.execute(
-                    "SELECT COUNT(*) FROM messages WHERE sender_id = ?", (alice.agent_id,)
+                    sql("SELECT COUNT(*) FROM messages WHERE sender_id = {}"), (alice.agent_id,)
                 ).fetchone()[0]
             )
             assert (len(accepted), stored) == (limit, limit)

@@ -34,6 +34,7 @@ from pager.domain.windows import Windows
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store._refusals import refused_sends
+from pager.store._sql import sql
 from pager.store.events import EventLogReader, open_event_log
 from pager.store.off_loop import ThreadedEventLog
 from pager.store.pg._conn import PgConn
@@ -520,7 +521,8 @@ async def test_ports_retention_ends_only_gone_hosts_lapsed_sessions(backend: Bac
     await backend.attach(other, host="alive")
     await backend.checkpoint.write(
         lambda conn: conn.execute(
-            "UPDATE sessions SET lease_expires_at = ? WHERE identity_id = ?", (NOW - 1, lapsed)
+            sql("UPDATE sessions SET lease_expires_at = {} WHERE identity_id = {}"),
+            (NOW - 1, lapsed),
         )
     )
     ended = await backend.retention.expire_sessions_of(["gone"], now=NOW)
