@@ -3,7 +3,7 @@ a decision of `pager.domain.identity_rules` needs, asks it, and writes what it d
 (create, rejoin by name, conversation key or resume token, refuse, or take over).
 
 A forced takeover has one implementation, `take_over`, for both edges that offer `force`
-(a registration and `update_agent_alias`). The SQLite directory port (sqlite_ports.py) runs
+(a registration and `update_agent_alias`). The SQLite directory port (sql_ports.py) runs
 these in the writer's transaction; nothing here awaits.
 """
 

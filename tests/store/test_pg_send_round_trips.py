@@ -43,8 +43,8 @@ from pager.store.pg._database import connect, upgrade
 from pager.store.pg._schema import WAKE_CHANNEL
 from pager.store.pg._writer import PgWriter
 from pager.store.pg.backend import PgReadSide, PgWakeups
-from pager.store.sqlite_backend import messaging_ports
-from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
+from pager.store.sql_messaging import messaging_ports
+from pager.store.sql_service import SqlAccounts, SqlListings, SqlLookups
 from tests.messaging.conftest import WINDOWS, FakeInbox
 from tests.store.test_pg_schema import pg_store
 
@@ -173,9 +173,9 @@ async def pg_messaging(
                     identities,
                     config,
                     clock,
-                    lookups=SqliteLookups(writer),
-                    listings=SqliteListings(reads),
-                    accounts=SqliteAccounts(writer),
+                    lookups=SqlLookups(writer),
+                    listings=SqlListings(reads),
+                    accounts=SqlAccounts(writer),
                     resolve=_resolve_inline,
                     never_shown_mail=never_shown_mail_at_turns(),
                 )
