@@ -35,9 +35,9 @@ from pager.service import BrokerService
 from pager.store._meta import meta_value, put_meta
 from pager.store.backend import Backend, StoreAccess, open_backend
 from pager.store.events import record_event
-from pager.store.sqlite_backend import messaging_ports
-from pager.store.sqlite_reservations import StoreReservations
-from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
+from pager.store.sql_messaging import messaging_ports
+from pager.store.sql_reservations import StoreReservations
+from pager.store.sql_service import SqlAccounts, SqlListings, SqlLookups
 from pager.store.sqlite_writer import BrokerRunInfo
 from pager.versions import SCHEMA_VERSION, VERSION
 from supervisors import ChildSpec, Restart, Strategy, Supervisor
@@ -219,7 +219,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
 
     async def start_web(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         from pager.operator import OperatorService  # the server stack, lazily
-        from pager.store.sqlite_operator import SqliteOperatorViews
+        from pager.store.sql_operator import SqlOperatorViews
         from pager.store.wake_book import StoreWakeBook
         from pager.wake_service import WakeService
         from pager.web.openapi import openapi_blueprint
@@ -247,7 +247,7 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
             )
             operator = OperatorService(
                 service.directory,
-                SqliteOperatorViews(reads),
+                SqlOperatorViews(reads),
                 ctx.health,
                 ctx.board,
                 hosts=backend.hosts,
@@ -322,9 +322,9 @@ def build_broker_tree(ctx: BrokerContext, extra_children: Sequence[ChildSpec] = 
                 identities,
                 ctx.config,
                 ctx.clock,
-                lookups=SqliteLookups(checkpoint),
-                listings=SqliteListings(reads),
-                accounts=SqliteAccounts(checkpoint),
+                lookups=SqlLookups(checkpoint),
+                listings=SqlListings(reads),
+                accounts=SqlAccounts(checkpoint),
                 hosts=backend.hosts,
                 never_shown_mail=never_shown_mail,
                 reservation_store=StoreReservations(checkpoint),

@@ -1,15 +1,19 @@
 """What the store's statements need of a connection, whichever engine runs them.
 
 The store's functions (pager/store/_identities.py, _messages.py, …) are written in the SQL that
-SQLite 3.35+ and PostgreSQL both speak, with `?` placeholders, against this protocol: an
-`sqlite3.Connection` is one as it is, and the PostgreSQL backend hands them an adapter
-(pager/store/pg/_conn.py). Engine-specific statements stay in each backend's modules.
+SQLite 3.35+ and PostgreSQL both speak, as `Sql` statements whose parameters each engine spells
+its own way (pager/store/_sql.py), against this protocol: an `sqlite3.Connection` is one as it
+is (an `Sql` is SQLite's text), and the PostgreSQL backend hands them adapters that run each
+statement in psycopg's spelling (pager/store/pg/_conn.py, _batch.py). Engine-specific
+statements stay in each backend's modules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
+
+from pager.store._sql import Sql
 
 
 class Cursor(Protocol):
@@ -23,14 +27,14 @@ class Cursor(Protocol):
     def __iter__(self) -> Iterator[Any]: ...
 
 
-#: Positional (`?`) or named (`:name`) parameters.
+#: Positional (`{}`) or named (`{name}`) parameters.
 Parameters = Sequence[Any] | Mapping[str, Any]
 
 
 class Conn(Protocol):
-    def execute(self, sql: str, parameters: Parameters = ..., /) -> Cursor: ...
+    def execute(self, statement: Sql, parameters: Parameters = ..., /) -> Cursor: ...
 
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+    def executemany(self, statement: Sql, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
 
     def close(self) -> None: ...
 

@@ -10,11 +10,15 @@ SQLite's (this module's `SQLITE`), the PostgreSQL backend's connections carry th
 from __future__ import annotations
 
 from pager.store._conn import Conn
+from pager.store._sql import QMARK, Spelling, sql
 
 
 class Dialect:
     """SQLite's spelling. A store of one writer: every transaction already runs alone, so
     the locks are nothing; the clock compared against is the broker's own."""
+
+    #: How its driver marks a statement's parameters (pager/store/_sql.py).
+    spelling: Spelling = QMARK
 
     def lock_inbox(self, conn: Conn, identity_id: str) -> None:
         """Taken first by every transaction that changes an identity's inbox, held to its
@@ -30,12 +34,13 @@ class Dialect:
 
     def latest_event_seq(self, conn: Conn) -> int:
         """The highest event seq ever handed out (0 before the first), deleted ones too."""
-        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        row = conn.execute(sql("SELECT seq FROM sqlite_sequence WHERE name = 'events'")).fetchone()
         return int(row[0]) if row is not None else 0
 
     def not_after_now(self, column: str) -> str:
-        """The condition that a deadline `column` has come by the `?` bound as now."""
-        return f"{column} <= ?"
+        """The condition that a deadline `column` has come by the parameter bound as now (a
+        template's `{}`, pager/store/_sql.py)."""
+        return f"{column} <= {{}}"
 
     #: Said after a select of rows the transaction then changes (claims, lapses).
     take_free_rows = ""

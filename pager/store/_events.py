@@ -14,6 +14,7 @@ import attrs
 from pager.domain.clock import iso
 from pager.store._conn import Conn
 from pager.store._dialect import dialect_of
+from pager.store._sql import sql
 
 
 @attrs.frozen
@@ -30,7 +31,7 @@ class Event:
 def record_event(conn: Conn, now: float, kind: str, data: dict[str, object]) -> None:
     """Append one event; it becomes visible to readers when the caller's transaction commits."""
     conn.execute(
-        "INSERT INTO events (at, type, data) VALUES (?, ?, ?)",
+        sql("INSERT INTO events (at, type, data) VALUES ({}, {}, {})"),
         (iso(now), kind, json.dumps(data, sort_keys=True)),
     )
 
@@ -39,7 +40,7 @@ def record_events(conn: Conn, now: float, events: Iterable[tuple[str, dict[str, 
     """Append several events at once (a bulk change records one event per item)."""
     at = iso(now)
     conn.executemany(
-        "INSERT INTO events (at, type, data) VALUES (?, ?, ?)",
+        sql("INSERT INTO events (at, type, data) VALUES ({}, {}, {})"),
         [(at, kind, json.dumps(data, sort_keys=True)) for kind, data in events],
     )
 
@@ -47,7 +48,7 @@ def record_events(conn: Conn, now: float, events: Iterable[tuple[str, dict[str, 
 def events_after(conn: Conn, seq: int, limit: int) -> list[Event]:
     """Retained events with a seq greater than `seq`, oldest first, at most `limit`."""
     rows = conn.execute(
-        "SELECT seq, at, type, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+        sql("SELECT seq, at, type, data FROM events WHERE seq > {} ORDER BY seq LIMIT {}"),
         (seq, limit),
     ).fetchall()
     return [Event(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3])) for r in rows]
@@ -67,7 +68,7 @@ def event_rows_after(conn: Conn, seq: int, limit: int) -> list[tuple[int, str, s
     return [
         (int(r[0]), str(r[1]), str(r[2]), str(r[3]))
         for r in conn.execute(
-            "SELECT seq, at, type, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            sql("SELECT seq, at, type, data FROM events WHERE seq > {} ORDER BY seq LIMIT {}"),
             (seq, limit),
         )
     ]
@@ -75,5 +76,5 @@ def event_rows_after(conn: Conn, seq: int, limit: int) -> list[tuple[int, str, s
 
 def oldest_event_seq(conn: Conn) -> int | None:
     """The lowest retained seq (None when the log is empty: nothing recorded, or all pruned)."""
-    row = conn.execute("SELECT MIN(seq) FROM events").fetchone()
+    row = conn.execute(sql("SELECT MIN(seq) FROM events")).fetchone()
     return None if row is None or row[0] is None else int(row[0])

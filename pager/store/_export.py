@@ -13,6 +13,7 @@ from pager.domain.clock import iso
 from pager.domain.json_bounds import loads_stored
 from pager.domain.names import format_address
 from pager.store._conn import Conn
+from pager.store._sql import sql
 
 #: The record format. Readers must ignore fields they do not know; a change that removes or
 #: redefines a field raises it.
@@ -22,9 +23,11 @@ EXPORT_VERSION = 1
 def export_records(conn: Conn, *, since: float | None = None) -> Iterator[Any]:
     """Every identity, then every message (sent at or after `since`, oldest first)."""
     identities = conn.execute(
-        "SELECT i.id, i.alias, i.durable, i.implementation, i.created_at, i.last_seen,"
-        " i.archived_at, w.slug, w.path FROM identities i"
-        " JOIN workspaces w ON w.key = i.workspace_key ORDER BY i.created_at, i.id"
+        sql(
+            "SELECT i.id, i.alias, i.durable, i.implementation, i.created_at, i.last_seen,"
+            " i.archived_at, w.slug, w.path FROM identities i"
+            " JOIN workspaces w ON w.key = i.workspace_key ORDER BY i.created_at, i.id"
+        )
     )
     for row in identities:
         yield {
@@ -41,16 +44,18 @@ def export_records(conn: Conn, *, since: float | None = None) -> Iterator[Any]:
             "archived_at": iso(row[6]),
         }
     messages = conn.execute(
-        "SELECT m.id, m.sender_id, m.recipient_id, m.body, m.thread, m.reply_to, m.sent_at,"
-        " m.state, m.attempts, m.dead_reason, m.settled_at,"
-        " s.alias, sw.slug, r.alias, rw.slug, m.origin, m.hop, m.cause_id, m.fields, t.label"
-        " FROM messages m"
-        " LEFT JOIN identities s ON s.id = m.sender_id"
-        " LEFT JOIN mailbox_tokens t ON t.id = m.sender_id"
-        " LEFT JOIN workspaces sw ON sw.key = s.workspace_key"
-        " LEFT JOIN identities r ON r.id = m.recipient_id"
-        " LEFT JOIN workspaces rw ON rw.key = r.workspace_key"
-        " WHERE m.sent_at >= ? ORDER BY m.seq",
+        sql(
+            "SELECT m.id, m.sender_id, m.recipient_id, m.body, m.thread, m.reply_to, m.sent_at,"
+            " m.state, m.attempts, m.dead_reason, m.settled_at,"
+            " s.alias, sw.slug, r.alias, rw.slug, m.origin, m.hop, m.cause_id, m.fields, t.label"
+            " FROM messages m"
+            " LEFT JOIN identities s ON s.id = m.sender_id"
+            " LEFT JOIN mailbox_tokens t ON t.id = m.sender_id"
+            " LEFT JOIN workspaces sw ON sw.key = s.workspace_key"
+            " LEFT JOIN identities r ON r.id = m.recipient_id"
+            " LEFT JOIN workspaces rw ON rw.key = r.workspace_key"
+            " WHERE m.sent_at >= {} ORDER BY m.seq"
+        ),
         (since if since is not None else float("-inf"),),
     )
     for row in messages:

@@ -31,6 +31,7 @@ from pager.store._identities import (
     addresses,
     identity_of,
 )
+from pager.store._sql import sql
 from pager.store._tokens import MAILBOX_PREFIX, page_with_token
 
 #: The origins each rate counts, as SQL literals: an agent identity's sends are its own
@@ -67,30 +68,32 @@ def origin_and_hop(
 def _token_pages(conn: Conn, token_id: str, now: float) -> Sent:
     """The pages a mailbox token sent in the last hour."""
     count, oldest = conn.execute(
-        "SELECT COUNT(*), MIN(sent_at) FROM messages WHERE sender_id = ? AND sent_at > ?"
-        f" AND origin IN ({SCRIPTS})",
+        sql(
+            "SELECT COUNT(*), MIN(sent_at) FROM messages WHERE sender_id = {} AND sent_at > {}"
+            f" AND origin IN ({SCRIPTS})"
+        ),
         (token_id, now - HOUR),
     ).fetchone()
     return Sent(int(count), None if oldest is None else float(oldest))
 
 
-#: The sender's sends of the last hour (`:from`, `:since`) by the origins each rate counts,
+#: The sender's sends of the last hour (`{from}`, `{since}`) by the origins each rate counts,
 #: in one walk of its recent sends (the index by sender and time); the pair's are `PAIR`'s.
 _RATES = (
     f"SELECT COUNT(CASE WHEN origin IN ({AGENTS}) THEN 1 END) AS agent,"
     f" MIN(CASE WHEN origin IN ({AGENTS}) THEN sent_at END) AS agent_oldest,"
     f" COUNT(CASE WHEN origin IN ({SCRIPTS}) THEN 1 END) AS script,"
     f" MIN(CASE WHEN origin IN ({SCRIPTS}) THEN sent_at END) AS script_oldest"
-    " FROM messages WHERE sender_id = :from AND sent_at > :since"
+    " FROM messages WHERE sender_id = {from} AND sent_at > {since}"
 )
 
 
 def _pair(to: str) -> str:
     """The sender's sends of the last hour to `to` (a column or a parameter)."""
     return (
-        f"(SELECT COUNT(*) FROM messages WHERE sender_id = :from AND sent_at > :since"
+        f"(SELECT COUNT(*) FROM messages WHERE sender_id = {{from}} AND sent_at > {{since}}"
         f" AND recipient_id = {to} AND origin IN ({AGENTS})),"
-        f" (SELECT MIN(sent_at) FROM messages WHERE sender_id = :from AND sent_at > :since"
+        f" (SELECT MIN(sent_at) FROM messages WHERE sender_id = {{from}} AND sent_at > {{since}}"
         f" AND recipient_id = {to} AND origin IN ({AGENTS}))"
     )
 
@@ -107,16 +110,18 @@ def sender_facts(
     of the hour."""
     if not count:
         chain = conn.execute(
-            "SELECT implementation, cause_hop, cause_id FROM identities WHERE id = ?",
+            sql("SELECT implementation, cause_hop, cause_id FROM identities WHERE id = {}"),
             (sender_id,),
         ).fetchone()
         if chain is None:
             return None
         return facts_of((*chain, 0, None, 0, None, 0, None))
     row = conn.execute(
-        f"SELECT s.implementation, s.cause_hop, s.cause_id, {_pair(':to')}, r.agent,"
-        f" r.agent_oldest, r.script, r.script_oldest FROM identities s, ({_RATES}) AS r"
-        " WHERE s.id = :from",
+        sql(
+            f"SELECT s.implementation, s.cause_hop, s.cause_id, {_pair('{to}')}, r.agent,"
+            f" r.agent_oldest, r.script, r.script_oldest FROM identities s, ({_RATES}) AS r"
+            " WHERE s.id = {from}"
+        ),
         {"from": sender_id, "to": recipient_id, "since": now - HOUR},
     ).fetchone()
     return None if row is None else facts_of(row)
@@ -186,17 +191,22 @@ def expect_unchanged(conn: Conn, sender_id: str, recipient_id: str, read: ReadAh
     sender = read.sender
     assert sender is not None  # a send from no one was refused before its write
     conn.execute(
-        "SELECT pager_expect("
-        " (SELECT COALESCE(cause_hop, 0) FROM identities WHERE id = :from) = :hop"
-        " AND (SELECT COALESCE(cause_id, '') FROM identities WHERE id = :from) = :cause"
-        f" AND (SELECT COUNT(*) FROM messages WHERE sender_id = :from AND sent_at > :since"
-        f"  AND origin IN ({AGENTS})) = :agent"
-        f" AND (SELECT COUNT(*) FROM messages WHERE sender_id = :from AND sent_at > :since"
-        f"  AND origin IN ({SCRIPTS})) = :script"
-        " AND (SELECT COALESCE(next_due, -1) FROM identities WHERE id = :to) = :due"
-        f" AND COALESCE(({_DEADLINES[0]}), -1) = :claim"
-        f" AND COALESCE(({_DEADLINES[1]}), -1) = :retry"
-        f" AND COALESCE(({_DEADLINES[2]}), -1) = :oldest)",
+        sql(
+            "SELECT pager_expect("
+            " (SELECT COALESCE(cause_hop, 0) FROM identities WHERE id = {from}) = {hop}"
+            " AND (SELECT COALESCE(cause_id, '') FROM identities WHERE id = {from}) = {cause}"
+            f" AND (SELECT COUNT(*) FROM messages WHERE sender_id = {{from}} AND sent_at >"
+            f" {{since}}"
+            f"  AND origin IN ({AGENTS})) ="
+            f" {{agent}}"
+            f" AND (SELECT COUNT(*) FROM messages WHERE sender_id = {{from}} AND sent_at >"
+            f" {{since}}"
+            f"  AND origin IN ({SCRIPTS})) = {{script}}"
+            " AND (SELECT COALESCE(next_due, -1) FROM identities WHERE id = {to}) = {due}"
+            f" AND COALESCE(({_deadlines('{to}')[0]}), -1) = {{claim}}"
+            f" AND COALESCE(({_deadlines('{to}')[1]}), -1) = {{retry}}"
+            f" AND COALESCE(({_deadlines('{to}')[2]}), -1) = {{oldest}})"
+        ),
         {
             "from": sender_id,
             "to": recipient_id,
@@ -218,16 +228,17 @@ def _or_minus_one(value: float | None) -> float:
     return -1.0 if value is None else value
 
 
-#: An inbox's deadlines (`:to` its identity, `:now` the time they are read at), as
-#: pager/store/_messages.py `inbox_due` reads them: the earliest open claim's, the next
-#: retry's, the oldest unsettled message's sending.
-_DEADLINES = (
-    "SELECT MIN(expires_at) FROM claims WHERE identity_id = :to AND state = 'open'",
-    "SELECT MIN(available_at) FROM messages WHERE recipient_id = :to AND state = 'queued'"
-    " AND available_at > :now",
-    "SELECT MIN(sent_at) FROM messages WHERE recipient_id = :to"
-    " AND state IN ('queued', 'claimed', 'delivered')",
-)
+def _deadlines(to: str) -> tuple[str, str, str]:
+    """An inbox's deadlines (`to` its identity: a column or a parameter; `{now}` the time they
+    are read at), as pager/store/_messages.py `inbox_due` reads them: the earliest open
+    claim's, the next retry's, the oldest unsettled message's sending."""
+    return (
+        f"SELECT MIN(expires_at) FROM claims WHERE identity_id = {to} AND state = 'open'",
+        f"SELECT MIN(available_at) FROM messages WHERE recipient_id = {to}"
+        " AND state = 'queued' AND available_at > {now}",
+        f"SELECT MIN(sent_at) FROM messages WHERE recipient_id = {to}"
+        " AND state IN ('queued', 'claimed', 'delivered')",
+    )
 
 
 def resolve_ahead(
@@ -247,11 +258,13 @@ def resolve_ahead(
     where, parameters = addressed_where(
         agent_id=agent_id, alias_key=alias_key, beside=beside, slug=slug
     )
-    deadlines = ", ".join(f"({deadline.replace(':to', 'i.id')})" for deadline in _DEADLINES)
+    deadlines = ", ".join(f"({deadline})" for deadline in _deadlines("i.id"))
     row = conn.execute(
-        f"SELECT {ADDRESSED_COLUMNS}, w.slug, i.next_due, {deadlines}, {_SENDER_COLUMNS}"
-        " FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
-        f" LEFT JOIN identities s ON s.id = :from CROSS JOIN ({_RATES}) AS r WHERE {where}",
+        sql(
+            f"SELECT {ADDRESSED_COLUMNS}, w.slug, i.next_due, {deadlines}, {_SENDER_COLUMNS}"
+            " FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
+            f" LEFT JOIN identities s ON s.id = {{from}} CROSS JOIN ({_RATES}) AS r WHERE {where}"
+        ),
         {**parameters, "from": sender_id, "since": now - HOUR, "now": now},
     ).fetchone()
     if row is None:
@@ -279,7 +292,7 @@ def _chain(conn: Conn, cause_id: object, longest: int) -> list[str]:
     senders: list[str] = []
     while cause_id is not None and len(senders) < longest:
         row = conn.execute(
-            "SELECT sender_id, cause_id FROM messages WHERE id = ?", (cause_id,)
+            sql("SELECT sender_id, cause_id FROM messages WHERE id = {}"), (cause_id,)
         ).fetchone()
         if row is None:
             break
@@ -297,15 +310,17 @@ def start_chain(conn: Conn, identity_id: str, now: float, limits: SendLimits) ->
     budget, PagerError `rate_limited` and the chain goes on (its loop guard stops it). 0
     turns the budget off."""
     row = conn.execute(
-        "SELECT cause_hop, chain_resets, chain_resets_at FROM identities WHERE id = ?",
+        sql("SELECT cause_hop, chain_resets, chain_resets_at FROM identities WHERE id = {}"),
         (identity_id,),
     ).fetchone()
     if row is None or not row[0]:  # nothing to reset: no chain, or one a person started
         return False
     level = chain_reset_budget(limits.chain_resets_per_hour, row[1], row[2], now)
     conn.execute(
-        "UPDATE identities SET cause_hop = NULL, cause_id = NULL, chain_resets = ?,"
-        " chain_resets_at = ? WHERE id = ?",
+        sql(
+            "UPDATE identities SET cause_hop = NULL, cause_id = NULL, chain_resets = {},"
+            " chain_resets_at = {} WHERE id = {}"
+        ),
         (level, now, identity_id),
     )
     return True

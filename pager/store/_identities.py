@@ -17,6 +17,7 @@ from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
 from pager.store._dialect import dialect_of
 from pager.store._events import record_event
+from pager.store._sql import sql
 
 _IDENTITY_COLUMNS = (
     "id, workspace_key, alias, durable, implementation, created_at, last_seen, detached_at,"
@@ -69,20 +70,22 @@ def _session(row: Any) -> Session:
 
 def ensure_workspace(conn: Conn, workspace: Workspace, now: float) -> None:
     conn.execute(
-        "INSERT INTO workspaces (key, slug, path, created_at, host) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (key) DO NOTHING",
+        sql(
+            "INSERT INTO workspaces (key, slug, path, created_at, host) VALUES ({}, {}, {}, {}, {})"
+            " ON CONFLICT (key) DO NOTHING"
+        ),
         (workspace.key, workspace.slug, workspace.path, now, workspace.host),
     )
 
 
 def workspace_of_slug(conn: Conn, slug: str) -> tuple[str, str] | None:
     """(key, path) of the workspace with this slug."""
-    row = conn.execute("SELECT key, path FROM workspaces WHERE slug = ?", (slug,)).fetchone()
+    row = conn.execute(sql("SELECT key, path FROM workspaces WHERE slug = {}"), (slug,)).fetchone()
     return None if row is None else (str(row[0]), str(row[1]))
 
 
 def workspace_slug(conn: Conn, key: str) -> str:
-    row = conn.execute("SELECT slug FROM workspaces WHERE key = ?", (key,)).fetchone()
+    row = conn.execute(sql("SELECT slug FROM workspaces WHERE key = {}"), (key,)).fetchone()
     if row is None:
         raise LookupError(f"no workspace {key!r}")
     return str(row[0])
@@ -91,7 +94,7 @@ def workspace_slug(conn: Conn, key: str) -> str:
 def workspace_of_key(conn: Conn, key: str) -> Workspace:
     """The workspace recorded under `key` (LookupError when there is none)."""
     row = conn.execute(
-        "SELECT key, slug, path, host FROM workspaces WHERE key = ?", (key,)
+        sql("SELECT key, slug, path, host FROM workspaces WHERE key = {}"), (key,)
     ).fetchone()
     if row is None:
         raise LookupError(f"no workspace {key!r}")
@@ -99,7 +102,7 @@ def workspace_of_key(conn: Conn, key: str) -> Workspace:
 
 
 def workspace_path(conn: Conn, key: str) -> str:
-    row = conn.execute("SELECT path FROM workspaces WHERE key = ?", (key,)).fetchone()
+    row = conn.execute(sql("SELECT path FROM workspaces WHERE key = {}"), (key,)).fetchone()
     if row is None:
         raise LookupError(f"no workspace {key!r}")
     return str(row[0])
@@ -110,14 +113,17 @@ def workspace_path(conn: Conn, key: str) -> str:
 
 def get_identity(conn: Conn, identity_id: str) -> Identity | None:
     row = conn.execute(
-        f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE id = ?", (identity_id,)
+        sql(f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE id = {{}}"), (identity_id,)
     ).fetchone()
     return None if row is None else _identity(row)
 
 
 def identity_by_alias(conn: Conn, workspace_key: str, alias_key: str) -> Identity | None:
     row = conn.execute(
-        f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE workspace_key = ? AND alias_key = ?",
+        sql(
+            f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE workspace_key = {{}} AND"
+            f" alias_key = {{}}"
+        ),
         (workspace_key, alias_key),
     ).fetchone()
     return None if row is None else _identity(row)
@@ -138,8 +144,10 @@ def addressed_identity(
         agent_id=agent_id, alias_key=alias_key, beside=beside, slug=slug
     )
     row = conn.execute(
-        f"SELECT {ADDRESSED_COLUMNS}, w.slug FROM identities i"
-        f" JOIN workspaces w ON w.key = i.workspace_key WHERE {where}",
+        sql(
+            f"SELECT {ADDRESSED_COLUMNS}, w.slug FROM identities i"
+            f" JOIN workspaces w ON w.key = i.workspace_key WHERE {where}"
+        ),
         parameters,
     ).fetchone()
     return None if row is None else (_identity(row), str(row[-1]))
@@ -155,12 +163,15 @@ def addressed_where(
     """The condition on `i` (identities) and `w` (its workspace) that picks the identity an
     address names (see `addressed_identity`), with its named parameters."""
     if agent_id is not None:
-        return "i.id = :agent_id", {"agent_id": agent_id}
+        return "i.id = {agent_id}", {"agent_id": agent_id}
     if slug is not None:
-        return "w.slug = :slug AND i.alias_key = :alias_key", {"slug": slug, "alias_key": alias_key}
+        return "w.slug = {slug} AND i.alias_key = {alias_key}", {
+            "slug": slug,
+            "alias_key": alias_key,
+        }
     return (
-        "i.alias_key = :alias_key AND i.workspace_key ="
-        " (SELECT workspace_key FROM identities WHERE id = :beside)",
+        "i.alias_key = {alias_key} AND i.workspace_key ="
+        " (SELECT workspace_key FROM identities WHERE id = {beside})",
         {"alias_key": alias_key, "beside": beside},
     )
 
@@ -173,7 +184,9 @@ def identity_of(row: Any) -> Identity:
 def alias_reserved_by(conn: Conn, workspace_key: str, alias_key: str) -> str | None:
     """The identity holding (now or in the past) this alias in this workspace."""
     row = conn.execute(
-        "SELECT identity_id FROM alias_reservations WHERE workspace_key = ? AND alias_key = ?",
+        sql(
+            "SELECT identity_id FROM alias_reservations WHERE workspace_key = {} AND alias_key = {}"
+        ),
         (workspace_key, alias_key),
     ).fetchone()
     return None if row is None else str(row[0])
@@ -181,8 +194,10 @@ def alias_reserved_by(conn: Conn, workspace_key: str, alias_key: str) -> str | N
 
 def insert_identity(conn: Conn, identity: Identity, alias_key: str) -> None:
     conn.execute(
-        "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
-        " created_at, last_seen, detached_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        sql(
+            "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
+            " created_at, last_seen, detached_at) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {})"
+        ),
         (
             identity.id,
             identity.workspace_key,
@@ -208,8 +223,11 @@ def insert_identity(conn: Conn, identity: Identity, alias_key: str) -> None:
 
 def reserve_alias(conn: Conn, workspace_key: str, alias_key: str, identity_id: str) -> None:
     conn.execute(
-        "INSERT INTO alias_reservations (workspace_key, alias_key, identity_id) VALUES (?, ?, ?)"
-        " ON CONFLICT DO NOTHING",
+        sql(
+            "INSERT INTO alias_reservations (workspace_key, alias_key, identity_id) VALUES ({},"
+            " {}, {})"
+            " ON CONFLICT DO NOTHING"
+        ),
         (workspace_key, alias_key, identity_id),
     )
 
@@ -228,11 +246,13 @@ def set_alias(
     changes, `agent.renamed` when only the alias (or durability) does, nothing otherwise."""
     before = describe_identity(conn, identity_id)
     old = conn.execute(
-        "SELECT workspace_key, alias, durable FROM identities WHERE id = ?", (identity_id,)
+        sql("SELECT workspace_key, alias, durable FROM identities WHERE id = {}"), (identity_id,)
     ).fetchone()
     conn.execute(
-        "UPDATE identities SET workspace_key = ?, alias = ?, alias_key = ?, durable = ?"
-        " WHERE id = ?",
+        sql(
+            "UPDATE identities SET workspace_key = {}, alias = {}, alias_key = {}, durable = {}"
+            " WHERE id = {}"
+        ),
         (workspace_key, alias, alias_key, int(durable), identity_id),
     )
     reserve_alias(conn, workspace_key, alias_key, identity_id)
@@ -264,16 +284,18 @@ def touch_identity(
 ) -> None:
     """Record activity; `attached=True` clears detached/archived marks, False sets detached_at."""
     if attached is None:
-        conn.execute("UPDATE identities SET last_seen = ? WHERE id = ?", (now, identity_id))
+        conn.execute(sql("UPDATE identities SET last_seen = {} WHERE id = {}"), (now, identity_id))
     elif attached:
         conn.execute(
-            "UPDATE identities SET last_seen = ?, detached_at = NULL, archived_at = NULL"
-            " WHERE id = ?",
+            sql(
+                "UPDATE identities SET last_seen = {}, detached_at = NULL, archived_at = NULL"
+                " WHERE id = {}"
+            ),
             (now, identity_id),
         )
     else:
         conn.execute(
-            "UPDATE identities SET last_seen = ?, detached_at = ? WHERE id = ?",
+            sql("UPDATE identities SET last_seen = {}, detached_at = {} WHERE id = {}"),
             (now, now, identity_id),
         )
 
@@ -281,9 +303,9 @@ def touch_identity(
 def mark_exchanged(conn: Conn, identity_ids: Iterable[str]) -> None:
     """The identities have sent or received mail (one statement for all of them)."""
     wanted = sorted(set(identity_ids))
-    marks = ", ".join("?" for _ in wanted)
+    marks = ", ".join("{}" for _ in wanted)
     conn.execute(
-        f"UPDATE identities SET exchanged = 1 WHERE id IN ({marks}) AND exchanged = 0", wanted
+        sql(f"UPDATE identities SET exchanged = 1 WHERE id IN ({marks}) AND exchanged = 0"), wanted
     )
 
 
@@ -293,8 +315,10 @@ def identity_of_implementation(
     """The oldest identity of `implementation` in the workspace, archived ones included (the
     person's: there is one per workspace, SPEC §4.2)."""
     row = conn.execute(
-        f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE workspace_key = ?"
-        " AND implementation = ? ORDER BY created_at, id LIMIT 1",
+        sql(
+            f"SELECT {_IDENTITY_COLUMNS} FROM identities WHERE workspace_key = {{}}"
+            " AND implementation = {} ORDER BY created_at, id LIMIT 1"
+        ),
         (workspace_key, implementation),
     ).fetchone()
     return None if row is None else _identity(row)
@@ -305,7 +329,7 @@ def identity_of_implementation(
 
 def identity_of_conversation(conn: Conn, implementation: str, key: str) -> str | None:
     row = conn.execute(
-        "SELECT identity_id FROM conversations WHERE implementation = ? AND key = ?",
+        sql("SELECT identity_id FROM conversations WHERE implementation = {} AND key = {}"),
         (implementation, key),
     ).fetchone()
     return None if row is None else str(row[0])
@@ -313,8 +337,10 @@ def identity_of_conversation(conn: Conn, implementation: str, key: str) -> str |
 
 def bind_conversation(conn: Conn, implementation: str, key: str, identity_id: str) -> None:
     conn.execute(
-        "INSERT INTO conversations (implementation, key, identity_id) VALUES (?, ?, ?)"
-        " ON CONFLICT (implementation, key) DO UPDATE SET identity_id = excluded.identity_id",
+        sql(
+            "INSERT INTO conversations (implementation, key, identity_id) VALUES ({}, {}, {})"
+            " ON CONFLICT (implementation, key) DO UPDATE SET identity_id = excluded.identity_id"
+        ),
         (implementation, key, identity_id),
     )
 
@@ -323,7 +349,7 @@ def name_conversation(conn: Conn, session_id: str, key: str) -> None:
     """The session's conversation, learnt after it registered (a harness that picks its own
     ids tells its first hook), unless it named one."""
     conn.execute(
-        "UPDATE sessions SET conversation_key = ? WHERE id = ? AND conversation_key IS NULL",
+        sql("UPDATE sessions SET conversation_key = {} WHERE id = {} AND conversation_key IS NULL"),
         (key, session_id),
     )
 
@@ -338,7 +364,10 @@ def insert_session(conn: Conn, session: Session) -> None:
         else json.dumps({"kind": session.delivery.kind, "target": session.delivery.target})
     )
     conn.execute(
-        f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        sql(
+            f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({{}}, {{}}, {{}}, {{}}, {{}},"
+            f" {{}}, {{}}, {{}}, {{}}, {{}}, {{}}, {{}})"
+        ),
         (
             session.id,
             session.identity_id,
@@ -366,37 +395,42 @@ def insert_session(conn: Conn, session: Session) -> None:
 
 def session_by_token(conn: Conn, token_hash: str) -> Session | None:
     row = conn.execute(
-        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE token_hash = ?", (token_hash,)
+        sql(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE token_hash = {{}}"), (token_hash,)
     ).fetchone()
     return None if row is None else _session(row)
 
 
 def session_by_resume(conn: Conn, resume_hash: str) -> Session | None:
     row = conn.execute(
-        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE resume_hash = ?", (resume_hash,)
+        sql(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE resume_hash = {{}}"), (resume_hash,)
     ).fetchone()
     return None if row is None else _session(row)
 
 
 def latest_session(conn: Conn, identity_id: str) -> Session | None:
     row = conn.execute(
-        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = ?"
-        " ORDER BY epoch DESC LIMIT 1",
+        sql(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = {{}}"
+            " ORDER BY epoch DESC LIMIT 1"
+        ),
         (identity_id,),
     ).fetchone()
     return None if row is None else _session(row)
 
 
 def attached_sessions(conn: Conn) -> list[Session]:
-    rows = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE state = 'attached'")
+    rows = conn.execute(sql(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE state = 'attached'"))
     return [_session(row) for row in rows]
 
 
 def attached_session(conn: Conn, identity_id: str) -> Session | None:
     """The identity's attached session, if it has one (never more than one)."""
     row = conn.execute(
-        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = ? AND state = 'attached'"
-        " ORDER BY epoch DESC LIMIT 1",
+        sql(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = {{}} AND state ="
+            " 'attached'"
+            " ORDER BY epoch DESC LIMIT 1"
+        ),
         (identity_id,),
     ).fetchone()
     return None if row is None else _session(row)
@@ -405,7 +439,7 @@ def attached_session(conn: Conn, identity_id: str) -> Session | None:
 def attached_identity_ids(conn: Conn, host: str | None = None) -> frozenset[str]:
     """Every identity with an attached session (the partial index holds only those); with
     `host`, only those attached through that host's broker ('' on a store of one broker)."""
-    rows = conn.execute("SELECT identity_id, host FROM sessions WHERE state = 'attached'")
+    rows = conn.execute(sql("SELECT identity_id, host FROM sessions WHERE state = 'attached'"))
     return frozenset(str(row[0]) for row in rows if host is None or (row[1] or "") == host)
 
 
@@ -416,11 +450,13 @@ def lock_inbox(conn: Conn, identity_id: str) -> None:
 
 def set_next_due(conn: Conn, identity_id: str, due: float | None) -> None:
     """When the identity next needs its actor on its own (see `due_identities`)."""
-    conn.execute("UPDATE identities SET next_due = ? WHERE id = ?", (due, identity_id))
+    conn.execute(sql("UPDATE identities SET next_due = {} WHERE id = {}"), (due, identity_id))
 
 
 def next_due_of(conn: Conn, identity_id: str) -> float | None:
-    row = conn.execute("SELECT next_due FROM identities WHERE id = ?", (identity_id,)).fetchone()
+    row = conn.execute(
+        sql("SELECT next_due FROM identities WHERE id = {}"), (identity_id,)
+    ).fetchone()
     return None if row is None or row[0] is None else float(row[0])
 
 
@@ -430,13 +466,19 @@ def due_identities(
     """(next_due, id) of identities due by `now`, in due order, after the cursor `after`."""
     if after is None:
         rows = conn.execute(
-            "SELECT next_due, id FROM identities WHERE next_due <= ? ORDER BY next_due, id LIMIT ?",
+            sql(
+                "SELECT next_due, id FROM identities WHERE next_due <= {} ORDER BY next_due, id"
+                " LIMIT {}"
+            ),
             (now, limit),
         )
     else:
         rows = conn.execute(
-            "SELECT next_due, id FROM identities WHERE next_due <= ? AND (next_due, id) > (?, ?)"
-            " ORDER BY next_due, id LIMIT ?",
+            sql(
+                "SELECT next_due, id FROM identities WHERE next_due <= {} AND (next_due, id) >"
+                " ({}, {})"
+                " ORDER BY next_due, id LIMIT {}"
+            ),
             (now, after[0], after[1], limit),
         )
     return [(float(due), str(agent_id)) for due, agent_id in rows]
@@ -445,7 +487,7 @@ def due_identities(
 def earliest_due_after(conn: Conn, now: float) -> float | None:
     """The first next-due time later than `now`, of any identity."""
     (due,) = conn.execute(
-        "SELECT MIN(next_due) FROM identities WHERE next_due > ?", (now,)
+        sql("SELECT MIN(next_due) FROM identities WHERE next_due > {}"), (now,)
     ).fetchone()
     return None if due is None else float(due)
 
@@ -456,8 +498,10 @@ def expire_sessions_of_hosts(conn: Conn, hosts: Sequence[str], now: float) -> li
     ended: list[str] = []
     for host in hosts:
         rows = conn.execute(
-            "SELECT id, identity_id FROM sessions WHERE state = 'attached' AND host = ?"
-            " AND lease_expires_at < ?",
+            sql(
+                "SELECT id, identity_id FROM sessions WHERE state = 'attached' AND host = {}"
+                " AND lease_expires_at < {}"
+            ),
             (host, now),
         ).fetchall()
         for session_id, identity_id in rows:
@@ -484,8 +528,10 @@ def end_session(
     not attached any more changes nothing and records nothing.
     """
     cursor = conn.execute(
-        "UPDATE sessions SET state = ?, end_reason = ?, ended_at = ? WHERE id = ?"
-        " AND state = 'attached' RETURNING identity_id",
+        sql(
+            "UPDATE sessions SET state = {}, end_reason = {}, ended_at = {} WHERE id = {}"
+            " AND state = 'attached' RETURNING identity_id"
+        ),
         (state.value, reason, now, session_id),
     )
     row = cursor.fetchone()
@@ -509,8 +555,10 @@ def retire_credentials(conn: Conn, session_id: str) -> None:
     The retired values name the session, so they stay unique however often one token moves:
     a session that takes over again and again retires the same hashes each time."""
     conn.execute(
-        "UPDATE sessions SET token_hash = 'retired:' || id || ':' || token_hash,"
-        " resume_hash = 'retired:' || id || ':' || resume_hash WHERE id = ?",
+        sql(
+            "UPDATE sessions SET token_hash = 'retired:' || id || ':' || token_hash,"
+            " resume_hash = 'retired:' || id || ':' || resume_hash WHERE id = {}"
+        ),
         (session_id,),
     )
 
@@ -519,14 +567,14 @@ def move_conversation(conn: Conn, key: str, from_id: str, to_id: str) -> None:
     """Bind a conversation (of whatever implementation) from one identity to another, so its
     hooks and its next resume follow the session that moved."""
     conn.execute(
-        "UPDATE conversations SET identity_id = ? WHERE key = ? AND identity_id = ?",
+        sql("UPDATE conversations SET identity_id = {} WHERE key = {} AND identity_id = {}"),
         (to_id, key, from_id),
     )
 
 
 def set_lease(conn: Conn, session_id: str, expires_at: float) -> None:
     conn.execute(
-        "UPDATE sessions SET lease_expires_at = ? WHERE id = ? AND state = 'attached'",
+        sql("UPDATE sessions SET lease_expires_at = {} WHERE id = {} AND state = 'attached'"),
         (expires_at, session_id),
     )
 
@@ -537,10 +585,12 @@ def addresses(conn: Conn, identity_ids: Iterable[str]) -> dict[str, str]:
     wanted = sorted(set(identity_ids))
     if not wanted:
         return {}
-    marks = ", ".join("?" for _ in wanted)
+    marks = ", ".join("{}" for _ in wanted)
     rows = conn.execute(
-        "SELECT i.id, i.alias, w.slug FROM identities i JOIN workspaces w"
-        f" ON w.key = i.workspace_key WHERE i.id IN ({marks})",
+        sql(
+            "SELECT i.id, i.alias, w.slug FROM identities i JOIN workspaces w"
+            f" ON w.key = i.workspace_key WHERE i.id IN ({marks})"
+        ),
         wanted,
     )
     found = {str(row[0]): format_address(str(row[1]), str(row[2])) for row in rows}
@@ -554,8 +604,8 @@ def script_names(conn: Conn, sender_ids: Iterable[str]) -> dict[str, str]:
     pagers = sorted({sender for sender in sender_ids if sender.startswith("mbx_")})
     if not pagers:
         return {}
-    marks = ", ".join("?" for _ in pagers)
-    rows = conn.execute(f"SELECT id, label FROM mailbox_tokens WHERE id IN ({marks})", pagers)
+    marks = ", ".join("{}" for _ in pagers)
+    rows = conn.execute(sql(f"SELECT id, label FROM mailbox_tokens WHERE id IN ({marks})"), pagers)
     return {str(row[0]): f"{row[1]} (script)" for row in rows}
 
 
@@ -565,8 +615,10 @@ def script_names(conn: Conn, sender_ids: Iterable[str]) -> dict[str, str]:
 def describe_identity(conn: Conn, identity_id: str) -> dict[str, object] | None:
     """The identity as operator events name it: id, alias, address and workspace slug."""
     row = conn.execute(
-        "SELECT i.alias, w.slug FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
-        " WHERE i.id = ?",
+        sql(
+            "SELECT i.alias, w.slug FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
+            " WHERE i.id = {}"
+        ),
         (identity_id,),
     ).fetchone()
     if row is None:

@@ -23,6 +23,7 @@ from pager.store._delivery_sql import DELAYED_INDEXED, INBOX_INDEXED, guard, sta
 from pager.store._dialect import dialect_of
 from pager.store._events import record_event, record_events
 from pager.store._identities import addresses
+from pager.store._sql import sql
 
 _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
@@ -116,9 +117,9 @@ def add_message(
 ) -> Queued:
     """Insert a new queued message (its event is the caller's: `record_queued`)."""
     cursor = conn.execute(
-        "INSERT INTO messages (id, sender_id, recipient_id, body, thread, reply_to, sent_at,"
+        sql("INSERT INTO messages (id, sender_id, recipient_id, body, thread, reply_to, sent_at,"
         " state, attempts, available_at, origin, hop, cause_id, fields)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?) RETURNING seq",
+        " VALUES ({}, {}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {}) RETURNING seq"),
         (
             message_id, sender_id, recipient_id, body, thread, reply_to, now, now, origin, hop,
             cause_id, fields,
@@ -157,7 +158,7 @@ def record_queued(conn: Conn, queued: Queued) -> None:
 
 def get_message(conn: Conn, message_id: str) -> Message | None:
     row = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)
+        sql(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = {{}}"), (message_id,)
     ).fetchone()
     return None if row is None else _message(row)
 
@@ -182,7 +183,10 @@ def idempotent_original(
     A send that reuses the key for anything else is refused with `conflict`: answering it
     with the original would report a message it did not describe and drop its own."""
     row = conn.execute(
-        "SELECT message_id FROM idempotency WHERE sender_id = ? AND key = ? AND created_at >= ?",
+        sql(
+            "SELECT message_id FROM idempotency WHERE sender_id = {} AND key = {} AND created_at"
+            " >= {}"
+        ),
         (sender_id, key, since),
     ).fetchone()
     if row is None:
@@ -222,9 +226,12 @@ def idempotent_original(
 
 def remember_idempotency(conn: Conn, sender_id: str, key: str, message_id: str, now: float) -> None:
     conn.execute(
-        "INSERT INTO idempotency (sender_id, key, message_id, created_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (sender_id, key) DO UPDATE SET message_id = excluded.message_id,"
-        " created_at = excluded.created_at",
+        sql(
+            "INSERT INTO idempotency (sender_id, key, message_id, created_at) VALUES ({}, {},"
+            " {}, {})"
+            " ON CONFLICT (sender_id, key) DO UPDATE SET message_id = excluded.message_id,"
+            " created_at = excluded.created_at"
+        ),
         (sender_id, key, message_id, now),
     )
 
@@ -254,9 +261,9 @@ def _claimable(conn: Conn) -> str:
     limit, instead of sorting every waiting row."""
     dialect = dialect_of(conn)
     return (
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = {{}}"
         f" AND {INBOX_INDEXED} AND {_CLAIMABLE}"
-        f" AND {dialect.not_after_now('available_at')} AND seq > 0 ORDER BY seq LIMIT ?"
+        f" AND {dialect.not_after_now('available_at')} AND seq > 0 ORDER BY seq LIMIT {{}}"
         f"{dialect.take_free_rows}"
     )
 
@@ -278,7 +285,7 @@ def claim_waiting(
     Each claim is a guarded update of the queued row it read, so a message another claimer
     took meanwhile is skipped, never claimed twice."""
     dead_letter_expired(conn, recipient_id, now, policy.message_expiry)
-    rows = conn.execute(_claimable(conn), (recipient_id, now, limit)).fetchall()
+    rows = conn.execute(sql(_claimable(conn)), (recipient_id, now, limit)).fetchall()
     claims: list[Claim] = []
     events: list[tuple[str, dict[str, object]]] = []
     for row in rows:
@@ -287,15 +294,20 @@ def claim_waiting(
         state, attempt, expires_at = taken.state, taken.attempt, taken.expires_at
         token = new_token()
         won = conn.execute(
-            f"UPDATE messages SET state = ?, attempts = ? WHERE id = ? AND {_CLAIMABLE}"
-            " AND attempts = ?",
+            sql(
+                f"UPDATE messages SET state = {{}}, attempts = {{}} WHERE id = {{}} AND"
+                f" {_CLAIMABLE}"
+                " AND attempts = {}"
+            ),
             (state.value, attempt, message.id, message.attempts),
         ).rowcount
         if not won:
             continue
         conn.execute(
-            "INSERT INTO claims (token_hash, message_id, identity_id, session_id, attempt, via,"
-            " claimed_at, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            sql(
+                "INSERT INTO claims (token_hash, message_id, identity_id, session_id, attempt, via,"
+                " claimed_at, expires_at, state) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {})"
+            ),
             (
                 hash_token(token),
                 message.id,
@@ -329,7 +341,7 @@ def claim_waiting(
     if claims:  # the last batch delivered: its deepest message is the cause of the next send
         cause = max((claim.message for claim in claims), key=lambda m: m.hop)
         conn.execute(
-            "UPDATE identities SET cause_hop = ?, cause_id = ? WHERE id = ?",
+            sql("UPDATE identities SET cause_hop = {}, cause_id = {} WHERE id = {}"),
             (cause.hop, cause.id, recipient_id),
         )
     return claims
@@ -343,19 +355,23 @@ def dead_letter_expired(conn: Conn, recipient_id: str, now: float, message_expir
     expired = [
         (str(row[0]), str(row[1]), int(row[2]))
         for row in conn.execute(
-            "SELECT id, sender_id, attempts FROM messages WHERE recipient_id = ?"
-            f" AND {guard(Step.EXPIRE)} AND sent_at <= ?",
+            sql(
+                "SELECT id, sender_id, attempts FROM messages WHERE recipient_id = {}"
+                f" AND {guard(Step.EXPIRE)} AND sent_at <= {{}}"
+            ),
             (recipient_id, cutoff),
         )
     ]
     for message_id, _sender, _attempts in expired:
         conn.execute(
-            f"UPDATE claims SET state = ? WHERE message_id = ? AND {_OPEN}",
+            sql(f"UPDATE claims SET state = {{}} WHERE message_id = {{}} AND {_OPEN}"),
             (_claim_end(Step.EXPIRE), message_id),
         )
         conn.execute(
-            "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
-            f" WHERE id = ? AND {guard(Step.EXPIRE)}",
+            sql(
+                "UPDATE messages SET state = {}, dead_reason = {}, settled_at = {}"
+                f" WHERE id = {{}} AND {guard(Step.EXPIRE)}"
+            ),
             (_DEAD, delivery.DeadReason.EXPIRED.value, now, message_id),
         )
     if expired:
@@ -377,13 +393,15 @@ def dead_letter_inbox(conn: Conn, recipient_id: str, now: float, reason: str) ->
     """Every unsettled message of the inbox becomes a dead letter with `reason` (`reaped`,
     `purged`), its open claims expire, and each records `message.dead`. The count."""
     conn.execute(
-        f"UPDATE claims SET state = ? WHERE identity_id = ? AND {_OPEN}",
+        sql(f"UPDATE claims SET state = {{}} WHERE identity_id = {{}} AND {_OPEN}"),
         (_claim_end(Step.RETIRE), recipient_id),
     )
     dead = conn.execute(
-        "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
-        f" WHERE recipient_id = ? AND {INBOX_INDEXED} AND {guard(Step.RETIRE)}"
-        " RETURNING id, sender_id, attempts",
+        sql(
+            "UPDATE messages SET state = {}, dead_reason = {}, settled_at = {}"
+            f" WHERE recipient_id = {{}} AND {INBOX_INDEXED} AND {guard(Step.RETIRE)}"
+            " RETURNING id, sender_id, attempts"
+        ),
         (_DEAD, reason, now, recipient_id),
     ).fetchall()
     if dead:
@@ -428,7 +446,10 @@ def _return_to_queue(
     The event to record: `event` with `data` when it waits again, `message.dead`
     (max_attempts) when that was its last attempt; None when it was not out on a claim."""
     row = conn.execute(
-        f"SELECT state, sender_id, recipient_id, attempts FROM messages WHERE id = ? AND {_OUT}",
+        sql(
+            f"SELECT state, sender_id, recipient_id, attempts FROM messages WHERE id = {{}} AND"
+            f" {_OUT}"
+        ),
         (message_id,),
     ).fetchone()
     if row is None:
@@ -437,15 +458,19 @@ def _return_to_queue(
     outcome = decide(attempts)
     if isinstance(outcome, delivery.Dead):
         changed = conn.execute(
-            "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ?"
-            " WHERE id = ? AND state = ? AND attempts = ?",
+            sql(
+                "UPDATE messages SET state = {}, dead_reason = {}, settled_at = {}"
+                " WHERE id = {} AND state = {} AND attempts = {}"
+            ),
             (_DEAD, outcome.reason.value, now, message_id, state, attempts),
         ).rowcount
         fields = _fields(message_id, sender, recipient, attempt=attempts, reason=outcome.reason)
         return ("message.dead", fields) if changed else None
     changed = conn.execute(
-        "UPDATE messages SET state = ?, available_at = ? WHERE id = ? AND state = ?"
-        " AND attempts = ?",
+        sql(
+            "UPDATE messages SET state = {}, available_at = {} WHERE id = {} AND state = {}"
+            " AND attempts = {}"
+        ),
         (_QUEUED, outcome.available_at, message_id, state, attempts),
     ).rowcount
     if not changed:
@@ -457,8 +482,10 @@ def expire_claims(conn: Conn, recipient_id: str, now: float, max_attempts: int) 
     """Open claims past their ack wait return their messages to the queue at once."""
     dialect = dialect_of(conn)
     rows = conn.execute(
-        f"SELECT token_hash, message_id FROM claims WHERE identity_id = ? AND {_OPEN}"
-        f" AND {dialect.not_after_now('expires_at')}{dialect.take_free_rows}",
+        sql(
+            f"SELECT token_hash, message_id FROM claims WHERE identity_id = {{}} AND {_OPEN}"
+            f" AND {dialect.not_after_now('expires_at')}{dialect.take_free_rows}"
+        ),
         (recipient_id, now),
     ).fetchall()
     events = []
@@ -486,11 +513,13 @@ def _close_open_claim(
     """The open claim `token_hash` (of `identity_id`, when given) closed as `step` closes it,
     by a guarded update: its message id and attempt, or None when it was not open (any
     more)."""
-    mine = "" if identity_id is None else " AND identity_id = ?"
+    mine = "" if identity_id is None else " AND identity_id = {}"
     end = _claim_end(step)
     row = conn.execute(
-        f"UPDATE claims SET state = ? WHERE token_hash = ? AND {_OPEN}{mine}"
-        " RETURNING message_id, attempt",
+        sql(
+            f"UPDATE claims SET state = {{}} WHERE token_hash = {{}} AND {_OPEN}{mine}"
+            " RETURNING message_id, attempt"
+        ),
         (end, token_hash) if identity_id is None else (end, token_hash, identity_id),
     ).fetchone()
     return None if row is None else (str(row[0]), int(row[1]))
@@ -541,14 +570,16 @@ def release_claims(conn: Conn, identity_id: str, token_hashes: Sequence[str], no
             continue
         message_id = closed[0]
         out = conn.execute(
-            f"SELECT state, attempts, sender_id FROM messages WHERE id = ? AND {_OUT}",
+            sql(f"SELECT state, attempts, sender_id FROM messages WHERE id = {{}} AND {_OUT}"),
             (message_id,),
         ).fetchone()
         if (
             out is not None
             and conn.execute(
-                "UPDATE messages SET state = ?, attempts = ? WHERE id = ? AND state = ?"
-                " AND attempts = ?",
+                sql(
+                    "UPDATE messages SET state = {}, attempts = {} WHERE id = {} AND state = {}"
+                    " AND attempts = {}"
+                ),
                 (_QUEUED, delivery.released(int(out[1])), message_id, out[0], out[1]),
             ).rowcount
         ):
@@ -574,8 +605,10 @@ def dead_letter_claims(
             continue
         message_id, attempt = closed
         died = conn.execute(
-            "UPDATE messages SET state = ?, dead_reason = ?, settled_at = ? WHERE id = ?"
-            f" AND {guard(Step.UNRENDERABLE)} AND attempts = ? RETURNING sender_id",
+            sql(
+                "UPDATE messages SET state = {}, dead_reason = {}, settled_at = {} WHERE id = {}"
+                f" AND {guard(Step.UNRENDERABLE)} AND attempts = {{}} RETURNING sender_id"
+            ),
             (_DEAD, reason, now, message_id, attempt),
         ).fetchone()
         if died is None:
@@ -602,9 +635,11 @@ def acknowledge(
     events: list[tuple[str, dict[str, object]]] = []
     for token in tokens:
         row = conn.execute(
-            "SELECT c.message_id, c.identity_id, c.state, c.attempt, m.attempts, m.state,"
-            " m.sender_id FROM claims c JOIN messages m ON m.id = c.message_id"
-            " WHERE c.token_hash = ?",
+            sql(
+                "SELECT c.message_id, c.identity_id, c.state, c.attempt, m.attempts, m.state,"
+                " m.sender_id FROM claims c JOIN messages m ON m.id = c.message_id"
+                " WHERE c.token_hash = {}"
+            ),
             (hash_token(token),),
         ).fetchone()
         if row is None:
@@ -625,8 +660,10 @@ def acknowledge(
             not_applied.append((token, refused.value))
         else:
             conn.execute(
-                "UPDATE messages SET state = ?, settled_at = ? WHERE id = ?"
-                f" AND {guard(Step.ACK)} AND attempts = ?",
+                sql(
+                    "UPDATE messages SET state = {}, settled_at = {} WHERE id = {}"
+                    f" AND {guard(Step.ACK)} AND attempts = {{}}"
+                ),
                 (MessageState.ACKNOWLEDGED.value, now, message_id, attempt),
             )
             applied.append(token)
@@ -688,14 +725,16 @@ def inbox_due_later(
     """`inbox_due`, its answer read when called (a backend that batches statements sends
     this one with the next whose answer is read)."""
     cursor = conn.execute(
-        "SELECT i.id IS NOT NULL, i.next_due,"
-        " (SELECT MIN(expires_at) FROM claims WHERE identity_id = :id AND state = 'open'),"
-        " (SELECT MIN(available_at) FROM messages WHERE recipient_id = :id"
-        f"   AND {DELAYED_INDEXED} AND available_at > :now),"
-        " (SELECT MIN(sent_at) FROM messages WHERE recipient_id = :id"
-        "   AND state IN ('queued', 'claimed', 'delivered'))"
-        " FROM (SELECT CAST(:id AS TEXT) AS wanted) AS k"
-        " LEFT JOIN identities AS i ON i.id = k.wanted",
+        sql(
+            "SELECT i.id IS NOT NULL, i.next_due,"
+            " (SELECT MIN(expires_at) FROM claims WHERE identity_id = {id} AND state = 'open'),"
+            " (SELECT MIN(available_at) FROM messages WHERE recipient_id = {id}"
+            f"   AND {DELAYED_INDEXED} AND available_at > {{now}}),"
+            " (SELECT MIN(sent_at) FROM messages WHERE recipient_id = {id}"
+            "   AND state IN ('queued', 'claimed', 'delivered'))"
+            " FROM (SELECT CAST({id} AS TEXT) AS wanted) AS k"
+            " LEFT JOIN identities AS i ON i.id = k.wanted"
+        ),
         {"id": recipient_id, "now": now},
     )
 
@@ -716,8 +755,10 @@ def inbox_due_later(
 def inbox_counts(conn: Conn, recipient_id: str) -> dict[str, int]:
     counts = {"queued": 0, "claimed": 0, "delivered": 0, "dead": 0}
     for state, count in conn.execute(
-        f"SELECT state, COUNT(*) FROM messages WHERE recipient_id = ? AND {INBOX_INDEXED}"
-        " GROUP BY state",
+        sql(
+            f"SELECT state, COUNT(*) FROM messages WHERE recipient_id = {{}} AND {INBOX_INDEXED}"
+            " GROUP BY state"
+        ),
         (recipient_id,),
     ):
         counts[str(state)] = int(count)
@@ -727,8 +768,10 @@ def inbox_counts(conn: Conn, recipient_id: str) -> dict[str, int]:
 def offerable_count(conn: Conn, recipient_id: str, now: float) -> int:
     """The recipient's messages a claim could take at `now` (queued and available)."""
     (count,) = conn.execute(
-        f"SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND {INBOX_INDEXED}"
-        f" AND {_CLAIMABLE} AND available_at <= ?",
+        sql(
+            f"SELECT COUNT(*) FROM messages WHERE recipient_id = {{}} AND {INBOX_INDEXED}"
+            f" AND {_CLAIMABLE} AND available_at <= {{}}"
+        ),
         (recipient_id, now),
     ).fetchone()
     return int(count)
@@ -736,8 +779,10 @@ def offerable_count(conn: Conn, recipient_id: str, now: float) -> int:
 
 def waiting_count(conn: Conn, recipient_id: str) -> int:
     (count,) = conn.execute(
-        f"SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND {INBOX_INDEXED}"
-        f" AND {_UNSETTLED}",
+        sql(
+            f"SELECT COUNT(*) FROM messages WHERE recipient_id = {{}} AND {INBOX_INDEXED}"
+            f" AND {_UNSETTLED}"
+        ),
         (recipient_id,),
     ).fetchone()
     return int(count)
@@ -752,14 +797,16 @@ def history(
     limit: int,
 ) -> list[Message]:
     """The caller's messages, newest first (read-only)."""
-    clauses = ["(sender_id = :me OR recipient_id = :me)"]
+    clauses = ["(sender_id = {me} OR recipient_id = {me})"]
     if with_id is not None:
-        clauses.append("(sender_id = :other OR recipient_id = :other)")
+        clauses.append("(sender_id = {other} OR recipient_id = {other})")
     if thread is not None:
-        clauses.append("thread = :thread")
+        clauses.append("thread = {thread}")
     rows = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)}"
-        " ORDER BY seq DESC LIMIT :limit",
+        sql(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)}"
+            " ORDER BY seq DESC LIMIT {limit}"
+        ),
         {"me": identity_id, "other": with_id, "thread": thread, "limit": limit},
     )
     return [_message(row) for row in rows]
@@ -768,8 +815,10 @@ def history(
 def waiting(conn: Conn, recipient_id: str, *, limit: int) -> list[Message]:
     """The recipient's unsettled mail, oldest first, read-only (`pager inbox`)."""
     rows = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = ?"
-        f" AND {_UNSETTLED} ORDER BY seq LIMIT ?",
+        sql(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE recipient_id = {{}}"
+            f" AND {_UNSETTLED} ORDER BY seq LIMIT {{}}"
+        ),
         (recipient_id, limit),
     )
     return [_message(row) for row in rows]
@@ -778,7 +827,10 @@ def waiting(conn: Conn, recipient_id: str, *, limit: int) -> list[Message]:
 def sent_by(conn: Conn, sender_id: str, *, limit: int) -> list[Message]:
     """The sender's latest sends, newest first, read-only (`pager sent`)."""
     rows = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE sender_id = ? ORDER BY seq DESC LIMIT ?",
+        sql(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE sender_id = {{}}"
+            " ORDER BY seq DESC LIMIT {}"
+        ),
         (sender_id, limit),
     )
     return [_message(row) for row in rows]

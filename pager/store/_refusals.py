@@ -11,6 +11,7 @@ from __future__ import annotations
 from pager.domain.clock import iso
 from pager.store._conn import Conn
 from pager.store._events import record_event
+from pager.store._sql import sql
 
 MINUTE = 60
 
@@ -23,9 +24,11 @@ def count_refusal(
     of that minute so far."""
     minute = int(now // MINUTE)
     (count,) = conn.execute(
-        "INSERT INTO refusals (sender_id, reason, minute, count) VALUES (?, ?, ?, 1)"
-        " ON CONFLICT (sender_id, reason, minute) DO UPDATE SET count = refusals.count + 1"
-        " RETURNING count",
+        sql(
+            "INSERT INTO refusals (sender_id, reason, minute, count) VALUES ({}, {}, {}, 1)"
+            " ON CONFLICT (sender_id, reason, minute) DO UPDATE SET count = refusals.count + 1"
+            " RETURNING count"
+        ),
         (sender_id, reason, minute),
     ).fetchone()
     if count == 1:
@@ -35,12 +38,14 @@ def count_refusal(
 
 def refused_sends(conn: Conn) -> int:
     """Every refusal still retained."""
-    (total,) = conn.execute("SELECT COALESCE(SUM(count), 0) FROM refusals").fetchone()
+    (total,) = conn.execute(sql("SELECT COALESCE(SUM(count), 0) FROM refusals")).fetchone()
     return int(total)
 
 
 def prune_refusals(conn: Conn, cutoff: float) -> int:
     """Forget the counts of minutes that ended at or before `cutoff`."""
     return int(
-        conn.execute("DELETE FROM refusals WHERE minute < ?", (int(cutoff // MINUTE),)).rowcount
+        conn.execute(
+            sql("DELETE FROM refusals WHERE minute < {}"), (int(cutoff // MINUTE),)
+        ).rowcount
     )

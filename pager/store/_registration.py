@@ -3,7 +3,7 @@ a decision of `pager.domain.identity_rules` needs, asks it, and writes what it d
 (create, rejoin by name, conversation key or resume token, refuse, or take over).
 
 A forced takeover has one implementation, `take_over`, for both edges that offer `force`
-(a registration and `update_agent_alias`). The SQLite directory port (sqlite_ports.py) runs
+(a registration and `update_agent_alias`). The SQLite directory port (sql_ports.py) runs
 these in the writer's transaction; nothing here awaits.
 """
 
@@ -31,6 +31,7 @@ from pager.domain.workspace import Workspace
 from pager.store import _wake as wk
 from pager.store import messaging as ms
 from pager.store._conn import Conn
+from pager.store._sql import sql
 
 
 def identity_of(conn: Conn, agent_id: str) -> Identity:
@@ -93,8 +94,10 @@ def claim_alias(
         refuse(conn, decided)
     if decided.reassign:
         conn.execute(
-            "UPDATE alias_reservations SET identity_id = ? WHERE workspace_key = ?"
-            " AND alias_key = ?",
+            sql(
+                "UPDATE alias_reservations SET identity_id = {} WHERE workspace_key = {}"
+                " AND alias_key = {}"
+            ),
             (agent_id, workspace_key, key),
         )
 

@@ -25,6 +25,7 @@ from pager.domain.reservations import Holding, Pattern, State, Times
 from pager.store._conn import Conn
 from pager.store._dialect import dialect_of
 from pager.store._events import record_event
+from pager.store._sql import sql
 
 #: Rows a listing answers at most.
 LIST_MAX = 2000
@@ -85,7 +86,7 @@ LEFT JOIN workspaces rw ON rw.key = r.workspace_key
 _SCOPE_OF = (
     "SELECT CASE WHEN w.host <> '' AND substr(w.key, 1, length(w.host) + 1) = w.host || ':'"
     " THEN substr(w.key, length(w.host) + 2) ELSE w.key END"
-    " FROM identities i JOIN workspaces w ON w.key = i.workspace_key WHERE i.id = ?"
+    " FROM identities i JOIN workspaces w ON w.key = i.workspace_key WHERE i.id = {}"
 )
 
 
@@ -118,7 +119,7 @@ class Holder:
 
 def holder_of(conn: Conn, identity_id: str) -> Holder:
     row = conn.execute(
-        "SELECT i.workspace_key, (" + _SCOPE_OF + ") FROM identities i WHERE i.id = ?",
+        sql("SELECT i.workspace_key, (" + _SCOPE_OF + ") FROM identities i WHERE i.id = {}"),
         (identity_id, identity_id),
     ).fetchone()
     if row is None:
@@ -127,7 +128,7 @@ def holder_of(conn: Conn, identity_id: str) -> Holder:
 
 
 def _marks(values: Sequence[object]) -> str:
-    return ", ".join("?" for _ in values)
+    return ", ".join("{}" for _ in values)
 
 
 def candidates(
@@ -143,15 +144,17 @@ def candidates(
         beneath = sorted({p.prefix + "/" for p in patterns})
         clauses = [
             f"r.prefix IN ({_marks(leading)})",
-            *["substr(r.prefix, 1, ?) = ?"] * len(beneath),
+            *["substr(r.prefix, 1, {}) = {}"] * len(beneath),
         ]
         narrow = f" AND ({' OR '.join(clauses)})"
         params += leading
         for prefix in beneath:
             params += [len(prefix), prefix]
     rows = conn.execute(
-        _SELECT + " WHERE r.scope = ? AND r.ended_at IS NULL AND r.expires_at > ?"
-        f" AND r.identity_id <> ?{narrow} ORDER BY r.created_at, r.id",
+        sql(
+            _SELECT + " WHERE r.scope = {} AND r.ended_at IS NULL AND r.expires_at > {}"
+            f" AND r.identity_id <> {{}}{narrow} ORDER BY r.created_at, r.id"
+        ),
         params,
     )
     return [_row(row) for row in rows]
@@ -160,8 +163,10 @@ def candidates(
 def held_by(conn: Conn, identity_id: str, now: float) -> list[Reservation]:
     """The identity's reservations in force."""
     rows = conn.execute(
-        _SELECT + " WHERE r.identity_id = ? AND r.ended_at IS NULL AND r.expires_at > ?"
-        " ORDER BY r.created_at, r.id",
+        sql(
+            _SELECT + " WHERE r.identity_id = {} AND r.ended_at IS NULL AND r.expires_at > {}"
+            " ORDER BY r.created_at, r.id"
+        ),
         (identity_id, now),
     )
     return [_row(row) for row in rows]
@@ -175,9 +180,11 @@ def exclusive_of_others(
     one of the paths' ancestors (stale ones among them: the caller leaves them out)."""
     leading = sorted({a for path in paths for a in rules.ancestors(path)})
     rows = conn.execute(
-        _SELECT + " WHERE r.scope = (" + _SCOPE_OF + ") AND r.ended_at IS NULL"
-        f" AND r.prefix IN ({_marks(leading)}) AND r.expires_at > ? AND r.exclusive = 1"
-        " AND r.identity_id <> ? ORDER BY r.created_at, r.id",
+        sql(
+            _SELECT + " WHERE r.scope = (" + _SCOPE_OF + ") AND r.ended_at IS NULL"
+            f" AND r.prefix IN ({_marks(leading)}) AND r.expires_at > {{}} AND r.exclusive = 1"
+            " AND r.identity_id <> {} ORDER BY r.created_at, r.id"
+        ),
         (identity_id, *leading, now, identity_id),
     )
     return [_row(row) for row in rows]
@@ -232,15 +239,22 @@ def reserve(
         known = mine.get(pattern.text)
         if known is not None:
             conn.execute(
-                "UPDATE reservations SET exclusive = ?, reason = ?, expires_at = ? WHERE id = ?",
+                sql(
+                    "UPDATE reservations SET exclusive = {}, reason = {}, expires_at = {} WHERE"
+                    " id = {}"
+                ),
                 (int(exclusive), reason, expires_at, known.id),
             )
             taken.append(known.id)
             continue
         reservation_id = next(ids)
         conn.execute(
-            "INSERT INTO reservations (id, identity_id, workspace_key, scope, pattern, prefix,"
-            " exclusive, reason, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            sql(
+                "INSERT INTO reservations (id, identity_id, workspace_key, scope, pattern,"
+                " prefix,"
+                " exclusive, reason, created_at, expires_at) VALUES ({}, {}, {}, {}, {}, {}, {},"
+                " {}, {}, {})"
+            ),
             (
                 reservation_id,
                 holder.identity_id,
@@ -265,8 +279,10 @@ def by_ids(conn: Conn, ids: Sequence[str]) -> list[Reservation]:
     """The reservations with these ids, in that order (unknown ones left out)."""
     if not ids:
         return []
-    marks = ", ".join("?" for _ in ids)
-    rows = {r.id: r for r in map(_row, conn.execute(_SELECT + f" WHERE r.id IN ({marks})", ids))}
+    marks = ", ".join("{}" for _ in ids)
+    rows = {
+        r.id: r for r in map(_row, conn.execute(sql(_SELECT + f" WHERE r.id IN ({marks})"), ids))
+    }
     return [rows[i] for i in ids if i in rows]
 
 
@@ -306,7 +322,7 @@ def end_with_identity(conn: Conn, identity_id: str, why: str, now: float) -> Non
     """End an identity's reservations as it is archived, reaped or purged (`why`), in the
     transaction that does it."""
     rows = conn.execute(
-        _SELECT + " WHERE r.identity_id = ? AND r.ended_at IS NULL", (identity_id,)
+        sql(_SELECT + " WHERE r.identity_id = {} AND r.ended_at IS NULL"), (identity_id,)
     ).fetchall()
     if rows:
         _end(conn, [_row(row) for row in rows], now, why, "reservation.released")
@@ -316,13 +332,18 @@ def expire_due(conn: Conn, now: float, *, limit: int = 500) -> int:
     """Record the end of reservations whose TTL passed (at their expiry), each with its
     `reservation.expired` event; how many."""
     rows = conn.execute(
-        _SELECT + " WHERE r.ended_at IS NULL AND r.expires_at <= ? ORDER BY r.expires_at LIMIT ?",
+        sql(
+            _SELECT
+            + " WHERE r.ended_at IS NULL AND r.expires_at <= {} ORDER BY r.expires_at LIMIT {}"
+        ),
         (now, limit),
     ).fetchall()
     for reservation in map(_row, rows):
         conn.execute(
-            "UPDATE reservations SET ended_at = ?, end_reason = 'expired' WHERE id = ?"
-            " AND ended_at IS NULL",
+            sql(
+                "UPDATE reservations SET ended_at = {}, end_reason = 'expired' WHERE id = {}"
+                " AND ended_at IS NULL"
+            ),
             (reservation.expires_at, reservation.id),
         )
         _event(conn, now, "reservation.expired", reservation)
@@ -331,19 +352,19 @@ def expire_due(conn: Conn, now: float, *, limit: int = 500) -> int:
 
 def prune_ended(conn: Conn, before: float) -> int:
     """Forget reservations that ended before `before` (kept as long as the events)."""
-    return conn.execute("DELETE FROM reservations WHERE ended_at <= ?", (before,)).rowcount
+    return conn.execute(sql("DELETE FROM reservations WHERE ended_at <= {}"), (before,)).rowcount
 
 
 def listed(conn: Conn, scope: str | None, now: float) -> tuple[list[Reservation], bool]:
     """Reservations in force (stale ones among them) of one scope, or of every scope (None),
     by scope, pattern; and whether more than LIST_MAX were left out."""
-    where = "r.ended_at IS NULL AND r.expires_at > ?"
+    where = "r.ended_at IS NULL AND r.expires_at > {}"
     params: tuple[object, ...] = (now,)
     if scope is not None:
-        where += " AND r.scope = ?"
+        where += " AND r.scope = {}"
         params += (scope,)
     rows = conn.execute(
-        _SELECT + f" WHERE {where} ORDER BY r.scope, r.pattern, r.id LIMIT ?",
+        sql(_SELECT + f" WHERE {where} ORDER BY r.scope, r.pattern, r.id LIMIT {{}}"),
         (*params, LIST_MAX + 1),
     ).fetchall()
     return [_row(row) for row in rows[:LIST_MAX]], len(rows) > LIST_MAX
@@ -355,8 +376,10 @@ def _end(
     ended = []
     for reservation in chosen:
         conn.execute(
-            "UPDATE reservations SET ended_at = ?, end_reason = ? WHERE id = ?"
-            " AND ended_at IS NULL",
+            sql(
+                "UPDATE reservations SET ended_at = {}, end_reason = {} WHERE id = {}"
+                " AND ended_at IS NULL"
+            ),
             (now, why, reservation.id),
         )
         done = attrs.evolve(reservation, ended_at=now, end_reason=why)

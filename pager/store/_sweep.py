@@ -21,6 +21,7 @@ from pager.store._identities import describe_identity
 from pager.store._messages import dead_letter_inbox
 from pager.store._refusals import prune_refusals
 from pager.store._reservations import end_with_identity, expire_due, prune_ended
+from pager.store._sql import sql
 
 # The retention rules of SPEC §9, written once: each identity's steps (what, why, when), the
 # first and the one that may follow it (a named identity is archived, then reaped), computed
@@ -32,7 +33,7 @@ WITH r AS (
          i.detached_at IS NOT NULL AS detached,
          CASE WHEN EXISTS (SELECT 1 FROM conversations c WHERE c.identity_id = i.id)
            THEN 1 ELSE 0 END AS resumable,
-         COALESCE(i.detached_at, i.created_at + :lease_ttl) AS since
+         COALESCE(i.detached_at, i.created_at + {lease_ttl}) AS since
   FROM identities i
 ), d AS (
   SELECT r.id,
@@ -47,15 +48,15 @@ WITH r AS (
     END AS first_reason,
     CASE
       WHEN durable = 0 AND resumable = 0 THEN since
-      WHEN durable = 0 AND exchanged = 1 THEN since + :resumable_retention
-      WHEN durable = 0 THEN since + :unused
-      WHEN archived_at IS NULL THEN since + :named_archive
-      ELSE COALESCE(first_archived_at, archived_at) + :archive_retention
+      WHEN durable = 0 AND exchanged = 1 THEN since + {resumable_retention}
+      WHEN durable = 0 THEN since + {unused}
+      WHEN archived_at IS NULL THEN since + {named_archive}
+      ELSE COALESCE(first_archived_at, archived_at) + {archive_retention}
     END AS first_due,
     -- a named identity not archived yet is reaped after the archive retention, counted from
     -- its first archive ever (or the one this step makes)
     CASE WHEN durable = 1 AND archived_at IS NULL THEN
-      COALESCE(first_archived_at, since + :named_archive) + :archive_retention
+      COALESCE(first_archived_at, since + {named_archive}) + {archive_retention}
     END AS then_due
   FROM r
 )
@@ -87,8 +88,10 @@ def _due_steps(conn: Conn, now: float, windows: Windows, most: int) -> list[list
     """The steps of at most `most` identities whose first window passed by `now`, the longest
     due first (a sweep builds objects for the ones it will apply, not for every identity due)."""
     rows = conn.execute(
-        _STEPS + f"SELECT {_STEP_COLUMNS} FROM d WHERE first_due <= :now"
-        " ORDER BY first_due LIMIT :most",
+        sql(
+            _STEPS + f"SELECT {_STEP_COLUMNS} FROM d WHERE first_due <= {{now}}"
+            " ORDER BY first_due LIMIT {most}"
+        ),
         {**_window_params(now, windows), "most": most},
     )
     return [_steps_of(row) for row in rows]
@@ -100,7 +103,7 @@ def _next_first_due(
     """The earliest first window still ahead, among identities not attached."""
     found = None
     for agent_id, first_due in conn.execute(
-        _STEPS + "SELECT id, first_due FROM d WHERE first_due > :now ORDER BY first_due",
+        sql(_STEPS + "SELECT id, first_due FROM d WHERE first_due > {now} ORDER BY first_due"),
         _window_params(now, windows),
     ):
         if agent_id not in attached:
@@ -164,7 +167,8 @@ def _applied(
 
 def _attached_count(conn: Conn, agent_id: str) -> int:
     (count,) = conn.execute(
-        "SELECT COUNT(*) FROM sessions WHERE identity_id = ? AND state = 'attached'", (agent_id,)
+        sql("SELECT COUNT(*) FROM sessions WHERE identity_id = {} AND state = 'attached'"),
+        (agent_id,),
     ).fetchone()
     return int(count)
 
@@ -182,8 +186,11 @@ def archive_identity(
     if described is None:
         return None
     cursor = conn.execute(
-        "UPDATE identities SET archived_at = ?, first_archived_at = COALESCE(first_archived_at, ?)"
-        " WHERE id = ? AND archived_at IS NULL",
+        sql(
+            "UPDATE identities SET archived_at = {}, first_archived_at ="
+            " COALESCE(first_archived_at, {})"
+            " WHERE id = {} AND archived_at IS NULL"
+        ),
         (at, at, agent_id),
     )
     if cursor.rowcount == 0:
@@ -191,12 +198,14 @@ def archive_identity(
     ended = _attached_count(conn, agent_id)
     # Attached sessions end; lapsed ones too, so their token answers `ended (archived)`.
     conn.execute(
-        "UPDATE sessions SET state = 'ended', end_reason = 'archived', ended_at = ?"
-        " WHERE identity_id = ? AND state IN ('attached', 'expired')",
+        sql(
+            "UPDATE sessions SET state = 'ended', end_reason = 'archived', ended_at = {}"
+            " WHERE identity_id = {} AND state IN ('attached', 'expired')"
+        ),
         (now, agent_id),
     )
     conn.execute(
-        "UPDATE identities SET detached_at = COALESCE(detached_at, ?) WHERE id = ?",
+        sql("UPDATE identities SET detached_at = COALESCE(detached_at, {}) WHERE id = {}"),
         (now, agent_id),
     )
     end_with_identity(conn, agent_id, "archived", now)  # an archived identity holds nothing
@@ -216,8 +225,10 @@ def unarchive_identity(conn: Conn, agent_id: str, *, now: float, reason: str) ->
     again at once; `first_archived_at` stays, as when attaching un-archives it.
     """
     cursor = conn.execute(
-        "UPDATE identities SET archived_at = NULL, detached_at = ?"
-        " WHERE id = ? AND archived_at IS NOT NULL",
+        sql(
+            "UPDATE identities SET archived_at = NULL, detached_at = {}"
+            " WHERE id = {} AND archived_at IS NOT NULL"
+        ),
         (now, agent_id),
     )
     if cursor.rowcount == 0:
@@ -249,7 +260,7 @@ def reap_identity(
     ended = _attached_count(conn, agent_id)
     dead = dead_letter_inbox(conn, agent_id, now, dead_reason)  # one message.dead each
     end_with_identity(conn, agent_id, dead_reason, now)  # `reaped` or `purged`
-    conn.execute("DELETE FROM identities WHERE id = ?", (agent_id,))
+    conn.execute(sql("DELETE FROM identities WHERE id = {}"), (agent_id,))
     record_event(
         conn,
         now,
@@ -263,10 +274,12 @@ def purge_identity(conn: Conn, agent_id: str, *, now: float, reason: str) -> App
     """Purge (operator): a reap whose dead letters say `purged` and whose sessions' tokens
     keep answering `ended` (purged) instead of becoming unknown."""
     conn.execute(
-        "INSERT INTO purged_sessions (token_hash, session_id, agent_id, purged_at)"
-        " SELECT token_hash, id, identity_id, ? FROM sessions WHERE identity_id = ?"
-        " ON CONFLICT (token_hash) DO UPDATE SET session_id = excluded.session_id,"
-        " agent_id = excluded.agent_id, purged_at = excluded.purged_at",
+        sql(
+            "INSERT INTO purged_sessions (token_hash, session_id, agent_id, purged_at)"
+            " SELECT token_hash, id, identity_id, {} FROM sessions WHERE identity_id = {}"
+            " ON CONFLICT (token_hash) DO UPDATE SET session_id = excluded.session_id,"
+            " agent_id = excluded.agent_id, purged_at = excluded.purged_at"
+        ),
         (now, agent_id),
     )
     return reap_identity(
@@ -283,7 +296,7 @@ def purge_identity(conn: Conn, agent_id: str, *, now: float, reason: str) -> App
 def purged_session(conn: Conn, token_hash: str) -> str | None:
     """The session id a token had, if its identity was purged (within event retention)."""
     row = conn.execute(
-        "SELECT session_id FROM purged_sessions WHERE token_hash = ?", (token_hash,)
+        sql("SELECT session_id FROM purged_sessions WHERE token_hash = {}"), (token_hash,)
     ).fetchone()
     return None if row is None else str(row[0])
 
@@ -291,7 +304,7 @@ def purged_session(conn: Conn, token_hash: str) -> str | None:
 def _steps_now(conn: Conn, agent_id: str, windows: Windows) -> list[Due]:
     """The identity's steps as its row is now; none when it is gone."""
     row = conn.execute(
-        _STEPS + f"SELECT {_STEP_COLUMNS} FROM d WHERE id = :id",
+        sql(_STEPS + f"SELECT {_STEP_COLUMNS} FROM d WHERE id = {{id}}"),
         {**_window_params(0.0, windows), "id": agent_id},
     ).fetchone()
     return [] if row is None else _steps_of(row)
@@ -331,7 +344,7 @@ def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
     purged sessions' tokens (such a token then answers as unknown) and ended wake runs past
     `event_retention`."""
     keys = conn.execute(
-        "DELETE FROM idempotency WHERE created_at <= ?", (now - windows.idempotency,)
+        sql("DELETE FROM idempotency WHERE created_at <= {}"), (now - windows.idempotency,)
     ).rowcount
     # `at` is ISO 8601 UTC with a fixed width, so text order is time order. Events are
     # appended in time order: the log is cut from its oldest event up to the first one to keep,
@@ -340,14 +353,16 @@ def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
     # longer, never dropped early.
     cutoff = iso(now - windows.event_retention)
     events = conn.execute(
-        "DELETE FROM events WHERE seq < COALESCE("
-        "(SELECT seq FROM events WHERE at > ? ORDER BY seq LIMIT 1),"
-        " (SELECT MAX(seq) + 1 FROM events))",
+        sql(
+            "DELETE FROM events WHERE seq < COALESCE("
+            "(SELECT seq FROM events WHERE at > {} ORDER BY seq LIMIT 1),"
+            " (SELECT MAX(seq) + 1 FROM events))"
+        ),
         (cutoff,),
     ).rowcount
     refusals = prune_refusals(conn, now - windows.event_retention)
     tombstones = conn.execute(
-        "DELETE FROM purged_sessions WHERE purged_at <= ?", (now - windows.event_retention,)
+        sql("DELETE FROM purged_sessions WHERE purged_at <= {}"), (now - windows.event_retention,)
     ).rowcount
     # Reservations whose TTL passed blocked nothing since; their end is recorded now, and
     # ended ones are kept as long as their events.
@@ -355,7 +370,7 @@ def prune(conn: Conn, now: float, windows: Windows) -> Pruned:
     prune_ended(conn, now - windows.event_retention)
     # Wake runs are kept as long as their events (the hourly bound needs one hour of them).
     conn.execute(
-        "DELETE FROM wake_runs WHERE ended_at <= ?",
+        sql("DELETE FROM wake_runs WHERE ended_at <= {}"),
         (now - max(windows.event_retention, 3600.0),),
     )
     return Pruned(keys, events, tombstones, refusals)

@@ -15,6 +15,7 @@ import attrs
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.mailbox_tokens import UNUSABLE, MailboxToken
 from pager.store._conn import Conn
+from pager.store._sql import sql
 
 #: A mailbox token id's prefix: a page's sender id is its token's id.
 MAILBOX_PREFIX = "mbx_"
@@ -46,8 +47,10 @@ def insert_mailbox_token(
     expires_at: float | None,
 ) -> MailboxToken:
     conn.execute(
-        f"INSERT INTO mailbox_tokens (token_hash, {_COLUMNS})"
-        " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL)",
+        sql(
+            f"INSERT INTO mailbox_tokens (token_hash, {_COLUMNS})"
+            " VALUES ({}, {}, {}, {}, {}, NULL, {}, NULL)"
+        ),
         (token_hash, token_id, identity_id, label, now, expires_at),
     )
     return MailboxToken(token_id, identity_id, label, now, None, expires_at, None)
@@ -55,14 +58,14 @@ def insert_mailbox_token(
 
 def mailbox_token_by_hash(conn: Conn, token_hash: str) -> MailboxToken | None:
     row = conn.execute(
-        f"SELECT {_COLUMNS} FROM mailbox_tokens WHERE token_hash = ?", (token_hash,)
+        sql(f"SELECT {_COLUMNS} FROM mailbox_tokens WHERE token_hash = {{}}"), (token_hash,)
     ).fetchone()
     return None if row is None else _token(row)
 
 
 def get_mailbox_token(conn: Conn, token_id: str) -> MailboxToken | None:
     row = conn.execute(
-        f"SELECT {_COLUMNS} FROM mailbox_tokens WHERE id = ?", (token_id,)
+        sql(f"SELECT {_COLUMNS} FROM mailbox_tokens WHERE id = {{}}"), (token_id,)
     ).fetchone()
     return None if row is None else _token(row)
 
@@ -70,7 +73,9 @@ def get_mailbox_token(conn: Conn, token_id: str) -> MailboxToken | None:
 def list_mailbox_tokens(conn: Conn, *, revoked: bool) -> list[MailboxToken]:
     """Every token, oldest first; revoked ones only when `revoked`."""
     where = "" if revoked else " WHERE revoked_at IS NULL"
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM mailbox_tokens{where} ORDER BY created_at, id")
+    rows = conn.execute(
+        sql(f"SELECT {_COLUMNS} FROM mailbox_tokens{where} ORDER BY created_at, id")
+    )
     return [_token(row) for row in rows]
 
 
@@ -83,7 +88,9 @@ def revoke_mailbox_token(conn: Conn, token_id: str, now: float) -> MailboxToken:
             f"no mailbox token {token_id!r}; `pager token list` shows their ids",
         )
     if token.revoked_at is None:
-        conn.execute("UPDATE mailbox_tokens SET revoked_at = ? WHERE id = ?", (now, token_id))
+        conn.execute(
+            sql("UPDATE mailbox_tokens SET revoked_at = {} WHERE id = {}"), (now, token_id)
+        )
         token = attrs.evolve(token, revoked_at=now)
     return token
 
@@ -95,4 +102,4 @@ def page_with_token(conn: Conn, token_id: str, recipient_id: str, now: float) ->
     token = get_mailbox_token(conn, token_id)
     if token is None or not token.usable(now) or token.identity_id != recipient_id:
         raise PagerError(ErrorCode.UNAUTHENTICATED, UNUSABLE)
-    conn.execute("UPDATE mailbox_tokens SET last_used_at = ? WHERE id = ?", (now, token_id))
+    conn.execute(sql("UPDATE mailbox_tokens SET last_used_at = {} WHERE id = {}"), (now, token_id))

@@ -34,6 +34,7 @@ from pager.store._delivery_sql import INBOX_INDEXED
 from pager.store._events import latest_event_seq
 from pager.store._identities import script_names
 from pager.store._refusals import refused_sends
+from pager.store._sql import sql
 
 _AGENT_COLUMNS = (
     "i.id, i.alias, w.slug, i.implementation, i.durable, i.archived_at, i.last_seen,"
@@ -67,20 +68,22 @@ def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
 
 
 def _marks(ids: Sequence[str]) -> str:
-    return ", ".join("?" for _ in ids)
+    return ", ".join("{}" for _ in ids)
 
 
 def inbox_counts(conn: Conn, ids: Sequence[str] | None) -> dict[str, InboxCounts]:
     """Queued / claimed (claimed + delivered) / dead per identity (`None`: every recipient),
     from one covering scan of `messages_inbox` (per-id searches of it for a list of ids)."""
-    sql = f"SELECT recipient_id, state, COUNT(*) FROM messages WHERE {_COUNTED}"
+    counted = f"SELECT recipient_id, state, COUNT(*) FROM messages WHERE {_COUNTED}"
     if ids is None:
-        rows: list[Any] = conn.execute(sql + " GROUP BY recipient_id, state").fetchall()
+        rows: list[Any] = conn.execute(sql(counted + " GROUP BY recipient_id, state")).fetchall()
     else:
         rows = []
         for chunk in _chunks(ids):
             rows += conn.execute(
-                sql + f" AND recipient_id IN ({_marks(chunk)}) GROUP BY recipient_id, state",
+                sql(
+                    counted + f" AND recipient_id IN ({_marks(chunk)}) GROUP BY recipient_id, state"
+                ),
                 chunk,
             ).fetchall()
     counts: dict[str, dict[str, int]] = {}
@@ -98,16 +101,18 @@ def inbox_counts(conn: Conn, ids: Sequence[str] | None) -> dict[str, InboxCounts
 
 def live_sessions(conn: Conn, ids: Sequence[str] | None) -> dict[str, list[SessionView]]:
     """The attached sessions (the store's `state = 'attached'`) per identity, oldest first."""
-    sql = (
+    attached = (
         "SELECT identity_id, id, epoch, created_at, lease_expires_at FROM sessions"
         " WHERE state = 'attached'"
     )
     if ids is None:
-        rows: list[Any] = conn.execute(sql).fetchall()
+        rows: list[Any] = conn.execute(sql(attached)).fetchall()
     else:
         rows = []
         for chunk in _chunks(ids):
-            rows += conn.execute(sql + f" AND identity_id IN ({_marks(chunk)})", chunk).fetchall()
+            rows += conn.execute(
+                sql(attached + f" AND identity_id IN ({_marks(chunk)})"), chunk
+            ).fetchall()
     found: dict[str, list[SessionView]] = {}
     for identity_id, session_id, epoch, created_at, lease in sorted(rows, key=lambda r: r[2]):
         found.setdefault(str(identity_id), []).append(
@@ -119,10 +124,10 @@ def live_sessions(conn: Conn, ids: Sequence[str] | None) -> dict[str, list[Sessi
 def wake_marks(conn: Conn) -> tuple[set[str], set[str]]:
     """The identities with launch on mail on, and those with a run going (docs/wake.md): a
     few rows, those the person turned on."""
-    on = {str(row[0]) for row in conn.execute("SELECT identity_id FROM wake_settings")}
+    on = {str(row[0]) for row in conn.execute(sql("SELECT identity_id FROM wake_settings"))}
     going = {
         str(row[0])
-        for row in conn.execute("SELECT identity_id FROM wake_runs WHERE ended_at IS NULL")
+        for row in conn.execute(sql("SELECT identity_id FROM wake_runs WHERE ended_at IS NULL"))
     }
     return on, going
 
@@ -189,7 +194,7 @@ def snapshot(conn: Conn, broker: dict[str, Any]) -> Snapshot:
     """Every workspace that has agents (archived ones included) with its agents by alias,
     the totals over them, and the latest event seq: run it inside one read transaction."""
     rows = conn.execute(
-        f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} ORDER BY w.slug, i.alias_key, i.id"
+        sql(f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} ORDER BY w.slug, i.alias_key, i.id")
     ).fetchall()
     seq = latest_event_seq(conn)
     grouped: dict[str, tuple[str, list[AgentView]]] = {}
@@ -216,16 +221,18 @@ def totals(conn: Conn) -> Totals:
     """The snapshot's totals without building any agent: aggregates only (what `pager status`
     asks for on every run, whatever the size of the store)."""
     workspaces, agents, archived = conn.execute(
-        "SELECT COUNT(DISTINCT workspace_key), COUNT(*), COUNT(archived_at) FROM identities"
+        sql("SELECT COUNT(DISTINCT workspace_key), COUNT(*), COUNT(archived_at) FROM identities")
     ).fetchone()
     (attached,) = conn.execute(
-        "SELECT COUNT(DISTINCT identity_id) FROM sessions WHERE state = 'attached'"
+        sql("SELECT COUNT(DISTINCT identity_id) FROM sessions WHERE state = 'attached'")
     ).fetchone()
     # Mail of identities that are gone (purged, reaped) is not counted, as in the snapshot.
     by_state = dict(
         conn.execute(
-            f"SELECT state, COUNT(*) FROM messages WHERE {_COUNTED}"
-            " AND recipient_id IN (SELECT id FROM identities) GROUP BY state"
+            sql(
+                f"SELECT state, COUNT(*) FROM messages WHERE {_COUNTED}"
+                " AND recipient_id IN (SELECT id FROM identities) GROUP BY state"
+            )
         ).fetchall()
     )
     return Totals(
@@ -255,16 +262,18 @@ def list_agents(
 ) -> tuple[list[AgentView], str | None]:
     """One page of agents in agent-id order (stable: renames and moves never reorder it),
     and the last id shown when there are more."""
-    clauses = ["i.id > ?"]
+    clauses = ["i.id > {}"]
     params: list[object] = [after or ""]
     if workspace is not None:
-        clauses.append("w.slug = ?")
+        clauses.append("w.slug = {}")
         params.append(workspace)
     if archived is not None:
         clauses.append("i.archived_at IS NOT NULL" if archived else "i.archived_at IS NULL")
     rows = conn.execute(
-        f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} WHERE {' AND '.join(clauses)}"
-        " ORDER BY i.id LIMIT ?",
+        sql(
+            f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} WHERE {' AND '.join(clauses)}"
+            " ORDER BY i.id LIMIT {}"
+        ),
         [*params, limit + 1],
     ).fetchall()
     more = len(rows) > limit
@@ -273,7 +282,9 @@ def list_agents(
 
 
 def get_agent(conn: Conn, agent_id: str) -> AgentView | None:
-    rows = conn.execute(f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} WHERE i.id = ?", (agent_id,))
+    rows = conn.execute(
+        sql(f"SELECT {_AGENT_COLUMNS} {_AGENT_FROM} WHERE i.id = {{}}"), (agent_id,)
+    )
     found = _agents(conn, rows.fetchall())
     return found[0][0] if found else None
 
@@ -301,18 +312,22 @@ def roster(
     that stop at the limit (the rest of the key's workspace from its alias on, then the
     workspaces after it), then the waiting counts of the whole page in one batched count."""
     slug, alias = after or ("", "")
-    scope = "" if workspace_key is None else " AND i.workspace_key = ?"
+    scope = "" if workspace_key is None else " AND i.workspace_key = {}"
     params: tuple[str, ...] = () if workspace_key is None else (workspace_key,)
     rows: list[Any] = []
     if after is not None:  # the rest of the last one's workspace
         rows += conn.execute(
-            f"{_ROSTER_SELECT}{scope} AND w.slug = ? AND i.alias_key > ?"
-            " ORDER BY i.alias_key LIMIT ?",
+            sql(
+                f"{_ROSTER_SELECT}{scope} AND w.slug = {{}} AND i.alias_key > {{}}"
+                " ORDER BY i.alias_key LIMIT {}"
+            ),
             (*params, slug, alias, limit + 1),
         ).fetchall()
     if len(rows) <= limit:
         rows += conn.execute(
-            f"{_ROSTER_SELECT}{scope} AND w.slug > ? ORDER BY w.slug, i.alias_key LIMIT ?",
+            sql(
+                f"{_ROSTER_SELECT}{scope} AND w.slug > {{}} ORDER BY w.slug, i.alias_key LIMIT {{}}"
+            ),
             (*params, slug, limit + 1 - len(rows)),
         ).fetchall()
     more = len(rows) > limit
@@ -345,7 +360,8 @@ def correspondents(conn: Conn, ids: Iterable[str]) -> dict[str, Correspondent]:
     found = {agent_id: Correspondent(agent_id, None, None) for agent_id in wanted}
     for chunk in _chunks(wanted):
         for agent_id, alias, slug in conn.execute(
-            f"SELECT i.id, i.alias, w.slug {_AGENT_FROM} WHERE i.id IN ({_marks(chunk)})", chunk
+            sql(f"SELECT i.id, i.alias, w.slug {_AGENT_FROM} WHERE i.id IN ({_marks(chunk)})"),
+            chunk,
         ):
             found[agent_id] = Correspondent(agent_id, alias, format_address(alias, slug))
     for token_id, name in script_names(conn, wanted).items():  # a page's sender
@@ -370,8 +386,10 @@ def agent_messages(
     rows: dict[int, Any] = {}
     for column in sides[direction]:
         for row in conn.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {column} = ?{condition}"
-            " AND seq < ? ORDER BY seq DESC LIMIT ?",
+            sql(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {column} = {{}}{condition}"
+                " AND seq < {} ORDER BY seq DESC LIMIT {}"
+            ),
             (agent_id, _END if before is None else before, limit + 1),
         ):
             rows[int(row[0])] = row
@@ -417,5 +435,5 @@ def agent_messages(
 
 
 def identity_exists(conn: Conn, agent_id: str) -> bool:
-    row = conn.execute("SELECT 1 FROM identities WHERE id = ?", (agent_id,)).fetchone()
+    row = conn.execute(sql("SELECT 1 FROM identities WHERE id = {}"), (agent_id,)).fetchone()
     return row is not None

@@ -33,6 +33,7 @@ from pager.store._identities import (
     workspace_slug,
 )
 from pager.store._messages import offerable_count
+from pager.store._sql import sql
 
 #: Why a run's session ends when the run does.
 RUN_OVER = "the wake run ended"
@@ -74,13 +75,13 @@ def _run(row: Any) -> WakeRun:
 def wake_settings(conn: Conn, agent_id: str) -> WakeSettings | None:
     """The identity's settings; None when launch on mail is off for it."""
     row = conn.execute(
-        f"SELECT {_SETTINGS} FROM wake_settings WHERE identity_id = ?", (agent_id,)
+        sql(f"SELECT {_SETTINGS} FROM wake_settings WHERE identity_id = {{}}"), (agent_id,)
     ).fetchone()
     return None if row is None else _settings(row)
 
 
 def all_wake_settings(conn: Conn) -> list[WakeSettings]:
-    rows = conn.execute(f"SELECT {_SETTINGS} FROM wake_settings ORDER BY identity_id")
+    rows = conn.execute(sql(f"SELECT {_SETTINGS} FROM wake_settings ORDER BY identity_id"))
     return [_settings(row) for row in rows]
 
 
@@ -88,10 +89,12 @@ def put_wake_settings(conn: Conn, settings: WakeSettings, now: float) -> None:
     """Turn launch on mail on (or change its settings), with a `wake.enabled` event."""
     command = None if settings.command is None else json.dumps(list(settings.command))
     conn.execute(
-        "INSERT INTO wake_settings (identity_id, command, max_runs_per_hour, timeout_s,"
-        " updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (identity_id) DO UPDATE SET"
-        " command = excluded.command, max_runs_per_hour = excluded.max_runs_per_hour,"
-        " timeout_s = excluded.timeout_s, updated_at = excluded.updated_at",
+        sql(
+            "INSERT INTO wake_settings (identity_id, command, max_runs_per_hour, timeout_s,"
+            " updated_at) VALUES ({}, {}, {}, {}, {}) ON CONFLICT (identity_id) DO UPDATE SET"
+            " command = excluded.command, max_runs_per_hour = excluded.max_runs_per_hour,"
+            " timeout_s = excluded.timeout_s, updated_at = excluded.updated_at"
+        ),
         (settings.agent_id, command, settings.max_runs_per_hour, settings.timeout, now),
     )
     _agent_event(
@@ -107,7 +110,7 @@ def put_wake_settings(conn: Conn, settings: WakeSettings, now: float) -> None:
 
 def delete_wake_settings(conn: Conn, agent_id: str, now: float) -> bool:
     """Turn launch on mail off; False when it was not on."""
-    cursor = conn.execute("DELETE FROM wake_settings WHERE identity_id = ?", (agent_id,))
+    cursor = conn.execute(sql("DELETE FROM wake_settings WHERE identity_id = {}"), (agent_id,))
     if cursor.rowcount == 0:
         return False
     _agent_event(conn, now, "wake.disabled", agent_id)
@@ -118,10 +121,13 @@ def conversation_to_resume(conn: Conn, agent_id: str, implementation: str) -> st
     """The conversation a wake run resumes: the latest one a session of the identity named
     that is still bound to it (a takeover may have carried it to another identity)."""
     row = conn.execute(
-        "SELECT s.conversation_key FROM sessions s JOIN conversations c"
-        " ON c.key = s.conversation_key AND c.implementation = ? AND c.identity_id = s.identity_id"
-        " WHERE s.identity_id = ? AND s.conversation_key IS NOT NULL"
-        " ORDER BY s.epoch DESC LIMIT 1",
+        sql(
+            "SELECT s.conversation_key FROM sessions s JOIN conversations c"
+            " ON c.key = s.conversation_key AND c.implementation = {} AND c.identity_id ="
+            " s.identity_id"
+            " WHERE s.identity_id = {} AND s.conversation_key IS NOT NULL"
+            " ORDER BY s.epoch DESC LIMIT 1"
+        ),
         (implementation, agent_id),
     ).fetchone()
     return None if row is None else str(row[0])
@@ -147,7 +153,9 @@ def wake_target(conn: Conn, agent_id: str, *, now: float) -> WakeTarget | None:
     if settings is None or candidate is None:
         return None
     key = candidate.identity.workspace_key
-    row = conn.execute("SELECT slug, path, host FROM workspaces WHERE key = ?", (key,)).fetchone()
+    row = conn.execute(
+        sql("SELECT slug, path, host FROM workspaces WHERE key = {}"), (key,)
+    ).fetchone()
     return WakeTarget(
         identity=candidate.identity,
         address=candidate.address,
@@ -171,7 +179,7 @@ def wake_entries(conn: Conn, runs_each: int) -> list[WakeEntry]:
 
 def run_starts_since(conn: Conn, agent_id: str, since: float) -> list[float]:
     rows = conn.execute(
-        "SELECT started_at FROM wake_runs WHERE identity_id = ? AND started_at > ?",
+        sql("SELECT started_at FROM wake_runs WHERE identity_id = {} AND started_at > {}"),
         (agent_id, since),
     )
     return [float(row[0]) for row in rows]
@@ -179,8 +187,10 @@ def run_starts_since(conn: Conn, agent_id: str, since: float) -> list[float]:
 
 def insert_wake_run(conn: Conn, run: WakeRun) -> None:
     conn.execute(
-        "INSERT INTO wake_runs (id, identity_id, session_id, host, started_at, acknowledged)"
-        " VALUES (?, ?, ?, ?, ?, 0)",
+        sql(
+            "INSERT INTO wake_runs (id, identity_id, session_id, host, started_at, acknowledged)"
+            " VALUES ({}, {}, {}, {}, {}, 0)"
+        ),
         (run.id, run.agent_id, run.session_id, run.host, run.started_at),
     )
 
@@ -188,7 +198,7 @@ def insert_wake_run(conn: Conn, run: WakeRun) -> None:
 def open_run_of_session(conn: Conn, session_id: str) -> WakeRun | None:
     """The wake run whose session this is, while it has not ended."""
     row = conn.execute(
-        f"SELECT {_RUNS} FROM wake_runs WHERE session_id = ? AND ended_at IS NULL",
+        sql(f"SELECT {_RUNS} FROM wake_runs WHERE session_id = {{}} AND ended_at IS NULL"),
         (session_id,),
     ).fetchone()
     return None if row is None else _run(row)
@@ -197,7 +207,10 @@ def open_run_of_session(conn: Conn, session_id: str) -> WakeRun | None:
 def mark_run_started(conn: Conn, run_id: str, *, pid: int, log: str, now: float) -> None:
     """The harness process started: its pid and log, with a `wake.started` event."""
     row = conn.execute(
-        "UPDATE wake_runs SET pid = ?, log = ? WHERE id = ? RETURNING identity_id, session_id",
+        sql(
+            "UPDATE wake_runs SET pid = {}, log = {} WHERE id = {} RETURNING identity_id,"
+            " session_id"
+        ),
         (pid, log, run_id),
     ).fetchone()
     if row is not None:
@@ -219,7 +232,7 @@ def end_wake_run(
     """Record the run's end and the messages its session acknowledged, with a `wake.ended`
     event; None when it had ended already."""
     row = conn.execute(
-        f"SELECT {_RUNS} FROM wake_runs WHERE id = ? AND ended_at IS NULL", (run_id,)
+        sql(f"SELECT {_RUNS} FROM wake_runs WHERE id = {{}} AND ended_at IS NULL"), (run_id,)
     ).fetchone()
     if row is None:
         return None
@@ -231,14 +244,18 @@ def end_wake_run(
     acked = [
         str(found[0])
         for found in conn.execute(
-            "SELECT id FROM messages WHERE recipient_id = ? AND state = 'acknowledged'"
-            " AND settled_at >= ? AND settled_at <= ? ORDER BY seq",
+            sql(
+                "SELECT id FROM messages WHERE recipient_id = {} AND state = 'acknowledged'"
+                " AND settled_at >= {} AND settled_at <= {} ORDER BY seq"
+            ),
             (run.agent_id, run.started_at, now),
         )
     ]
     conn.execute(
-        "UPDATE wake_runs SET ended_at = ?, outcome = ?, exit_code = ?, acknowledged = ?"
-        " WHERE id = ?",
+        sql(
+            "UPDATE wake_runs SET ended_at = {}, outcome = {}, exit_code = {}, acknowledged = {}"
+            " WHERE id = {}"
+        ),
         (now, outcome.value, exit_code, len(acked), run_id),
     )
     _agent_event(
@@ -254,7 +271,9 @@ def end_wake_run(
         acknowledged=acked,
         detail=detail,
     )
-    ended = conn.execute(f"SELECT {_RUNS} FROM wake_runs WHERE id = ?", (run_id,)).fetchone()
+    ended = conn.execute(
+        sql(f"SELECT {_RUNS} FROM wake_runs WHERE id = {{}}"), (run_id,)
+    ).fetchone()
     return _run(ended)
 
 
@@ -266,14 +285,17 @@ def record_deferred(conn: Conn, agent_id: str, now: float, *, retry_after: float
 def unfinished_runs(conn: Conn, host: str) -> list[WakeRun]:
     """Runs this host started that never recorded an end (its broker was killed)."""
     rows = conn.execute(
-        f"SELECT {_RUNS} FROM wake_runs WHERE host = ? AND ended_at IS NULL", (host,)
+        sql(f"SELECT {_RUNS} FROM wake_runs WHERE host = {{}} AND ended_at IS NULL"), (host,)
     )
     return [_run(row) for row in rows]
 
 
 def recent_runs(conn: Conn, agent_id: str, limit: int) -> list[WakeRun]:
     rows = conn.execute(
-        f"SELECT {_RUNS} FROM wake_runs WHERE identity_id = ? ORDER BY started_at DESC LIMIT ?",
+        sql(
+            f"SELECT {_RUNS} FROM wake_runs WHERE identity_id = {{}} ORDER BY started_at DESC"
+            f" LIMIT {{}}"
+        ),
         (agent_id, limit),
     )
     return [_run(row) for row in rows]

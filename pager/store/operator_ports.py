@@ -6,7 +6,7 @@ Each call is one consistent read (counts, sessions and the event seq from one in
 never waits for, nor holds up, a write. Pages come back with the key of their last row when
 there are more; the operator service turns that key into the cursor it hands out, so cursors
 stay the same whatever backend read the page. The SQLite backend is
-`pager/store/sqlite_operator.py`.
+`pager/store/sql_operator.py`.
 """
 
 from __future__ import annotations

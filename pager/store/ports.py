@@ -6,7 +6,7 @@ thread). An identity actor calls `Inbox` for its mail and `Sessions` for its bin
 mutating call commits before it returns (the checkpoint is written before the effect is
 announced) and answers, beside its value, the identity's next due time, which the store keeps
 for the scheduler in the same transaction. A backend (SQLite
-today, `pager/store/sqlite_ports.py`; PostgreSQL next) implements these, calling the delivery
+today, `pager/store/sql_ports.py`; PostgreSQL next) implements these, calling the delivery
 state machine of `pager/domain/delivery.py`; `tests/store/test_ports_contract.py` holds every
 backend to the same behaviour. The values they take and answer are the domain's
 (`pager/domain/`): this contract names no backend's module (tests/test_store_layering.py).

@@ -1,7 +1,7 @@
 """The store behind ports for edit reservations (docs/reservations.md): typed and backend-neutral.
 
 `pager/reservations_service.py` calls these; the SQLite backend (and the PostgreSQL one, whose
-writer has the same shape) is `pager/store/sqlite_reservations.py`. Each write commits before it
+writer has the same shape) is `pager/store/sql_reservations.py`. Each write commits before it
 returns; `check` is one read on the last committed state, made on every edit a hook checks.
 """
 

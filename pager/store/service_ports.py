@@ -8,7 +8,7 @@ makes its few writes of its own
 through `Accounts` (each committed before it returns); every other change goes through the
 actor that owns it. Values come back as records (`pager/domain/records.py`) and the small
 frozen values below; the service builds the JSON. The SQLite backend is
-`pager/store/sqlite_service.py`; `tests/store/test_service_ports.py` holds a backend to it.
+`pager/store/sql_service.py`; `tests/store/test_service_ports.py` holds a backend to it.
 """
 
 from __future__ import annotations

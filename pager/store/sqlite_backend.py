@@ -1,5 +1,5 @@
-"""The SQLite backend, assembled: the store child of the broker tree, and the ports it hands
-the messaging subtree (the PostgreSQL backend reuses `messaging_ports` over its own writer).
+"""The SQLite backend, assembled: the store child of the broker tree (the messaging subtree's
+ports over its writer are pager/store/sql_messaging.py's, as over PostgreSQL's).
 
 The writer is a plain object (sqlite_writer.py); what runs it (its mailbox, so its group
 commit) is handed in by the composition root (`ServeWriter`): the store imports no actor."""
@@ -22,46 +22,15 @@ from pager.store.ports import (
     AlwaysLead,
     EventLog,
     Leadership,
-    MessagingPorts,
     NoWakeups,
     Wakeups,
 )
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_directory import SqliteDirectory
 from pager.store.sqlite_export import SqliteExports
-from pager.store.sqlite_ports import Reads, SqliteInbox, SqliteRetention, SqliteSessions, Writer
 from pager.store.sqlite_writer import BrokerRunInfo, QuickReads, SqliteWriter
-from pager.store.wake_book import StoreWakeBook
 
 if TYPE_CHECKING:
     from pager.store.backend import StoreAccess
-
-
-def messaging_ports(
-    writer: Writer,
-    sweep_reads: Reads,
-    *,
-    host: str = "",
-    wakeups: Wakeups | None = None,
-    leadership: Leadership | None = None,
-    hosts: HostBoard | None = None,
-    wake_in_write: Callable[[Conn, str], None] | None = None,
-) -> MessagingPorts:
-    """The ports over one writer; `sweep_reads` is the retention plan's own read connection.
-    The rest is for a store several brokers share (pager/store/pg): this broker's host, the
-    wakes across hosts (and how a write tells of mail inside its transaction), the sweeping
-    leader's lock and the hosts' liveness."""
-    return MessagingPorts(
-        inbox=SqliteInbox(writer, wake_in_write),
-        sessions=SqliteSessions(writer, host),
-        directory=SqliteDirectory(writer),
-        retention=SqliteRetention(writer, sweep_reads),
-        host=host,
-        wakeups=NoWakeups() if wakeups is None else wakeups,
-        leadership=AlwaysLead() if leadership is None else leadership,
-        hosts=hosts,
-        wake=StoreWakeBook(writer),
-    )
 
 
 class ServeWriter(Protocol):

@@ -75,8 +75,8 @@ def test_a_rule_module_is_pure(module: str) -> None:
             "_registration.py",
             {"decide_registration", "decide_alias_claim", "decide_person", "decide_wake_run"},
         ),
-        ("sqlite_directory.py", {"decide_rename"}),
-        ("sqlite_service.py", {"lookup_of", "named", "not_named_now", "unnamed"}),
+        ("sql_directory.py", {"decide_rename"}),
+        ("sql_service.py", {"lookup_of", "named", "not_named_now", "unnamed"}),
         ("_messages.py", {"guard", "lapsed", "refused", "retry_at", "released", "ack", "claim"}),
     ],
 )

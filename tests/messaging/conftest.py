@@ -40,10 +40,10 @@ from pager.store import events as ev
 from pager.store import messaging as ms
 from pager.store.operator_ports import OperatorViews
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_backend import messaging_ports
-from pager.store.sqlite_operator import SqliteOperatorViews
-from pager.store.sqlite_reservations import StoreReservations
-from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
+from pager.store.sql_messaging import messaging_ports
+from pager.store.sql_operator import SqlOperatorViews
+from pager.store.sql_reservations import StoreReservations
+from pager.store.sql_service import SqlAccounts, SqlListings, SqlLookups
 from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from pager.wire import unstructure
 
@@ -195,9 +195,9 @@ def inline_service(
             identities,
             config,
             clock,
-            lookups=SqliteLookups(checkpoint),
-            listings=SqliteListings(reads),
-            accounts=SqliteAccounts(checkpoint),
+            lookups=SqlLookups(checkpoint),
+            listings=SqlListings(reads),
+            accounts=SqlAccounts(checkpoint),
             resolve=_resolve_inline,
             never_shown_mail=_never_shown_mail(),
             reservation_store=StoreReservations(checkpoint),
@@ -267,7 +267,7 @@ async def open_harness(
                 inbox,
                 workspace,
                 checkpoint,
-                SqliteOperatorViews(reads),
+                SqlOperatorViews(reads),
                 log,
                 store.writer,
             )

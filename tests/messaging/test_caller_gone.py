@@ -11,7 +11,7 @@ import pytest
 import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
 
-from pager.store.sqlite_ports import SqliteInbox
+from pager.store.sql_ports import SqlInbox
 from tests.messaging.conftest import Harness
 
 
@@ -22,9 +22,9 @@ class Gate:
         self.committed = trio.Event()
         self.go = trio.Event()
         self.armed = False
-        real: Callable[..., Awaitable[Any]] = getattr(SqliteInbox, method)
+        real: Callable[..., Awaitable[Any]] = getattr(SqlInbox, method)
 
-        async def held(inbox: SqliteInbox, *args: Any, **kwargs: Any) -> Any:
+        async def held(inbox: SqlInbox, *args: Any, **kwargs: Any) -> Any:
             changed = await real(inbox, *args, **kwargs)
             if self.armed and getattr(changed.value, "claims", changed.value):
                 self.armed = False
@@ -32,7 +32,7 @@ class Gate:
                 await self.go.wait()
             return changed
 
-        monkeypatch.setattr(SqliteInbox, method, held)
+        monkeypatch.setattr(SqlInbox, method, held)
 
 
 async def test_a_send_claimed_for_a_long_poll_whose_caller_left_waits_again_at_once(

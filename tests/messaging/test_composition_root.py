@@ -20,7 +20,7 @@ from pager.domain.clock import TrioWallClock
 from pager.launch.paths import StatePaths
 from pager.service import BrokerService
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_backend import messaging_ports
+from pager.store.sql_messaging import messaging_ports
 from pager.store.sqlite_writer import BrokerRunInfo, QuickReads, SqliteWriter
 from tests.messaging.conftest import WINDOWS, inline_service, reads_closed
 

@@ -22,8 +22,8 @@ from pager.domain.clock import TrioWallClock
 from pager.service import BrokerService
 from pager.store import events as ev
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_backend import messaging_ports
-from pager.store.sqlite_operator import SqliteOperatorViews
+from pager.store.sql_messaging import messaging_ports
+from pager.store.sql_operator import SqlOperatorViews
 from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from supervisors import Supervisor
 from tests.messaging.conftest import (
@@ -91,7 +91,7 @@ async def hub_harness(tmp_path: Path) -> AsyncIterator[tuple[Harness, ProviderHu
         )
         log = ev.EventLogReader(ev.open_read_only(tmp_path / "pager.db"))
         try:
-            views = SqliteOperatorViews(reads)
+            views = SqlOperatorViews(reads)
             yield (
                 Harness(AnsweredAsJson(service), inbox, workspace, checkpoint, views, log),
                 hub,

@@ -17,7 +17,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.views import AgentView
 from pager.domain.windows import Windows
 from pager.store import StoreBusy
-from pager.store.sqlite_ports import SqliteInbox, SqliteRetention
+from pager.store.sql_ports import SqlInbox, SqlRetention
 from tests.messaging.conftest import Harness, open_harness
 
 # Seconds. The sweep period is lease_ttl / 2 = 5 s, so each effect shows within 5 s of its window.
@@ -211,7 +211,7 @@ async def test_idempotency_keys_and_events_pruned(
             sender, alice = await h.register("alice")
             await h.register("bob")
             await h.service.send(alice, to="bob", body="once", idempotency_key="k1")
-            await SqliteInbox(h.checkpoint).record(clock.now(), "test.old", {})
+            await SqlInbox(h.checkpoint).record(clock.now(), "test.old", {})
             again = await h.service.send(alice, to="bob", body="once", idempotency_key="k1")
             assert again["duplicate"]  # the key is remembered within the window
             await trio.sleep(SHORT.idempotency + SLACK)
@@ -301,13 +301,13 @@ async def test_reap_stops_the_identity_actor_before_its_inbox_is_emptied(
     dead-letters the mail of an ephemeral whose lease lapsed, no actor of it runs (one still
     running, idle but not yet passivated, was stopped first), and none starts again after."""
     running_while_applied: list[bool] = []
-    apply = SqliteRetention.apply
+    apply = SqlRetention.apply
 
-    async def watched(self: SqliteRetention, due: Any, **kwargs: Any) -> Any:
+    async def watched(self: SqlRetention, due: Any, **kwargs: Any) -> Any:
         running_while_applied.extend(h.service.identities.get(d.agent_id) is not None for d in due)
         return await apply(self, due, **kwargs)
 
-    monkeypatch.setattr(SqliteRetention, "apply", watched)
+    monkeypatch.setattr(SqlRetention, "apply", watched)
     with trio.fail_after(600):
         async with open_harness(tmp_path, windows=SHORT) as h, trio.open_nursery() as nursery:
             sender, alice = await h.register("alice")
@@ -331,17 +331,17 @@ async def test_a_store_fault_costs_the_sweep_its_turn_only(
     """Sweeps that meet a busy store (three in a row) wait for their next turn: the sweeper
     goes on (a crash would fail the harness), and the windows apply at the first sweep the
     store answers."""
-    plan = SqliteRetention.plan
+    plan = SqlRetention.plan
     faults = 3
 
-    async def busy_at_first(self: SqliteRetention, **kwargs: Any) -> Any:
+    async def busy_at_first(self: SqlRetention, **kwargs: Any) -> Any:
         nonlocal faults
         if faults:
             faults -= 1
             raise StoreBusy("the database is busy: retry shortly")
         return await plan(self, **kwargs)
 
-    monkeypatch.setattr(SqliteRetention, "plan", busy_at_first)
+    monkeypatch.setattr(SqlRetention, "plan", busy_at_first)
     with trio.fail_after(600):
         async with open_harness(tmp_path, windows=SHORT) as h, trio.open_nursery() as nursery:
             sender, _ = await h.register("alice")

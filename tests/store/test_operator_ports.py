@@ -37,10 +37,10 @@ from pager.store.operator_ports import OperatorViews, Slice
 from pager.store.pg._export import PgExports
 from pager.store.ports import Directory, EventLog, Inbox, NewMessage
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_directory import SqliteDirectory
+from pager.store.sql_directory import SqlDirectory
+from pager.store.sql_operator import SqlOperatorViews
+from pager.store.sql_ports import SqlInbox, Writer
 from pager.store.sqlite_export import SqliteExports
-from pager.store.sqlite_operator import SqliteOperatorViews
-from pager.store.sqlite_ports import SqliteInbox, Writer
 from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from tests.store import test_ports_contract as contract
 
@@ -143,10 +143,10 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
         events = open_event_log(database, inline=True)
         try:
             yield Backend(
-                SqliteOperatorViews(reads),
+                SqlOperatorViews(reads),
                 SqliteExports(database),
-                SqliteInbox(checkpoint),
-                SqliteDirectory(checkpoint),
+                SqlInbox(checkpoint),
+                SqlDirectory(checkpoint),
                 events,
                 checkpoint,
             )
@@ -164,10 +164,10 @@ async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]
     thread while the views answer)."""
     with contract.postgresql_parts(tmp_path, dsn, inline=False) as (store, writer, events):
         yield Backend(
-            SqliteOperatorViews(writer),
+            SqlOperatorViews(writer),
             PgExports(store),
-            SqliteInbox(writer),
-            SqliteDirectory(writer),
+            SqlInbox(writer),
+            SqlDirectory(writer),
             events,
             writer,
         )

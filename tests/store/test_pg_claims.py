@@ -14,7 +14,8 @@ import pytest
 import trio
 
 from pager.domain.delivery import ClaimPolicy, Via
-from pager.store.sqlite_ports import SqliteInbox
+from pager.store._sql import sql
+from pager.store.sql_ports import SqlInbox
 from tests.store.test_pg_send_round_trips import pg_messaging
 
 POLICY = ClaimPolicy(ack_wait=60.0, max_attempts=5, message_expiry=86_400.0)
@@ -46,7 +47,7 @@ async def test_a_claim_skips_a_row_another_transaction_holds(
             # Bounded either way: the holder lets go after HELD_AT_MOST.
             timer = threading.Timer(HELD_AT_MOST, release)
             timer.start()
-            inbox = SqliteInbox(pg.writer)
+            inbox = SqlInbox(pg.writer)
             with trio.fail_after(HELD_AT_MOST / 2):
                 claimed = await inbox.claim(
                     bob.agent_id,
@@ -74,7 +75,7 @@ async def test_a_broker_whose_clock_runs_ahead_does_not_take_a_claim_early(
             alice = await pg.register("alice")
             bob = await pg.register("bob")
             sent = await pg.service.send(alice, to="bob", body="being read elsewhere")
-            inbox = SqliteInbox(pg.writer)
+            inbox = SqlInbox(pg.writer)
             now = time.time()
             claimed = await inbox.claim(
                 bob.agent_id, session_id=None, limit=10, via=Via.FETCH, now=now, policy=POLICY
@@ -88,7 +89,7 @@ async def test_a_broker_whose_clock_runs_ahead_does_not_take_a_claim_early(
             assert (lapsed.value, again.value) == (0, [])
             state = await pg.writer.read(
                 lambda conn: conn.execute(
-                    "SELECT state, attempts FROM messages WHERE id = ?", (sent.message_id,)
+                    sql("SELECT state, attempts FROM messages WHERE id = {}"), (sent.message_id,)
                 ).fetchone()
             )
             assert tuple(state) == ("claimed", 1)

@@ -37,13 +37,14 @@ from pager.domain.limits import SendLimits
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.requests import RegisterRequest
 from pager.service import BrokerService
+from pager.store._sql import sql
 from pager.store.pg import _writer
 from pager.store.pg._database import connect, upgrade
 from pager.store.pg._schema import WAKE_CHANNEL
 from pager.store.pg._writer import PgWriter
 from pager.store.pg.backend import PgReadSide, PgWakeups
-from pager.store.sqlite_backend import messaging_ports
-from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
+from pager.store.sql_messaging import messaging_ports
+from pager.store.sql_service import SqlAccounts, SqlListings, SqlLookups
 from tests.messaging.conftest import WINDOWS, FakeInbox
 from tests.store.test_pg_schema import pg_store
 
@@ -172,9 +173,9 @@ async def pg_messaging(
                     identities,
                     config,
                     clock,
-                    lookups=SqliteLookups(writer),
-                    listings=SqliteListings(reads),
-                    accounts=SqliteAccounts(writer),
+                    lookups=SqlLookups(writer),
+                    listings=SqlListings(reads),
+                    accounts=SqlAccounts(writer),
                     resolve=_resolve_inline,
                     never_shown_mail=never_shown_mail_at_turns(),
                 )
@@ -272,7 +273,7 @@ async def test_a_hostile_body_is_stored_as_written(
             )
             rows = await pg.writer.read(
                 lambda conn: conn.execute(
-                    "SELECT id, body, thread, reply_to FROM messages ORDER BY seq"
+                    sql("SELECT id, body, thread, reply_to FROM messages ORDER BY seq")
                 ).fetchall()
             )
             assert rows == [
@@ -311,7 +312,7 @@ async def test_concurrent_sends_at_the_rate_edge_never_pass_the_limit(
                     nursery.start_soon(send, n)
             stored = await pg.writer.read(
                 lambda conn: conn.execute(
-                    "SELECT COUNT(*) FROM messages WHERE sender_id = ?", (alice.agent_id,)
+                    sql("SELECT COUNT(*) FROM messages WHERE sender_id = {}"), (alice.agent_id,)
                 ).fetchone()[0]
             )
             assert (len(accepted), stored) == (limit, limit)

@@ -10,13 +10,14 @@ import pytest
 from pager.health import HealthBoard
 from pager.store import StoreBusy
 from pager.store._conn import Conn
+from pager.store._sql import sql
 from pager.store.pg._database import connect, upgrade
 from pager.store.pg._writer import PgWriter
 from tests.store.test_pg_schema import pg_store
 
 
 def _meta(conn: Conn) -> dict[str, str]:
-    return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta").fetchall()}
+    return {str(k): str(v) for k, v in conn.execute(sql("SELECT key, value FROM meta")).fetchall()}
 
 
 async def test_a_write_commits_whole_or_not_at_all(pg_dsn: str, tmp_path: Path) -> None:
@@ -25,10 +26,10 @@ async def test_a_write_commits_whole_or_not_at_all(pg_dsn: str, tmp_path: Path) 
         upgrade(conn, where="test")
     writer = PgWriter(store)
     try:
-        await writer.write(lambda c: c.execute("INSERT INTO meta VALUES ('a', '1')"))
+        await writer.write(lambda c: c.execute(sql("INSERT INTO meta VALUES ('a', '1')")))
 
         def half(c: Conn) -> None:
-            c.execute("INSERT INTO meta VALUES ('b', '2')")
+            c.execute(sql("INSERT INTO meta VALUES ('b', '2')"))
             raise RuntimeError("the second half failed")
 
         with pytest.raises(RuntimeError):
@@ -51,9 +52,9 @@ async def test_a_read_sees_one_snapshot(pg_dsn: str, tmp_path: Path) -> None:
     try:
 
         def twice(c: Conn) -> tuple[int, int]:
-            first = int(c.execute("SELECT COUNT(*) FROM meta").fetchone()[0])
+            first = int(c.execute(sql("SELECT COUNT(*) FROM meta")).fetchone()[0])
             other.execute("INSERT INTO meta VALUES ('elsewhere', 'x')")  # autocommit
-            second = int(c.execute("SELECT COUNT(*) FROM meta").fetchone()[0])
+            second = int(c.execute(sql("SELECT COUNT(*) FROM meta")).fetchone()[0])
             return first, second
 
         first, second = await writer.read(twice)
@@ -78,8 +79,8 @@ async def test_a_lock_held_past_its_timeout_is_store_busy_and_marks_health(
     writer = PgWriter(store, inline=True, board=board)
 
     def update(c: Conn) -> None:
-        c.execute("SET LOCAL lock_timeout = '100ms'")
-        c.execute("UPDATE meta SET value = '1' WHERE key = 'held'")
+        c.execute(sql("SET LOCAL lock_timeout = '100ms'"))
+        c.execute(sql("UPDATE meta SET value = '1' WHERE key = 'held'"))
 
     try:
         with connect(store) as holder, holder.transaction():

@@ -18,11 +18,11 @@ from pager.store.pg._export import PgExports
 from pager.store.pg._writer import PgWriter
 from pager.store.pg.backend import PgLeadership, PgReadSide, PgWakeups
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_directory import SqliteDirectory
+from pager.store.sql_directory import SqlDirectory
+from pager.store.sql_operator import SqlOperatorViews
+from pager.store.sql_ports import SqlInbox, SqlRetention, SqlSessions
+from pager.store.sql_service import SqlAccounts, SqlListings, SqlLookups
 from pager.store.sqlite_export import SqliteExports
-from pager.store.sqlite_operator import SqliteOperatorViews
-from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions
-from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
 from pager.store.wake_book import StoreWakeBook
 
 #: Every port Protocol (what actors, services and edges call of the store).
@@ -47,20 +47,20 @@ PORTS: tuple[type, ...] = (
 
 #: Each implementation, and the port it implements, on either backend.
 IMPLEMENTATIONS: tuple[tuple[type, type], ...] = (
-    (SqliteInbox, ports.Inbox),
-    (SqliteSessions, ports.Sessions),
-    (SqliteRetention, ports.Retention),
+    (SqlInbox, ports.Inbox),
+    (SqlSessions, ports.Sessions),
+    (SqlRetention, ports.Retention),
     (ports.AlwaysLead, ports.Leadership),
     (PgLeadership, ports.Leadership),
-    (SqliteDirectory, ports.Directory),
+    (SqlDirectory, ports.Directory),
     (ThreadedEventLog, ports.EventLog),
     (ports.NoWakeups, ports.Wakeups),
     (PgWakeups, ports.Wakeups),
     (StoreWakeBook, ports.WakeBook),
-    (SqliteLookups, service_ports.Lookups),
-    (SqliteListings, service_ports.Listings),
-    (SqliteAccounts, service_ports.Accounts),
-    (SqliteOperatorViews, operator_ports.OperatorViews),
+    (SqlLookups, service_ports.Lookups),
+    (SqlListings, service_ports.Listings),
+    (SqlAccounts, service_ports.Accounts),
+    (SqlOperatorViews, operator_ports.OperatorViews),
     (ThreadedExportReader, exports.ExportReader),
     (SqliteExports, exports.Exports),
     (PgExports, exports.Exports),

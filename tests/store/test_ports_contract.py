@@ -34,6 +34,7 @@ from pager.domain.windows import Windows
 from pager.domain.workspace import Workspace
 from pager.store import messaging as ms
 from pager.store._refusals import refused_sends
+from pager.store._sql import sql
 from pager.store.events import EventLogReader, open_event_log
 from pager.store.off_loop import ThreadedEventLog
 from pager.store.pg._conn import PgConn
@@ -49,8 +50,8 @@ from pager.store.ports import (
     Sessions,
 )
 from pager.store.read_views import ReadViews
-from pager.store.sqlite_directory import SqliteDirectory
-from pager.store.sqlite_ports import SqliteInbox, SqliteRetention, SqliteSessions, Writer
+from pager.store.sql_directory import SqlDirectory
+from pager.store.sql_ports import SqlInbox, SqlRetention, SqlSessions, Writer
 from pager.store.sqlite_writer import QuickReads, SqliteWriter
 from tests.store.test_pg_schema import pg_store
 
@@ -140,11 +141,11 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
         events = open_event_log(database, inline=True)
         try:
             yield Backend(
-                SqliteInbox(checkpoint),
-                SqliteSessions(checkpoint),
+                SqlInbox(checkpoint),
+                SqlSessions(checkpoint),
                 checkpoint,
-                SqliteDirectory(checkpoint),
-                SqliteRetention(checkpoint, reads),
+                SqlDirectory(checkpoint),
+                SqlRetention(checkpoint, reads),
                 events,
             )
         finally:
@@ -177,11 +178,11 @@ async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]
     connection adapter and writer, run inline."""
     with postgresql_parts(tmp_path, dsn, inline=True) as (_, writer, events):
         yield Backend(
-            SqliteInbox(writer),
-            SqliteSessions(writer),
+            SqlInbox(writer),
+            SqlSessions(writer),
             writer,
-            SqliteDirectory(writer),
-            SqliteRetention(writer, writer),
+            SqlDirectory(writer),
+            SqlRetention(writer, writer),
             events,
         )
 
@@ -520,7 +521,8 @@ async def test_ports_retention_ends_only_gone_hosts_lapsed_sessions(backend: Bac
     await backend.attach(other, host="alive")
     await backend.checkpoint.write(
         lambda conn: conn.execute(
-            "UPDATE sessions SET lease_expires_at = ? WHERE identity_id = ?", (NOW - 1, lapsed)
+            sql("UPDATE sessions SET lease_expires_at = {} WHERE identity_id = {}"),
+            (NOW - 1, lapsed),
         )
     )
     ended = await backend.retention.expire_sessions_of(["gone"], now=NOW)

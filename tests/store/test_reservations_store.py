@@ -16,7 +16,7 @@ from pager.domain.reservations import Pattern, State, normalise
 from pager.domain.windows import Windows
 from pager.store import _sweep
 from pager.store.pg._writer import PgWriter
-from pager.store.sqlite_reservations import StoreReservations
+from pager.store.sql_reservations import StoreReservations
 from tests.store.test_ports_contract import (
     BACKENDS,
     NOW,

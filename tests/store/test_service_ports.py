@@ -27,8 +27,8 @@ from pager.store.pg._writer import PgWriter
 from pager.store.ports import Inbox, NewMessage
 from pager.store.read_views import ReadViews
 from pager.store.service_ports import Accounts, Listings, Lookups, Resolved
-from pager.store.sqlite_ports import Writer
-from pager.store.sqlite_service import SqliteAccounts, SqliteListings, SqliteLookups
+from pager.store.sql_ports import Writer
+from pager.store.sql_service import SqlAccounts, SqlListings, SqlLookups
 from tests.store import test_ports_contract as contract
 
 NOW, POLICY, LIMITS = contract.NOW, contract.POLICY, contract.LIMITS
@@ -82,9 +82,9 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
         checkpoint = ports.checkpoint
         try:
             yield Backend(
-                SqliteLookups(checkpoint),
-                SqliteListings(reads),
-                SqliteAccounts(checkpoint),
+                SqlLookups(checkpoint),
+                SqlListings(reads),
+                SqlAccounts(checkpoint),
                 ports.inbox,
                 checkpoint,
             )
@@ -100,9 +100,9 @@ async def postgresql_backend(tmp_path: Path, dsn: str) -> AsyncIterator[Backend]
         writer = ports.checkpoint
         assert isinstance(writer, PgWriter)
         yield Backend(
-            SqliteLookups(writer),
-            SqliteListings(writer),
-            SqliteAccounts(writer),
+            SqlLookups(writer),
+            SqlListings(writer),
+            SqlAccounts(writer),
             ports.inbox,
             writer,
         )

@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 
 from pager.store._conn import Parameters
-from pager.store.pg._conn import to_psycopg
-from pager.store.pg._dialect import POSTGRESQL
+from pager.store._sql import Sql
+from pager.store.pg._dialect import POSTGRESQL, PSYCOPG
 
 
 class _Result:
@@ -82,21 +82,21 @@ class BatchConn:
         #: unknown; before it, nothing of the transaction was done.
         self.committing = False
 
-    def execute(self, sql: str, parameters: Parameters = (), /) -> LazyCursor:
+    def execute(self, statement: Sql, parameters: Parameters = (), /) -> LazyCursor:
         cursor = LazyCursor(self)
-        self._queue(sql, parameters, cursor)
+        self._queue(statement, parameters, cursor)
         return cursor
 
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> LazyCursor:
+    def executemany(self, statement: Sql, parameters: Iterable[Sequence[Any]], /) -> LazyCursor:
         cursor = LazyCursor(self)
         for values in parameters:
-            self._queue(sql, values, cursor)
+            self._queue(statement, values, cursor)
         return cursor
 
-    def _queue(self, sql: str, parameters: Parameters, cursor: LazyCursor) -> None:
+    def _queue(self, statement: Sql, parameters: Parameters, cursor: LazyCursor) -> None:
         values = parameters if isinstance(parameters, Mapping) else tuple(parameters)
-        statement = self._cursor.mogrify(to_psycopg(sql), values)
-        self._queued.append((statement.encode(), cursor))
+        bound = self._cursor.mogrify(statement.spelled(PSYCOPG), values)
+        self._queued.append((bound.encode(), cursor))
         cursor._expected += 1
 
     def flush(self) -> None:

@@ -1,30 +1,20 @@
-"""The store's statements on PostgreSQL: a connection adapter that takes the SQL both engines
-speak, with SQLite's `?` placeholders, and runs it through psycopg (pager/store/_conn.py)."""
+"""The store's statements on PostgreSQL: a connection adapter that takes the statements both
+engines speak (pager/store/_conn.py) and runs each in psycopg's spelling (pg/_dialect.py)."""
 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 import psycopg
 
 from pager.store._conn import Parameters
-from pager.store.pg._dialect import POSTGRESQL
+from pager.store._sql import Sql
+from pager.store.pg._dialect import POSTGRESQL, PSYCOPG
 
 #: Rows a streaming cursor fetches at a time.
 STREAM_BATCH = 1000
-_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-
-
-@lru_cache(maxsize=1024)
-def to_psycopg(sql: str) -> bytes:
-    """SQLite's placeholders as psycopg's: `?` as `%s`, `:name` as `%(name)s`, and a literal
-    `%` doubled (`LIKE 'a%'`). The store's statements hold neither inside string literals."""
-    sql = sql.replace("%", "%%").replace("?", "%s")
-    return _NAMED.sub(r"%(\1)s", sql).encode()
 
 
 class PgCursor:
@@ -61,18 +51,19 @@ class PgConn:
         self._streaming = streaming
         self._cursors = itertools.count()
 
-    def execute(self, sql: str, parameters: Parameters = (), /) -> PgCursor:
+    def execute(self, statement: Sql, parameters: Parameters = (), /) -> PgCursor:
+        text = statement.spelled(PSYCOPG)
         values = parameters if isinstance(parameters, Mapping) else tuple(parameters)
         if not self._streaming:
-            return PgCursor(self.raw.execute(to_psycopg(sql), values))
+            return PgCursor(self.raw.execute(text, values))
         cursor = self.raw.cursor(name=f"pager_stream_{next(self._cursors)}")
         cursor.itersize = STREAM_BATCH
-        cursor.execute(to_psycopg(sql), values)
+        cursor.execute(text, values)
         return PgCursor(cursor)
 
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
+    def executemany(self, statement: Sql, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
         cursor = self.raw.cursor()
-        cursor.executemany(to_psycopg(sql), [tuple(p) for p in parameters])
+        cursor.executemany(statement.spelled(PSYCOPG), [tuple(p) for p in parameters])
         return PgCursor(cursor)
 
     def close(self) -> None:

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from pager.store._conn import Conn
 from pager.store._dialect import Dialect
+from pager.store._sql import Spelling, sql
 
 #: The database's own clock, in the unix seconds every stored time is kept in.
 DATABASE_NOW = "extract(epoch FROM clock_timestamp())"
+
+
+class PyformatSpelling(Spelling):
+    """psycopg's: `%s` and `%(name)s`, so a `%` of the statement's own text is written `%%`."""
+
+    def parameter(self, name: str | None) -> str:
+        return "%s" if name is None else f"%({name})s"
+
+    def literal(self, text: str) -> str:
+        return text.replace("%", "%%")
+
+
+PSYCOPG = PyformatSpelling()
 
 
 class PgDialect(Dialect):
@@ -15,24 +29,29 @@ class PgDialect(Dialect):
     1 for inboxes, 2 for senders, 3 for workspaces' reservations), whichever broker runs the
     transaction."""
 
+    spelling: Spelling = PSYCOPG
+
     def lock_inbox(self, conn: Conn, identity_id: str) -> None:
-        conn.execute("SELECT pg_advisory_xact_lock(1, hashtext(?))", (identity_id,))
+        conn.execute(sql("SELECT pg_advisory_xact_lock(1, hashtext({}))"), (identity_id,))
 
     def lock_send(self, conn: Conn, recipient_id: str, sender_id: str) -> None:
         # The inbox first, then the sender (a select list is evaluated left to right), as
         # every other change of an inbox takes the inbox first: no two sends wait on each
         # other in a cycle.
         conn.execute(
-            "SELECT pg_advisory_xact_lock(1, hashtext(?)), pg_advisory_xact_lock(2, hashtext(?))",
+            sql(
+                "SELECT pg_advisory_xact_lock(1, hashtext({})), pg_advisory_xact_lock(2,"
+                " hashtext({}))"
+            ),
             (recipient_id, sender_id),
         )
 
     def lock_reservations(self, conn: Conn, scope: str) -> None:
-        conn.execute("SELECT pg_advisory_xact_lock(3, hashtext(?))", (scope,))
+        conn.execute(sql("SELECT pg_advisory_xact_lock(3, hashtext({}))"), (scope,))
 
     def latest_event_seq(self, conn: Conn) -> int:
         row = conn.execute(
-            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_seq_seq"
+            sql("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_seq_seq")
         ).fetchone()
         return int(row[0]) if row is not None else 0
 
@@ -45,7 +64,7 @@ class PgDialect(Dialect):
         (redelivery due). One running behind acts late, never early. (A message's expiry,
         days long, and the scheduler's next due times stay on the broker's clock: a skew of
         seconds changes nothing there another broker relies on.)"""
-        return f"{column} <= LEAST(?, {DATABASE_NOW})"
+        return f"{column} <= LEAST({{}}, {DATABASE_NOW})"
 
     #: The rows a claim or a lapse selects are locked for it, and rows another transaction
     #: holds are skipped: a claim never waits on a row another broker's transaction is

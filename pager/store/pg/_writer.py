@@ -42,6 +42,7 @@ from pager.health import STORE, HealthBoard
 from pager.store._conn import AfterCommit, Conn
 from pager.store._errors import StoreFault
 from pager.store._guard import STALE_SQLSTATE, StaleFacts
+from pager.store._sql import sql
 from pager.store.pg._batch import BatchConn
 from pager.store.pg._conn import PgConn
 from pager.store.pg._database import (
@@ -206,10 +207,10 @@ def _batched(conn: BatchConn, fn: Callable[[Conn], T]) -> T:
     once the commit's answer is in (its cursors' rows come with it). A failure leaves no
     transaction open behind it."""
     raw = conn.raw
-    conn.execute("BEGIN")
+    conn.execute(sql("BEGIN"))
     try:
         value = fn(conn)
-        conn.execute("COMMIT")
+        conn.execute(sql("COMMIT"))
         conn.committing = True
         conn.flush()
     except BaseException:
@@ -402,7 +403,7 @@ class PgWriter:
 
         def probe() -> None:
             try:
-                self._watched(lambda: self._reads.run(lambda conn: conn.execute("SELECT 1")))
+                self._watched(lambda: self._reads.run(lambda conn: conn.execute(sql("SELECT 1"))))
             except PgUnreachable:
                 pass  # still unresponsive; the next lookup probes again
             finally:

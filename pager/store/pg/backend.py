@@ -29,6 +29,7 @@ from pager.domain.windows import Windows
 from pager.health import HealthBoard
 from pager.store._conn import Conn
 from pager.store._errors import StoreFault
+from pager.store._sql import sql
 from pager.store.backend import StoreAccess
 from pager.store.events import EventLogReader
 from pager.store.off_loop import ThreadedEventLog
@@ -60,7 +61,7 @@ class DatabaseClock:
 
     def measure(self, conn: Conn) -> None:
         before = time.time()
-        row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        row = conn.execute(sql("SELECT extract(epoch FROM clock_timestamp())::float8")).fetchone()
         after = time.time()
         self.offset = float(row[0]) - (before + after) / 2
 
@@ -76,15 +77,19 @@ def _claim_host(conn: Conn, host: _Host, now: float) -> None:
     the store child restarted within one run finds its run recorded already)."""
     run = host.run
     conn.execute(
-        "INSERT INTO broker_runs (host, instance_id, pid, version, started_at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (instance_id) DO NOTHING",
+        sql(
+            "INSERT INTO broker_runs (host, instance_id, pid, version, started_at)"
+            " VALUES ({}, {}, {}, {}, {}) ON CONFLICT (instance_id) DO NOTHING"
+        ),
         (host.name, run.instance_id, run.pid, run.version, run.started_at),
     )
     conn.execute(
-        "INSERT INTO hosts (name, instance_id, version, started_at, heartbeat_at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET instance_id ="
-        " excluded.instance_id, version = excluded.version, started_at = excluded.started_at,"
-        " heartbeat_at = excluded.heartbeat_at",
+        sql(
+            "INSERT INTO hosts (name, instance_id, version, started_at, heartbeat_at)"
+            " VALUES ({}, {}, {}, {}, {}) ON CONFLICT (name) DO UPDATE SET instance_id ="
+            " excluded.instance_id, version = excluded.version, started_at = excluded.started_at,"
+            " heartbeat_at = excluded.heartbeat_at"
+        ),
         (host.name, run.instance_id, run.version, now, now),
     )
 
@@ -92,7 +97,7 @@ def _claim_host(conn: Conn, host: _Host, now: float) -> None:
 def _beat(conn: Conn, *, host: _Host, now: float) -> bool:
     """The heartbeat; False when another broker took this host's name since."""
     cursor = conn.execute(
-        "UPDATE hosts SET heartbeat_at = ? WHERE name = ? AND instance_id = ?",
+        sql("UPDATE hosts SET heartbeat_at = {} WHERE name = {} AND instance_id = {}"),
         (now, host.name, host.run.instance_id),
     )
     return cursor.rowcount == 1
@@ -101,12 +106,14 @@ def _beat(conn: Conn, *, host: _Host, now: float) -> bool:
 def _release_host(conn: Conn, host: _Host, stopped_at: str) -> None:
     """A clean stop: the run's end, and the host shown not alive at once."""
     conn.execute(
-        "UPDATE broker_runs SET stopped_at = ?, stop_reason = 'shutdown'"
-        " WHERE instance_id = ? AND stopped_at IS NULL",
+        sql(
+            "UPDATE broker_runs SET stopped_at = {}, stop_reason = 'shutdown'"
+            " WHERE instance_id = {} AND stopped_at IS NULL"
+        ),
         (stopped_at, host.run.instance_id),
     )
     conn.execute(
-        "UPDATE hosts SET heartbeat_at = 0 WHERE name = ? AND instance_id = ?",
+        sql("UPDATE hosts SET heartbeat_at = 0 WHERE name = {} AND instance_id = {}"),
         (host.name, host.run.instance_id),
     )
 
@@ -128,13 +135,15 @@ class PgWakeups:
             return
         payload = f"{identity_id} {self._host}"
         await writer.write(
-            lambda conn: conn.execute("SELECT pg_notify(?, ?)", (WAKE_CHANNEL, payload)).fetchone()
+            lambda conn: conn.execute(
+                sql("SELECT pg_notify({}, {})"), (WAKE_CHANNEL, payload)
+            ).fetchone()
         )
 
     def in_write(self, conn: Conn, identity_id: str) -> None:
         """`notify` inside the caller's write transaction: delivered at its commit (none if
         it rolls back), with no write of its own."""
-        conn.execute("SELECT pg_notify(?, ?)", (WAKE_CHANNEL, f"{identity_id} {self._host}"))
+        conn.execute(sql("SELECT pg_notify({}, {})"), (WAKE_CHANNEL, f"{identity_id} {self._host}"))
 
     async def on_wake(self, handler: WakeHandler | None) -> None:
         self._handler = handler
@@ -351,7 +360,7 @@ class PgBackend:
         """Refresh `hosts` from their heartbeats: alive while fresher than ALIVE_HEARTBEATS."""
         rows = await writer.read(
             lambda conn: conn.execute(
-                "SELECT name, version, started_at, heartbeat_at FROM hosts ORDER BY name"
+                sql("SELECT name, version, started_at, heartbeat_at FROM hosts ORDER BY name")
             ).fetchall()
         )
         fresh_after = self.clock.now() - ALIVE_HEARTBEATS * self._heartbeat

@@ -1,10 +1,11 @@
-"""The SQLite backend of the store's ports (`pager/store/ports.py`).
+"""The store's ports (`pager/store/ports.py`) over either engine's writer.
 
-Each call is one function on a connection, run by the one writer (the checkpoint actor, group
-commit: statements on the event loop, only `COMMIT` in a worker thread) and committed before
-the call returns; quick reads go through its read-only side connection. Which writes run whole
-in the worker thread (`heavy`: they may touch many rows) is decided here, not by callers. The
-identity's next due time is refreshed in the same transaction as every change of its inbox.
+Each call is one function on a connection, run by the one writer (SQLite's checkpoint actor,
+group commit: statements on the event loop, only `COMMIT` in a worker thread; PostgreSQL's
+pg/_writer.py) and committed before the call returns; quick reads go through its read-only
+side connection. Which writes run whole in the worker thread (`heavy`: they may touch many
+rows) is decided here, not by callers. The identity's next due time is refreshed in the same
+transaction as every change of its inbox.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ ROWS_ON_LOOP = 20
 
 
 class Writer(Protocol):
-    """The SQLite writer (pager/store/sqlite_writer.py `Checkpoint`)."""
+    """The store's writer: SQLite's (pager/store/sqlite_writer.py `Checkpoint`) or
+    PostgreSQL's (pager/store/pg/_writer.py `PgWriter`)."""
 
     #: Whether a send's decision facts are read with its address, ahead of its write (where
     #: each statement costs a round trip: PostgreSQL), not inside it.
@@ -52,12 +54,13 @@ class Writer(Protocol):
 
 
 class Reads(Protocol):
-    """The read side (pager/store/read_views.py `ReadViews`): `fn` in one read transaction."""
+    """The read side (pager/store/read_views.py `ReadViews`, pg/backend.py `PgReadSide`): `fn`
+    in one read transaction."""
 
     async def read(self, fn: Callable[[Conn], T]) -> T: ...
 
 
-class SqliteInbox:
+class SqlInbox:
     """`wake_in_write`: how a write tells the brokers sharing the store that an identity has
     mail, inside its transaction (PostgreSQL's NOTIFY, delivered at the commit); None for a
     store of one broker."""
@@ -384,7 +387,7 @@ def _claim(
     return [ClaimView(c, known.get(c.message.sender_id, c.message.sender_id), me) for c in claims]
 
 
-class SqliteSessions:
+class SqlSessions:
     def __init__(self, writer: Writer, host: str = "") -> None:
         self._writer = writer
         self._host = host  # this broker's, in the store ('' when it has the store alone)
@@ -427,7 +430,7 @@ class SqliteSessions:
         await self._writer.write(op)
 
 
-class SqliteRetention:
+class SqlRetention:
     def __init__(self, writer: Writer, reads: Reads) -> None:
         self._writer = writer
         self._reads = reads

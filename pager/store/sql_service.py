@@ -1,11 +1,12 @@
-"""The SQLite backend of the messaging service's ports (`pager/store/service_ports.py`).
+"""The messaging service's ports (`pager/store/service_ports.py`) over either engine's writer.
 
-Each call is one function on a connection, on the connection it has always used: lookups on
-the writer's read-only side connection, at once on the event loop (`Checkpoint.lookup`); the
-roster on the service's own read-only connection in a worker thread (`ReadViews.read`: it
-never waits for a write, nor holds one up); the other listings through the writer's own
-connection in its worker thread (`Checkpoint.read`); writes through the one writer, committed
-before the call returns (`Checkpoint.write`).
+Each call is one function on a connection, on the connection it has always used (as SQLite's
+writer runs them; PostgreSQL's pg/_writer.py keeps the same calls): lookups on the writer's
+read-only side connection, at once on the event loop (`Checkpoint.lookup`); the roster on the
+service's own read-only connection in a worker thread (`ReadViews.read`: it never waits for a
+write, nor holds one up); the other listings through the writer's own connection in its
+worker thread (`Checkpoint.read`); writes through the one writer, committed before the call
+returns (`Checkpoint.write`).
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ from pager.store.service_ports import (
     TokenView,
     Waiting,
 )
-from pager.store.sqlite_ports import Reads, Writer
+from pager.store.sql_ports import Reads, Writer
 
 T = TypeVar("T")
 
 
-class SqliteLookups:
+class SqlLookups:
     def __init__(self, writer: Writer) -> None:
         self._writer = writer
 
@@ -110,7 +111,7 @@ class SqliteLookups:
         )
 
 
-class SqliteListings:
+class SqlListings:
     """Every listing reads on the read side (its own read-only connection, one consistent
     snapshot per call): a page never waits for a commit, nor holds one up."""
 
@@ -165,7 +166,7 @@ class SqliteListings:
         return await self._reads.read(read)
 
 
-class SqliteAccounts:
+class SqlAccounts:
     def __init__(self, writer: Writer) -> None:
         self._writer = writer
 

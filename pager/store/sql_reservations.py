@@ -11,7 +11,7 @@ from pager.domain.reservations import Pattern
 from pager.store import _reservations as rs
 from pager.store._conn import Conn
 from pager.store._reservations import Holder, Reservation
-from pager.store.sqlite_ports import Writer
+from pager.store.sql_ports import Writer
 
 
 class StoreReservations:

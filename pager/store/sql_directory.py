@@ -1,4 +1,4 @@
-"""The SQLite backend of the directory port (`pager/store/ports.py` `Directory`): the identity
+"""The directory port (`pager/store/ports.py` `Directory`) over either engine's writer: the identity
 rules of SPEC §7 (decided by `pager.domain.identity_rules`, applied by `_registration.py`) and
 the operator's actions, each read and committed in one transaction of the writer."""
 
@@ -23,10 +23,10 @@ from pager.store._registration import (
     refuse,
     take_over_by_alias,
 )
-from pager.store.sqlite_ports import Writer
+from pager.store.sql_ports import Writer
 
 
-class SqliteDirectory:
+class SqlDirectory:
     def __init__(self, writer: Writer) -> None:
         self._writer = writer
 

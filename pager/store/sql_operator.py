@@ -1,7 +1,8 @@
-"""The SQLite backend of the operator's views (`pager/store/operator_ports.py`).
+"""The operator's views (`pager/store/operator_ports.py`) over either engine's read side.
 
-Every call is one `ReadViews.read`: the read side's own read-only connection (WAL lets it read
-while the writer writes, and a long read never delays a commit), one request at a time in a
+Every call is one `read` of the read side (SQLite's `ReadViews`, PostgreSQL's `PgReadSide`): its
+own read-only connection (on SQLite, WAL lets it read while the writer writes, and a long read
+never delays a commit), one request at a time in a
 worker thread, inside one read transaction, running the views of `pager/store/_views.py`.
 """
 
@@ -14,10 +15,10 @@ from pager.domain.views import AgentView, MessageView, Snapshot
 from pager.store import views
 from pager.store._conn import Conn
 from pager.store.operator_ports import Slice
-from pager.store.sqlite_ports import Reads
+from pager.store.sql_ports import Reads
 
 
-class SqliteOperatorViews:
+class SqlOperatorViews:
     def __init__(self, reads: Reads) -> None:
         self._reads = reads
 
