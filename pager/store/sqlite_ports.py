@@ -212,11 +212,11 @@ class SqliteInbox:
             raise await self._writer.lookup(
                 lambda conn: ms.too_deep(conn, send.sender_id, recipient_id, deep, limits)
             )
-        claiming = claim_for is not None and claim_for.limit > 0
         if claim_for is not None and not _only_new_mail_claimable(ahead, now, policy):
             return None
+        reader = claim_for if claim_for is not None and claim_for.limit > 0 else None
         after = before.with_new_mail(now)
-        if claiming:
+        if reader is not None:  # the new message, claimed: an open claim until its ack wait
             deadline = now + policy.ack_wait
             held = after.open_claim_deadline
             after = attrs.evolve(
@@ -233,14 +233,14 @@ class SqliteInbox:
             if key is not None:
                 ms.remember_idempotency(conn, send.sender_id, key, message.unread.id, now)
             claimed = None
-            if claim_for is not None and claiming:
+            if reader is not None:
                 claimed = ms.claim_queued(
                     conn,
                     message,
-                    session_id=claim_for.session_id,
+                    session_id=reader.session_id,
                     now=now,
                     policy=policy,
-                    via=claim_for.via,
+                    via=reader.via,
                     new_token=lambda: ids.new_token(ids.Kind.CLAIM_TOKEN),
                     hash_token=ids.hash_token,
                 )
