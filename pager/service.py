@@ -233,7 +233,9 @@ class BrokerService:
         """The alias the person's identity gets in each workspace (docs/cli.md)."""
         return self.config.person_name or alias_of_login(_login_name())
 
-    async def _recipient(self, caller: Caller, to: str) -> tuple[Resolved, ReadAhead | None]:
+    async def _recipient(
+        self, caller: Caller, to: str, idempotency_key: str | None = None
+    ) -> tuple[Resolved, ReadAhead | None]:
         """The identity `to` names for a send or a page from `caller`, with the facts the
         send's decision needs where the store reads them with the address (`ReadAhead`). The
         person is reachable from every workspace by their name: a bare alias that names no
@@ -242,7 +244,7 @@ class BrokerService:
         address = parse_address(to)
         try:
             return await self.lookups.resolve_to_send(
-                caller.agent_id, address, to, now=self.clock.now()
+                caller.agent_id, address, to, now=self.clock.now(), idempotency_key=idempotency_key
             )
         except PagerError as error:
             person = self._person_alias()
@@ -286,7 +288,7 @@ class BrokerService:
         idempotency_key: str | None = None,
     ) -> SendResult:
         self._check_body(body)
-        recipient, ahead = await self._recipient(caller, to)
+        recipient, ahead = await self._recipient(caller, to, idempotency_key)
         request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key, ahead=ahead)
         return await self._enqueue(recipient, request)
 

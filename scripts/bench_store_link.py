@@ -10,6 +10,8 @@ machine costs. Both go through the same proxy code so that the delay is the only
   pairs sending to each other's inbox) sending over `/v1/me/send` for `--seconds` (8), while one
   more connection probes `/health` every 50 ms: `/health` p99, sends/s, send p50 and p99, on
   `near` and on `far` (the order alternates by client count).
+- in turn: one client on each broker sends `SEQUENTIAL` (20) times each: a plain send, one
+  with a new idempotency key, one repeating that key; the p50 of each.
 - cut: on `far`, the proxy closes every connection and refuses new ones for `--cut-seconds`
   (4): how long the first send after the cut waits for its answer (and which: 503 expected),
   then, once the proxy accepts again, how long until a send succeeds (one try every 100 ms).
@@ -51,6 +53,8 @@ from tests.pg_cluster import PgCluster  # noqa: E402
 SCRIPT = str(Path(__file__).resolve())
 CLIENTS = (4, 16)
 PROBE_EVERY = 0.05
+#: Sends of each kind one client makes one after another (`sequential`).
+SEQUENTIAL = 20
 REQUEST_TIMEOUT = 60.0  # a hang guard, far above any answer the targets allow
 TARGETS = {
     "health_p99_over_near_ms": 10.0,
@@ -286,6 +290,26 @@ def load(broker: Broker, senders: list[dict[str, Any]], seconds: float) -> dict[
     }
 
 
+def sequential(broker: Broker, pair: list[dict[str, Any]], count: int) -> dict[str, Any]:
+    """One client's sends one after another on one keep-alive connection, p50 of each kind:
+    plain, with a new idempotency key, repeating a key (answered the original)."""
+    conn = _connection(broker.url)
+    token, to = pair[0]["token"], pair[1]["address"]
+    stamp = time.monotonic_ns()
+    kinds: dict[str, list[float]] = {"plain": [], "keyed": [], "repeated_key": []}
+    for n in range(count):
+        for kind, body in (
+            ("plain", {"to": to, "body": f"{BODY} {n}"}),
+            ("keyed", {"to": to, "body": f"{BODY} k{n}", "idempotency_key": f"{stamp}-{n}"}),
+            ("repeated_key", {"to": to, "body": f"{BODY} k{n}", "idempotency_key": f"{stamp}-{n}"}),
+        ):
+            began = time.monotonic()
+            if _request(conn, "POST", "/v1/me/send", token, body) == 200:
+                kinds[kind].append(time.monotonic() - began)
+    conn.close()
+    return {f"{kind}_p50_ms": ms(percentile(times, 50)) for kind, times in kinds.items()}
+
+
 def cut(broker: Broker, proxy: Proxy, pair: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     """Cut `broker`'s link for `seconds`: the first send's wait and answer, then the recovery."""
     token, to = pair[0]["token"], pair[1]["address"]
@@ -366,6 +390,11 @@ def measure(args: Any) -> dict[str, Any]:
                 progress(f"load: {clients} clients on {name}, {args.seconds:g} s")
                 figures = load(hosts[name], sessions[name][:clients], args.seconds)
                 results["load"].setdefault(name, {})[str(clients)] = figures
+        for name in ("near", "far"):
+            progress(f"sequential sends on {name}: plain, with a key, repeating it")
+            # A pair of its own: the load's sends count against no rate here.
+            pair = [register(hosts[name], f"seq{k}") for k in range(2)]
+            results.setdefault("sequential", {})[name] = sequential(hosts[name], pair, SEQUENTIAL)
         progress(f"cut: the link of far, {args.cut_seconds:g} s")
         results["cut"] = cut(hosts["far"], proxies["far"], sessions["far"][:2], args.cut_seconds)
     near, far = results["load"]["near"], results["load"]["far"]
@@ -428,6 +457,17 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             ">= 3x",
         )
     )
+    for name in ("near", "far"):
+        one = results["sequential"][name]
+        label = "no delay" if name == "near" else f"{delay:g} ms each way"
+        rows.append(
+            (
+                f"one client's sends in turn, {label}: p50",
+                f"plain {one['plain_p50_ms']} ms; with a new idempotency key"
+                f" {one['keyed_p50_ms']} ms; repeating a key {one['repeated_key_p50_ms']} ms",
+                "",
+            )
+        )
     cut = results["cut"]
     answered = cut["first_answer_s"]
     ok = cut["first_answer_status"] == 503 and answered <= t["cut_answered_s"]

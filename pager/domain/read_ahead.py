@@ -7,6 +7,7 @@ from __future__ import annotations
 import attrs
 
 from pager.domain.loop_guard import SenderFacts
+from pager.domain.records import Message
 
 
 @attrs.frozen
@@ -22,6 +23,18 @@ class InboxDeadlines:
 
 
 @attrs.frozen
+class KeyRead:
+    """The sender's idempotency key as it stood when read: the message its row names (''
+    when the key was never used), when that row was written, and that message with its
+    recipient's address while it is still stored (pager/domain/idempotency.py decides)."""
+
+    message_id: str
+    created_at: float | None
+    original: Message | None
+    original_to: str | None
+
+
+@attrs.frozen
 class ReadAhead:
     """What a send's decision needs, read with its recipient's address in one statement
     before its write, by a backend for which a statement costs a round trip (PostgreSQL):
@@ -31,3 +44,9 @@ class ReadAhead:
     read_at: float  # the time the rates were counted up to
     sender: SenderFacts | None  # None: the sender is gone
     inbox: InboxDeadlines
+    #: Whether the inbox held mail a claim could take at `read_at` (a waiting reader's claim
+    #: then takes that first, in send order, and is made inside the write).
+    mail_waiting: bool = False
+    key: KeyRead | None = None  # read when the send has an idempotency key
+    sender_address: str = ""  # as a claim made in the send shows them
+    recipient_address: str = ""

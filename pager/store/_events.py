@@ -7,7 +7,7 @@ never shows a change that was rolled back, and never misses one that committed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import attrs
 
@@ -33,6 +33,23 @@ def record_event(conn: Conn, now: float, kind: str, data: dict[str, object]) -> 
     conn.execute(
         sql("INSERT INTO events (at, type, data) VALUES ({}, {}, {})"),
         (iso(now), kind, json.dumps(data, sort_keys=True)),
+    )
+
+
+def record_event_when(
+    conn: Conn,
+    now: float,
+    kind: str,
+    data: dict[str, object],
+    condition: str,
+    parameters: Sequence[object],
+) -> None:
+    """`record_event`, only if `condition` (a template's SQL, its positional `parameters`
+    bound) holds when the statement runs: a write that reads nothing back before its commit
+    decides in the statement itself."""
+    conn.execute(
+        sql(f"INSERT INTO events (at, type, data) SELECT {{}}, {{}}, {{}} WHERE {condition}"),
+        (iso(now), kind, json.dumps(data, sort_keys=True), *parameters),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pager.domain.delivery import Step
 from pager.domain.errors import PagerError
 from pager.domain.limits import SendLimits
 from pager.domain.loop_guard import (
@@ -20,17 +21,20 @@ from pager.domain.loop_guard import (
     decide_token_page,
     hop_limit_error,
 )
-from pager.domain.read_ahead import InboxDeadlines, ReadAhead
+from pager.domain.names import format_address
+from pager.domain.read_ahead import InboxDeadlines, KeyRead, ReadAhead
 from pager.domain.records import Identity
 from pager.domain.results import Origin
 from pager.store._conn import Conn
+from pager.store._delivery_sql import INBOX_INDEXED, guard
 from pager.store._dialect import dialect_of
 from pager.store._identities import (
     ADDRESSED_COLUMNS,
     addressed_where,
-    addresses,
     identity_of,
+    script_names,
 )
+from pager.store._messages import message_columns, message_of
 from pager.store._sql import sql
 from pager.store._tokens import MAILBOX_PREFIX, page_with_token
 
@@ -135,6 +139,10 @@ _SENDER_COLUMNS = (
 )
 
 
+#: How many columns `_SENDER_COLUMNS` holds.
+_SENDER_WIDTH = 9
+
+
 def facts_of(row: Any) -> SenderFacts | None:
     """`_SENDER_COLUMNS` as the decision takes them (None: the sender is gone)."""
     if row[0] is None:
@@ -156,14 +164,35 @@ def facts_of(row: Any) -> SenderFacts | None:
 def too_deep(
     conn: Conn, sender_id: str, recipient_id: str, deep: TooDeep, limits: SendLimits
 ) -> PagerError:
-    """The `hop_limit` refusal, naming the chain's senders by address."""
-    ends = addresses(conn, (sender_id, recipient_id))
-    chain = [
-        *_chain(conn, deep.cause_id, limits.max_hops + 1),
-        f"{ends.get(sender_id, sender_id)} (you)",
-        ends.get(recipient_id, recipient_id),
-    ]
-    return hop_limit_error(deep, limits.max_hops, chain)
+    """The `hop_limit` refusal, naming the chain's senders by address (an identity purged
+    since by its id), first to last, then the sender and the recipient: one statement walks
+    the chain back from its cause, at most `max_hops + 1` messages."""
+    rows = conn.execute(
+        _CHAIN,
+        {"cause": deep.cause_id, "longest": limits.max_hops + 1, "from": sender_id,
+         "to": recipient_id},
+    ).fetchall()  # fmt: skip
+    senders = [str(row[0]) for row in rows]
+    named = {
+        str(row[0]): format_address(str(row[1]), str(row[2])) for row in rows if row[1] is not None
+    }
+    named.update(script_names(conn, senders))  # a page's sender: its token's label
+    *chain, sender, recipient = (named.get(sender, sender) for sender in senders)
+    return hop_limit_error(deep, limits.max_hops, [*chain, f"{sender} (you)", recipient])
+
+
+#: A chain's senders, first to last, then the sender and the recipient, with their addresses
+#: where they still exist (`too_deep`).
+_CHAIN = sql(
+    "WITH RECURSIVE chain (depth, sender_id, cause_id) AS ("
+    " SELECT 1, sender_id, cause_id FROM messages WHERE id = {cause}"
+    " UNION ALL SELECT c.depth + 1, m.sender_id, m.cause_id FROM chain c"
+    " JOIN messages m ON m.id = c.cause_id WHERE c.depth < {longest})"
+    " SELECT c.sender_id, i.alias, w.slug FROM (SELECT depth, sender_id FROM chain"
+    " UNION ALL SELECT 0, {from} UNION ALL SELECT -1, {to}) AS c"
+    " LEFT JOIN identities i ON i.id = c.sender_id"
+    " LEFT JOIN workspaces w ON w.key = i.workspace_key ORDER BY c.depth DESC"
+)
 
 
 def lock_send(conn: Conn, recipient_id: str, sender_id: str) -> None:
@@ -182,31 +211,26 @@ class StaleFacts(Exception):
     sender, a claim of its recipient's inbox): nothing was written; decide again."""
 
 
-def expect_unchanged(conn: Conn, sender_id: str, recipient_id: str, read: ReadAhead) -> None:
+def expect_unchanged(
+    conn: Conn,
+    sender_id: str,
+    recipient_id: str,
+    read: ReadAhead,
+    *,
+    key: str | None = None,
+    nothing_claimable_at: float | None = None,
+) -> None:
     """A statement that fails the write (`StaleFacts`, by `pager_expect`) unless the facts
     the send decided on still hold: the sender's chain and its counts, the
-    recipient's row and its inbox's deadlines (`read`). Run under
-    `lock_send`, so no other send of this sender or change of this inbox can come between
-    it and the commit. PostgreSQL's statement (its function `pager_expect`)."""
+    recipient's row and its inbox's deadlines (`read`), the sender's idempotency `key` as
+    read, and (`nothing_claimable_at`, for a claim of the new message alone) that no mail in
+    the inbox is claimable at that time. Run under `lock_send`, so no other send of this
+    sender or change of this inbox can come between it and the commit. PostgreSQL's
+    statement (its function `pager_expect`)."""
     sender = read.sender
     assert sender is not None  # a send from no one was refused before its write
     conn.execute(
-        sql(
-            "SELECT pager_expect("
-            " (SELECT COALESCE(cause_hop, 0) FROM identities WHERE id = {from}) = {hop}"
-            " AND (SELECT COALESCE(cause_id, '') FROM identities WHERE id = {from}) = {cause}"
-            f" AND (SELECT COUNT(*) FROM messages WHERE sender_id = {{from}} AND sent_at >"
-            f" {{since}}"
-            f"  AND origin IN ({AGENTS})) ="
-            f" {{agent}}"
-            f" AND (SELECT COUNT(*) FROM messages WHERE sender_id = {{from}} AND sent_at >"
-            f" {{since}}"
-            f"  AND origin IN ({SCRIPTS})) = {{script}}"
-            " AND (SELECT COALESCE(next_due, -1) FROM identities WHERE id = {to}) = {due}"
-            f" AND COALESCE(({_deadlines('{to}')[0]}), -1) = {{claim}}"
-            f" AND COALESCE(({_deadlines('{to}')[1]}), -1) = {{retry}}"
-            f" AND COALESCE(({_deadlines('{to}')[2]}), -1) = {{oldest}})"
-        ),
+        _EXPECTED[key is not None, nothing_claimable_at is not None],
         {
             "from": sender_id,
             "to": recipient_id,
@@ -220,6 +244,9 @@ def expect_unchanged(conn: Conn, sender_id: str, recipient_id: str, read: ReadAh
             "claim": _or_minus_one(read.inbox.open_claim_deadline),
             "retry": _or_minus_one(read.inbox.next_retry),
             "oldest": _or_minus_one(read.inbox.oldest_unsettled_sent_at),
+            "key": key,
+            "keyed": "" if read.key is None else read.key.message_id,
+            "claim_at": nothing_claimable_at,
         },
     )
 
@@ -241,37 +268,102 @@ def _deadlines(to: str) -> tuple[str, str, str]:
     )
 
 
+def _mail_waiting(to: str, at: str) -> str:
+    """Whether the inbox of `to` holds mail a claim could take at `at` (each a column or a
+    parameter; pager/store/_messages.py `_claimable`)."""
+    return (
+        f"EXISTS (SELECT 1 FROM messages WHERE recipient_id = {to} AND {INBOX_INDEXED}"
+        f" AND {guard(Step.CLAIM)} AND available_at <= {at})"
+    )
+
+
+def _expected(keyed: bool, claiming: bool) -> str:
+    """`expect_unchanged`'s statement: with the key's row (`keyed`), and with no mail
+    claimable at `{claim_at}` (`claiming`)."""
+    claim, retry, oldest = _deadlines("{to}")
+    return (
+        "SELECT pager_expect("
+        " (SELECT COALESCE(cause_hop, 0) FROM identities WHERE id = {from}) = {hop}"
+        " AND (SELECT COALESCE(cause_id, '') FROM identities WHERE id = {from}) = {cause}"
+        " AND (SELECT COUNT(*) FROM messages WHERE sender_id = {from} AND sent_at > {since}"
+        f"  AND origin IN ({AGENTS})) = {{agent}}"
+        " AND (SELECT COUNT(*) FROM messages WHERE sender_id = {from} AND sent_at > {since}"
+        f"  AND origin IN ({SCRIPTS})) = {{script}}"
+        " AND (SELECT COALESCE(next_due, -1) FROM identities WHERE id = {to}) = {due}"
+        f" AND COALESCE(({claim}), -1) = {{claim}}"
+        f" AND COALESCE(({retry}), -1) = {{retry}}"
+        f" AND COALESCE(({oldest}), -1) = {{oldest}}"
+        + (
+            " AND COALESCE((SELECT message_id FROM idempotency WHERE sender_id = {from}"
+            " AND key = {key}), '') = {keyed}"
+            if keyed
+            else ""
+        )
+        + (f" AND NOT {_mail_waiting('{to}', '{claim_at}')}" if claiming else "")
+        + ")"
+    )
+
+
+#: `expect_unchanged`'s statements, by (keyed, claiming): made once, not per send.
+_EXPECTED = {
+    (keyed, claiming): sql(_expected(keyed, claiming))
+    for keyed in (False, True)
+    for claiming in (False, True)
+}
+
+
+#: The sender's idempotency key `:key` (`k`), the message it names (`o`) and the address of
+#: that message's recipient (`oi`, `ow`), joined to a statement where `s` is the sender.
+_KEY_JOINS = (
+    " LEFT JOIN idempotency k ON k.sender_id = {from} AND k.key = {key}"
+    " LEFT JOIN messages o ON o.id = k.message_id"
+    " LEFT JOIN identities oi ON oi.id = o.recipient_id"
+    " LEFT JOIN workspaces ow ON ow.key = oi.workspace_key"
+)
+_KEY_COLUMNS = f"k.message_id, k.created_at, oi.alias, ow.slug, {message_columns('o')}"
+
+
 def resolve_ahead(
     conn: Conn,
     *,
     agent_id: str | None,
     alias_key: str | None,
-    beside: str,
+    beside: str | None,
     slug: str | None,
     sender_id: str,
     now: float,
+    idempotency_key: str | None = None,
 ) -> tuple[Identity, str, ReadAhead] | None:
     """The identity an address names (as `addressed_identity`) and its workspace's slug,
-    with what the send's decision needs (the sender's chain and rates, the recipient's row
-    and its inbox's deadlines, as of `now`), in one statement. None when no identity answers
-    to the address now."""
+    with what the send's decision needs (the sender's chain, rates and address, the
+    recipient's row and its inbox's deadlines, as of `now`, and the sender's
+    `idempotency_key` with the message it names), in one statement. None when no identity
+    answers to the address now."""
     where, parameters = addressed_where(
         agent_id=agent_id, alias_key=alias_key, beside=beside, slug=slug
     )
     deadlines = ", ".join(f"({deadline})" for deadline in _deadlines("i.id"))
+    keyed = idempotency_key is not None
+    waiting = _mail_waiting("i.id", "{now}")
     row = conn.execute(
         sql(
-            f"SELECT {ADDRESSED_COLUMNS}, w.slug, i.next_due, {deadlines}, {_SENDER_COLUMNS}"
+            f"SELECT {ADDRESSED_COLUMNS}, w.slug, i.next_due, {deadlines}, {waiting},"
+            f" s.alias, sw.slug, {_SENDER_COLUMNS}{f', {_KEY_COLUMNS}' if keyed else ''}"
             " FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
-            f" LEFT JOIN identities s ON s.id = {{from}} CROSS JOIN ({_RATES}) AS r WHERE {where}"
+            " LEFT JOIN identities s ON s.id = {from} LEFT JOIN workspaces sw"
+            f" ON sw.key = s.workspace_key CROSS JOIN ({_RATES}) AS r"
+            f"{_KEY_JOINS if keyed else ''} WHERE {where}"
         ),
-        {**parameters, "from": sender_id, "since": now - HOUR, "now": now},
-    ).fetchone()
+        {**parameters, "from": sender_id, "since": now - HOUR, "now": now,
+         "key": idempotency_key},
+    ).fetchone()  # fmt: skip
     if row is None:
         return None
     columns = len(ADDRESSED_COLUMNS.split(","))
     identity, slug = identity_of(row), str(row[columns])
-    recorded, claim, retry, oldest = row[columns + 1 : columns + 5]
+    recorded, claim, retry, oldest, mail_waiting, sender_alias, sender_slug = row[
+        columns + 1 : columns + 8
+    ]
     inbox = InboxDeadlines(
         exists=True,
         recorded=_float(recorded),
@@ -279,27 +371,37 @@ def resolve_ahead(
         next_retry=_float(retry),
         oldest_unsettled_sent_at=_float(oldest),
     )
-    return identity, slug, ReadAhead(now, facts_of(row[columns + 5 :]), inbox)
+    facts_at = columns + 8
+    key_at = facts_at + _SENDER_WIDTH
+    key = None
+    if keyed:
+        message_id, created_at, to_alias, to_slug = row[key_at : key_at + 4]
+        original = None if row[key_at + 5] is None else message_of(row[key_at + 4 :])
+        key = KeyRead(
+            message_id=str(message_id or ""),
+            created_at=_float(created_at),
+            original=original,
+            original_to=(None if to_alias is None else format_address(str(to_alias), str(to_slug))),
+        )
+    return (
+        identity,
+        slug,
+        ReadAhead(
+            now,
+            facts_of(row[facts_at:key_at]),
+            inbox,
+            mail_waiting=bool(mail_waiting),
+            key=key,
+            sender_address=""
+            if sender_alias is None
+            else format_address(sender_alias, sender_slug),
+            recipient_address=format_address(identity.alias, slug),
+        ),
+    )
 
 
 def _float(value: object) -> float | None:
     return None if value is None else float(str(value))
-
-
-def _chain(conn: Conn, cause_id: object, longest: int) -> list[str]:
-    """The senders of the chain that ends in message `cause_id`, first to last, by address
-    (an identity purged since by its id); at most `longest` of them."""
-    senders: list[str] = []
-    while cause_id is not None and len(senders) < longest:
-        row = conn.execute(
-            sql("SELECT sender_id, cause_id FROM messages WHERE id = {}"), (cause_id,)
-        ).fetchone()
-        if row is None:
-            break
-        senders.append(str(row[0]))
-        cause_id = row[1]
-    known = addresses(conn, senders)
-    return [known.get(sender, sender) for sender in reversed(senders)]
 
 
 def start_chain(conn: Conn, identity_id: str, now: float, limits: SendLimits) -> bool:

@@ -13,10 +13,9 @@ from typing import Any
 
 import attrs
 
-from pager.domain import delivery
+from pager.domain import delivery, idempotency
 from pager.domain.clock import iso
 from pager.domain.delivery import AckResult, ClaimPolicy, Step, Via
-from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.records import Claim, ClaimState, Message, MessageState
 from pager.store._conn import Conn, Cursor
 from pager.store._delivery_sql import DELAYED_INDEXED, INBOX_INDEXED, guard, states_sql
@@ -29,6 +28,16 @@ _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
     " available_at, dead_reason, settled_at, origin, hop, fields"
 )
+
+
+def message_columns(table: str) -> str:
+    """The columns `message_of` reads, of the messages row named `table` in a statement."""
+    return ", ".join(f"{table}.{column.strip()}" for column in _MESSAGE_COLUMNS.split(","))
+
+
+def message_of(row: Any) -> Message:
+    """A message from a row that starts with `message_columns`."""
+    return _message(row)
 
 
 def _message(row: Any) -> Message:
@@ -178,10 +187,8 @@ def idempotent_original(
     reply_to: str | None,
 ) -> Message | None:
     """The message an earlier send with this key created within the window, when this send
-    repeats it (same recipient, body, thread and reply_to); None when the key is new here.
-
-    A send that reuses the key for anything else is refused with `conflict`: answering it
-    with the original would report a message it did not describe and drop its own."""
+    repeats it; None when the key is new here; PagerError `conflict` when it reuses the key
+    for another send (pager/domain/idempotency.py)."""
     row = conn.execute(
         sql(
             "SELECT message_id FROM idempotency WHERE sender_id = {} AND key = {} AND created_at"
@@ -194,33 +201,19 @@ def idempotent_original(
     original = get_message(conn, str(row[0]))
     if original is None:  # nothing left to repeat: the key is free again
         return None
-    differs = [
-        name
-        for name, was, given in (
-            ("recipient", original.recipient_id, recipient_id),
-            ("body", original.body, body),
-            ("thread", original.thread, thread),
-            ("reply_to", original.reply_to, reply_to),
-        )
-        if was != given
-    ]
+    differs = idempotency.differences(
+        original, recipient_id=recipient_id, body=body, thread=thread, reply_to=reply_to
+    )
     if not differs:
         return original
     known = addresses(conn, [original.recipient_id, recipient_id])
-    to = known.get(original.recipient_id, original.recipient_id)
-    asked = known.get(recipient_id, recipient_id)
-    what = " and ".join(differs)
-    if "recipient" in differs:
-        # The same address may name another identity now (the first one was reaped).
-        what += f" (this one is to {asked if asked != to else recipient_id})"
-    raise PagerError(
-        ErrorCode.CONFLICT,
-        f"idempotency_key {key!r} was already used for message {original.id} to {to};"
-        f" this send differs in {what}, so nothing was sent. Use a new idempotency_key for a"
-        " new message (only an unchanged repeat returns the original).",
-        message_id=original.id,
-        idempotency_key=key,
-        differs=differs,
+    raise idempotency.conflict(
+        original,
+        differs,
+        key=key,
+        recipient_id=recipient_id,
+        original_to=known.get(original.recipient_id, original.recipient_id),
+        asked_to=known.get(recipient_id, recipient_id),
     )
 
 
@@ -303,23 +296,7 @@ def claim_waiting(
         ).rowcount
         if not won:
             continue
-        conn.execute(
-            sql(
-                "INSERT INTO claims (token_hash, message_id, identity_id, session_id, attempt, via,"
-                " claimed_at, expires_at, state) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {})"
-            ),
-            (
-                hash_token(token),
-                message.id,
-                recipient_id,
-                session_id,
-                attempt,
-                via.value,
-                now,
-                expires_at,
-                ClaimState.OPEN.value,
-            ),
-        )
+        _open_claim(conn, hash_token(token), message.id, recipient_id, session_id, taken, via, now)
         claims.append(
             Claim(
                 token=token,
@@ -339,12 +316,77 @@ def claim_waiting(
     if events:
         record_events(conn, now, events)
     if claims:  # the last batch delivered: its deepest message is the cause of the next send
-        cause = max((claim.message for claim in claims), key=lambda m: m.hop)
-        conn.execute(
-            sql("UPDATE identities SET cause_hop = {}, cause_id = {} WHERE id = {}"),
-            (cause.hop, cause.id, recipient_id),
-        )
+        _become_cause(conn, recipient_id, max((c.message for c in claims), key=lambda m: m.hop))
     return claims
+
+
+def claim_queued(
+    conn: Conn,
+    queued: Queued,
+    *,
+    session_id: str | None,
+    now: float,
+    policy: ClaimPolicy,
+    via: Via,
+    new_token: Callable[[], str],
+    hash_token: Callable[[str], str],
+) -> Callable[[], Claim]:
+    """The message just queued, claimed at once for the reader waiting on its inbox, when no
+    other mail there is claimable or due to expire (its caller checked that under the inbox
+    lock): what `claim_waiting` writes for it, without reading anything back. The claim,
+    built once the message's seq is read (`Queued.message`)."""
+    message = queued.unread
+    taken = delivery.claim(message.attempts, via, now, policy.ack_wait)
+    token = new_token()
+    conn.execute(
+        sql("UPDATE messages SET state = {}, attempts = {} WHERE id = {}"),
+        (taken.state.value, taken.attempt, message.id),
+    )
+    recipient_id = message.recipient_id
+    _open_claim(conn, hash_token(token), message.id, recipient_id, session_id, taken, via, now)
+    fields = _fields(
+        message.id, message.sender_id, recipient_id, attempt=taken.attempt, via=via.value
+    )
+    record_events(conn, now, [(f"message.{taken.state.value}", fields)])
+    _become_cause(conn, recipient_id, message)
+
+    def claim() -> Claim:
+        claimed = attrs.evolve(queued.message(), state=taken.state, attempts=taken.attempt)
+        return Claim(
+            token=token, message=claimed, attempt=taken.attempt, expires_at=taken.expires_at
+        )
+
+    return claim
+
+
+def _open_claim(
+    conn: Conn,
+    token_hash: str,
+    message_id: str,
+    recipient_id: str,
+    session_id: str | None,
+    taken: delivery.Claimed,
+    via: Via,
+    now: float,
+) -> None:
+    conn.execute(
+        sql(
+            "INSERT INTO claims (token_hash, message_id, identity_id, session_id, attempt, via,"
+            " claimed_at, expires_at, state) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {})"
+        ),
+        (
+            token_hash, message_id, recipient_id, session_id, taken.attempt, via.value, now,
+            taken.expires_at, ClaimState.OPEN.value,
+        ),
+    )  # fmt: skip
+
+
+def _become_cause(conn: Conn, recipient_id: str, cause: Message) -> None:
+    """The message delivered last (the deepest of its batch) causes the recipient's next send."""
+    conn.execute(
+        sql("UPDATE identities SET cause_hop = {}, cause_id = {} WHERE id = {}"),
+        (cause.hop, cause.id, recipient_id),
+    )
 
 
 def dead_letter_expired(conn: Conn, recipient_id: str, now: float, message_expiry: float) -> int:

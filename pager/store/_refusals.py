@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pager.domain.clock import iso
 from pager.store._conn import Conn
-from pager.store._events import record_event
+from pager.store._events import record_event_when
 from pager.store._sql import sql
 
 MINUTE = 60
@@ -18,22 +18,27 @@ MINUTE = 60
 
 def count_refusal(
     conn: Conn, now: float, sender_id: str, reason: str, data: dict[str, object]
-) -> int:
+) -> None:
     """Count one refusal of `sender_id` for `reason`; the first of its minute also records a
-    `send.refused` event with `data` (who, whom, why) and the minute it stands for. The count
-    of that minute so far."""
+    `send.refused` event with `data` (who, whom, why) and the minute it stands for. Nothing
+    is read back before the commit: the event's insert finds the minute's count itself (one
+    round trip where each read costs one, PostgreSQL)."""
     minute = int(now // MINUTE)
-    (count,) = conn.execute(
+    conn.execute(
         sql(
             "INSERT INTO refusals (sender_id, reason, minute, count) VALUES ({}, {}, {}, 1)"
             " ON CONFLICT (sender_id, reason, minute) DO UPDATE SET count = refusals.count + 1"
-            " RETURNING count"
         ),
         (sender_id, reason, minute),
-    ).fetchone()
-    if count == 1:
-        record_event(conn, now, "send.refused", {**data, "minute": iso(minute * MINUTE)})
-    return int(count)
+    )
+    record_event_when(
+        conn,
+        now,
+        "send.refused",
+        {**data, "minute": iso(minute * MINUTE)},
+        "(SELECT count FROM refusals WHERE sender_id = {} AND reason = {} AND minute = {}) = 1",
+        (sender_id, reason, minute),
+    )
 
 
 def refused_sends(conn: Conn) -> int:

@@ -8,6 +8,7 @@ from pager.store._guard import (
     origin_and_hop,
     resolve_ahead,
     start_chain,
+    too_deep,
 )
 from pager.store._identities import (
     addressed_identity,
@@ -53,6 +54,7 @@ from pager.store._messages import (
     InboxDue,
     acknowledge,
     add_message,
+    claim_queued,
     claim_waiting,
     dead_letter_claims,
     dead_letter_expired,
@@ -110,6 +112,7 @@ __all__ = [
     "attached_session",
     "attached_sessions",
     "bind_conversation",
+    "claim_queued",
     "claim_waiting",
     "count_refusal",
     "dead_letter_claims",
@@ -173,6 +176,7 @@ __all__ = [
     "set_lease",
     "set_next_due",
     "start_chain",
+    "too_deep",
     "touch_identity",
     "unarchive_identity",
     "waiting",

@@ -124,11 +124,18 @@ class Lookups(Protocol):
         ...
 
     async def resolve_to_send(
-        self, caller_id: str, address: Address, text: str, *, now: float
+        self,
+        caller_id: str,
+        address: Address,
+        text: str,
+        *,
+        now: float,
+        idempotency_key: str | None = None,
     ) -> tuple[Resolved, ReadAhead | None]:
         """`resolve` for a send from `caller_id`: with it, where the backend reads them
-        ahead of the write (`ReadAhead`), the facts the send's decision needs, in the same
-        statement; None where the write reads them itself."""
+        ahead of the write (`ReadAhead`), the facts the send's decision needs (the sender's
+        `idempotency_key` among them), in the same statement; None where the write reads
+        them itself."""
         ...
 
     async def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:

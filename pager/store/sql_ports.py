@@ -15,13 +15,14 @@ from typing import Protocol, TypeVar
 
 import attrs
 
-from pager.domain import ids
+from pager.domain import delivery, idempotency, ids
 from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Hint
 from pager.domain.limits import SendLimits
 from pager.domain.loop_guard import SendOrigin, TooDeep, decide
-from pager.domain.records import Session, SessionState
+from pager.domain.read_ahead import ReadAhead
+from pager.domain.records import Message, Session, SessionState
 from pager.domain.retention import Applied, Due, Plan, Pruned
 from pager.domain.windows import Windows
 from pager.store import messaging as ms
@@ -116,11 +117,11 @@ class SqlInbox:
         the events' order lock to the commit), goes with COMMIT. A send whose facts were read
         with its address (`send.ahead`) is decided before its write, which goes out whole in
         one batch (`_enqueue_decided`)."""
-        if _decidable_ahead(send, claim_for):
+        if _decidable_ahead(send):
             try:
                 decided = await self._enqueue_decided(
-                    recipient_id, send, now=now, limits=limits, policy=policy,
-                    tell_others=tell_others,
+                    recipient_id, send, now=now, idempotent_since=idempotent_since,
+                    limits=limits, policy=policy, claim_for=claim_for, tell_others=tell_others,
                 )  # fmt: skip
             except ms.StaleFacts:
                 decided = None  # decided on facts that changed: decide inside the write
@@ -183,36 +184,83 @@ class SqlInbox:
         send: NewMessage,
         *,
         now: float,
+        idempotent_since: float,
         limits: SendLimits,
         policy: ClaimPolicy,
+        claim_for: ClaimFor | None,
         tell_others: bool,
     ) -> Changed[Enqueued] | None:
         """A send decided on the facts read ahead (`send.ahead`), written in one transaction
         that reads nothing before its end: under the inbox's and the sender's locks, a
         statement fails it (`StaleFacts`) unless those facts still hold, so a sender racing
-        its own sends, or a claim of the inbox, cannot slip past what was decided. None when
-        the decision refuses: a refusal on facts read without the locks is not final, so its
-        caller decides again inside the write (where a hop limit's chain is read too)."""
+        its own sends (the same idempotency key among them), or a claim of the inbox, cannot
+        slip past what was decided. A repeat of a key is answered, and a refusal raised, on
+        the facts as read, without a write: each was true when they were read. None when the
+        write must read the inbox itself: a reader waits on mail already there, or a next due
+        time to mend."""
         ahead = send.ahead
         assert ahead is not None
-        try:
-            stands = decide(ahead.sender, limits, ahead.read_at, script=send.script)
-        except PagerError:
-            return None
-        if isinstance(stands, TooDeep):
-            return None
+        assert ahead.sender is not None
         before = ms.InboxDue(**attrs.asdict(ahead.inbox), message_expiry=policy.message_expiry)
+        key = send.idempotency_key
+        if key is not None:
+            original = _repeated_ahead(ahead, send, recipient_id, key, idempotent_since)
+            if original is not None:
+                if before.needed != before.recorded:
+                    return None
+                return Changed(Enqueued(original, True), before.needed)
+        stands = decide(ahead.sender, limits, ahead.read_at, script=send.script)
+        if isinstance(stands, TooDeep):
+            deep = stands
+            raise await self._writer.lookup(
+                lambda conn: ms.too_deep(conn, send.sender_id, recipient_id, deep, limits)
+            )
+        if claim_for is not None and not _only_new_mail_claimable(ahead, now, policy):
+            return None
+        reader = claim_for if claim_for is not None and claim_for.limit > 0 else None
         after = before.with_new_mail(now)
+        if reader is not None:  # the new message, claimed: an open claim until its ack wait
+            deadline = now + policy.ack_wait
+            held = after.open_claim_deadline
+            after = attrs.evolve(
+                after, open_claim_deadline=deadline if held is None else min(held, deadline)
+            )
 
         def op(conn: Conn) -> AfterCommit[Changed[Enqueued]]:
             ms.lock_send(conn, recipient_id, send.sender_id)
-            ms.expect_unchanged(conn, send.sender_id, recipient_id, ahead)
+            ms.expect_unchanged(
+                conn, send.sender_id, recipient_id, ahead, key=key,
+                nothing_claimable_at=None if claim_for is None else now,
+            )  # fmt: skip
             message = _add_sent(conn, recipient_id, send, stands, now)
+            if key is not None:
+                ms.remember_idempotency(conn, send.sender_id, key, message.unread.id, now)
+            claimed = None
+            if reader is not None:
+                claimed = ms.claim_queued(
+                    conn,
+                    message,
+                    session_id=reader.session_id,
+                    now=now,
+                    policy=policy,
+                    via=reader.via,
+                    new_token=lambda: ids.new_token(ids.Kind.CLAIM_TOKEN),
+                    hash_token=ids.hash_token,
+                )
             self._queued(conn, recipient_id, message, before, after, tell_others=tell_others)
             due = after.needed
-            return AfterCommit(lambda: Changed(Enqueued(message.message(), False), due))
 
-        return await self._writer.write_late(op)
+            def enqueued() -> Changed[Enqueued]:
+                claims: tuple[ClaimView, ...] = ()
+                if claimed is not None:
+                    view = ClaimView(claimed(), ahead.sender_address, ahead.recipient_address)
+                    claims = (view,)
+                return Changed(Enqueued(message.message(), False, claims), due)
+
+            return AfterCommit(enqueued)
+
+        heavy = claim_for is not None and claim_for.limit > ROWS_ON_LOOP
+        return await self._writer.write_late(op, heavy=heavy)
 
     def _queued(
         self,
@@ -337,18 +385,58 @@ class SqlInbox:
         return await self._writer.lookup(lambda conn: ms.earliest_due_after(conn, now))
 
 
-def _decidable_ahead(send: NewMessage, claim_for: ClaimFor | None) -> bool:
+def _decidable_ahead(send: NewMessage) -> bool:
     """Whether a send can be decided on the facts read with its address: an identity's
-    send, read ahead, that neither repeats an idempotency key (the original is read in the
-    write) nor claims for a waiting reader (the claim reads the inbox in the write)."""
+    send, read ahead (with its idempotency key, when it has one)."""
     ahead = send.ahead
     return (
         ahead is not None
         and ahead.sender is not None
         and ahead.inbox.exists
-        and send.idempotency_key is None
-        and claim_for is None
+        and (send.idempotency_key is None or ahead.key is not None)
         and not send.sender_id.startswith(ms.MAILBOX_PREFIX)
+    )
+
+
+def _repeated_ahead(
+    ahead: ReadAhead, send: NewMessage, recipient_id: str, key: str, since: float
+) -> Message | None:
+    """The original a send repeats, by its key as read ahead (None: the key is new, or
+    free again); PagerError `conflict` when the send reuses the key for another message."""
+    read = ahead.key
+    assert read is not None
+    original = read.original
+    if original is None or read.created_at is None or read.created_at < since:
+        return None
+    differs = idempotency.differences(
+        original,
+        recipient_id=recipient_id,
+        body=send.body,
+        thread=send.thread,
+        reply_to=send.reply_to,
+    )
+    if not differs:
+        return original
+    raise idempotency.conflict(
+        original,
+        differs,
+        key=key,
+        recipient_id=recipient_id,
+        original_to=read.original_to or original.recipient_id,
+        asked_to=ahead.recipient_address,
+    )
+
+
+def _only_new_mail_claimable(ahead: ReadAhead, now: float, policy: ClaimPolicy) -> bool:
+    """Whether a claim at `now` would take the new message alone, by the inbox as read: no
+    mail waiting, no retry due by then, none to expire (`expect_unchanged` checks it still
+    holds under the inbox's lock)."""
+    inbox = ahead.inbox
+    oldest = inbox.oldest_unsettled_sent_at
+    return (
+        not ahead.mail_waiting
+        and (inbox.next_retry is None or inbox.next_retry > now)
+        and (oldest is None or oldest > delivery.expiry_cutoff(now, policy.message_expiry))
     )
 
 

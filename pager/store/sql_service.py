@@ -17,7 +17,7 @@ from pager.domain import addressing
 from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.mailbox_tokens import MailboxToken
-from pager.domain.names import Address, alias_key, format_address, parse_address
+from pager.domain.names import Address, format_address, parse_address
 from pager.domain.read_ahead import ReadAhead
 from pager.domain.records import Identity, Message
 from pager.domain.roster import RosterKey
@@ -62,26 +62,33 @@ class SqlLookups:
         return await self._writer.lookup(lambda conn: _resolve(conn, caller_id, address, text))
 
     async def resolve_to_send(
-        self, caller_id: str, address: Address, text: str, *, now: float
+        self,
+        caller_id: str,
+        address: Address,
+        text: str,
+        *,
+        now: float,
+        idempotency_key: str | None = None,
     ) -> tuple[Resolved, ReadAhead | None]:
         if not self._writer.reads_ahead:
             return await self.resolve(caller_id, address, text), None
 
         def read(conn: Conn) -> tuple[Resolved, ReadAhead | None]:
+            lookup = addressing.lookup_of(address, caller_id)
             found = ms.resolve_ahead(
                 conn,
-                agent_id=address.agent_id,
-                alias_key=None if address.alias is None else alias_key(address.alias),
-                beside=caller_id,
-                slug=address.slug,
+                agent_id=lookup.agent_id,
+                alias_key=lookup.alias_key,
+                beside=lookup.beside,
+                slug=lookup.slug,
                 sender_id=caller_id,
                 now=now,
+                idempotency_key=idempotency_key,
             )
             if found is None:  # renamed, unknown or gone: said as `resolve` says it
-                return _resolve(conn, caller_id, address, text), None
-            identity, slug, ahead = found
-            address_now = format_address(identity.alias, slug)
-            return Resolved(identity.id, address_now, identity.implementation), ahead
+                return _unnamed(conn, caller_id, address, text), None
+            identity, _, ahead = found
+            return Resolved(identity.id, ahead.recipient_address, identity.implementation), ahead
 
         return await self._writer.lookup(read)
 
@@ -257,6 +264,14 @@ def _resolve(
     )
     if found is not None:
         return addressing.named(*found)
+    return _unnamed(conn, caller_id, address, text, history=history)
+
+
+def _unnamed(
+    conn: Conn, caller_id: str, address: Address, text: str, *, history: bool = False
+) -> Resolved:
+    """`_resolve` of an address that names no one now (its statement found nothing): why
+    not, or the alias's new holder (PagerError from `addressing.unnamed`)."""
     former = addressing.not_named_now(address, text)
     if former.slug is None:
         workspace_key: str | None = _me(conn, caller_id).workspace_key

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeVar
 
 import attrs
 import psycopg
@@ -32,8 +33,12 @@ from pager.broker.providers import never_shown_mail_at_turns
 from pager.config import Config, Limits
 from pager.domain.api import Caller
 from pager.domain.clock import TrioWallClock
+from pager.domain.delivery import Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.limits import SendLimits
+from pager.domain.names import parse_address
+from pager.domain.read_ahead import KeyRead, ReadAhead
+from pager.domain.results import Claims, SendResult
 from pager.domain.workspace import Workspace, resolve_workspace
 from pager.requests import RegisterRequest
 from pager.service import BrokerService
@@ -43,10 +48,13 @@ from pager.store.pg._database import connect, upgrade
 from pager.store.pg._schema import WAKE_CHANNEL
 from pager.store.pg._writer import PgWriter
 from pager.store.pg.backend import PgReadSide, PgWakeups
+from pager.store.ports import ClaimFor, Enqueued, NewMessage
 from pager.store.sql_messaging import messaging_ports
+from pager.store.sql_ports import SqlInbox
 from pager.store.sql_service import SqlAccounts, SqlListings, SqlLookups
 from tests.messaging.conftest import WINDOWS, FakeInbox
 from tests.store.test_pg_schema import pg_store
+from tests.store.test_ports_contract import POLICY
 
 #: One send to an identity whose session is bound on this broker: the address with the
 #: decision's facts (one lookup), then the write in one message.
@@ -54,18 +62,36 @@ ROUND_TRIPS_PER_SEND = 2
 #: Of which the write's.
 WRITE_ROUND_TRIPS = 1
 HOST = "h1"
+T = TypeVar("T")
 
 
 class Wire:
-    """Every connection the store opens, traced by libpq while `counting`."""
+    """Every connection the store opens, traced by libpq while `counting` (one opened
+    meanwhile too, from its first statement: a send may find its pool's connection busy with
+    the broker's own work and open another)."""
+
+    FLAGS = psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE
 
     def __init__(self) -> None:
         self.connections: list[psycopg.Connection[Any]] = []
+        self._traces: list[tuple[psycopg.Connection[Any], IO[str]]] | None = None
+        self._lock = threading.Lock()  # connections are opened in worker threads
 
     def connect(self, *args: Any, **kwargs: Any) -> psycopg.Connection[Any]:
         conn = connect(*args, **kwargs)
-        self.connections.append(conn)
+        with self._lock:
+            self.connections.append(conn)
+            if self._traces is not None:
+                self._trace(conn, self._traces)
         return conn
+
+    def _trace(
+        self, conn: psycopg.Connection[Any], traces: list[tuple[psycopg.Connection[Any], IO[str]]]
+    ) -> None:
+        trace = tempfile.TemporaryFile("w+")  # noqa: SIM115  # closed by `counting`
+        conn.pgconn.trace(trace.fileno())
+        conn.pgconn.set_trace_flags(self.FLAGS)
+        traces.append((conn, trace))
 
     @contextlib.contextmanager
     def counting(self, only_with: tuple[str, ...] = ()) -> Iterator[list[str]]:
@@ -73,25 +99,25 @@ class Wire:
         (`only_with`: on the connections whose messages hold one of these texts — the
         broker's own work, such as its first sweep, runs on other connections meanwhile)."""
         seen: list[str] = []
-        flags = psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE
-        with contextlib.ExitStack() as files:
-            traces = []
+        traces: list[tuple[psycopg.Connection[Any], IO[str]]] = []
+        with self._lock:
             for conn in self.connections:
-                if conn.closed:
-                    continue
-                trace = files.enter_context(tempfile.TemporaryFile("w+"))
-                conn.pgconn.trace(trace.fileno())
-                conn.pgconn.set_trace_flags(flags)
-                traces.append((conn, trace))
-            try:
-                yield seen
-            finally:
-                for conn, trace in traces:
-                    conn.pgconn.untrace()
+                if not conn.closed:
+                    self._trace(conn, traces)
+            self._traces = traces
+        try:
+            yield seen
+        finally:
+            with self._lock:
+                self._traces = None
+            for conn, trace in traces:
+                with trace:
+                    if not conn.closed:
+                        conn.pgconn.untrace()
                     trace.seek(0)
                     lines = trace.read().splitlines()
-                    if not only_with or any(text in line for line in lines for text in only_with):
-                        seen += lines
+                if not only_with or any(text in line for line in lines for text in only_with):
+                    seen += lines
 
 
 def round_trips(trace: list[str]) -> int:
@@ -317,3 +343,349 @@ async def test_concurrent_sends_at_the_rate_edge_never_pass_the_limit(
             )
             assert (len(accepted), stored) == (limit, limit)
             assert refused == [ErrorCode.RATE_LIMITED] * (recipients - limit)
+
+
+# -- every shape of send ---------------------------------------------------------------------
+
+#: A repeat of an idempotency key within its window is answered the original, and a reuse of
+#: the key for another send refused, on the read alone (each true when read): nothing to write.
+REPEAT_ROUND_TRIPS = 1
+#: A send refused by a rate: the read (the refusal, true when read), then its count, one
+#: write that reads nothing back.
+RATE_REFUSED_ROUND_TRIPS = 2
+#: A send refused by the loop guard: the read, the chain the refusal names (one statement),
+#: the count.
+HOP_REFUSED_ROUND_TRIPS = 3
+#: What the send's own connections send: its read, the chain of a hop refusal, its write, a
+#: refusal's count (not the broker's sweep, on other connections meanwhile).
+SEND_TEXTS = ("r.agent_oldest", "WITH RECURSIVE", "pager_expect", "INSERT INTO refusals")
+
+
+async def _counted(
+    pg: PgHarness, send: Callable[[], Awaitable[T]]
+) -> tuple[T | PagerError, int, str]:
+    """`send()`'s answer (or the PagerError it raised), the round trips it cost, and the
+    statements it sent."""
+    with pg.wire.counting(only_with=SEND_TEXTS) as trace:
+        try:
+            answer: T | PagerError = await send()
+        except PagerError as exc:
+            answer = exc
+    return answer, round_trips(trace), "\n".join(queries(trace))
+
+
+async def test_a_send_with_an_idempotency_key_costs_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new key: read with the address, inserted in the one write. Its repeat is answered
+    the original, and its reuse for another body refused, each in one."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the first one")
+
+            def keyed(body: str) -> Callable[[], Awaitable[SendResult]]:
+                return lambda: pg.service.send(alice, to="bob", body=body, idempotency_key="k1")
+
+            sent, trips, listing = await _counted(pg, keyed("once"))
+            assert isinstance(sent, SendResult)
+            assert not sent.duplicate
+            assert trips <= ROUND_TRIPS_PER_SEND, listing
+            again, trips, listing = await _counted(pg, keyed("once"))
+            assert isinstance(again, SendResult)
+            assert (again.duplicate, again.message_id) == (True, sent.message_id)
+            assert trips <= REPEAT_ROUND_TRIPS, listing
+            reused, trips, listing = await _counted(pg, keyed("another body"))
+            assert isinstance(reused, PagerError)
+            assert (reused.code, reused.details["message_id"]) == (
+                ErrorCode.CONFLICT,
+                sent.message_id,
+            )
+            assert trips <= REPEAT_ROUND_TRIPS, listing
+
+
+async def test_a_reply_in_a_thread_by_agent_id_costs_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            first = await pg.service.send(alice, to="bob", body="a question", thread="t1")
+            replied, trips, listing = await _counted(
+                pg,
+                lambda: pg.service.send(
+                    bob, to=alice.agent_id, body="an answer", thread="t1",
+                    reply_to=first.message_id,
+                ),
+            )  # fmt: skip
+            assert isinstance(replied, SendResult)
+            assert trips <= ROUND_TRIPS_PER_SEND, listing
+
+
+class _ClaimsWatched:
+    """`SqlInbox.claim` wrapped: `done` is set once a claim (a fetch's) has committed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.done = trio.Event()
+        real = SqlInbox.claim
+
+        async def claim(inbox: SqlInbox, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await real(inbox, *args, **kwargs)
+            finally:
+                self.done.set()
+
+        monkeypatch.setattr(SqlInbox, "claim", claim)
+
+
+async def test_a_send_to_a_waiting_reader_costs_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob long-polls an empty inbox; alice's send claims its message for him in its one
+    write (the read said no other mail waits; the write checks it still holds)."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the first one")
+            await pg.service.fetch(bob)  # taken: the inbox holds no claimable mail
+            claims = _ClaimsWatched(monkeypatch)
+            polled: list[Claims] = []
+
+            async def long_poll() -> None:
+                polled.append(await pg.service.fetch(bob, limit=10, wait_s=20))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(long_poll)
+                await claims.done.wait()  # its first claim found nothing: it waits now
+                sent, trips, listing = await _counted(
+                    pg, lambda: pg.service.send(alice, to="bob", body="for the reader")
+                )
+            assert isinstance(sent, SendResult)
+            assert sent.wake is Wake.DELIVERED
+            assert [claim.message.id for claim in polled[0].claims] == [sent.message_id]
+            assert trips <= ROUND_TRIPS_PER_SEND, listing
+
+
+async def test_a_send_refused_by_a_rate_costs_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limits = Limits(send=SendLimits(pair_sends_per_hour=1))
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch, limits=limits) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the one allowed")
+            refused, trips, listing = await _counted(
+                pg, lambda: pg.service.send(alice, to="bob", body="one too many")
+            )
+            assert isinstance(refused, PagerError)
+            assert refused.code is ErrorCode.RATE_LIMITED
+            assert trips <= RATE_REFUSED_ROUND_TRIPS, listing
+            assert await _refusals_counted(pg) == 1
+
+
+async def test_a_send_refused_by_the_loop_guard_costs_three_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limits = Limits(send=SendLimits(max_hops=1))
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch, limits=limits) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="hop 1")
+            await pg.service.fetch(bob)  # bob's next send is hop 2
+            refused, trips, listing = await _counted(
+                pg, lambda: pg.service.send(bob, to="alice", body="hop 2")
+            )
+            assert isinstance(refused, PagerError)
+            assert refused.code is ErrorCode.HOP_LIMIT
+            assert "alice@repo-" in str(refused)
+            assert "bob@repo-" in str(refused)
+            assert trips <= HOP_REFUSED_ROUND_TRIPS, listing
+            assert await _refusals_counted(pg) == 1
+
+
+async def _refusals_counted(pg: PgHarness) -> int:
+    total: int = await pg.writer.read(
+        lambda conn: conn.execute(sql("SELECT COALESCE(SUM(count), 0) FROM refusals")).fetchone()[0]
+    )
+    return total
+
+
+# -- the same facts decided on by two brokers at once ----------------------------------------
+
+
+@contextlib.contextmanager
+def other_broker(dsn: str, tmp_path: Path) -> Iterator[tuple[SqlLookups, SqlInbox]]:
+    """Another broker's lookups and inbox on the same database: connections of its own."""
+    writer = PgWriter(pg_store(dsn, tmp_path))
+    try:
+        yield SqlLookups(writer), SqlInbox(writer)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(("first", "second"), [("once", "once"), ("once", "another body")])
+async def test_two_sends_with_one_key_at_once_make_one_message(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str, second: str
+) -> None:
+    """An agent sends twice with one key through two brokers at once: both read the key as
+    new before either writes. One message is made; the other send is answered it (the same
+    body) or refused (another body), never a second message."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with (
+            trio.fail_after(30),
+            other_broker(pg_dsn, tmp_path) as a,
+            other_broker(pg_dsn, tmp_path) as b,
+        ):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            now = time.time()
+            reads = [
+                await lookups.resolve_to_send(
+                    alice.agent_id, parse_address("bob"), "bob", now=now, idempotency_key="k"
+                )
+                for lookups, _ in (a, b)
+            ]
+            assert [ahead is not None and ahead.key for _, ahead in reads] == [
+                KeyRead("", None, None, None)
+            ] * 2
+            answers: list[Enqueued | PagerError] = []
+
+            async def send(inbox: SqlInbox, body: str, ahead: ReadAhead | None) -> None:
+                message = NewMessage(alice.agent_id, body, None, None, "k", ahead=ahead)
+                try:
+                    changed = await inbox.enqueue(
+                        bob.agent_id, message, now=now, idempotent_since=now - 600,
+                        limits=SendLimits(), policy=POLICY,
+                    )  # fmt: skip
+                except PagerError as exc:
+                    answers.append(exc)
+                else:
+                    answers.append(changed.value)
+
+            async with trio.open_nursery() as nursery:
+                for (_, inbox), body, (_, ahead) in zip(
+                    (a, b), (first, second), reads, strict=True
+                ):
+                    nursery.start_soon(send, inbox, body, ahead)
+            stored = await _rows(pg, "SELECT id FROM messages WHERE sender_id = {}", alice)
+            assert len(stored) == 1
+            made = [x for x in answers if isinstance(x, Enqueued) and not x.duplicate]
+            assert [x.message.id for x in made] == [stored[0][0]]
+            [other] = [x for x in answers if x not in made]
+            if first == second:
+                assert isinstance(other, Enqueued)
+                assert (other.duplicate, other.message.id) == (True, stored[0][0])
+            else:
+                assert isinstance(other, PagerError)
+                assert other.code is ErrorCode.CONFLICT
+
+
+async def test_mail_another_broker_queues_between_the_read_and_the_write_is_claimed_first(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice's send read bob's inbox empty, so its write would claim its own message alone
+    for bob's waiting reader; carol's message, queued through another broker since, is older:
+    the write sees that under the inbox lock and claims both, in send order, each once."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with (
+            trio.fail_after(30),
+            other_broker(pg_dsn, tmp_path) as a,
+            other_broker(pg_dsn, tmp_path) as b,
+        ):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            carol = await pg.register("carol")
+            now = time.time()
+            lookups, inbox = a
+            _, ahead = await lookups.resolve_to_send(
+                alice.agent_id, parse_address("bob"), "bob", now=now
+            )
+            assert ahead is not None
+            assert not ahead.mail_waiting
+            await b[1].enqueue(
+                bob.agent_id, NewMessage(carol.agent_id, "from carol", None, None, None),
+                now=now, idempotent_since=now - 600, limits=SendLimits(), policy=POLICY,
+            )  # fmt: skip
+            changed = await inbox.enqueue(
+                bob.agent_id, NewMessage(alice.agent_id, "from alice", None, None, None,
+                                         ahead=ahead),
+                now=now + 0.001, idempotent_since=now - 600, limits=SendLimits(),
+                policy=POLICY, claim_for=ClaimFor(None, 10, Via.FETCH),
+            )  # fmt: skip
+            claimed = [view.claim.message.body for view in changed.value.claims]
+            assert claimed == ["from carol", "from alice"]
+            assert await _claims_per_message(pg, bob) == [1, 1]
+
+
+async def test_a_send_claimed_for_a_reader_while_another_broker_claims_is_claimed_once(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Round after round, one broker's send claims for bob's waiting reader while another
+    broker sends bob mail and claims his inbox, at once: every message is claimed exactly
+    once."""
+    rounds = 6
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with (
+            trio.fail_after(60),
+            other_broker(pg_dsn, tmp_path) as a,
+            other_broker(pg_dsn, tmp_path) as b,
+        ):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            carol = await pg.register("carol")
+            taken: list[str] = []
+
+            async def send_for_reader(n: int) -> None:
+                now = time.time()
+                _, ahead = await a[0].resolve_to_send(
+                    alice.agent_id, parse_address("bob"), "bob", now=now
+                )
+                changed = await a[1].enqueue(
+                    bob.agent_id, NewMessage(alice.agent_id, f"a{n}", None, None, None,
+                                             ahead=ahead),
+                    now=now, idempotent_since=now - 600, limits=SendLimits(), policy=POLICY,
+                    claim_for=ClaimFor(None, 10, Via.FETCH),
+                )  # fmt: skip
+                taken.extend(view.claim.message.id for view in changed.value.claims)
+
+            async def send_and_claim(n: int) -> None:
+                now = time.time()
+                await b[1].enqueue(
+                    bob.agent_id, NewMessage(carol.agent_id, f"c{n}", None, None, None),
+                    now=now, idempotent_since=now - 600, limits=SendLimits(), policy=POLICY,
+                )  # fmt: skip
+                changed = await b[1].claim(
+                    bob.agent_id, session_id=None, limit=10, via=Via.FETCH, now=time.time(),
+                    policy=POLICY,
+                )  # fmt: skip
+                taken.extend(view.claim.message.id for view in changed.value)
+
+            for n in range(rounds):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(send_for_reader, n)
+                    nursery.start_soon(send_and_claim, n)
+            sent = await _rows(pg, "SELECT id FROM messages WHERE recipient_id = {}", bob)
+            assert len(sent) == 2 * rounds
+            assert sorted(taken) == sorted(row[0] for row in sent)  # each once, by someone
+            assert await _claims_per_message(pg, bob) == [1] * (2 * rounds)
+
+
+async def _rows(pg: PgHarness, template: str, who: Caller) -> list[Any]:
+    rows: list[Any] = await pg.writer.read(
+        lambda conn: conn.execute(sql(template), (who.agent_id,)).fetchall()
+    )
+    return rows
+
+
+async def _claims_per_message(pg: PgHarness, who: Caller) -> list[int]:
+    rows = await _rows(
+        pg,
+        "SELECT COUNT(*) FROM claims WHERE identity_id = {} GROUP BY message_id ORDER BY 1",
+        who,
+    )
+    return [int(row[0]) for row in rows]
