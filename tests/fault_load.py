@@ -189,7 +189,9 @@ class StoppedDatabase:
 @attrs.frozen
 class Hold:
     """How long a fault stays on: at least `min_s` and until `refusals` sends were answered
-    other than 2xx during it, at most `max_s` (the bench: min_s == max_s, the issue's run)."""
+    other than 2xx during it and /health said `degraded` during it (a fault ended the moment
+    its first refusal is seen could end before a probe saw the mark), at most `max_s` (the
+    bench: min_s == max_s, the issue's run)."""
 
     min_s: float
     max_s: float
@@ -361,7 +363,9 @@ class FaultRun:
             while True:
                 held = trio.current_time() - start
                 if held >= hold.max_s or (
-                    held >= hold.min_s and record.refusals_during_fault >= hold.refusals
+                    held >= hold.min_s
+                    and record.refusals_during_fault >= hold.refusals
+                    and record.degraded_during_fault
                 ):
                     break
                 await trio.sleep(0.1)
