@@ -40,7 +40,7 @@ from pager.store._tokens import MAILBOX_PREFIX, page_with_token
 
 #: The origins each rate counts, as SQL literals: an agent identity's sends are its own
 #: (`agent`) and its `pager run` pages (`script`); a token's and a run's cap count pages alone.
-AGENTS = "'agent', 'script'"
+AGENTS = f"'{Origin.AGENT.value}', '{Origin.SCRIPT.value}'"
 SCRIPTS = f"'{Origin.SCRIPT.value}'"
 
 

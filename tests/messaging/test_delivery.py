@@ -8,7 +8,7 @@ import pytest
 import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
 
-from actors.identity_delivery import PUSH_TIMEOUT
+from actors.identity_delivery import PUSH_TIMEOUT, WAKE_EVERY
 from pager.domain.errors import ErrorCode, PagerError
 from tests.messaging.conftest import WINDOWS, Harness, http_delivery
 
@@ -283,7 +283,7 @@ async def test_mail_after_the_woken_turn_is_woken_when_the_window_ends(
         await harness.service.send(alice, to="bob", body="after the turn")
         await wait_all_tasks_blocked()
         assert len(harness.inbox.wakes) == 1  # within the window: not yet
-        await trio.sleep(2.5)
+        await trio.sleep(WAKE_EVERY + 0.5)  # the mock clock: past the wake window
         assert len(harness.inbox.wakes) == 2
         # Again, but the session takes the mail before the window ends: no wake for it.
         [claim] = (await harness.service.fetch(bob))["claims"]
@@ -292,7 +292,7 @@ async def test_mail_after_the_woken_turn_is_woken_when_the_window_ends(
         await wait_all_tasks_blocked()
         [claim] = (await harness.service.fetch(bob))["claims"]
         await harness.service.ack(bob, tokens=[claim["token"]])
-        await trio.sleep(2.5)
+        await trio.sleep(WAKE_EVERY + 0.5)  # the mock clock: past the wake window
         assert len(harness.inbox.wakes) == 2
 
 
