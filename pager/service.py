@@ -244,8 +244,9 @@ class BrokerService:
         address = parse_address(to)
         try:
             return await self.lookups.resolve_to_send(
-                caller.agent_id, address, to, now=self.clock.now(), idempotency_key=idempotency_key
-            )
+                caller.agent_id, address, to, now=self.clock.now(),
+                idempotency_key=idempotency_key, limits=self.config.limits.send,
+            )  # fmt: skip
         except PagerError as error:
             person = self._person_alias()
             if not addressing.reaches_person(address, error, person):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import attrs
 
 from pager.domain.loop_guard import SenderFacts
-from pager.domain.records import Message
+from pager.domain.records import Identity, Message
 
 
 @attrs.frozen
@@ -50,3 +50,24 @@ class ReadAhead:
     key: KeyRead | None = None  # read when the send has an idempotency key
     sender_address: str = ""  # as a claim made in the send shows them
     recipient_address: str = ""
+    #: The senders of the chain the send would extend, first to last, by address (a purged
+    #: identity by its id, a page's token by its label), read when the sender's next send
+    #: may pass the hop limit (`loop_guard.refused_from_cause_hop`): its refusal names them.
+    chain: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class NamedNoOne:
+    """What the same read found when the address names no one now: whether the sender still
+    exists, and for an alias, whether the workspace it was looked up in exists, the identity
+    that reserved the alias there (with its workspace's slug: `addressing.unnamed` decides
+    from them), and, when asked, the person's identity in the sender's workspace (`person`;
+    `workspace_key`: the sender's workspace). `ahead`: the sender's facts, for a send to
+    the person whose identity the send's write makes."""
+
+    sender_exists: bool
+    workspace_known: bool
+    holder: tuple[Identity, str] | None
+    person: Identity | None
+    workspace_key: str | None
+    ahead: ReadAhead

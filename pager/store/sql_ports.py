@@ -20,7 +20,7 @@ from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Hint
 from pager.domain.limits import SendLimits
-from pager.domain.loop_guard import SendOrigin, TooDeep, decide
+from pager.domain.loop_guard import SendOrigin, TooDeep, decide, hop_limit_error
 from pager.domain.read_ahead import ReadAhead
 from pager.domain.records import Message, Session, SessionState
 from pager.domain.retention import Applied, Due, Plan, Pruned
@@ -212,6 +212,10 @@ class SqlInbox:
         stands = decide(ahead.sender, limits, ahead.read_at, script=send.script)
         if isinstance(stands, TooDeep):
             deep = stands
+            if ahead.chain is not None:  # read with the address: the refusal needs no read
+                sender = ahead.sender_address or send.sender_id
+                named = [*ahead.chain, f"{sender} (you)", ahead.recipient_address]
+                raise hop_limit_error(deep, limits.max_hops, named)
             raise await self._writer.lookup(
                 lambda conn: ms.too_deep(conn, send.sender_id, recipient_id, deep, limits)
             )

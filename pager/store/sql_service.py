@@ -11,14 +11,15 @@ returns (`Checkpoint.write`).
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from pager.domain import addressing
 from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from pager.domain.mailbox_tokens import MailboxToken
 from pager.domain.names import Address, format_address, parse_address
-from pager.domain.read_ahead import ReadAhead
+from pager.domain.read_ahead import NamedNoOne, ReadAhead
 from pager.domain.records import Identity, Message
 from pager.domain.roster import RosterKey
 from pager.domain.workspace import Workspace
@@ -69,6 +70,7 @@ class SqlLookups:
         *,
         now: float,
         idempotency_key: str | None = None,
+        limits: SendLimits | None = None,
     ) -> tuple[Resolved, ReadAhead | None]:
         if not self._writer.reads_ahead:
             return await self.resolve(caller_id, address, text), None
@@ -84,9 +86,10 @@ class SqlLookups:
                 sender_id=caller_id,
                 now=now,
                 idempotency_key=idempotency_key,
+                limits=limits,
             )
-            if found is None:  # renamed, unknown or gone: said as `resolve` says it
-                return _unnamed(conn, caller_id, address, text), None
+            if isinstance(found, NamedNoOne):  # renamed, unknown or gone: as `resolve` says
+                _not_named(found, address, text)
             identity, _, ahead = found
             return Resolved(identity.id, ahead.recipient_address, identity.implementation), ahead
 
@@ -239,8 +242,12 @@ class SqlAccounts:
 def _me(conn: Conn, caller_id: str) -> Identity:
     me = ms.get_identity(conn, caller_id)
     if me is None:
-        raise PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
+        raise _ended()
     return me
+
+
+def _ended() -> PagerError:
+    return PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
 
 
 def _resolve(
@@ -287,6 +294,18 @@ def _unnamed(
     return addressing.unnamed(
         text, former, workspace_known=workspace_key is not None, holder=holder, history=history
     )
+
+
+def _not_named(found: NamedNoOne, address: Address, text: str) -> NoReturn:
+    """`_unnamed` on what a send's read found with the address (`ms.resolve_ahead`), read
+    in the same statement: why the address names no one, or the alias's new holder."""
+    former = addressing.not_named_now(address, text)
+    if former.slug is None and not found.sender_exists:
+        raise _ended()
+    addressing.unnamed(
+        text, former, workspace_known=found.workspace_known, holder=found.holder, history=False
+    )
+    raise AssertionError("a send to an alias nobody holds is refused")
 
 
 def _named(conn: Conn, caller_id: str, text: str) -> str | None:

@@ -361,11 +361,15 @@ REPEAT_ROUND_TRIPS = 1
 #: A send refused by a rate: the read (the refusal, true when read), then its count, one
 #: write that reads nothing back.
 RATE_REFUSED_ROUND_TRIPS = 2
-#: A send refused by the loop guard: the read, the chain the refusal names (one statement),
-#: the count.
-HOP_REFUSED_ROUND_TRIPS = 3
-#: What the send's own connections send: its read, the chain of a hop refusal, its write, a
-#: refusal's count (not the broker's sweep, on other connections meanwhile).
+#: A send refused by the loop guard: the read (with the chain the refusal names, read with
+#: the address once the sender's next send may pass the limit), then the count.
+HOP_REFUSED_ROUND_TRIPS = 2
+#: A send to an address that names no one: the read, which says why (the workspace, the
+#: alias's former holder) in the same statement; nothing to write.
+UNNAMED_ROUND_TRIPS = 1
+#: What the send's own connections send: its read, a hop refusal's chain (the in-write
+#: path), its write, a refusal's count (not the broker's sweep, on other connections
+#: meanwhile).
 SEND_TEXTS = ("r.agent_oldest", "WITH RECURSIVE", "pager_expect", "INSERT INTO refusals")
 
 
@@ -495,7 +499,7 @@ async def test_a_send_refused_by_a_rate_costs_two_round_trips(
             assert await _refusals_counted(pg) == 1
 
 
-async def test_a_send_refused_by_the_loop_guard_costs_three_round_trips(
+async def test_a_send_refused_by_the_loop_guard_costs_two_round_trips(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     limits = Limits(send=SendLimits(max_hops=1))
@@ -514,6 +518,68 @@ async def test_a_send_refused_by_the_loop_guard_costs_three_round_trips(
             assert "bob@repo-" in str(refused)
             assert trips <= HOP_REFUSED_ROUND_TRIPS, listing
             assert await _refusals_counted(pg) == 1
+
+
+async def test_a_longer_chain_refused_is_named_first_to_last_in_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain read with the address names its senders first to last, then the sender
+    and the recipient, as the refusal decided inside the write names them."""
+    limits = Limits(send=SendLimits(max_hops=2))
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch, limits=limits) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="hop 1")
+            await pg.service.fetch(bob)
+            await pg.service.send(bob, to="alice", body="hop 2")
+            await pg.service.fetch(alice)
+            refused, trips, listing = await _counted(
+                pg, lambda: pg.service.send(alice, to="bob", body="hop 3")
+            )
+            assert isinstance(refused, PagerError)
+            assert refused.code is ErrorCode.HOP_LIMIT
+            chain = refused.details["chain"]
+            assert [name.split("@")[0] for name in chain] == ["alice", "bob", "alice", "bob"]
+            assert chain[2].endswith(" (you)")
+            assert trips <= HOP_REFUSED_ROUND_TRIPS, listing
+
+
+async def test_a_send_to_an_address_that_names_no_one_costs_one_round_trip(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unknown, renamed, in a workspace nobody knows: each refusal says what it said, read
+    with the address in one statement."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the first one")
+            await pg.writer.write(
+                lambda conn: conn.execute(
+                    sql(
+                        "UPDATE identities SET alias = 'robert', alias_key = 'robert' WHERE id = {}"
+                    ),
+                    (bob.agent_id,),
+                )
+            )
+            cases = {
+                "nobody": (ErrorCode.UNKNOWN_RECIPIENT, "no agent 'nobody'"),
+                "nobody@nowhere-abc123": (
+                    ErrorCode.UNKNOWN_RECIPIENT,
+                    "no agent 'nobody@nowhere-abc123' (no workspace 'nowhere-abc123' is known)",
+                ),
+                "agt_edq58ermsq3w3hg3": (ErrorCode.UNKNOWN_RECIPIENT, "no agent 'agt_edq58erm"),
+                "bob": (ErrorCode.RECIPIENT_ALIAS_CHANGED, "'bob' is now robert@"),
+            }
+            for to, (code, said) in cases.items():
+                refused, trips, listing = await _counted(
+                    pg, partial(pg.service.send, alice, to=to, body="anyone?")
+                )
+                assert isinstance(refused, PagerError), to
+                assert refused.code is code, to
+                assert str(refused).startswith(said), (to, str(refused))
+                assert trips <= UNNAMED_ROUND_TRIPS, listing
 
 
 async def _refusals_counted(pg: PgHarness) -> int:
