@@ -462,6 +462,7 @@ def resolve_ahead(
         holder=holder,
         person=None if row[person_at] is None else identity_of(row[person_at:]),
         workspace_key=None if sender_workspace is None else str(sender_workspace),
+        workspace_slug=None if sender_slug is None else str(sender_slug),
         ahead=ahead,
     )
 

@@ -133,11 +133,16 @@ class Lookups(Protocol):
         now: float,
         idempotency_key: str | None = None,
         limits: SendLimits | None = None,
+        person: str | None = None,
     ) -> tuple[Resolved, ReadAhead | None]:
         """`resolve` for a send from `caller_id`: with it, where the backend reads them
         ahead of the write (`ReadAhead`), the facts the send's decision needs (the sender's
         `idempotency_key` among them, and the chain a refusal by the hop limit of `limits`
-        would name), in the same statement; None where the write reads them itself."""
+        would name), in the same statement; None where the write reads them itself. A bare
+        alias that is the `person`'s name and names no one may answer the person's identity
+        in the caller's workspace, yet to be made by the send's write (`ReadAhead.makes`);
+        where the backend does not, it refuses as `resolve` does and the caller goes on to
+        `person_beside`."""
         ...
 
     async def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:

@@ -763,3 +763,89 @@ async def _claims_per_message(pg: PgHarness, who: Caller) -> list[int]:
         who,
     )
     return [int(row[0]) for row in rows]
+
+
+#: The first send to the person in a workspace: the read (which finds no identity for their
+#: name there), then one write that makes their identity and queues the message.
+FIRST_TO_PERSON_ROUND_TRIPS = 2
+
+
+async def test_the_first_send_to_the_person_in_a_workspace_costs_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the first one")
+            person = pg.service._person_alias()
+            with pg.wire.counting() as trace:
+                sent = await pg.service.send(alice, to=person, body="for the person")
+            listing = "\n".join(queries(trace))
+            assert sent.recipient.address.startswith(f"{person}@")
+            rows = await _rows(
+                pg, "SELECT id FROM identities WHERE implementation = 'human'"
+                " AND workspace_key = (SELECT workspace_key FROM identities WHERE id = {})",
+                bob,
+            )  # fmt: skip
+            assert [row[0] for row in rows] == [sent.recipient.agent_id]
+            assert round_trips(trace) <= FIRST_TO_PERSON_ROUND_TRIPS, listing
+
+
+async def test_two_brokers_making_the_persons_first_sends_at_once_make_one_identity(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice sends to the person through two brokers at once, each read finding no identity
+    of theirs in the workspace before either write: one write makes it; the other finds it
+    made (its write fails, nothing of it stays) and its send goes to that identity. One
+    identity, both messages in its inbox."""
+    both_read = trio.Event()
+    read: list[str] = []
+    real = SqlLookups.resolve_to_send
+
+    async def resolve_to_send(lookups: SqlLookups, *args: Any, **kwargs: Any) -> Any:
+        found = await real(lookups, *args, **kwargs)
+        read.append("made" if found[1] is not None and found[1].makes is not None else "found")
+        if len(read) == 2:
+            both_read.set()
+        await both_read.wait()  # neither writes before both have read
+        return found
+
+    monkeypatch.setattr(SqlLookups, "resolve_to_send", resolve_to_send)
+    other_home = tmp_path / "other"
+    other_home.mkdir()
+    async with (
+        pg_messaging(pg_dsn, tmp_path, monkeypatch) as a,
+        pg_messaging(pg_dsn, other_home, monkeypatch) as b,
+    ):
+        with trio.fail_after(30):
+            alice = await a.register("alice")
+            person = a.service._person_alias()
+            sent: list[SendResult] = []
+
+            async def send(pg: PgHarness, body: str) -> None:
+                sent.append(await pg.service.send(alice, to=person, body=body))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send, a, "through a")
+                nursery.start_soon(send, b, "through b")
+            assert read[:2] == ["made", "made"]  # both read before either wrote
+            people = await _rows(
+                a, "SELECT id FROM identities WHERE implementation = 'human'"
+                " AND workspace_key = (SELECT workspace_key FROM identities WHERE id = {})",
+                alice,
+            )  # fmt: skip
+            assert len(people) == 1
+            assert {result.recipient.agent_id for result in sent} == {people[0][0]}
+            me = await a.service.person(str(a.workspace))
+            assert me.agent_id == people[0][0]
+            mail = await a.service.fetch(me, limit=10)
+            assert sorted(claim.message.body for claim in mail.claims) == [
+                "through a", "through b"
+            ]  # fmt: skip
+            created = await _rows(
+                a, "SELECT COUNT(*) FROM events WHERE type = 'agent.created'"
+                " AND data LIKE '%' || {} || '%'",
+                me,
+            )  # fmt: skip
+            assert created == [(1,)]
