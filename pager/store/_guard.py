@@ -389,9 +389,9 @@ def resolve_ahead(
             f" AND ar.workspace_key = {former} AND ar.alias_key = {{alias_key}}"
             " LEFT JOIN identities h ON h.id = ar.identity_id"
             " LEFT JOIN workspaces hw ON hw.key = h.workspace_key"
-            " LEFT JOIN identities p ON i.id IS NULL AND {person} AND p.id = (SELECT id FROM"
-            " identities WHERE workspace_key = s.workspace_key AND implementation = {human}"
-            " ORDER BY created_at, id LIMIT 1)"
+            " LEFT JOIN identities p ON i.id IS NULL AND {person} AND p.id = (SELECT id"
+            " FROM identities WHERE workspace_key = s.workspace_key"
+            " AND implementation = {person_implementation} ORDER BY created_at, id LIMIT 1)"
         )
     else:
         unnamed = (
@@ -410,7 +410,7 @@ def resolve_ahead(
             f"{unnamed}{_KEY_JOINS if keyed else ''}"
         ),
         {**parameters, "from": sender_id, "since": now - HOUR, "now": now,
-         "key": idempotency_key, "person": person, "human": PERSON,
+         "key": idempotency_key, "person": person, "person_implementation": PERSON,
          "chain_from": None if limits is None else refused_from_cause_hop(limits),
          "longest": 0 if limits is None else limits.max_hops + 1},
     ).fetchone()  # fmt: skip

@@ -436,14 +436,14 @@ def make_person_in_send(conn: Conn, made: MadeBySend) -> None:
     person = made.identity
     values = {
         "id": person.id, "ws": person.workspace_key, "alias": person.alias,
-        "key": made.alias_key, "durable": int(person.durable), "human": PERSON,
+        "key": made.alias_key, "durable": int(person.durable), "person_implementation": PERSON,
         "at": person.created_at,
     }  # fmt: skip
     conn.execute(
         sql(
             "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
             " created_at, last_seen, detached_at) VALUES ({id}, {ws}, {alias}, {key}, {durable},"
-            " {human}, {at}, {at}, {at}) ON CONFLICT DO NOTHING"
+            " {person_implementation}, {at}, {at}, {at}) ON CONFLICT DO NOTHING"
         ),
         values,
     )
@@ -451,7 +451,7 @@ def make_person_in_send(conn: Conn, made: MadeBySend) -> None:
     conn.execute(
         sql(
             "SELECT pager_expect((SELECT id FROM identities WHERE workspace_key = {ws}"
-            " AND implementation = {human} ORDER BY created_at, id LIMIT 1) = {id}"
+            " AND implementation = {person_implementation} ORDER BY created_at, id LIMIT 1) = {id}"
             " AND (SELECT identity_id FROM alias_reservations WHERE workspace_key = {ws}"
             " AND alias_key = {key}) = {id})"
         ),
