@@ -92,10 +92,12 @@ class Identities:
     def active_ids(self) -> frozenset[str]:
         return frozenset(agent for agent, ref in self._refs.items() if ref.alive)
 
-    async def activate(self, agent_id: str) -> ActorRef[IdentityMessage]:
+    async def activate(self, agent_id: str, *, made: bool = False) -> ActorRef[IdentityMessage]:
         """The identity's actor, started if it is not running; `not_found` if the identity
         does not exist (purged, or never was); the `StoreFault` that failed its load (nothing
-        is left of the attempt: the next call starts it again)."""
+        is left of the attempt: the next call starts it again). `made`: the identity is being
+        made by the message the actor is started for (a send's write makes the person's):
+        nothing of it is stored yet to look for or load, so its actor starts empty."""
         while True:
             retiring = self._retiring.get(agent_id)
             if retiring is not None:
@@ -112,9 +114,9 @@ class Identities:
         # waits for this start instead of starting the actor again.
         self._starting[agent_id] = starting = trio.Event()
         try:
-            if not await self._sessions.exists(agent_id):
+            if not made and not await self._sessions.exists(agent_id):
                 raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
-            spec = ChildSpec(agent_id, self._child(agent_id), restart=Restart.TRANSIENT)
+            spec = ChildSpec(agent_id, self._child(agent_id, made), restart=Restart.TRANSIENT)
             if self._supervisor.running(agent_id):  # its last incarnation is still ending
                 await self._supervisor.terminate_child(agent_id)
             started = await self._supervisor.start_child(spec)
@@ -130,11 +132,15 @@ class Identities:
         assert isinstance(started, ActorRef)
         return started
 
-    def _child(self, agent_id: str) -> Callable[..., Any]:
+    def _child(self, agent_id: str, made: bool = False) -> Callable[..., Any]:
+        first = [made]  # only the first incarnation starts empty: a restart loads the store
+
         async def run(*, task_status: trio.TaskStatus[ActorRef[IdentityMessage]]) -> None:
+            actor = self._make(agent_id)
+            actor.made, first[0] = first[0], False
             # Every incarnation (a restart too) registers its ref when it is ready.
             await run_actor(
-                self._make(agent_id),
+                actor,
                 name=f"identity:{agent_id}",
                 task_status=_Registering(self._refs, agent_id, task_status),
             )
@@ -189,13 +195,21 @@ class Identities:
         if gone and self.index.of_identity(agent_id) is attachment:  # not rebound meanwhile
             self.index.release(attachment)
 
-    async def call(self, agent_id: str, message: Call[R], *, timeout: float = 30.0) -> R:  # noqa: ASYNC109
+    async def call(
+        self,
+        agent_id: str,
+        message: Call[R],
+        *,
+        timeout: float = 30.0,  # noqa: ASYNC109
+        made: bool = False,
+    ) -> R:
         """Call the identity's actor, starting it if need be; one retry if it passivated
         between the lookup and the call. A store fault answers its `StoreFault` (the edge says
         `unavailable`) and the actor goes on; a crash (a broken invariant) answers
-        `ActorCrashed` (`internal`) while its supervisor starts the actor again."""
+        `ActorCrashed` (`internal`) while its supervisor starts the actor again. `made`: the
+        message makes the identity (see `activate`)."""
         for attempt in range(2):
-            ref = await self.activate(agent_id)
+            ref = await self.activate(agent_id, made=made)
             try:
                 return await ref.call(message, timeout=timeout)
             except ActorStopped:

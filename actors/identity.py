@@ -154,6 +154,9 @@ class IdentityActor(Pushes, LaunchOnMail):
         # Store faults in a row, and the trio time before which the timers do not try again.
         self.faults = 0
         self.retry_at: float | None = None
+        # Started for the message that makes the identity (`Identities.activate`): nothing
+        # of it is stored yet, so there is nothing to load, bind or catch up on.
+        self.made = False
 
     @property
     def session_id(self) -> str | None:
@@ -164,6 +167,8 @@ class IdentityActor(Pushes, LaunchOnMail):
     async def on_start(self) -> None:
         # Activation counts as activity: the idle window starts now, not at trio time 0.
         self.last_activity = trio.current_time()
+        if self.made:
+            return
         self.next_deadline = await self.deps.inbox.next_due(self.identity_id)
         await self._load_wake()
         await self._rebind()

@@ -242,12 +242,13 @@ class BrokerService:
         one in the caller's workspace but is the person's name reaches the person's identity
         there, made as the person's own first command there would make it."""
         address = parse_address(to)
+        person = self._person_alias()
         try:
             return await self.lookups.resolve_to_send(
-                caller.agent_id, address, to, now=self.clock.now(), idempotency_key=idempotency_key
-            )
+                caller.agent_id, address, to, now=self.clock.now(),
+                idempotency_key=idempotency_key, limits=self.config.limits.send, person=person,
+            )  # fmt: skip
         except PagerError as error:
-            person = self._person_alias()
             if not addressing.reaches_person(address, error, person):
                 raise
         made = await self.accounts.person_beside(caller.agent_id, person, now=self.clock.now())
@@ -288,9 +289,15 @@ class BrokerService:
         idempotency_key: str | None = None,
     ) -> SendResult:
         self._check_body(body)
-        recipient, ahead = await self._recipient(caller, to, idempotency_key)
-        request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key, ahead=ahead)
-        return await self._enqueue(recipient, request)
+        for again in (False, True):
+            recipient, ahead = await self._recipient(caller, to, idempotency_key)
+            request = Enqueue(caller.agent_id, body, thread, reply_to, idempotency_key, ahead=ahead)
+            try:
+                return await self._enqueue(recipient, request)
+            except PagerError as error:
+                if again or not error.details.get("made_meanwhile"):
+                    raise
+        raise AssertionError("unreachable")
 
     async def notify(self, caller: Caller, *, to: str | None, page: Page, run: bool) -> SendResult:
         """A page (SPEC §8.2) from the caller to `to` (None: to itself). `run`: it reports a
@@ -353,7 +360,8 @@ class BrokerService:
             )
 
     async def _enqueue(self, recipient: Resolved, request: Enqueue) -> SendResult:
-        sent = await self._call_identity(recipient.id, request)
+        made = request.ahead is not None and request.ahead.makes is not None
+        sent = await self.identities.call(recipient.id, request, made=made)
         waits = sent.wake == Wake.QUEUED and recipient.implementation in self.never_shown_mail
         return SendResult(
             message_id=sent.message.id,

@@ -125,6 +125,17 @@ def reaches_person(address: Address, refused: PagerError, person_alias: str) -> 
     )
 
 
+def made_meanwhile(address: str) -> PagerError:
+    """A send whose write was to make the person's identity (`address`) found it made by
+    another write meanwhile: nothing was sent; the sender's service sends it again, once, to
+    the identity made (`made_meanwhile` in the details says so)."""
+    return PagerError(
+        ErrorCode.UNKNOWN_RECIPIENT,
+        f"{address} was made by another send meanwhile; nothing was sent: send again",
+        made_meanwhile=True,
+    )
+
+
 def answers_to(given: str, *, agent_id: str, alias: str, address: str) -> bool:
     """Whether a listed identity answers to `given` as the operator names it: its agent id,
     its address (`alias@slug`), or its alias in any workspace, aliases and slugs compared

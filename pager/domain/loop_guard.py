@@ -73,7 +73,8 @@ def decide(
         return SendOrigin(SCRIPT, 0, None) if script else SendOrigin(HUMAN, 0, None)
     hop = 1 + sender.cause_hop
     # A run-page starts a chain: no hop to check.
-    if not script and limits.max_hops and hop > limits.max_hops:
+    refused_from = refused_from_cause_hop(limits)
+    if not script and refused_from is not None and sender.cause_hop >= refused_from:
         return TooDeep(hop, sender.cause_id)
     # An agent's sends and its `pager run` pages share its budgets: a run-page starts no
     # chain, but it is still this agent writing to that recipient.
@@ -82,6 +83,13 @@ def decide(
     if script:
         return SendOrigin(SCRIPT, 0, None)
     return SendOrigin(AGENT, hop, sender.cause_id)
+
+
+def refused_from_cause_hop(limits: SendLimits) -> int | None:
+    """The least `cause_hop` of an agent whose next send (message `1 + cause_hop` of its
+    chain) passes the hop limit; None when the limit is off. `decide` refuses by it, and a
+    read made ahead of the decision reads the chain a refusal names only from it on."""
+    return limits.max_hops or None
 
 
 def decide_token_page(pages: Sent, limits: SendLimits, now: float) -> SendOrigin:

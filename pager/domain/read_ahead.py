@@ -7,7 +7,7 @@ from __future__ import annotations
 import attrs
 
 from pager.domain.loop_guard import SenderFacts
-from pager.domain.records import Message
+from pager.domain.records import Identity, Message
 
 
 @attrs.frozen
@@ -50,3 +50,39 @@ class ReadAhead:
     key: KeyRead | None = None  # read when the send has an idempotency key
     sender_address: str = ""  # as a claim made in the send shows them
     recipient_address: str = ""
+    #: The senders of the chain the send would extend, first to last, by address (a purged
+    #: identity by its id, a page's token by its label), read when the sender's next send
+    #: may pass the hop limit (`loop_guard.refused_from_cause_hop`): its refusal names them.
+    chain: tuple[str, ...] | None = None
+    #: The recipient's identity, when the send's write makes it (the person's, on the first
+    #: send to them in a workspace): the inbox read is then an empty one.
+    makes: MadeBySend | None = None
+
+
+@attrs.frozen
+class MadeBySend:
+    """An identity a send's write makes before its message, unless another write made the
+    same one first (the send is then made again to that one): `identity`, the key of its
+    alias and its workspace's slug."""
+
+    identity: Identity
+    alias_key: str
+    slug: str
+
+
+@attrs.frozen
+class NamedNoOne:
+    """What the same read found when the address names no one now: whether the sender still
+    exists, and for an alias, whether the workspace it was looked up in exists, the identity
+    that reserved the alias there (with its workspace's slug: `addressing.unnamed` decides
+    from them), and, when asked, the person's identity in the sender's workspace (`person`;
+    `workspace_key`, `workspace_slug`: the sender's workspace). `ahead`: the sender's facts,
+    for a send to the person whose identity the send's write makes."""
+
+    sender_exists: bool
+    workspace_known: bool
+    holder: tuple[Identity, str] | None
+    person: Identity | None
+    workspace_key: str | None
+    workspace_slug: str | None
+    ahead: ReadAhead

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pager.domain.addressing import PERSON
 from pager.domain.delivery import Step
 from pager.domain.errors import PagerError
 from pager.domain.limits import SendLimits
@@ -20,9 +21,10 @@ from pager.domain.loop_guard import (
     decide,
     decide_token_page,
     hop_limit_error,
+    refused_from_cause_hop,
 )
 from pager.domain.names import format_address
-from pager.domain.read_ahead import InboxDeadlines, KeyRead, ReadAhead
+from pager.domain.read_ahead import InboxDeadlines, KeyRead, NamedNoOne, ReadAhead
 from pager.domain.records import Identity
 from pager.domain.results import Origin
 from pager.store._conn import Conn
@@ -30,9 +32,10 @@ from pager.store._delivery_sql import INBOX_INDEXED, guard
 from pager.store._dialect import dialect_of
 from pager.store._identities import (
     ADDRESSED_COLUMNS,
+    IDENTITY_WIDTH,
     addressed_where,
+    identity_columns,
     identity_of,
-    script_names,
 )
 from pager.store._messages import message_columns, message_of
 from pager.store._sql import sql
@@ -165,33 +168,55 @@ def too_deep(
     conn: Conn, sender_id: str, recipient_id: str, deep: TooDeep, limits: SendLimits
 ) -> PagerError:
     """The `hop_limit` refusal, naming the chain's senders by address (an identity purged
-    since by its id), first to last, then the sender and the recipient: one statement walks
-    the chain back from its cause, at most `max_hops + 1` messages."""
+    since by its id, a page's token by its label), first to last, then the sender and the
+    recipient: one statement walks the chain back from its cause, at most `max_hops + 1`
+    messages."""
     rows = conn.execute(
         _CHAIN,
         {"cause": deep.cause_id, "longest": limits.max_hops + 1, "from": sender_id,
          "to": recipient_id},
     ).fetchall()  # fmt: skip
-    senders = [str(row[0]) for row in rows]
-    named = {
-        str(row[0]): format_address(str(row[1]), str(row[2])) for row in rows if row[1] is not None
-    }
-    named.update(script_names(conn, senders))  # a page's sender: its token's label
-    *chain, sender, recipient = (named.get(sender, sender) for sender in senders)
+    *chain, sender, recipient = chain_names(rows)
     return hop_limit_error(deep, limits.max_hops, [*chain, f"{sender} (you)", recipient])
 
 
-#: A chain's senders, first to last, then the sender and the recipient, with their addresses
-#: where they still exist (`too_deep`).
+def chain_names(rows: Any) -> list[str]:
+    """The chain's senders as a refusal names them, from rows of (id, alias, workspace slug,
+    token label): by address, else a page's token by its label, else by id."""
+    return [
+        format_address(str(alias), str(slug)) if alias is not None
+        else f"{label} (script)" if label is not None
+        else str(sender)
+        for sender, alias, slug, label in rows
+    ]  # fmt: skip
+
+
+#: The chain of the message `cause` (a column or a parameter), at most `{longest}` messages,
+#: as a CTE `chain` of its senders, last first.
+def _chain_walk(cause: str) -> str:
+    return (
+        "WITH RECURSIVE chain (depth, sender_id, cause_id) AS ("
+        f" SELECT 1, sender_id, cause_id FROM messages WHERE id = {cause}"
+        " UNION ALL SELECT c.depth + 1, m.sender_id, m.cause_id FROM chain c"
+        " JOIN messages m ON m.id = c.cause_id WHERE c.depth < {longest})"
+    )
+
+
+#: The rows `chain_names` takes, of `c` (a FROM item with `depth` and `sender_id`), first to
+#: last: the columns, then the joins after `c`.
+_NAMED = "c.sender_id, ci.alias, cw.slug, t.label"
+_NAMED_JOINS = (
+    " LEFT JOIN identities ci ON ci.id = c.sender_id"
+    " LEFT JOIN workspaces cw ON cw.key = ci.workspace_key"
+    " LEFT JOIN mailbox_tokens t ON t.id = c.sender_id ORDER BY c.depth DESC"
+)
+
+
+#: A chain's senders, first to last, then the sender and the recipient (`too_deep`).
 _CHAIN = sql(
-    "WITH RECURSIVE chain (depth, sender_id, cause_id) AS ("
-    " SELECT 1, sender_id, cause_id FROM messages WHERE id = {cause}"
-    " UNION ALL SELECT c.depth + 1, m.sender_id, m.cause_id FROM chain c"
-    " JOIN messages m ON m.id = c.cause_id WHERE c.depth < {longest})"
-    " SELECT c.sender_id, i.alias, w.slug FROM (SELECT depth, sender_id FROM chain"
-    " UNION ALL SELECT 0, {from} UNION ALL SELECT -1, {to}) AS c"
-    " LEFT JOIN identities i ON i.id = c.sender_id"
-    " LEFT JOIN workspaces w ON w.key = i.workspace_key ORDER BY c.depth DESC"
+    _chain_walk("{cause}")
+    + f" SELECT {_NAMED} FROM (SELECT depth, sender_id FROM chain UNION ALL SELECT 0, {{from}}"
+    f" UNION ALL SELECT -1, {{to}}) AS c{_NAMED_JOINS}"
 )
 
 
@@ -333,46 +358,72 @@ def resolve_ahead(
     sender_id: str,
     now: float,
     idempotency_key: str | None = None,
-) -> tuple[Identity, str, ReadAhead] | None:
+    limits: SendLimits | None = None,
+    person: bool = False,
+) -> tuple[Identity, str, ReadAhead] | NamedNoOne:
     """The identity an address names (as `addressed_identity`) and its workspace's slug,
     with what the send's decision needs (the sender's chain, rates and address, the
-    recipient's row and its inbox's deadlines, as of `now`, and the sender's
-    `idempotency_key` with the message it names), in one statement. None when no identity
-    answers to the address now."""
+    recipient's row and its inbox's deadlines, as of `now`, the sender's `idempotency_key`
+    with the message it names, and the chain's senders when its next send may pass the hop
+    limit of `limits`), in one statement. When no identity answers to the address now, what
+    says why in the same statement (`NamedNoOne`; with the person's identity in the
+    sender's workspace when `person`: the alias may be the person's name)."""
     where, parameters = addressed_where(
         agent_id=agent_id, alias_key=alias_key, beside=beside, slug=slug
     )
     deadlines = ", ".join(f"({deadline})" for deadline in _deadlines("i.id"))
     keyed = idempotency_key is not None
     waiting = _mail_waiting("i.id", "{now}")
+    chain = (
+        "CASE WHEN COALESCE(s.cause_hop, 0) >= {chain_from} THEN ARRAY("
+        + _chain_walk("s.cause_id")
+        + f" SELECT ARRAY[{_NAMED}] FROM chain c{_NAMED_JOINS}) END"
+    )
+    former, unnamed = "NULL", ""
+    if alias_key is not None:  # where a former holder of the alias is looked for
+        former = "(SELECT key FROM workspaces WHERE slug = {slug})"
+        if slug is None:  # a bare alias: the sender's workspace
+            former = "s.workspace_key"
+        unnamed = (
+            " LEFT JOIN alias_reservations ar ON i.id IS NULL"
+            f" AND ar.workspace_key = {former} AND ar.alias_key = {{alias_key}}"
+            " LEFT JOIN identities h ON h.id = ar.identity_id"
+            " LEFT JOIN workspaces hw ON hw.key = h.workspace_key"
+            " LEFT JOIN identities p ON i.id IS NULL AND {person} AND p.id = (SELECT id"
+            " FROM identities WHERE workspace_key = s.workspace_key"
+            " AND implementation = {person_implementation} ORDER BY created_at, id LIMIT 1)"
+        )
+    else:
+        unnamed = (
+            " LEFT JOIN identities h ON false LEFT JOIN workspaces hw ON false"
+            " LEFT JOIN identities p ON false"
+        )
     row = conn.execute(
         sql(
             f"SELECT {ADDRESSED_COLUMNS}, w.slug, i.next_due, {deadlines}, {waiting},"
-            f" s.alias, sw.slug, {_SENDER_COLUMNS}{f', {_KEY_COLUMNS}' if keyed else ''}"
-            " FROM identities i JOIN workspaces w ON w.key = i.workspace_key"
-            " LEFT JOIN identities s ON s.id = {from} LEFT JOIN workspaces sw"
-            f" ON sw.key = s.workspace_key CROSS JOIN ({_RATES}) AS r"
-            f"{_KEY_JOINS if keyed else ''} WHERE {where}"
+            f" s.alias, sw.slug, {_SENDER_COLUMNS}, {chain}, s.workspace_key, {former},"
+            f" {identity_columns('h')}, hw.slug, {identity_columns('p')}"
+            f"{f', {_KEY_COLUMNS}' if keyed else ''}"
+            f" FROM ({_RATES}) AS r LEFT JOIN identities s ON s.id = {{from}}"
+            " LEFT JOIN workspaces sw ON sw.key = s.workspace_key"
+            f" LEFT JOIN (identities i JOIN workspaces w ON w.key = i.workspace_key) ON {where}"
+            f"{unnamed}{_KEY_JOINS if keyed else ''}"
         ),
         {**parameters, "from": sender_id, "since": now - HOUR, "now": now,
-         "key": idempotency_key},
+         "key": idempotency_key, "person": person, "person_implementation": PERSON,
+         "chain_from": None if limits is None else refused_from_cause_hop(limits),
+         "longest": 0 if limits is None else limits.max_hops + 1},
     ).fetchone()  # fmt: skip
-    if row is None:
-        return None
-    columns = len(ADDRESSED_COLUMNS.split(","))
-    identity, slug = identity_of(row), str(row[columns])
-    recorded, claim, retry, oldest, mail_waiting, sender_alias, sender_slug = row[
-        columns + 1 : columns + 8
-    ]
-    inbox = InboxDeadlines(
-        exists=True,
-        recorded=_float(recorded),
-        open_claim_deadline=_float(claim),
-        next_retry=_float(retry),
-        oldest_unsettled_sent_at=_float(oldest),
-    )
-    facts_at = columns + 8
-    key_at = facts_at + _SENDER_WIDTH
+    identity = None if row[0] is None else identity_of(row)
+    at = IDENTITY_WIDTH
+    slug_read = row[at]
+    recorded, claim, retry, oldest, mail_waiting, sender_alias, sender_slug = row[at + 1 : at + 8]
+    facts_at = at + 8
+    chain_at = facts_at + _SENDER_WIDTH
+    chain_rows, sender_workspace, former_key = row[chain_at : chain_at + 3]
+    holder_at = chain_at + 3
+    person_at = holder_at + IDENTITY_WIDTH + 1
+    key_at = person_at + IDENTITY_WIDTH
     key = None
     if keyed:
         message_id, created_at, to_alias, to_slug = row[key_at : key_at + 4]
@@ -383,20 +434,36 @@ def resolve_ahead(
             original=original,
             original_to=(None if to_alias is None else format_address(str(to_alias), str(to_slug))),
         )
-    return (
-        identity,
-        slug,
-        ReadAhead(
-            now,
-            facts_of(row[facts_at:key_at]),
-            inbox,
-            mail_waiting=bool(mail_waiting),
-            key=key,
-            sender_address=""
-            if sender_alias is None
-            else format_address(sender_alias, sender_slug),
-            recipient_address=format_address(identity.alias, slug),
-        ),
+    inbox = InboxDeadlines(
+        exists=identity is not None,
+        recorded=_float(recorded),
+        open_claim_deadline=_float(claim),
+        next_retry=_float(retry),
+        oldest_unsettled_sent_at=_float(oldest),
+    )
+    ahead = ReadAhead(
+        now,
+        facts_of(row[facts_at:chain_at]),
+        inbox,
+        mail_waiting=bool(mail_waiting),
+        key=key,
+        sender_address="" if sender_alias is None else format_address(sender_alias, sender_slug),
+        recipient_address="" if identity is None else format_address(identity.alias, slug_read),
+        chain=None if chain_rows is None else tuple(chain_names(chain_rows)),
+    )
+    if identity is not None:
+        return identity, str(slug_read), ahead
+    holder = None
+    if row[holder_at] is not None:
+        holder = identity_of(row[holder_at:]), str(row[holder_at + IDENTITY_WIDTH])
+    return NamedNoOne(
+        sender_exists=sender_workspace is not None,
+        workspace_known=former_key is not None,
+        holder=holder,
+        person=None if row[person_at] is None else identity_of(row[person_at:]),
+        workspace_key=None if sender_workspace is None else str(sender_workspace),
+        workspace_slug=None if sender_slug is None else str(sender_slug),
+        ahead=ahead,
     )
 
 

@@ -154,7 +154,14 @@ def addressed_identity(
 
 
 #: The identities row's columns as `identity_of` reads them, from the row named `i`.
-ADDRESSED_COLUMNS = ", ".join(f"i.{column.strip()}" for column in _IDENTITY_COLUMNS.split(","))
+def identity_columns(alias: str) -> str:
+    """The columns `identity_of` reads, of the identities row named `alias` in a statement."""
+    return ", ".join(f"{alias}.{column.strip()}" for column in _IDENTITY_COLUMNS.split(","))
+
+
+#: How many columns `identity_columns` holds.
+IDENTITY_WIDTH = len(_IDENTITY_COLUMNS.split(","))
+ADDRESSED_COLUMNS = identity_columns("i")
 
 
 def addressed_where(

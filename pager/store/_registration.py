@@ -18,6 +18,7 @@ from pager.domain import ids
 from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.names import alias_key, format_address, generate_handle
+from pager.domain.read_ahead import MadeBySend
 from pager.domain.records import Identity, Session, SessionState
 from pager.domain.registration import (
     Outcome,
@@ -31,6 +32,7 @@ from pager.domain.workspace import Workspace
 from pager.store import _wake as wk
 from pager.store import messaging as ms
 from pager.store._conn import Conn
+from pager.store._events import record_event
 from pager.store._sql import sql
 
 
@@ -422,3 +424,46 @@ def person_identity(conn: Conn, workspace: Workspace, alias: str, now: float) ->
     found = ms.get_identity(conn, holder.id)
     assert found is not None
     return found
+
+
+def make_person_in_send(conn: Conn, made: MadeBySend) -> None:
+    """The person's identity as the first send to them in a workspace makes it, in the
+    send's write and reading nothing before its commit (pager/store/sql_ports.py): inserted
+    with its alias reserved unless another write made the person's identity there first (the
+    same alias, through any broker: the insert waits for that write's commit), which fails
+    this write (`StaleFacts`, by `pager_expect`) so the send is made again to that identity.
+    PostgreSQL's statements (`pager_expect`)."""
+    person = made.identity
+    values = {
+        "id": person.id, "ws": person.workspace_key, "alias": person.alias,
+        "key": made.alias_key, "durable": int(person.durable), "person_implementation": PERSON,
+        "at": person.created_at,
+    }  # fmt: skip
+    conn.execute(
+        sql(
+            "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
+            " created_at, last_seen, detached_at) VALUES ({id}, {ws}, {alias}, {key}, {durable},"
+            " {person_implementation}, {at}, {at}, {at}) ON CONFLICT DO NOTHING"
+        ),
+        values,
+    )
+    ms.reserve_alias(conn, person.workspace_key, made.alias_key, person.id)
+    conn.execute(
+        sql(
+            "SELECT pager_expect((SELECT id FROM identities WHERE workspace_key = {ws}"
+            " AND implementation = {person_implementation} ORDER BY created_at, id LIMIT 1) = {id}"
+            " AND (SELECT identity_id FROM alias_reservations WHERE workspace_key = {ws}"
+            " AND alias_key = {key}) = {id})"
+        ),
+        values,
+    )
+    # As `record_agent_event` describes it, without reading it back.
+    described = {
+        "agent_id": person.id,
+        "alias": person.alias,
+        "address": format_address(person.alias, made.slug),
+        "workspace": made.slug,
+        "durable": person.durable,
+        "implementation": PERSON,
+    }
+    record_event(conn, person.created_at, "agent.created", described)

@@ -18,6 +18,7 @@ from typing import Protocol
 import attrs
 
 from pager.domain.addressing import Resolved
+from pager.domain.limits import SendLimits
 from pager.domain.mailbox_tokens import MailboxToken
 from pager.domain.names import Address
 from pager.domain.read_ahead import ReadAhead
@@ -131,11 +132,17 @@ class Lookups(Protocol):
         *,
         now: float,
         idempotency_key: str | None = None,
+        limits: SendLimits | None = None,
+        person: str | None = None,
     ) -> tuple[Resolved, ReadAhead | None]:
         """`resolve` for a send from `caller_id`: with it, where the backend reads them
         ahead of the write (`ReadAhead`), the facts the send's decision needs (the sender's
-        `idempotency_key` among them), in the same statement; None where the write reads
-        them itself."""
+        `idempotency_key` among them, and the chain a refusal by the hop limit of `limits`
+        would name), in the same statement; None where the write reads them itself. A bare
+        alias that is the `person`'s name and names no one may answer the person's identity
+        in the caller's workspace, yet to be made by the send's write (`ReadAhead.makes`);
+        where the backend does not, it refuses as `resolve` does and the caller goes on to
+        `person_beside`."""
         ...
 
     async def mailbox_target(self, identity_id: str, to: str | None) -> MailboxTarget:

@@ -15,12 +15,12 @@ from typing import Protocol, TypeVar
 
 import attrs
 
-from pager.domain import delivery, idempotency, ids
+from pager.domain import addressing, delivery, idempotency, ids
 from pager.domain.delivery import AckResult, ClaimPolicy, Via
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Hint
 from pager.domain.limits import SendLimits
-from pager.domain.loop_guard import SendOrigin, TooDeep, decide
+from pager.domain.loop_guard import SendOrigin, TooDeep, decide, hop_limit_error
 from pager.domain.read_ahead import ReadAhead
 from pager.domain.records import Message, Session, SessionState
 from pager.domain.retention import Applied, Due, Plan, Pruned
@@ -28,6 +28,7 @@ from pager.domain.windows import Windows
 from pager.store import messaging as ms
 from pager.store._conn import AfterCommit, Conn
 from pager.store._messages import Queued
+from pager.store._registration import make_person_in_send
 from pager.store.ports import Changed, ClaimFor, ClaimView, Enqueued, NewMessage
 
 T = TypeVar("T")
@@ -124,6 +125,9 @@ class SqlInbox:
                     limits=limits, policy=policy, claim_for=claim_for, tell_others=tell_others,
                 )  # fmt: skip
             except ms.StaleFacts:
+                if send.ahead is not None and send.ahead.makes is not None:
+                    # Another write made the person's identity first: the send goes to it.
+                    raise addressing.made_meanwhile(send.ahead.recipient_address) from None
                 decided = None  # decided on facts that changed: decide inside the write
             if decided is not None:
                 return decided
@@ -212,6 +216,10 @@ class SqlInbox:
         stands = decide(ahead.sender, limits, ahead.read_at, script=send.script)
         if isinstance(stands, TooDeep):
             deep = stands
+            if ahead.chain is not None:  # read with the address: the refusal needs no read
+                sender = ahead.sender_address or send.sender_id
+                named = [*ahead.chain, f"{sender} (you)", ahead.recipient_address]
+                raise hop_limit_error(deep, limits.max_hops, named)
             raise await self._writer.lookup(
                 lambda conn: ms.too_deep(conn, send.sender_id, recipient_id, deep, limits)
             )
@@ -227,6 +235,8 @@ class SqlInbox:
             )
 
         def op(conn: Conn) -> AfterCommit[Changed[Enqueued]]:
+            if ahead.makes is not None:  # the recipient is made first, unless made already
+                make_person_in_send(conn, ahead.makes)
             ms.lock_send(conn, recipient_id, send.sender_id)
             ms.expect_unchanged(
                 conn, send.sender_id, recipient_id, ahead, key=key,
@@ -392,7 +402,7 @@ def _decidable_ahead(send: NewMessage) -> bool:
     return (
         ahead is not None
         and ahead.sender is not None
-        and ahead.inbox.exists
+        and (ahead.inbox.exists or ahead.makes is not None)
         and (send.idempotency_key is None or ahead.key is not None)
         and not send.sender_id.startswith(ms.MAILBOX_PREFIX)
     )

@@ -11,14 +11,18 @@ returns (`Checkpoint.write`).
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
-from pager.domain import addressing
+import attrs
+
+from pager.domain import addressing, ids
+from pager.domain import identity_rules as rules
 from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.limits import SendLimits
 from pager.domain.mailbox_tokens import MailboxToken
-from pager.domain.names import Address, format_address, parse_address
-from pager.domain.read_ahead import ReadAhead
+from pager.domain.names import Address, alias_key, format_address, parse_address
+from pager.domain.read_ahead import MadeBySend, NamedNoOne, ReadAhead
 from pager.domain.records import Identity, Message
 from pager.domain.roster import RosterKey
 from pager.domain.workspace import Workspace
@@ -69,6 +73,8 @@ class SqlLookups:
         *,
         now: float,
         idempotency_key: str | None = None,
+        limits: SendLimits | None = None,
+        person: str | None = None,
     ) -> tuple[Resolved, ReadAhead | None]:
         if not self._writer.reads_ahead:
             return await self.resolve(caller_id, address, text), None
@@ -84,9 +90,17 @@ class SqlLookups:
                 sender_id=caller_id,
                 now=now,
                 idempotency_key=idempotency_key,
+                limits=limits,
+                person=person is not None,
             )
-            if found is None:  # renamed, unknown or gone: said as `resolve` says it
-                return _unnamed(conn, caller_id, address, text), None
+            if isinstance(found, NamedNoOne):  # renamed, unknown or gone: as `resolve` says
+                try:
+                    _not_named(found, address, text)
+                except PagerError as refused:
+                    made = _person_made(found, address, refused, person, now)
+                    if made is None:
+                        raise
+                    return made
             identity, _, ahead = found
             return Resolved(identity.id, ahead.recipient_address, identity.implementation), ahead
 
@@ -239,8 +253,12 @@ class SqlAccounts:
 def _me(conn: Conn, caller_id: str) -> Identity:
     me = ms.get_identity(conn, caller_id)
     if me is None:
-        raise PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
+        raise _ended()
     return me
+
+
+def _ended() -> PagerError:
+    return PagerError(ErrorCode.ENDED, "your identity no longer exists; register again")
 
 
 def _resolve(
@@ -287,6 +305,48 @@ def _unnamed(
     return addressing.unnamed(
         text, former, workspace_known=workspace_key is not None, holder=holder, history=history
     )
+
+
+def _not_named(found: NamedNoOne, address: Address, text: str) -> NoReturn:
+    """`_unnamed` on what a send's read found with the address (`ms.resolve_ahead`), read
+    in the same statement: why the address names no one, or the alias's new holder."""
+    former = addressing.not_named_now(address, text)
+    if former.slug is None and not found.sender_exists:
+        raise _ended()
+    addressing.unnamed(
+        text, former, workspace_known=found.workspace_known, holder=found.holder, history=False
+    )
+    raise AssertionError("a send to an alias nobody holds is refused")
+
+
+def _person_made(
+    found: NamedNoOne, address: Address, refused: PagerError, person: str | None, now: float
+) -> tuple[Resolved, ReadAhead] | None:
+    """The person's identity the send's write makes, with the read as the write takes it,
+    when the alias that names no one is the person's name (`addressing.reaches_person`) and
+    they have no identity in the sender's workspace yet (`identity_rules.decide_person`);
+    None otherwise (the refusal stands, or `person_beside` finds the person's identity)."""
+    if person is None or not addressing.reaches_person(address, refused, person):
+        return None
+    if found.workspace_key is None or found.workspace_slug is None:
+        return None
+    reserved = None if found.holder is None else found.holder[0].id
+    decided = rules.decide_person(person, person=found.person, by_alias=None, reserved_by=reserved)
+    if not isinstance(decided, rules.CreatePerson):
+        return None
+    identity = Identity(
+        id=ids.new_agent_id(),
+        workspace_key=found.workspace_key,
+        alias=decided.alias,
+        durable=True,
+        implementation=PERSON,
+        created_at=now,
+        last_seen=now,
+        detached_at=now,  # never attached: its retention clock starts now
+    )
+    made = MadeBySend(identity, alias_key(decided.alias), found.workspace_slug)
+    reached = addressing.named(identity, made.slug)
+    return reached, attrs.evolve(found.ahead, recipient_address=reached.address, makes=made)
 
 
 def _named(conn: Conn, caller_id: str, text: str) -> str | None:

@@ -361,11 +361,15 @@ REPEAT_ROUND_TRIPS = 1
 #: A send refused by a rate: the read (the refusal, true when read), then its count, one
 #: write that reads nothing back.
 RATE_REFUSED_ROUND_TRIPS = 2
-#: A send refused by the loop guard: the read, the chain the refusal names (one statement),
-#: the count.
-HOP_REFUSED_ROUND_TRIPS = 3
-#: What the send's own connections send: its read, the chain of a hop refusal, its write, a
-#: refusal's count (not the broker's sweep, on other connections meanwhile).
+#: A send refused by the loop guard: the read (with the chain the refusal names, read with
+#: the address once the sender's next send may pass the limit), then the count.
+HOP_REFUSED_ROUND_TRIPS = 2
+#: A send to an address that names no one: the read, which says why (the workspace, the
+#: alias's former holder) in the same statement; nothing to write.
+UNNAMED_ROUND_TRIPS = 1
+#: What the send's own connections send: its read, a hop refusal's chain (the in-write
+#: path), its write, a refusal's count (not the broker's sweep, on other connections
+#: meanwhile).
 SEND_TEXTS = ("r.agent_oldest", "WITH RECURSIVE", "pager_expect", "INSERT INTO refusals")
 
 
@@ -495,7 +499,7 @@ async def test_a_send_refused_by_a_rate_costs_two_round_trips(
             assert await _refusals_counted(pg) == 1
 
 
-async def test_a_send_refused_by_the_loop_guard_costs_three_round_trips(
+async def test_a_send_refused_by_the_loop_guard_costs_two_round_trips(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     limits = Limits(send=SendLimits(max_hops=1))
@@ -514,6 +518,68 @@ async def test_a_send_refused_by_the_loop_guard_costs_three_round_trips(
             assert "bob@repo-" in str(refused)
             assert trips <= HOP_REFUSED_ROUND_TRIPS, listing
             assert await _refusals_counted(pg) == 1
+
+
+async def test_a_longer_chain_refused_is_named_first_to_last_in_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain read with the address names its senders first to last, then the sender
+    and the recipient, as the refusal decided inside the write names them."""
+    limits = Limits(send=SendLimits(max_hops=2))
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch, limits=limits) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="hop 1")
+            await pg.service.fetch(bob)
+            await pg.service.send(bob, to="alice", body="hop 2")
+            await pg.service.fetch(alice)
+            refused, trips, listing = await _counted(
+                pg, lambda: pg.service.send(alice, to="bob", body="hop 3")
+            )
+            assert isinstance(refused, PagerError)
+            assert refused.code is ErrorCode.HOP_LIMIT
+            chain = refused.details["chain"]
+            assert [name.split("@")[0] for name in chain] == ["alice", "bob", "alice", "bob"]
+            assert chain[2].endswith(" (you)")
+            assert trips <= HOP_REFUSED_ROUND_TRIPS, listing
+
+
+async def test_a_send_to_an_address_that_names_no_one_costs_one_round_trip(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unknown, renamed, in a workspace nobody knows: each refusal says what it said, read
+    with the address in one statement."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the first one")
+            await pg.writer.write(
+                lambda conn: conn.execute(
+                    sql(
+                        "UPDATE identities SET alias = 'robert', alias_key = 'robert' WHERE id = {}"
+                    ),
+                    (bob.agent_id,),
+                )
+            )
+            cases = {
+                "nobody": (ErrorCode.UNKNOWN_RECIPIENT, "no agent 'nobody'"),
+                "nobody@nowhere-abc123": (
+                    ErrorCode.UNKNOWN_RECIPIENT,
+                    "no agent 'nobody@nowhere-abc123' (no workspace 'nowhere-abc123' is known)",
+                ),
+                "agt_edq58ermsq3w3hg3": (ErrorCode.UNKNOWN_RECIPIENT, "no agent 'agt_edq58erm"),
+                "bob": (ErrorCode.RECIPIENT_ALIAS_CHANGED, "'bob' is now robert@"),
+            }
+            for to, (code, said) in cases.items():
+                refused, trips, listing = await _counted(
+                    pg, partial(pg.service.send, alice, to=to, body="anyone?")
+                )
+                assert isinstance(refused, PagerError), to
+                assert refused.code is code, to
+                assert str(refused).startswith(said), (to, str(refused))
+                assert trips <= UNNAMED_ROUND_TRIPS, listing
 
 
 async def _refusals_counted(pg: PgHarness) -> int:
@@ -697,3 +763,89 @@ async def _claims_per_message(pg: PgHarness, who: Caller) -> list[int]:
         who,
     )
     return [int(row[0]) for row in rows]
+
+
+#: The first send to the person in a workspace: the read (which finds no identity for their
+#: name there), then one write that makes their identity and queues the message.
+FIRST_TO_PERSON_ROUND_TRIPS = 2
+
+
+async def test_the_first_send_to_the_person_in_a_workspace_costs_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the first one")
+            person = pg.service._person_alias()
+            with pg.wire.counting() as trace:
+                sent = await pg.service.send(alice, to=person, body="for the person")
+            listing = "\n".join(queries(trace))
+            assert sent.recipient.address.startswith(f"{person}@")
+            rows = await _rows(
+                pg, "SELECT id FROM identities WHERE implementation = 'human'"
+                " AND workspace_key = (SELECT workspace_key FROM identities WHERE id = {})",
+                bob,
+            )  # fmt: skip
+            assert [row[0] for row in rows] == [sent.recipient.agent_id]
+            assert round_trips(trace) <= FIRST_TO_PERSON_ROUND_TRIPS, listing
+
+
+async def test_two_brokers_making_the_persons_first_sends_at_once_make_one_identity(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice sends to the person through two brokers at once, each read finding no identity
+    of theirs in the workspace before either write: one write makes it; the other finds it
+    made (its write fails, nothing of it stays) and its send goes to that identity. One
+    identity, both messages in its inbox."""
+    both_read = trio.Event()
+    read: list[str] = []
+    real = SqlLookups.resolve_to_send
+
+    async def resolve_to_send(lookups: SqlLookups, *args: Any, **kwargs: Any) -> Any:
+        found = await real(lookups, *args, **kwargs)
+        read.append("made" if found[1] is not None and found[1].makes is not None else "found")
+        if len(read) == 2:
+            both_read.set()
+        await both_read.wait()  # neither writes before both have read
+        return found
+
+    monkeypatch.setattr(SqlLookups, "resolve_to_send", resolve_to_send)
+    other_home = tmp_path / "other"
+    other_home.mkdir()
+    async with (
+        pg_messaging(pg_dsn, tmp_path, monkeypatch) as a,
+        pg_messaging(pg_dsn, other_home, monkeypatch) as b,
+    ):
+        with trio.fail_after(30):
+            alice = await a.register("alice")
+            person = a.service._person_alias()
+            sent: list[SendResult] = []
+
+            async def send(pg: PgHarness, body: str) -> None:
+                sent.append(await pg.service.send(alice, to=person, body=body))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send, a, "through a")
+                nursery.start_soon(send, b, "through b")
+            assert read[:2] == ["made", "made"]  # both read before either wrote
+            people = await _rows(
+                a, "SELECT id FROM identities WHERE implementation = 'human'"
+                " AND workspace_key = (SELECT workspace_key FROM identities WHERE id = {})",
+                alice,
+            )  # fmt: skip
+            assert len(people) == 1
+            assert {result.recipient.agent_id for result in sent} == {people[0][0]}
+            me = await a.service.person(str(a.workspace))
+            assert me.agent_id == people[0][0]
+            mail = await a.service.fetch(me, limit=10)
+            assert sorted(claim.message.body for claim in mail.claims) == [
+                "through a", "through b"
+            ]  # fmt: skip
+            created = await _rows(
+                a, "SELECT COUNT(*) FROM events WHERE type = 'agent.created'"
+                " AND data LIKE '%' || {} || '%'",
+                me,
+            )  # fmt: skip
+            assert created == [(1,)]
