@@ -33,6 +33,7 @@ from pager.domain import ids
 from pager.domain.api import Caller
 from pager.domain.clock import WallClock
 from pager.domain.errors import ErrorCode, PagerError
+from pager.domain.read_ahead import StartFacts
 from pager.domain.records import SessionState
 from pager.domain.session_errors import not_attached, unknown_token
 from pager.domain.windows import Windows
@@ -92,12 +93,15 @@ class Identities:
     def active_ids(self) -> frozenset[str]:
         return frozenset(agent for agent, ref in self._refs.items() if ref.alive)
 
-    async def activate(self, agent_id: str, *, made: bool = False) -> ActorRef[IdentityMessage]:
+    async def activate(
+        self, agent_id: str, *, start: StartFacts | None = None
+    ) -> ActorRef[IdentityMessage]:
         """The identity's actor, started if it is not running; `not_found` if the identity
         does not exist (purged, or never was); the `StoreFault` that failed its load (nothing
-        is left of the attempt: the next call starts it again). `made`: the identity is being
-        made by the message the actor is started for (a send's write makes the person's):
-        nothing of it is stored yet to look for or load, so its actor starts empty."""
+        is left of the attempt: the next call starts it again). `start`: what the store
+        holds of the identity, read a moment ago with the message the actor is started for
+        (a send's read; empty for an identity the send's write makes): the actor starts from
+        it, without looking for the identity or loading it again."""
         while True:
             retiring = self._retiring.get(agent_id)
             if retiring is not None:
@@ -114,9 +118,9 @@ class Identities:
         # waits for this start instead of starting the actor again.
         self._starting[agent_id] = starting = trio.Event()
         try:
-            if not made and not await self._sessions.exists(agent_id):
+            if start is None and not await self._sessions.exists(agent_id):
                 raise PagerError(ErrorCode.NOT_FOUND, f"no identity {agent_id!r}; it was purged")
-            spec = ChildSpec(agent_id, self._child(agent_id, made), restart=Restart.TRANSIENT)
+            spec = ChildSpec(agent_id, self._child(agent_id, start), restart=Restart.TRANSIENT)
             if self._supervisor.running(agent_id):  # its last incarnation is still ending
                 await self._supervisor.terminate_child(agent_id)
             started = await self._supervisor.start_child(spec)
@@ -132,12 +136,12 @@ class Identities:
         assert isinstance(started, ActorRef)
         return started
 
-    def _child(self, agent_id: str, made: bool = False) -> Callable[..., Any]:
-        first = [made]  # only the first incarnation starts empty: a restart loads the store
+    def _child(self, agent_id: str, start: StartFacts | None) -> Callable[..., Any]:
+        first = [start]  # only the first incarnation starts from them: a restart loads the store
 
         async def run(*, task_status: trio.TaskStatus[ActorRef[IdentityMessage]]) -> None:
             actor = self._make(agent_id)
-            actor.made, first[0] = first[0], False
+            actor.start_facts, first[0] = first[0], None
             # Every incarnation (a restart too) registers its ref when it is ready.
             await run_actor(
                 actor,
@@ -201,15 +205,15 @@ class Identities:
         message: Call[R],
         *,
         timeout: float = 30.0,  # noqa: ASYNC109
-        made: bool = False,
+        start: StartFacts | None = None,
     ) -> R:
         """Call the identity's actor, starting it if need be; one retry if it passivated
         between the lookup and the call. A store fault answers its `StoreFault` (the edge says
         `unavailable`) and the actor goes on; a crash (a broken invariant) answers
-        `ActorCrashed` (`internal`) while its supervisor starts the actor again. `made`: the
-        message makes the identity (see `activate`)."""
+        `ActorCrashed` (`internal`) while its supervisor starts the actor again. `start`:
+        what the actor starts from if it is not running (see `activate`)."""
         for attempt in range(2):
-            ref = await self.activate(agent_id, made=made)
+            ref = await self.activate(agent_id, start=start)
             try:
                 return await ref.call(message, timeout=timeout)
             except ActorStopped:

@@ -58,7 +58,8 @@ from pager.domain.delivery import ClaimPolicy, DeadReason, Via, Wake
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.lease import Lease
 from pager.domain.limits import SendLimits
-from pager.domain.records import SessionState
+from pager.domain.read_ahead import StartFacts
+from pager.domain.records import Session, SessionState
 from pager.domain.wake import WakeSettings
 from pager.domain.windows import Windows
 from pager.store._errors import StoreFault
@@ -154,9 +155,9 @@ class IdentityActor(Pushes, LaunchOnMail):
         # Store faults in a row, and the trio time before which the timers do not try again.
         self.faults = 0
         self.retry_at: float | None = None
-        # Started for the message that makes the identity (`Identities.activate`): nothing
-        # of it is stored yet, so there is nothing to load, bind or catch up on.
-        self.made = False
+        # What this incarnation starts from instead of loading the store: read a moment ago
+        # with the message it is started for (`Identities.activate`); None: load.
+        self.start_facts: StartFacts | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -167,13 +168,17 @@ class IdentityActor(Pushes, LaunchOnMail):
     async def on_start(self) -> None:
         # Activation counts as activity: the idle window starts now, not at trio time 0.
         self.last_activity = trio.current_time()
-        if self.made:
-            return
-        self.next_deadline = await self.deps.inbox.next_due(self.identity_id)
-        await self._load_wake()
-        await self._rebind()
+        start, self.start_facts = self.start_facts, None
+        if start is None:
+            self.next_deadline = await self.deps.inbox.next_due(self.identity_id)
+            await self._load_wake()
+            await self._rebind()
+        else:
+            self.next_deadline = start.next_due
+            self._take_wake(start.wake)
+            self._bind(start.session, start.implementation)
         try:
-            await self._tick()
+            await self._tick(catch_up=self._lapse_possible())
         except StoreFault as exc:  # loaded: its catch-up waits for the store, not its start
             self._retry_later(exc)
         # `handle` arms timers after each message, but an identity activated with no message
@@ -375,7 +380,9 @@ class IdentityActor(Pushes, LaunchOnMail):
         if await self._serve_polls():
             _answer(reply, Sent(message, False, Wake.DELIVERED))
             return
-        attached = self.session_id is not None or (elsewhere and await self._attached_elsewhere())
+        attached = self.session_id is not None or (
+            elsewhere and await self._attached_elsewhere(request)
+        )
         _answer(reply, Sent(message, False, Wake.QUEUED if attached else Wake.NO_SESSION))
         await self._push()
         await self._wake()
@@ -388,14 +395,19 @@ class IdentityActor(Pushes, LaunchOnMail):
         polls, and one with no session may hold a person's waiting read)."""
         return self.deps.wakeups.shared and self.binding is None
 
-    async def _attached_elsewhere(self) -> bool:
-        """Whether a session of this identity is attached through another broker, read from
-        the store each time (the attachment may have moved a moment ago)."""
-        try:
-            session, _ = await self.deps.sessions.attached(self.identity_id)
-        except StoreFault as exc:  # the send is committed: only its answer's wording is lost
-            log.warning("could not tell where %s is attached: %s", self.identity_id, exc)
-            return False
+    async def _attached_elsewhere(self, request: Enqueue) -> bool:
+        """Whether a session of this identity is attached through another broker, as read
+        for this send (the attachment may have moved a moment ago): with its address where
+        the store reads ahead, else from the store now."""
+        read = None if request.ahead is None else request.ahead.recipient
+        if read is not None:
+            session = read.session
+        else:
+            try:
+                session, _ = await self.deps.sessions.attached(self.identity_id)
+            except StoreFault as exc:  # the send is committed: only its answer's wording is lost
+                log.warning("could not tell where %s is attached: %s", self.identity_id, exc)
+                return False
         return session is not None and session.host != self.deps.host
 
     async def _start_chain(self, reply: Reply[Any] | None) -> None:
@@ -455,16 +467,29 @@ class IdentityActor(Pushes, LaunchOnMail):
             log.warning("claims of a caller gone not handed back: %s", fault)
         return False
 
-    async def _tick(self) -> None:
+    def _lapse_possible(self) -> bool:
+        """Whether a claim or a message may have lapsed by now, by the next due time loaded:
+        every write that changes an inbox's deadlines (a send, a claim, an ack, a release, a
+        refusal, a dead letter, a lapse: `SqlInbox._change` and `SqlInbox.enqueue`) records
+        the next due time they make in its own transaction, so while that time is later than
+        now (or there is none) no claim's ack wait and no message's life has run out."""
+        due = self.next_deadline
+        return due is not None and due <= self.deps.clock.now()
+
+    async def _tick(self, *, catch_up: bool = True) -> None:
+        """The timers' work; `catch_up`: lapse the claims and messages whose time ran out
+        (False when none can have: `_lapse_possible`)."""
         current = trio.current_time()
         # Long polls that ran out are answered first: they need nothing of the store.
         for poll in [p for p in self.polls if p.deadline <= current or p.reply.caller_gone]:
             self.polls.remove(poll)
             _answer(poll.reply, [])
-        now = self.deps.clock.now()
-        lapsed = self._due(
-            await self.deps.inbox.lapse(self.identity_id, now=now, policy=self.policy)
-        )
+        lapsed = 0
+        if catch_up:
+            now = self.deps.clock.now()
+            lapsed = self._due(
+                await self.deps.inbox.lapse(self.identity_id, now=now, policy=self.policy)
+            )
         if self.push_in_flight and self.push_deadline is not None and self.push_deadline <= current:
             log.warning("push %d for %s unanswered; requeued", self.push_id, self.identity_id)
             await self._pushed(Pushed(self.push_id, self.push_tokens))
@@ -491,8 +516,12 @@ class IdentityActor(Pushes, LaunchOnMail):
         snapshot for authentication; a binding it replaced ends (its streams and long polls
         are told), unless a takeover by alias carried it on to another identity, which then
         holds its streams."""
+        session, implementation = await self.deps.sessions.attached(self.identity_id)
+        self._bind(session, implementation)
+
+    def _bind(self, session: Session | None, implementation: str) -> None:
+        """`_rebind` with the attached session and implementation as the store holds them."""
         identity_id, index = self.identity_id, self.deps.index
-        session, implementation = await self.deps.sessions.attached(identity_id)
         if session is not None and session.host != self.deps.host:
             session = None  # attached through another broker: bound, leased and served there
         current = self.binding or index.of_identity(identity_id)

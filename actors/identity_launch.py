@@ -52,7 +52,11 @@ class LaunchOnMail(Actor[IdentityMessage]):
 
     async def _load_wake(self) -> None:
         wake = self.deps.wake
-        self.wake_settings = None if wake is None else await wake.settings(self.identity_id)
+        self._take_wake(None if wake is None else await wake.settings(self.identity_id))
+
+    def _take_wake(self, settings: WakeSettings | None) -> None:
+        """The person's settings as the store holds them (None: launch on mail is off)."""
+        self.wake_settings = None if self.deps.wake is None else settings
         if self.wake_settings is None:
             self.launch_not_before = None
 

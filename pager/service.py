@@ -360,8 +360,10 @@ class BrokerService:
             )
 
     async def _enqueue(self, recipient: Resolved, request: Enqueue) -> SendResult:
-        made = request.ahead is not None and request.ahead.makes is not None
-        sent = await self.identities.call(recipient.id, request, made=made)
+        # Read with the address on a backend that reads ahead: an actor not running here
+        # starts from what was read, instead of reading it again.
+        start = None if request.ahead is None else request.ahead.recipient
+        sent = await self.identities.call(recipient.id, request, start=start)
         waits = sent.wake == Wake.QUEUED and recipient.implementation in self.never_shown_mail
         return SendResult(
             message_id=sent.message.id,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import attrs
 
 from pager.domain.loop_guard import SenderFacts
-from pager.domain.records import Identity, Message
+from pager.domain.records import Identity, Message, Session
+from pager.domain.wake import WakeSettings
 
 
 @attrs.frozen
@@ -20,6 +21,20 @@ class InboxDeadlines:
     open_claim_deadline: float | None
     next_retry: float | None
     oldest_unsettled_sent_at: float | None
+
+
+@attrs.frozen
+class StartFacts:
+    """What an identity's actor loads from the store when it starts, as read with a send to
+    it: the next due time the store holds for its inbox, its attached session (through any
+    broker) and its implementation, and the person's launch-on-mail settings for it (None:
+    off). A send to an identity whose actor is not running here starts it from these
+    instead of reading them again."""
+
+    next_due: float | None
+    session: Session | None
+    implementation: str
+    wake: WakeSettings | None = None
 
 
 @attrs.frozen
@@ -57,6 +72,8 @@ class ReadAhead:
     #: The recipient's identity, when the send's write makes it (the person's, on the first
     #: send to them in a workspace): the inbox read is then an empty one.
     makes: MadeBySend | None = None
+    #: What the recipient's actor starts from if it is not running (`StartFacts`).
+    recipient: StartFacts | None = None
 
 
 @attrs.frozen

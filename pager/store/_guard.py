@@ -24,7 +24,7 @@ from pager.domain.loop_guard import (
     refused_from_cause_hop,
 )
 from pager.domain.names import format_address
-from pager.domain.read_ahead import InboxDeadlines, KeyRead, NamedNoOne, ReadAhead
+from pager.domain.read_ahead import InboxDeadlines, KeyRead, NamedNoOne, ReadAhead, StartFacts
 from pager.domain.records import Identity
 from pager.domain.results import Origin
 from pager.store._conn import Conn
@@ -33,13 +33,17 @@ from pager.store._dialect import dialect_of
 from pager.store._identities import (
     ADDRESSED_COLUMNS,
     IDENTITY_WIDTH,
+    SESSION_WIDTH,
     addressed_where,
     identity_columns,
     identity_of,
+    session_columns,
+    session_of,
 )
 from pager.store._messages import message_columns, message_of
 from pager.store._sql import sql
 from pager.store._tokens import MAILBOX_PREFIX, page_with_token
+from pager.store._wake import SETTINGS_WIDTH, settings_columns, settings_of
 
 #: The origins each rate counts, as SQL literals: an agent identity's sends are its own
 #: (`agent`) and its `pager run` pages (`script`); a token's and a run's cap count pages alone.
@@ -347,6 +351,17 @@ _KEY_JOINS = (
 )
 _KEY_COLUMNS = f"k.message_id, k.created_at, oi.alias, ow.slug, {message_columns('o')}"
 
+#: What the recipient's actor loads when it starts (`StartFacts`, with `i.next_due` and
+#: `i.implementation`), joined to a statement where `i` is the recipient: its attached session
+#: (`a`, as pager/store/_identities.py `attached_session` reads it) and the person's launch
+#: on mail settings (`ws`, as pager/store/_wake.py `wake_settings` reads them).
+_START_JOINS = (
+    " LEFT JOIN sessions a ON a.id = (SELECT id FROM sessions WHERE identity_id = i.id"
+    " AND state = 'attached' ORDER BY epoch DESC LIMIT 1)"
+    " LEFT JOIN wake_settings ws ON ws.identity_id = i.id"
+)
+_START_COLUMNS = f"{session_columns('a')}, {settings_columns('ws')}"
+
 
 def resolve_ahead(
     conn: Conn,
@@ -365,7 +380,8 @@ def resolve_ahead(
     with what the send's decision needs (the sender's chain, rates and address, the
     recipient's row and its inbox's deadlines, as of `now`, the sender's `idempotency_key`
     with the message it names, and the chain's senders when its next send may pass the hop
-    limit of `limits`), in one statement. When no identity answers to the address now, what
+    limit of `limits`), and what the recipient's actor loads when it starts (`StartFacts`),
+    in one statement. When no identity answers to the address now, what
     says why in the same statement (`NamedNoOne`; with the person's identity in the
     sender's workspace when `person`: the alias may be the person's name)."""
     where, parameters = addressed_where(
@@ -402,12 +418,12 @@ def resolve_ahead(
         sql(
             f"SELECT {ADDRESSED_COLUMNS}, w.slug, i.next_due, {deadlines}, {waiting},"
             f" s.alias, sw.slug, {_SENDER_COLUMNS}, {chain}, s.workspace_key, {former},"
-            f" {identity_columns('h')}, hw.slug, {identity_columns('p')}"
+            f" {identity_columns('h')}, hw.slug, {identity_columns('p')}, {_START_COLUMNS}"
             f"{f', {_KEY_COLUMNS}' if keyed else ''}"
             f" FROM ({_RATES}) AS r LEFT JOIN identities s ON s.id = {{from}}"
             " LEFT JOIN workspaces sw ON sw.key = s.workspace_key"
             f" LEFT JOIN (identities i JOIN workspaces w ON w.key = i.workspace_key) ON {where}"
-            f"{unnamed}{_KEY_JOINS if keyed else ''}"
+            f"{_START_JOINS}{unnamed}{_KEY_JOINS if keyed else ''}"
         ),
         {**parameters, "from": sender_id, "since": now - HOUR, "now": now,
          "key": idempotency_key, "person": person, "person_implementation": PERSON,
@@ -423,7 +439,8 @@ def resolve_ahead(
     chain_rows, sender_workspace, former_key = row[chain_at : chain_at + 3]
     holder_at = chain_at + 3
     person_at = holder_at + IDENTITY_WIDTH + 1
-    key_at = person_at + IDENTITY_WIDTH
+    start_at = person_at + IDENTITY_WIDTH
+    key_at = start_at + SESSION_WIDTH + SETTINGS_WIDTH
     key = None
     if keyed:
         message_id, created_at, to_alias, to_slug = row[key_at : key_at + 4]
@@ -450,6 +467,14 @@ def resolve_ahead(
         sender_address="" if sender_alias is None else format_address(sender_alias, sender_slug),
         recipient_address="" if identity is None else format_address(identity.alias, slug_read),
         chain=None if chain_rows is None else tuple(chain_names(chain_rows)),
+        recipient=None
+        if identity is None
+        else StartFacts(
+            next_due=_float(recorded),
+            session=session_of(row[start_at:]),
+            implementation=identity.implementation,
+            wake=settings_of(row[start_at + SESSION_WIDTH :]),
+        ),
     )
     if identity is not None:
         return identity, str(slug_read), ahead

@@ -164,6 +164,20 @@ IDENTITY_WIDTH = len(_IDENTITY_COLUMNS.split(","))
 ADDRESSED_COLUMNS = identity_columns("i")
 
 
+def session_columns(alias: str) -> str:
+    """The columns `session_of` reads, of the sessions row named `alias` in a statement."""
+    return ", ".join(f"{alias}.{column.strip()}" for column in _SESSION_COLUMNS.split(","))
+
+
+#: How many columns `session_columns` holds.
+SESSION_WIDTH = len(_SESSION_COLUMNS.split(","))
+
+
+def session_of(row: Any) -> Session | None:
+    """A session from a row that starts with `session_columns` (None: all NULL, none)."""
+    return None if row[0] is None else _session(row)
+
+
 def addressed_where(
     *, agent_id: str | None, alias_key: str | None, beside: str | None, slug: str | None
 ) -> tuple[str, dict[str, str | None]]:

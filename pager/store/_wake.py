@@ -45,6 +45,22 @@ _RUNS = (
 )
 
 
+def settings_columns(alias: str) -> str:
+    """The columns `settings_of` reads, of the wake_settings row named `alias` in a
+    statement."""
+    return ", ".join(f"{alias}.{column.strip()}" for column in _SETTINGS.split(","))
+
+
+#: How many columns `settings_columns` holds.
+SETTINGS_WIDTH = len(_SETTINGS.split(","))
+
+
+def settings_of(row: Any) -> WakeSettings | None:
+    """Settings from a row that starts with `settings_columns` (None: all NULL, launch on
+    mail off)."""
+    return None if row[0] is None else _settings(row)
+
+
 def _settings(row: Any) -> WakeSettings:
     command = None if row[1] is None else tuple(str(part) for part in json.loads(row[1]))
     return WakeSettings(

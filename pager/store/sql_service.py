@@ -22,7 +22,7 @@ from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.limits import SendLimits
 from pager.domain.mailbox_tokens import MailboxToken
 from pager.domain.names import Address, alias_key, format_address, parse_address
-from pager.domain.read_ahead import MadeBySend, NamedNoOne, ReadAhead
+from pager.domain.read_ahead import MadeBySend, NamedNoOne, ReadAhead, StartFacts
 from pager.domain.records import Identity, Message
 from pager.domain.roster import RosterKey
 from pager.domain.workspace import Workspace
@@ -346,7 +346,12 @@ def _person_made(
     )
     made = MadeBySend(identity, alias_key(decided.alias), found.workspace_slug)
     reached = addressing.named(identity, made.slug)
-    return reached, attrs.evolve(found.ahead, recipient_address=reached.address, makes=made)
+    # Nothing of it is stored yet: its actor starts with an empty inbox and no session.
+    empty = StartFacts(next_due=None, session=None, implementation=PERSON)
+    ahead = attrs.evolve(
+        found.ahead, recipient_address=reached.address, makes=made, recipient=empty
+    )
+    return reached, ahead
 
 
 def _named(conn: Conn, caller_id: str, text: str) -> str | None:

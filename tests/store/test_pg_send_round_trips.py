@@ -849,3 +849,19 @@ async def test_two_brokers_making_the_persons_first_sends_at_once_make_one_ident
                 me,
             )  # fmt: skip
             assert created == [(1,)]
+
+
+async def test_a_send_to_a_recipient_whose_actor_is_not_running_here_costs_two_round_trips(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            await pg.service.send(alice, to="bob", body="the first one")
+            await pg.service.identities.stop(bob.agent_id)
+            with pg.wire.counting() as trace:
+                sent = await pg.service.send(alice, to="bob", body="to an actor not running")
+            assert sent.recipient.agent_id == bob.agent_id
+            listing = "\n".join(queries(trace))
+            assert round_trips(trace) <= ROUND_TRIPS_PER_SEND, listing
