@@ -144,6 +144,7 @@ class PgHarness:
     wire: Wire
     workspace: Path
     writer: PgWriter  # to read the rows as stored
+    wakeups: PgWakeups  # what another broker's NOTIFY is handed to (nobody LISTENs here)
 
     async def register(self, name: str) -> Caller:
         request = RegisterRequest(
@@ -153,8 +154,8 @@ class PgHarness:
         return await self.service.authenticate(str(registered["token"]))
 
 
-async def _resolve_inline(path: str) -> Workspace:
-    return resolve_workspace(path).on_host(HOST)
+async def _resolve_inline(path: str, *, host: str = HOST) -> Workspace:
+    return resolve_workspace(path).on_host(host)
 
 
 @contextlib.asynccontextmanager
@@ -165,13 +166,15 @@ async def pg_messaging(
     *,
     shared: bool = False,
     limits: Limits | None = None,
+    host: str = HOST,
+    wire: Wire | None = None,
 ) -> AsyncIterator[PgHarness]:
-    """The messaging subtree on a PostgreSQL store, as one broker (`shared`: its wakes go
-    to other brokers, as PgBackend's do)."""
+    """The messaging subtree on a PostgreSQL store, as one broker of `host` (`shared`: its
+    wakes go to other brokers, as PgBackend's do)."""
     store = pg_store(dsn, tmp_path)
     with connect(store) as conn:
         upgrade(conn, where="test")
-    wire = Wire()
+    wire = Wire() if wire is None else wire
     monkeypatch.setattr(_writer, "connect", wire.connect)
     # No sweep: the broker's first one prunes on a pooled connection a send may use next, so
     # its statements would be counted among the send's (its next is minutes away).
@@ -180,7 +183,7 @@ async def pg_messaging(
     workspace.mkdir()
     writer = PgWriter(store)
     reads = PgReadSide(store)
-    wakeups = PgWakeups(HOST)
+    wakeups = PgWakeups(host)
     wakeups.writer = writer
     config = Config(windows=WINDOWS, limits=limits or Limits())
     # The database's time, as a broker's clock is (pg/backend.py `DatabaseClock`): the store
@@ -206,7 +209,7 @@ async def pg_messaging(
                     lookups=SqlLookups(writer),
                     listings=SqlListings(reads),
                     accounts=SqlAccounts(writer),
-                    resolve=_resolve_inline,
+                    resolve=partial(_resolve_inline, host=host),
                     never_shown_mail=never_shown_mail_at_turns(),
                 )
 
@@ -216,7 +219,7 @@ async def pg_messaging(
                     ports=lambda: messaging_ports(
                         writer,
                         reads,
-                        host=HOST,
+                        host=host,
                         wakeups=wakeups if shared else None,
                         wake_in_write=wakeups.in_write if shared else None,
                     ),
@@ -226,7 +229,7 @@ async def pg_messaging(
                     service=service,
                 )
             )
-            yield PgHarness(started, wire, workspace, writer)
+            yield PgHarness(started, wire, workspace, writer, wakeups)
             nursery.cancel_scope.cancel()
     finally:
         await reads.aclose()
@@ -851,9 +854,16 @@ async def test_two_brokers_making_the_persons_first_sends_at_once_make_one_ident
             assert created == [(1,)]
 
 
+# -- a recipient whose actor is not running on this broker -----------------------------------
+
+
 async def test_a_send_to_a_recipient_whose_actor_is_not_running_here_costs_two_round_trips(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A send is handled by its recipient's actor, started by the send where it is not
+    running (idle and passivated, or attached through another broker): it starts from what
+    the send's read found (its session, its next due time, its launch settings), and with
+    nothing due, nothing lapsed to catch up on. Every statement on every connection counted."""
     async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
         with trio.fail_after(30):
             alice = await pg.register("alice")
@@ -862,6 +872,112 @@ async def test_a_send_to_a_recipient_whose_actor_is_not_running_here_costs_two_r
             await pg.service.identities.stop(bob.agent_id)
             with pg.wire.counting() as trace:
                 sent = await pg.service.send(alice, to="bob", body="to an actor not running")
-            assert sent.recipient.agent_id == bob.agent_id
             listing = "\n".join(queries(trace))
+            assert sent.recipient.agent_id == bob.agent_id
             assert round_trips(trace) <= ROUND_TRIPS_PER_SEND, listing
+            # Started from the facts read: bob's session, attached here, is bound again.
+            assert pg.service.identities.index.by_session(bob.session_id or "") is not None
+            claims = await pg.service.fetch(bob, limit=10)
+            assert [claim.message.body for claim in claims.claims] == [
+                "the first one", "to an actor not running"
+            ]  # fmt: skip
+
+
+async def test_a_send_to_a_recipient_attached_through_another_broker_reaches_it_there(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob is attached through h2's broker; alice sends to him through h1's, where his actor
+    is not running. It starts from the send's read, which found bob's session attached
+    through h2: h1 neither binds it nor lets its token in, the send costs two round trips,
+    is answered `queued` (a session will see it), and h2, told at the commit, hands the mail
+    to bob's long poll there."""
+    wire = Wire()  # both brokers' connections, traced together
+    other_home = tmp_path / "h2"
+    other_home.mkdir()
+    async with (
+        pg_messaging(pg_dsn, tmp_path, monkeypatch, shared=True, wire=wire) as here,
+        pg_messaging(pg_dsn, other_home, monkeypatch, shared=True, host="h2", wire=wire) as there,
+    ):
+        with trio.fail_after(30):
+            alice = await here.register("alice")
+            registered = await there.service.register(
+                RegisterRequest(workspace=str(there.workspace), implementation="shell",
+                                session_name="bob")
+            )  # fmt: skip
+            token = str(registered["token"])
+            bob = await there.service.authenticate(token)
+            assert here.service.identities.get(bob.agent_id) is None
+            claims = _ClaimsWatched(monkeypatch)
+            polled: list[Claims] = []
+
+            async def long_poll() -> None:
+                polled.append(await there.service.fetch(bob, limit=10, wait_s=20))
+
+            listener = psycopg.connect(pg_dsn, autocommit=True)
+            try:
+                listener.execute(f"LISTEN {WAKE_CHANNEL}")
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(long_poll)
+                    await claims.done.wait()  # its first claim found nothing: it waits now
+                    sent, trips, listing = await _counted(
+                        here, lambda: here.service.send(alice, to=bob.agent_id, body="across")
+                    )
+                    heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+                    assert heard == [f"{bob.agent_id} {HOST}"]
+                    there.wakeups.heard(heard[0])  # as h2's listener hands it on
+            finally:
+                listener.close()
+            assert isinstance(sent, SendResult)
+            assert trips <= ROUND_TRIPS_PER_SEND, listing
+            assert sent.wake is Wake.QUEUED
+            assert [claim.message.id for claim in polled[0].claims] == [sent.message_id]
+            # h1 started bob's actor for the send, but his session is h2's to bind and lease.
+            assert here.service.identities.get(bob.agent_id) is not None
+            assert here.service.identities.index.of_identity(bob.agent_id) is None
+            with pytest.raises(PagerError) as refused:
+                await here.service.authenticate(token)
+            assert refused.value.code is ErrorCode.UNAUTHENTICATED
+
+
+async def test_a_claim_whose_ack_wait_passed_while_no_actor_ran_is_requeued_when_a_send_starts_it(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob claimed a message and his actor stopped; its ack wait passed while none ran (the
+    claim's deadline, and the next due time the store recorded for it, moved into the past).
+    The send that starts his actor again catches up first: the claim lapses and its message
+    is offered again, before his next fetch, with the new one."""
+    async with pg_messaging(pg_dsn, tmp_path, monkeypatch) as pg:
+        with trio.fail_after(30):
+            alice = await pg.register("alice")
+            bob = await pg.register("bob")
+            first = await pg.service.send(alice, to="bob", body="claimed, never acked")
+            [claim] = (await pg.service.fetch(bob)).claims
+            await pg.service.identities.stop(bob.agent_id)
+            await pg.writer.write(
+                lambda conn: (
+                    conn.execute(
+                        sql("UPDATE claims SET expires_at = expires_at - 3600"
+                            " WHERE identity_id = {}"),
+                        (bob.agent_id,),
+                    ),
+                    conn.execute(
+                        sql("UPDATE identities SET next_due = next_due - 3600 WHERE id = {}"),
+                        (bob.agent_id,),
+                    ),
+                )
+            )  # fmt: skip
+            await pg.service.send(alice, to="bob", body="after the lapse")
+            requeued = await _rows(
+                pg, "SELECT m.state, c.state FROM messages m JOIN claims c ON c.message_id = m.id"
+                " WHERE m.recipient_id = {}",
+                bob,
+            )  # fmt: skip
+            assert requeued == [("queued", "expired")]
+            again = await pg.service.fetch(bob, limit=10)
+            oldest = again.claims[0].message
+            assert (oldest.id, oldest.attempt) == (first.message_id, 2)
+            assert [c.message.body for c in again.claims] == [
+                "claimed, never acked", "after the lapse"
+            ]  # fmt: skip
+            acked = await pg.service.ack(bob, tokens=[claim.token])  # the lapsed claim's
+            assert [n.reason for n in acked.not_applied] == ["superseded"]
