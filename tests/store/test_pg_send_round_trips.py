@@ -11,6 +11,7 @@ The other brokers are told of the mail by a NOTIFY inside that transaction."""
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 import threading
 import time
@@ -966,7 +967,19 @@ async def test_a_claim_whose_ack_wait_passed_while_no_actor_ran_is_requeued_when
                     ),
                 )
             )  # fmt: skip
-            await pg.service.send(alice, to="bob", body="after the lapse")
+            second = await pg.service.send(alice, to="bob", body="after the lapse")
+            # Caught up as the actor started, before the send that started it was written.
+            events = await pg.writer.read(
+                lambda conn: conn.execute(
+                    sql("SELECT type, data FROM events WHERE type IN ('message.queued',"
+                        " 'message.requeued') ORDER BY seq")
+                ).fetchall()
+            )  # fmt: skip
+            assert [(kind, json.loads(data)["message_id"]) for kind, data in events] == [
+                ("message.queued", first.message_id),
+                ("message.requeued", first.message_id),
+                ("message.queued", second.message_id),
+            ]
             requeued = await _rows(
                 pg, "SELECT m.state, c.state FROM messages m JOIN claims c ON c.message_id = m.id"
                 " WHERE m.recipient_id = {}",
