@@ -8,7 +8,8 @@ through its provider `actors/identity_delivery.py`, launch on mail `actors/ident
 Virtual: activated on demand (`actors/identities.py`), it passivates when idle with no session
 attached, whatever mail waits: its next due time is kept in the store, where the scheduler
 finds it. The store is the truth: every change is committed before it is announced, and the
-actor rebuilds its binding and timers from the store when it starts (or starts again).
+actor rebuilds its binding and timers from the store when it starts (or starts again); one
+started by a send begins from what that send read of it with its address (`StartFacts`).
 
 Errors by kind: a `StoreFault` (a full disk, a busy or lost store) answers the caller that met
 it, and the actor goes on unchanged (its state changes only after a commit); its background
@@ -470,9 +471,10 @@ class IdentityActor(Pushes, LaunchOnMail):
     def _lapse_possible(self) -> bool:
         """Whether a claim or a message may have lapsed by now, by the next due time loaded:
         every write that changes an inbox's deadlines (a send, a claim, an ack, a release, a
-        refusal, a dead letter, a lapse: `SqlInbox._change` and `SqlInbox.enqueue`) records
-        the next due time they make in its own transaction, so while that time is later than
-        now (or there is none) no claim's ack wait and no message's life has run out."""
+        refusal, a dead letter, a lapse: `SqlInbox._change` and `SqlInbox.enqueue`; a reap
+        deletes the row) records the next due time they make in its own transaction, so while
+        that time is later than now (or there is none) no claim's ack wait and no message's
+        life has run out."""
         due = self.next_deadline
         return due is not None and due <= self.deps.clock.now()
 
