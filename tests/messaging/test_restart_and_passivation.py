@@ -35,6 +35,28 @@ async def test_restart_requeues_claims_whose_ack_wait_passed(
             assert acked["applied"] == [again["token"]]
 
 
+async def test_a_claim_whose_ack_wait_passed_while_no_actor_ran_is_requeued_when_a_send_starts_it(
+    harness: Harness, autojump_clock: MockClock
+) -> None:
+    """bob's actor stopped with a claim open; its ack wait passes while none runs. The send
+    that starts the actor again catches up first: the claim lapses (its message offered
+    again) before the send that started it is written."""
+    with trio.fail_after(600):
+        _, alice = await harness.register("alice")
+        _, bob = await harness.register("bob")
+        first = await harness.service.send(alice, to="bob", body="claimed, never acked")
+        await harness.service.fetch(bob)
+        await harness.service.identities.stop(bob.agent_id)
+        autojump_clock.jump(120)  # past the 60 s ack wait, with no actor of bob's running
+        second = await harness.service.send(alice, to="bob", body="after the lapse")
+        mail = ("message.queued", "message.requeued")
+        assert [(kind, data["message_id"]) for kind, data in harness.events() if kind in mail] == [
+            ("message.queued", first["message_id"]),
+            ("message.requeued", first["message_id"]),
+            ("message.queued", second["message_id"]),
+        ]
+
+
 async def test_restart_keeps_attachments_with_a_fresh_lease(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
