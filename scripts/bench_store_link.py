@@ -11,7 +11,9 @@ machine costs. Both go through the same proxy code so that the delay is the only
   more connection probes `/health` every 50 ms: `/health` p99, sends/s, send p50 and p99, on
   `near` and on `far` (the order alternates by client count).
 - in turn: one client on each broker sends `SEQUENTIAL` (20) times each: a plain send, one
-  with a new idempotency key, one repeating that key; the p50 of each.
+  with a new idempotency key, one repeating that key, and the first send to an identity
+  registered on the other broker (a new one each time: its identity actor is not running on
+  the sending broker, which the send starts); the p50 of each.
 - cut: on `far`, the proxy closes every connection and refuses new ones for `--cut-seconds`
   (4): how long the first send after the cut waits for its answer (and which: 503 expected),
   then, once the proxy accepts again, how long until a send succeeds (one try every 100 ms).
@@ -290,18 +292,23 @@ def load(broker: Broker, senders: list[dict[str, Any]], seconds: float) -> dict[
     }
 
 
-def sequential(broker: Broker, pair: list[dict[str, Any]], count: int) -> dict[str, Any]:
+def sequential(
+    broker: Broker, pair: list[dict[str, Any]], elsewhere: list[str], count: int
+) -> dict[str, Any]:
     """One client's sends one after another on one keep-alive connection, p50 of each kind:
-    plain, with a new idempotency key, repeating a key (answered the original)."""
+    plain, with a new idempotency key, repeating a key (answered the original), and the
+    first send to an identity attached through the other broker (`elsewhere`, one each: its
+    actor is not running on this broker until the send starts it)."""
     conn = _connection(broker.url)
     token, to = pair[0]["token"], pair[1]["address"]
     stamp = time.monotonic_ns()
-    kinds: dict[str, list[float]] = {"plain": [], "keyed": [], "repeated_key": []}
+    kinds: dict[str, list[float]] = {"plain": [], "keyed": [], "repeated_key": [], "first": []}
     for n in range(count):
         for kind, body in (
             ("plain", {"to": to, "body": f"{BODY} {n}"}),
             ("keyed", {"to": to, "body": f"{BODY} k{n}", "idempotency_key": f"{stamp}-{n}"}),
             ("repeated_key", {"to": to, "body": f"{BODY} k{n}", "idempotency_key": f"{stamp}-{n}"}),
+            ("first", {"to": elsewhere[n], "body": f"{BODY} f{n}"}),
         ):
             began = time.monotonic()
             if _request(conn, "POST", "/v1/me/send", token, body) == 200:
@@ -390,11 +397,16 @@ def measure(args: Any) -> dict[str, Any]:
                 progress(f"load: {clients} clients on {name}, {args.seconds:g} s")
                 figures = load(hosts[name], sessions[name][:clients], args.seconds)
                 results["load"].setdefault(name, {})[str(clients)] = figures
-        for name in ("near", "far"):
-            progress(f"sequential sends on {name}: plain, with a key, repeating it")
+        for name, other in (("near", "far"), ("far", "near")):
+            progress(f"sequential sends on {name}: plain, with a key, repeating it, first")
             # A pair of its own: the load's sends count against no rate here.
             pair = [register(hosts[name], f"seq{k}") for k in range(2)]
-            results.setdefault("sequential", {})[name] = sequential(hosts[name], pair, SEQUENTIAL)
+            elsewhere = [
+                register(hosts[other], f"first-{name}-{k}")["address"] for k in range(SEQUENTIAL)
+            ]
+            results.setdefault("sequential", {})[name] = sequential(
+                hosts[name], pair, elsewhere, SEQUENTIAL
+            )
         progress(f"cut: the link of far, {args.cut_seconds:g} s")
         results["cut"] = cut(hosts["far"], proxies["far"], sessions["far"][:2], args.cut_seconds)
     near, far = results["load"]["near"], results["load"]["far"]
@@ -464,7 +476,9 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             (
                 f"one client's sends in turn, {label}: p50",
                 f"plain {one['plain_p50_ms']} ms; with a new idempotency key"
-                f" {one['keyed_p50_ms']} ms; repeating a key {one['repeated_key_p50_ms']} ms",
+                f" {one['keyed_p50_ms']} ms; repeating a key {one['repeated_key_p50_ms']} ms;"
+                f" the first to an identity attached through the other broker"
+                f" {one['first_p50_ms']} ms",
                 "",
             )
         )

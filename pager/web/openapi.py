@@ -39,6 +39,7 @@ from pager.web.mcp_tools import (
     ToolSpec,
     UpdateAgentAlias,
 )
+from pager.web.query_guard import refuse_undeclared
 from pager.web.routes_events import MAX_ID
 
 Schema = dict[str, Any]
@@ -1140,9 +1141,30 @@ def build_document() -> Schema:
     }
 
 
+def declared_query(document: Schema) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Each operation's query parameters, by (path, method): those it declares, and those its
+    credentials are given in (`?workspace=`, `?harness=` with the local secret)."""
+    in_query = {
+        name: scheme["name"]
+        for name, scheme in document["components"]["securitySchemes"].items()
+        if scheme.get("in") == "query"
+    }
+    declared: dict[tuple[str, str], tuple[str, ...]] = {}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            names = [p["name"] for p in operation.get("parameters", ()) if p["in"] == "query"]
+            for requirement in operation.get("security", ()):
+                names += [in_query[scheme] for scheme in requirement if scheme in in_query]
+            declared[path, method] = tuple(dict.fromkeys(names))
+    return declared
+
+
 def openapi_blueprint() -> Blueprint:
     bp = Blueprint("v1_openapi", __name__, url_prefix="/v1")
-    document = json.dumps(build_document())
+    built = build_document()
+    document = json.dumps(built)
+    # Every described route refuses a query parameter it does not declare, before it runs.
+    bp.before_app_request(refuse_undeclared(declared_query(built)))
 
     @bp.get("/openapi.json")
     async def openapi() -> Response:

@@ -16,7 +16,7 @@ from pager.domain.display import json_for_terminal
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.exports import Exports
 from pager.domain.json_bounds import dumps
-from pager.web.routes_operator import query
+from pager.web.query_guard import query
 from pager.web.routes_v1 import require_secret
 
 #: Records per batch pulled from the store (and per write to the client).

@@ -19,6 +19,7 @@ from pager.domain.records import MessageState
 from pager.domain.views import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
 from pager.operator import OperatorService
 from pager.requests import cursor_pattern
+from pager.web.query_guard import invalid, query
 from pager.web.routes_v1 import require_secret
 from pager.wire import unstructure
 
@@ -26,36 +27,19 @@ DIRECTIONS = ("in", "out", "both")
 STATES = tuple(state.value for state in MessageState)
 
 
-def _invalid(parameter: str, message: str) -> PagerError:
-    return PagerError(ErrorCode.VALIDATION_FAILED, message, parameter=parameter)
-
-
-def query(allowed: tuple[str, ...]) -> dict[str, str]:
-    """The request's query parameters, each at most once and each one of `allowed`."""
-    found: dict[str, str] = {}
-    for name, values in request.args.lists():
-        if name not in allowed:
-            known = ", ".join(allowed) if allowed else "none"
-            raise _invalid(name, f"unknown query parameter {name!r}; this route takes: {known}")
-        if len(values) > 1:
-            raise _invalid(name, f"query parameter {name!r} is given more than once")
-        found[name] = values[0]
-    return found
-
-
 def parse_limit(args: dict[str, str]) -> int:
     text = args.get("limit")
     if text is None:
         return DEFAULT_LIMIT
     if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_LIMIT):
-        raise _invalid("limit", f"limit must be a whole number from 1 to {MAX_LIMIT}")
+        raise invalid("limit", f"limit must be a whole number from 1 to {MAX_LIMIT}")
     return int(text)
 
 
 def parse_choice(args: dict[str, str], name: str, choices: tuple[str, ...]) -> str | None:
     value = args.get(name)
     if value is not None and value not in choices:
-        raise _invalid(name, f"{name} must be one of {', '.join(choices)}, not {value[:64]!r}")
+        raise invalid(name, f"{name} must be one of {', '.join(choices)}, not {value[:64]!r}")
     return value
 
 
@@ -71,12 +55,12 @@ def parse_cursor(args: dict[str, str], view: str) -> str | None:
     if value is None:
         return None
     if not value:
-        raise _invalid("cursor", "cursor is empty; leave it out to start from the first page")
+        raise invalid("cursor", "cursor is empty; leave it out to start from the first page")
     # A key no page could end on is refused here, not met by SQLite (an int it cannot hold).
     if _CURSOR_SHAPES[view].fullmatch(value) is None or (
         view == "messages" and decode_cursor(view, value, int) not in _ROWIDS
     ):
-        raise _invalid(
+        raise invalid(
             "cursor",
             "cursor is not a cursor this view handed out; pass next_cursor from the previous"
             " page unchanged, or leave it out to start from the first page",
@@ -119,7 +103,7 @@ def operator_blueprint(operator: OperatorService, secret: str) -> Blueprint:
         args = query(("workspace", "archived", "limit", "cursor"))
         workspace = args.get("workspace")
         if workspace is not None and not workspace:
-            raise _invalid("workspace", "workspace must be a workspace slug (e.g. api-3f9a1c)")
+            raise invalid("workspace", "workspace must be a workspace slug (e.g. api-3f9a1c)")
         archived = parse_choice(args, "archived", ("true", "false"))
         page = await operator.agents(
             workspace=workspace,

@@ -14,7 +14,7 @@ from pager.domain.json_bounds import dumps
 from pager.domain.pages import parse_page
 from pager.requests import CreateTokenRequest
 from pager.service import BrokerService
-from pager.web.routes_operator import query
+from pager.web.query_guard import query
 from pager.web.routes_v1 import bearer, json_body, require_secret
 from pager.wire import structure
 

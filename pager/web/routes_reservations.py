@@ -17,8 +17,8 @@ from pager.domain.json_bounds import dumps
 from pager.requests import CheckReservationsRequest
 from pager.service import BrokerService
 from pager.web.mcp_tools import Release, Reservations, Reserve
+from pager.web.query_guard import query
 from pager.web.routes_me import me_caller
-from pager.web.routes_operator import query
 from pager.web.routes_v1 import json_body, require_secret
 from pager.wire import structure, structure_query, unstructure
 

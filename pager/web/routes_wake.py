@@ -8,7 +8,7 @@ from quart import Blueprint, Response, request
 from pager.domain.json_bounds import dumps
 from pager.requests import WakeOnRequest
 from pager.wake_service import WakeService
-from pager.web.routes_operator import query
+from pager.web.query_guard import query
 from pager.web.routes_v1 import json_body, require_secret
 from pager.wire import structure
 

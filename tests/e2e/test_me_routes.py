@@ -176,3 +176,39 @@ def test_credentials_and_workspace_are_required(broker: Broker) -> None:
     )
     assert (status, answer["error"]["code"]) == (400, "validation_failed")
     assert broker.export_sync() == []  # no identity (and so no message)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "named"),
+    [
+        ("POST", "/send?colour=red", {"to": "bob", "body": "hi"}, "colour"),
+        ("POST", "/claim?wait_s=5", {}, "wait_s"),
+        ("POST", "/ack?tokens=x", {"tokens": ["clm_x"]}, "tokens"),
+        ("GET", "?colour=red", None, "colour"),
+    ],
+)
+async def test_a_query_parameter_the_route_does_not_take_is_refused_by_name(
+    broker: Broker, method: str, path: str, body: Any, named: str
+) -> None:
+    """A POST takes its arguments in its JSON body: a stray `?name=` is refused, naming it
+    and what the route takes, as a GET's is, and nothing is sent or claimed."""
+    bob = await broker.register("bob")
+    ok(as_person(broker, "POST", "/send", {"to": "bob", "body": "waiting"}))
+    status, answer = as_person(broker, method, path, body)
+    assert (status, answer["error"]["code"]) == (400, "validation_failed"), answer
+    message = answer["error"]["message"]
+    assert f"unknown query parameter {named!r}" in message
+    assert "this route takes: workspace, harness" in message
+    [waiting] = await broker.messages()
+    assert (waiting["to"], waiting["state"]) == (bob["agent_id"], "queued")
+
+
+def test_a_query_parameter_given_twice_is_refused(broker: Broker) -> None:
+    where = quote(str(broker.workspace))
+    status, answer = request_json(
+        broker.url, "POST", f"/v1/me/send?workspace={where}&workspace={where}",
+        token=broker.secret, body={"to": "nobody", "body": "hi"},
+    )  # fmt: skip
+    assert (status, answer["error"]["code"]) == (400, "validation_failed"), answer
+    assert "'workspace' is given more than once" in answer["error"]["message"]
+    assert broker.export_sync() == []
