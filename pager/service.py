@@ -7,6 +7,7 @@ but its own few writes (`Accounts`) to the actor that owns it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Hashable, Sequence
@@ -766,8 +767,11 @@ def _token_json(view: TokenView) -> JSON:
     }
 
 
+@functools.cache
 def _login_name() -> str:
-    import pwd  # the account's name, whatever LOGNAME or USER say
+    """The account's name, whatever LOGNAME or USER say: read once (a send asks for it, and
+    each read parses the password database)."""
+    import pwd
 
     return pwd.getpwuid(os.getuid()).pw_name
 
