@@ -266,6 +266,7 @@ class _Pool:
         batched: bool = False,
         timeout: int = CONNECT_TIMEOUT,
         statement_timeout: float | None = None,
+        generic_plans: bool = False,
     ) -> None:
         self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue()
         # A write never waits on this broker between its statements: a transaction left open
@@ -273,6 +274,11 @@ class _Pool:
         server = {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION}
         if statement_timeout is not None:
             server["statement_timeout"] = f"{int(statement_timeout * 1000)}ms"
+        if generic_plans:
+            # psycopg prepares a statement run a few times on a connection; its plan is then
+            # made once, not again for each run's values (a send's read joins a dozen tables:
+            # planning it cost the server several times running it).
+            server["plan_cache_mode"] = "force_generic_plan"
         self._all = [
             _Connection(
                 store,
@@ -342,6 +348,7 @@ class PgWriter:
             one_statement_snapshots=True,
             timeout=LOOKUP_TIMEOUT,
             statement_timeout=LOOKUP_ANSWER,
+            generic_plans=True,
         )
         self._lookup_slots = trio.CapacityLimiter(LOOKUP_POOL)
         # Set while the store does not answer at all (calls time out): lookups then fail at
