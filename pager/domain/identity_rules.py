@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from pager.domain import ids
 from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
 from pager.domain.hints import Hint
@@ -313,6 +314,20 @@ class CreatePerson:
     """The person's first use in this workspace: a durable identity named `alias`."""
 
     alias: str
+
+    def identity(self, workspace_key: str, now: float) -> Identity:
+        """The identity made: durable, the person's, never attached (its retention clock
+        starts now)."""
+        return Identity(
+            id=ids.new_agent_id(),
+            workspace_key=workspace_key,
+            alias=self.alias,
+            durable=True,
+            implementation=PERSON,
+            created_at=now,
+            last_seen=now,
+            detached_at=now,
+        )
 
 
 def decide_person(

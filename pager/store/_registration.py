@@ -405,16 +405,7 @@ def person_identity(conn: Conn, workspace: Workspace, alias: str, now: float) ->
     if isinstance(decided, rules.Refuse):
         refuse(conn, decided)
     if isinstance(decided, rules.CreatePerson):
-        holder = Identity(
-            id=ids.new_agent_id(),
-            workspace_key=workspace.key,
-            alias=decided.alias,
-            durable=True,
-            implementation=PERSON,
-            created_at=now,
-            last_seen=now,
-            detached_at=now,  # never attached: its retention clock starts now
-        )
+        holder = decided.identity(workspace.key, now)
         ms.insert_identity(conn, holder, key)
         return holder
     holder = decided.identity

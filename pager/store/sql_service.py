@@ -15,7 +15,7 @@ from typing import NoReturn, TypeVar
 
 import attrs
 
-from pager.domain import addressing, ids
+from pager.domain import addressing
 from pager.domain import identity_rules as rules
 from pager.domain.addressing import PERSON
 from pager.domain.errors import ErrorCode, PagerError
@@ -334,16 +334,7 @@ def _person_made(
     decided = rules.decide_person(person, person=found.person, by_alias=None, reserved_by=reserved)
     if not isinstance(decided, rules.CreatePerson):
         return None
-    identity = Identity(
-        id=ids.new_agent_id(),
-        workspace_key=found.workspace_key,
-        alias=decided.alias,
-        durable=True,
-        implementation=PERSON,
-        created_at=now,
-        last_seen=now,
-        detached_at=now,  # never attached: its retention clock starts now
-    )
+    identity = decided.identity(found.workspace_key, now)
     made = MadeBySend(identity, alias_key(decided.alias), found.workspace_slug)
     reached = addressing.named(identity, made.slug)
     # Nothing of it is stored yet: its actor starts with an empty inbox and no session.
