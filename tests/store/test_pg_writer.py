@@ -93,3 +93,22 @@ async def test_a_lock_held_past_its_timeout_is_store_busy_and_marks_health(
         assert (await writer.lookup(_meta))["held"] == "1"
     finally:
         writer.close()
+
+
+async def test_lookups_keep_one_plan_per_prepared_statement_and_writes_plan_each_time(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A send's read joins about a dozen tables: planning it for each send cost the server
+    several times running it, so lookup connections keep the generic plan of a statement
+    psycopg prepared. Writes (sent as one batch of literal statements) are planned as usual."""
+    store = pg_store(pg_dsn, tmp_path)
+    with connect(store) as conn:
+        upgrade(conn, where="test")
+    writer = PgWriter(store)
+    show = sql("SELECT current_setting('plan_cache_mode')")
+    try:
+        looked_up = await writer.lookup(lambda c: str(c.execute(show).fetchone()[0]))
+        written = await writer.write(lambda c: str(c.execute(show).fetchone()[0]))
+        assert (looked_up, written) == ("force_generic_plan", "auto")
+    finally:
+        writer.close()
