@@ -35,6 +35,7 @@ from pager.store._identities import (
     IDENTITY_WIDTH,
     SESSION_WIDTH,
     addressed_where,
+    attached_to,
     identity_columns,
     identity_of,
     session_columns,
@@ -356,8 +357,7 @@ _KEY_COLUMNS = f"k.message_id, k.created_at, oi.alias, ow.slug, {message_columns
 #: (`a`, as pager/store/_identities.py `attached_session` reads it) and the person's launch
 #: on mail settings (`ws`, as pager/store/_wake.py `wake_settings` reads them).
 _START_JOINS = (
-    " LEFT JOIN sessions a ON a.id = (SELECT id FROM sessions WHERE identity_id = i.id"
-    " AND state = 'attached' ORDER BY epoch DESC LIMIT 1)"
+    f" LEFT JOIN sessions a ON a.id = (SELECT id FROM sessions WHERE {attached_to('i.id')})"
     " LEFT JOIN wake_settings ws ON ws.identity_id = i.id"
 )
 _START_COLUMNS = f"{session_columns('a')}, {settings_columns('ws')}"

@@ -17,7 +17,7 @@ from pager.domain.workspace import Workspace
 from pager.store._conn import Conn
 from pager.store._dialect import dialect_of
 from pager.store._events import record_event
-from pager.store._sql import sql
+from pager.store._sql import column_count, qualified, sql
 
 _IDENTITY_COLUMNS = (
     "id, workspace_key, alias, durable, implementation, created_at, last_seen, detached_at,"
@@ -153,24 +153,24 @@ def addressed_identity(
     return None if row is None else (_identity(row), str(row[-1]))
 
 
-#: The identities row's columns as `identity_of` reads them, from the row named `i`.
-def identity_columns(alias: str) -> str:
-    """The columns `identity_of` reads, of the identities row named `alias` in a statement."""
-    return ", ".join(f"{alias}.{column.strip()}" for column in _IDENTITY_COLUMNS.split(","))
+def identity_columns(table: str) -> str:
+    """The columns `identity_of` reads, of the identities row named `table` in a statement."""
+    return qualified(_IDENTITY_COLUMNS, table)
 
 
 #: How many columns `identity_columns` holds.
-IDENTITY_WIDTH = len(_IDENTITY_COLUMNS.split(","))
+IDENTITY_WIDTH = column_count(_IDENTITY_COLUMNS)
+#: The identities row's columns as `identity_of` reads them, from the row named `i`.
 ADDRESSED_COLUMNS = identity_columns("i")
 
 
-def session_columns(alias: str) -> str:
-    """The columns `session_of` reads, of the sessions row named `alias` in a statement."""
-    return ", ".join(f"{alias}.{column.strip()}" for column in _SESSION_COLUMNS.split(","))
+def session_columns(table: str) -> str:
+    """The columns `session_of` reads, of the sessions row named `table` in a statement."""
+    return qualified(_SESSION_COLUMNS, table)
 
 
 #: How many columns `session_columns` holds.
-SESSION_WIDTH = len(_SESSION_COLUMNS.split(","))
+SESSION_WIDTH = column_count(_SESSION_COLUMNS)
 
 
 def session_of(row: Any) -> Session | None:
@@ -213,11 +213,24 @@ def alias_reserved_by(conn: Conn, workspace_key: str, alias_key: str) -> str | N
     return None if row is None else str(row[0])
 
 
-def insert_identity(conn: Conn, identity: Identity, alias_key: str) -> None:
+def insert_identity(
+    conn: Conn,
+    identity: Identity,
+    alias_key: str,
+    *,
+    slug: str | None = None,
+    if_absent: bool = False,
+) -> None:
+    """The identity, its alias reserved, and its `agent.created` event. `slug`: its
+    workspace's, when the caller knows it: the event is written without reading the identity
+    back (a batched write reads nothing before its commit). `if_absent`: nothing is inserted
+    where another write made an identity with that id or alias first (the caller checks which
+    one stands)."""
     conn.execute(
         sql(
             "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
             " created_at, last_seen, detached_at) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {})"
+            + (" ON CONFLICT DO NOTHING" if if_absent else "")
         ),
         (
             identity.id,
@@ -232,14 +245,12 @@ def insert_identity(conn: Conn, identity: Identity, alias_key: str) -> None:
         ),
     )
     reserve_alias(conn, identity.workspace_key, alias_key, identity.id)
-    record_agent_event(
-        conn,
-        identity.created_at,
-        "agent.created",
-        identity.id,
-        durable=identity.durable,
-        implementation=identity.implementation,
-    )
+    created = {"durable": identity.durable, "implementation": identity.implementation}
+    if slug is None:
+        record_agent_event(conn, identity.created_at, "agent.created", identity.id, **created)
+    else:
+        described = identity_fields(identity.id, identity.alias, slug)
+        record_event(conn, identity.created_at, "agent.created", {**described, **created})
 
 
 def reserve_alias(conn: Conn, workspace_key: str, alias_key: str, identity_id: str) -> None:
@@ -447,14 +458,15 @@ def attached_sessions(conn: Conn) -> list[Session]:
 def attached_session(conn: Conn, identity_id: str) -> Session | None:
     """The identity's attached session, if it has one (never more than one)."""
     row = conn.execute(
-        sql(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE identity_id = {{}} AND state ="
-            " 'attached'"
-            " ORDER BY epoch DESC LIMIT 1"
-        ),
-        (identity_id,),
+        sql(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {attached_to('{}')}"), (identity_id,)
     ).fetchone()
     return None if row is None else _session(row)
+
+
+def attached_to(identity: str) -> str:
+    """Where and in which order the session attached to `identity` (a column, or a parameter's
+    mark) is found: the newest epoch's, never more than one."""
+    return f"identity_id = {identity} AND state = 'attached' ORDER BY epoch DESC LIMIT 1"
 
 
 def attached_identity_ids(conn: Conn, host: str | None = None) -> frozenset[str]:
@@ -642,9 +654,11 @@ def describe_identity(conn: Conn, identity_id: str) -> dict[str, object] | None:
         ),
         (identity_id,),
     ).fetchone()
-    if row is None:
-        return None
-    alias, slug = str(row[0]), str(row[1])
+    return None if row is None else identity_fields(identity_id, str(row[0]), str(row[1]))
+
+
+def identity_fields(identity_id: str, alias: str, slug: str) -> dict[str, object]:
+    """An identity as operator events name it: id, alias, address and workspace slug."""
     return {
         "agent_id": identity_id,
         "alias": alias,

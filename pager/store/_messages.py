@@ -22,7 +22,7 @@ from pager.store._delivery_sql import DELAYED_INDEXED, INBOX_INDEXED, guard, sta
 from pager.store._dialect import dialect_of
 from pager.store._events import record_event, record_events
 from pager.store._identities import addresses
-from pager.store._sql import sql
+from pager.store._sql import qualified, sql
 
 _MESSAGE_COLUMNS = (
     "seq, id, sender_id, recipient_id, body, thread, reply_to, sent_at, state, attempts,"
@@ -32,7 +32,7 @@ _MESSAGE_COLUMNS = (
 
 def message_columns(table: str) -> str:
     """The columns `message_of` reads, of the messages row named `table` in a statement."""
-    return ", ".join(f"{table}.{column.strip()}" for column in _MESSAGE_COLUMNS.split(","))
+    return qualified(_MESSAGE_COLUMNS, table)
 
 
 def message_of(row: Any) -> Message:

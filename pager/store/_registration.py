@@ -32,7 +32,6 @@ from pager.domain.workspace import Workspace
 from pager.store import _wake as wk
 from pager.store import messaging as ms
 from pager.store._conn import Conn
-from pager.store._events import record_event
 from pager.store._sql import sql
 
 
@@ -425,20 +424,7 @@ def make_person_in_send(conn: Conn, made: MadeBySend) -> None:
     this write (`StaleFacts`, by `pager_expect`) so the send is made again to that identity.
     PostgreSQL's statements (`pager_expect`)."""
     person = made.identity
-    values = {
-        "id": person.id, "ws": person.workspace_key, "alias": person.alias,
-        "key": made.alias_key, "durable": int(person.durable), "person_implementation": PERSON,
-        "at": person.created_at,
-    }  # fmt: skip
-    conn.execute(
-        sql(
-            "INSERT INTO identities (id, workspace_key, alias, alias_key, durable, implementation,"
-            " created_at, last_seen, detached_at) VALUES ({id}, {ws}, {alias}, {key}, {durable},"
-            " {person_implementation}, {at}, {at}, {at}) ON CONFLICT DO NOTHING"
-        ),
-        values,
-    )
-    ms.reserve_alias(conn, person.workspace_key, made.alias_key, person.id)
+    ms.insert_identity(conn, person, made.alias_key, slug=made.slug, if_absent=True)
     conn.execute(
         sql(
             "SELECT pager_expect((SELECT id FROM identities WHERE workspace_key = {ws}"
@@ -446,15 +432,6 @@ def make_person_in_send(conn: Conn, made: MadeBySend) -> None:
             " AND (SELECT identity_id FROM alias_reservations WHERE workspace_key = {ws}"
             " AND alias_key = {key}) = {id})"
         ),
-        values,
-    )
-    # As `record_agent_event` describes it, without reading it back.
-    described = {
-        "agent_id": person.id,
-        "alias": person.alias,
-        "address": format_address(person.alias, made.slug),
-        "workspace": made.slug,
-        "durable": person.durable,
-        "implementation": PERSON,
-    }
-    record_event(conn, person.created_at, "agent.created", described)
+        {"ws": person.workspace_key, "person_implementation": PERSON, "id": person.id,
+         "key": made.alias_key},
+    )  # fmt: skip

@@ -126,3 +126,15 @@ def sql(template: str) -> Sql:
     """The statement of `template` (see the module's docstring); one object per template, so
     a statement written inline is parsed and spelled once, however often it runs."""
     return Sql(template)
+
+
+def qualified(columns: str, table: str) -> str:
+    """`columns` (a comma-separated list of a table's columns) as read from the row named
+    `table` in a statement: each written `table.column`."""
+    return ", ".join(f"{table}.{column.strip()}" for column in columns.split(","))
+
+
+def column_count(columns: str) -> int:
+    """How many columns a comma-separated list of them names (where a row read through a
+    join moves on to the next table's)."""
+    return len(columns.split(","))

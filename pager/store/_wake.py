@@ -33,7 +33,7 @@ from pager.store._identities import (
     workspace_slug,
 )
 from pager.store._messages import offerable_count
-from pager.store._sql import sql
+from pager.store._sql import column_count, qualified, sql
 
 #: Why a run's session ends when the run does.
 RUN_OVER = "the wake run ended"
@@ -45,14 +45,14 @@ _RUNS = (
 )
 
 
-def settings_columns(alias: str) -> str:
-    """The columns `settings_of` reads, of the wake_settings row named `alias` in a
+def settings_columns(table: str) -> str:
+    """The columns `settings_of` reads, of the wake_settings row named `table` in a
     statement."""
-    return ", ".join(f"{alias}.{column.strip()}" for column in _SETTINGS.split(","))
+    return qualified(_SETTINGS, table)
 
 
 #: How many columns `settings_columns` holds.
-SETTINGS_WIDTH = len(_SETTINGS.split(","))
+SETTINGS_WIDTH = column_count(_SETTINGS)
 
 
 def settings_of(row: Any) -> WakeSettings | None:
